@@ -1,0 +1,531 @@
+//! Connection commands: PING, ECHO, AUTH, HELLO, QUIT, RESET, SELECT and CLIENT.
+
+use super::*;
+use crate::protocol::Proto;
+use crate::server::client::{ClientHandle, ReplyMode};
+use std::sync::atomic::Ordering;
+
+// PING [message]
+pub fn ping(ctx: &mut Ctx) -> CmdResult {
+    match ctx.args.len() {
+        1 => ctx.reply.simple("PONG"),
+        2 => ctx.reply.bulk(ctx.args[1]),
+        _ => return Err(CmdError::Arity("ping".into())),
+    }
+    Ok(())
+}
+
+// ECHO message
+pub fn echo(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.bulk(ctx.args[1]);
+    Ok(())
+}
+
+/// Checks a username/password pair against the default user (ACL users come later).
+fn check_password(srv: &crate::server::Server, user: Option<&[u8]>, pass: &[u8]) -> bool {
+    if let Some(u) = user {
+        if u != b"default" {
+            return false;
+        }
+    }
+    let required = srv.config.get("requirepass");
+    required.is_empty() || required.as_bytes() == pass
+}
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+// AUTH [username] password
+pub fn auth(ctx: &mut Ctx) -> CmdResult {
+    let (user, pass) = match ctx.args.len() {
+        2 => (None, ctx.args[1]),
+        3 => (Some(ctx.args[1]), ctx.args[2]),
+        _ => return Err(CmdError::Syntax),
+    };
+    if user.is_none() && ctx.srv.config.get("requirepass").is_empty() {
+        return Err(CmdError::msg(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    if !check_password(ctx.srv, user, pass) {
+        crate::log_verbose!("AUTH failed for client id={}", ctx.client.id());
+        return Err(CmdError::msg(WRONGPASS));
+    }
+    ctx.client.authenticated = true;
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// Validates a client name or library attribute: printable ASCII without spaces.
+fn valid_name(v: &[u8]) -> bool {
+    v.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+// HELLO [protover [AUTH username password] [SETNAME clientname]]
+pub fn hello(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    let mut proto = None;
+    let mut i = 1;
+    if args.len() > 1 {
+        let v = parse_int(args[1]).map_err(|_| CmdError::msg("ERR Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(CmdError::msg("NOPROTO unsupported protocol version"));
+        }
+        proto = Some(if v == 3 { Proto::Resp3 } else { Proto::Resp2 });
+        i = 2;
+    }
+    let mut auth: Option<(&[u8], &[u8])> = None;
+    let mut setname: Option<&[u8]> = None;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if eq_ic(args[i], "AUTH") && more >= 2 {
+            auth = Some((args[i + 1], args[i + 2]));
+            i += 3;
+        } else if eq_ic(args[i], "SETNAME") && more >= 1 {
+            setname = Some(args[i + 1]);
+            i += 2;
+        } else {
+            return Err(CmdError::msg(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(args[i])
+            )));
+        }
+    }
+    if let Some((u, p)) = auth {
+        if !check_password(ctx.srv, Some(u), p) {
+            return Err(CmdError::msg(WRONGPASS));
+        }
+        ctx.client.authenticated = true;
+    }
+    if !ctx.client.authenticated {
+        return Err(CmdError::msg("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+    }
+    if let Some(n) = setname {
+        if !valid_name(n) {
+            return Err(CmdError::msg("ERR Client names cannot contain spaces, newlines or special characters."));
+        }
+        *ctx.client.handle.name.lock() = n.to_vec();
+    }
+    if let Some(p) = proto {
+        ctx.client.proto = p;
+        ctx.reply.proto = p;
+        ctx.client.handle.resp.store(if p == Proto::Resp3 { 3 } else { 2 }, Ordering::Relaxed);
+    }
+    let r = &mut *ctx.reply;
+    r.map(7);
+    r.bulk(b"server");
+    r.bulk(b"redis");
+    r.bulk(b"version");
+    r.bulk(crate::REDIS_VERSION.as_bytes());
+    r.bulk(b"proto");
+    r.int(if ctx.client.proto == Proto::Resp3 { 3 } else { 2 });
+    r.bulk(b"id");
+    r.int(ctx.client.id() as i64);
+    r.bulk(b"mode");
+    r.bulk(b"standalone");
+    r.bulk(b"role");
+    r.bulk(b"master");
+    r.bulk(b"modules");
+    r.array(0);
+    Ok(())
+}
+
+// QUIT
+pub fn quit(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.ok();
+    ctx.client.close_after_reply = true;
+    Ok(())
+}
+
+// RESET
+pub fn reset(ctx: &mut Ctx) -> CmdResult {
+    super::multi::discard_state(ctx.srv, ctx.client);
+    super::multi::unwatch_all(ctx.srv, ctx.client);
+    let c = &mut *ctx.client;
+    c.db = 0;
+    c.handle.db.store(0, Ordering::Relaxed);
+    c.proto = Proto::Resp2;
+    c.handle.resp.store(2, Ordering::Relaxed);
+    ctx.reply.proto = Proto::Resp2;
+    c.reply_mode = ReplyMode::On;
+    c.no_touch = false;
+    c.handle.no_touch.store(false, Ordering::Relaxed);
+    c.handle.no_evict.store(false, Ordering::Relaxed);
+    c.authenticated = !ctx.srv.config.hot.has_password.load(Ordering::Relaxed);
+    ctx.reply.simple("RESET");
+    Ok(())
+}
+
+// SELECT index
+pub fn select(ctx: &mut Ctx) -> CmdResult {
+    let idx = ctx.arg_i64(1)?;
+    if idx < 0 || idx >= ctx.srv.ks.num_dbs() as i64 {
+        return Err(CmdError::msg("ERR DB index is out of range"));
+    }
+    ctx.client.db = idx as usize;
+    ctx.ks.db = idx as usize;
+    ctx.client.handle.db.store(idx as usize, Ordering::Relaxed);
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// Replies with a HELP text: the command name line followed by the lines, like Redis's
+/// `addReplyHelp`.
+pub fn help_reply(ctx: &mut Ctx, name: &str, lines: &[&str]) {
+    ctx.reply.array(lines.len() + 3);
+    ctx.reply.simple(&format!("{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"));
+    for l in lines {
+        ctx.reply.simple(l);
+    }
+    ctx.reply.simple("HELP");
+    ctx.reply.simple("    Print this help.");
+}
+
+// CLIENT HELP
+pub fn client_help(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 1 {
+        return Err(CmdError::Arity("client".into()));
+    }
+    help_reply(
+        ctx,
+        "CLIENT",
+        &[
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "    * ID <client-id>",
+            "      Kill connections by client id.",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr. Options are:",
+            "    * LIB-NAME: the client lib name.",
+            "    * LIB-VER: the client lib version.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)",
+            "    Will not touch LRU/LFU stats when this mode is on.",
+        ],
+    );
+    Ok(())
+}
+
+// CLIENT ID
+pub fn client_id(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.int(ctx.client.id() as i64);
+    Ok(())
+}
+
+// CLIENT GETNAME
+pub fn client_getname(ctx: &mut Ctx) -> CmdResult {
+    let name = ctx.client.handle.name.lock().clone();
+    if name.is_empty() {
+        ctx.reply.null();
+    } else {
+        ctx.reply.bulk(&name);
+    }
+    Ok(())
+}
+
+// CLIENT SETNAME connection-name
+pub fn client_setname(ctx: &mut Ctx) -> CmdResult {
+    let n = ctx.args[2];
+    if !valid_name(n) {
+        return Err(CmdError::msg("ERR Client names cannot contain spaces, newlines or special characters."));
+    }
+    *ctx.client.handle.name.lock() = n.to_vec();
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CLIENT SETINFO <LIB-NAME libname | LIB-VER libver>
+pub fn client_setinfo(ctx: &mut Ctx) -> CmdResult {
+    let (attr, val) = (ctx.args[2], ctx.args[3]);
+    let (slot, label) = if eq_ic(attr, "lib-name") {
+        (&ctx.client.handle.lib_name, "lib-name")
+    } else if eq_ic(attr, "lib-ver") {
+        (&ctx.client.handle.lib_ver, "lib-ver")
+    } else {
+        return Err(CmdError::msg(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(attr))));
+    };
+    if !valid_name(val) {
+        return Err(CmdError::msg(format!("ERR {label} cannot contain spaces, newlines or special characters.")));
+    }
+    *slot.lock() = val.to_vec();
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// One CLIENT LIST line, with 7.2's fields.
+fn client_line(srv: &crate::server::Server, h: &ClientHandle, now: i64) -> String {
+    let cmd = match h.last_cmd.load(Ordering::Relaxed) {
+        0 => "NULL".to_string(),
+        i => srv.table.all[i - 1].name.clone(),
+    };
+    let multi = h.multi.load(Ordering::Relaxed);
+    let mut flags = String::new();
+    if multi >= 0 {
+        flags.push('x');
+    }
+    if h.unix {
+        flags.push('U');
+    }
+    if h.no_evict.load(Ordering::Relaxed) {
+        flags.push('e');
+    }
+    if h.no_touch.load(Ordering::Relaxed) {
+        flags.push('T');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let qbuf = h.qbuf.load(Ordering::Relaxed);
+    format!(
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem=0 tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        h.id,
+        h.addr,
+        h.laddr,
+        h.fd,
+        String::from_utf8_lossy(&h.name.lock()),
+        (now - h.created_ms).max(0) / 1000,
+        (now - h.last_ms.load(Ordering::Relaxed)).max(0) / 1000,
+        flags,
+        h.db.load(Ordering::Relaxed),
+        multi,
+        qbuf,
+        0,
+        qbuf,
+        qbuf + 1024,
+        cmd,
+        h.resp.load(Ordering::Relaxed),
+        String::from_utf8_lossy(&h.lib_name.lock()),
+        String::from_utf8_lossy(&h.lib_ver.lock()),
+    )
+}
+
+// CLIENT LIST [TYPE <NORMAL | MASTER | REPLICA | PUBSUB>] [ID client-id [client-id ...]]
+pub fn client_list(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    let mut ids: Option<Vec<u64>> = None;
+    let mut only_type: Option<String> = None;
+    let mut i = 2;
+    while i < args.len() {
+        if eq_ic(args[i], "TYPE") && i + 1 < args.len() {
+            let t = String::from_utf8_lossy(args[i + 1]).to_lowercase();
+            if !matches!(t.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
+                return Err(CmdError::msg(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(args[i + 1]))));
+            }
+            only_type = Some(t);
+            i += 2;
+        } else if eq_ic(args[i], "ID") && i + 1 < args.len() {
+            let mut v = Vec::new();
+            i += 1;
+            while i < args.len() {
+                match crate::protocol::parse_i64(args[i]) {
+                    Some(id) if id > 0 => v.push(id as u64),
+                    _ => return Err(CmdError::msg("ERR Invalid client ID")),
+                }
+                i += 1;
+            }
+            ids = Some(v);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let now = ctx.srv.now_ms();
+    let mut out = String::new();
+    for h in ctx.srv.clients.snapshot() {
+        if let Some(ids) = &ids {
+            if !ids.contains(&h.id) {
+                continue;
+            }
+        }
+        if let Some(t) = &only_type {
+            if t != "normal" {
+                continue;
+            }
+        }
+        out.push_str(&client_line(ctx.srv, &h, now));
+        out.push('\n');
+    }
+    ctx.reply.verbatim("txt", out.as_bytes());
+    Ok(())
+}
+
+// CLIENT INFO
+pub fn client_info(ctx: &mut Ctx) -> CmdResult {
+    let mut line = client_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms());
+    line.push('\n');
+    ctx.reply.verbatim("txt", line.as_bytes());
+    Ok(())
+}
+
+// CLIENT KILL <ip:port | <option value> ...>
+pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    let me = ctx.client.id();
+    if args.len() == 3 {
+        // Old form: CLIENT KILL addr:port, +OK or an error.
+        let addr = args[2];
+        let target = ctx.srv.clients.snapshot().into_iter().find(|h| h.addr.as_bytes() == addr);
+        return match target {
+            Some(h) => {
+                if h.id == me {
+                    ctx.client.close_after_reply = true;
+                } else {
+                    h.kill();
+                }
+                ctx.reply.ok();
+                Ok(())
+            }
+            None => Err(CmdError::msg("ERR No such client")),
+        };
+    }
+    if args.len() % 2 != 0 {
+        return Err(CmdError::Syntax);
+    }
+    let mut id = None;
+    let mut addr = None;
+    let mut laddr = None;
+    let mut user = None;
+    let mut ctype = None;
+    let mut maxage = None;
+    let mut skipme = true;
+    for pair in args[2..].chunks(2) {
+        let (k, v) = (pair[0], pair[1]);
+        if eq_ic(k, "ID") {
+            match crate::protocol::parse_i64(v) {
+                Some(x) if x > 0 => id = Some(x as u64),
+                _ => return Err(CmdError::msg("ERR client-id should be greater than 0")),
+            }
+        } else if eq_ic(k, "ADDR") {
+            addr = Some(v.to_vec());
+        } else if eq_ic(k, "LADDR") {
+            laddr = Some(v.to_vec());
+        } else if eq_ic(k, "USER") {
+            user = Some(v.to_vec());
+        } else if eq_ic(k, "TYPE") {
+            let t = String::from_utf8_lossy(v).to_lowercase();
+            if !matches!(t.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
+                return Err(CmdError::msg(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(v))));
+            }
+            ctype = Some(t);
+        } else if eq_ic(k, "SKIPME") {
+            if eq_ic(v, "yes") {
+                skipme = true;
+            } else if eq_ic(v, "no") {
+                skipme = false;
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        } else if eq_ic(k, "MAXAGE") {
+            maxage = Some(parse_int(v)?);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let now = ctx.srv.now_ms();
+    let mut killed = 0;
+    for h in ctx.srv.clients.snapshot() {
+        if id.is_some_and(|i| i != h.id)
+            || addr.as_ref().is_some_and(|a| a != h.addr.as_bytes())
+            || laddr.as_ref().is_some_and(|a| a != h.laddr.as_bytes())
+            || user.as_ref().is_some_and(|u| u != b"default")
+            || ctype.as_ref().is_some_and(|t| t != "normal")
+            || maxage.is_some_and(|m| (now - h.created_ms) / 1000 < m)
+            || (skipme && h.id == me)
+        {
+            continue;
+        }
+        if h.id == me {
+            ctx.client.close_after_reply = true;
+        } else {
+            h.kill();
+        }
+        killed += 1;
+    }
+    ctx.reply.int(killed);
+    Ok(())
+}
+
+// CLIENT REPLY <ON | OFF | SKIP>
+pub fn client_reply(ctx: &mut Ctx) -> CmdResult {
+    let a = ctx.args[2];
+    if eq_ic(a, "ON") {
+        ctx.client.reply_mode = ReplyMode::On;
+        ctx.reply.ok();
+    } else if eq_ic(a, "OFF") {
+        ctx.client.reply_mode = ReplyMode::Off;
+    } else if eq_ic(a, "SKIP") {
+        if ctx.client.reply_mode != ReplyMode::Off {
+            ctx.client.reply_mode = ReplyMode::SkipNext;
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    Ok(())
+}
+
+fn on_off(a: &[u8]) -> Result<bool, CmdError> {
+    if eq_ic(a, "ON") {
+        Ok(true)
+    } else if eq_ic(a, "OFF") {
+        Ok(false)
+    } else {
+        Err(CmdError::Syntax)
+    }
+}
+
+// CLIENT NO-EVICT <ON | OFF>
+pub fn client_no_evict(ctx: &mut Ctx) -> CmdResult {
+    let v = on_off(ctx.args[2])?;
+    ctx.client.handle.no_evict.store(v, Ordering::Relaxed);
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CLIENT NO-TOUCH <ON | OFF>
+pub fn client_no_touch(ctx: &mut Ctx) -> CmdResult {
+    let v = on_off(ctx.args[2])?;
+    ctx.client.no_touch = v;
+    ctx.client.handle.no_touch.store(v, Ordering::Relaxed);
+    ctx.reply.ok();
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! INFO: the sections and field names operators and redis_exporter know.
+
+use crate::server::Server;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+const DEFAULT: &[&str] =
+    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace"];
+const ALL_EXTRA: &[&str] = &["commandstats", "latencystats"];
+
+/// Which sections an INFO call asked for, in Redis's order.
+pub fn select_sections(args: &[&[u8]]) -> Vec<&'static str> {
+    if args.is_empty() {
+        return DEFAULT.to_vec();
+    }
+    let mut want: Vec<String> = args.iter().map(|a| String::from_utf8_lossy(a).to_lowercase()).collect();
+    let mut out = Vec::new();
+    let everything = want.iter().any(|w| w == "all" || w == "everything");
+    let default = want.iter().any(|w| w == "default");
+    for s in DEFAULT.iter().chain(ALL_EXTRA) {
+        let listed = want.iter().any(|w| w == s);
+        let in_default = DEFAULT.contains(s);
+        if everything || listed || (default && in_default) {
+            out.push(*s);
+        }
+    }
+    want.clear();
+    out
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b < 1024.0 {
+        format!("{bytes}B")
+    } else if b < 1024.0 * 1024.0 {
+        format!("{:.2}K", b / 1024.0)
+    } else if b < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.2}G", b / (1024.0 * 1024.0 * 1024.0))
+    }
+}
+
+/// Resident set size of this process, from /proc.
+pub fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    pages * 4096
+}
+
+/// Bytes allocated by the program according to jemalloc (0 when jemalloc is not the
+/// allocator, as in unit tests).
+pub fn allocated_bytes() -> (u64, u64, u64) {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    let _ = epoch::advance();
+    (
+        stats::allocated::read().unwrap_or(0) as u64,
+        stats::active::read().unwrap_or(0) as u64,
+        stats::resident::read().unwrap_or(0) as u64,
+    )
+}
+
+fn total_system_memory() -> u64 {
+    let s = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+fn rusage(who: i32) -> (String, String) {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only into the struct we pass.
+    unsafe { libc::getrusage(who, &mut ru) };
+    (
+        format!("{}.{:06}", ru.ru_stime.tv_sec, ru.ru_stime.tv_usec),
+        format!("{}.{:06}", ru.ru_utime.tv_sec, ru.ru_utime.tv_usec),
+    )
+}
+
+pub fn generate(srv: &Server, sections: &[&str]) -> String {
+    let mut o = String::new();
+    let now = srv.now_ms();
+    let st = &srv.stats;
+    for (n, sec) in sections.iter().enumerate() {
+        if n > 0 {
+            o.push_str("\r\n");
+        }
+        macro_rules! f { ($($a:tt)*) => { let _ = write!(o, $($a)*); o.push_str("\r\n"); } }
+        match *sec {
+            "server" => {
+                o.push_str("# Server\r\n");
+                f!("redis_version:{}", crate::REDIS_VERSION);
+                f!("redis_git_sha1:00000000");
+                f!("redis_git_dirty:0");
+                f!("redis_build_id:0");
+                f!("redis_mode:standalone");
+                f!("server_name:atoll");
+                f!("atoll_version:{}", env!("CARGO_PKG_VERSION"));
+                f!("os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
+                f!("arch_bits:64");
+                f!("monotonic_clock:POSIX clock_gettime");
+                f!("multiplexing_api:epoll");
+                f!("atomicvar_api:c11-builtin");
+                f!("gcc_version:0.0.0");
+                f!("process_id:{}", std::process::id());
+                f!("process_supervised:no");
+                f!("run_id:{}", srv.run_id);
+                f!("tcp_port:{}", srv.tcp_port);
+                f!("server_time_usec:{}", now * 1000);
+                let up = srv.started.elapsed().as_secs();
+                f!("uptime_in_seconds:{}", up);
+                f!("uptime_in_days:{}", up / 86400);
+                f!("hz:{}", srv.config.hot.hz.load(Ordering::Relaxed));
+                f!("configured_hz:{}", srv.config.hot.hz.load(Ordering::Relaxed));
+                f!("lru_clock:{}", srv.lru_clock(now));
+                f!("executable:{}", srv.executable);
+                f!("config_file:{}", srv.config.config_file.clone().unwrap_or_default());
+                f!("io_threads_active:0");
+                f!("threads:{}", srv.threads);
+            }
+            "clients" => {
+                o.push_str("# Clients\r\n");
+                f!("connected_clients:{}", srv.clients.len());
+                f!("cluster_connections:0");
+                f!("maxclients:{}", srv.config.hot.maxclients.load(Ordering::Relaxed));
+                f!("client_recent_max_input_buffer:0");
+                f!("client_recent_max_output_buffer:0");
+                f!("blocked_clients:0");
+                f!("tracking_clients:0");
+                f!("clients_in_timeout_table:0");
+                f!("total_blocking_keys:0");
+                f!("total_blocking_keys_on_nokey:0");
+            }
+            "memory" => {
+                let (alloc, active, resident) = allocated_bytes();
+                let rss = rss_bytes();
+                let maxmem = srv.config.get_i64("maxmemory") as u64;
+                o.push_str("# Memory\r\n");
+                f!("used_memory:{}", alloc);
+                f!("used_memory_human:{}", human(alloc));
+                f!("used_memory_rss:{}", rss);
+                f!("used_memory_rss_human:{}", human(rss));
+                f!("used_memory_peak:{}", alloc);
+                f!("used_memory_peak_human:{}", human(alloc));
+                f!("used_memory_peak_perc:100.00%");
+                f!("used_memory_overhead:0");
+                f!("used_memory_startup:0");
+                f!("used_memory_dataset:{}", alloc);
+                f!("used_memory_dataset_perc:100.00%");
+                f!("allocator_allocated:{}", alloc);
+                f!("allocator_active:{}", active);
+                f!("allocator_resident:{}", resident);
+                let tsm = total_system_memory();
+                f!("total_system_memory:{}", tsm);
+                f!("total_system_memory_human:{}", human(tsm));
+                f!("used_memory_lua:31744");
+                f!("used_memory_vm_eval:31744");
+                f!("used_memory_lua_human:31.00K");
+                f!("used_memory_scripts_eval:0");
+                f!("number_of_cached_scripts:0");
+                f!("number_of_functions:0");
+                f!("number_of_libraries:0");
+                f!("used_memory_vm_functions:32768");
+                f!("used_memory_vm_total:64512");
+                f!("used_memory_vm_total_human:63.00K");
+                f!("used_memory_functions:0");
+                f!("used_memory_scripts:0");
+                f!("used_memory_scripts_human:0B");
+                f!("maxmemory:{}", maxmem);
+                f!("maxmemory_human:{}", human(maxmem));
+                f!("maxmemory_policy:{}", srv.config.get("maxmemory-policy"));
+                let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+                f!("allocator_frag_ratio:{:.2}", ratio(active, alloc));
+                f!("allocator_frag_bytes:{}", active.saturating_sub(alloc));
+                f!("allocator_rss_ratio:{:.2}", ratio(resident, active));
+                f!("allocator_rss_bytes:{}", resident.saturating_sub(active));
+                f!("rss_overhead_ratio:{:.2}", ratio(rss, resident));
+                f!("rss_overhead_bytes:{}", rss as i64 - resident as i64);
+                f!("mem_fragmentation_ratio:{:.2}", ratio(rss, alloc));
+                f!("mem_fragmentation_bytes:{}", rss as i64 - alloc as i64);
+                f!("mem_not_counted_for_evict:0");
+                f!("mem_replication_backlog:0");
+                f!("mem_total_replication_buffers:0");
+                f!("mem_clients_slaves:0");
+                f!("mem_clients_normal:0");
+                f!("mem_cluster_links:0");
+                f!("mem_aof_buffer:0");
+                f!("mem_allocator:jemalloc");
+                f!("active_defrag_running:0");
+                f!("lazyfree_pending_objects:0");
+                f!("lazyfreed_objects:0");
+            }
+            "persistence" => {
+                o.push_str("# Persistence\r\n");
+                f!("loading:0");
+                f!("async_loading:0");
+                f!("current_cow_peak:0");
+                f!("current_cow_size:0");
+                f!("current_cow_size_age:0");
+                f!("current_fork_perc:0.00");
+                f!("current_save_keys_processed:0");
+                f!("current_save_keys_total:0");
+                f!("rdb_changes_since_last_save:{}", st.sum(|c| &c.dirty));
+                f!("rdb_bgsave_in_progress:0");
+                f!("rdb_last_save_time:{}", srv.lastsave.load(Ordering::Relaxed));
+                f!("rdb_last_bgsave_status:ok");
+                f!("rdb_last_bgsave_time_sec:-1");
+                f!("rdb_current_bgsave_time_sec:-1");
+                f!("rdb_saves:0");
+                f!("rdb_last_cow_size:0");
+                f!("rdb_last_load_keys_expired:0");
+                f!("rdb_last_load_keys_loaded:0");
+                f!("aof_enabled:0");
+                f!("aof_rewrite_in_progress:0");
+                f!("aof_rewrite_scheduled:0");
+                f!("aof_last_rewrite_time_sec:-1");
+                f!("aof_current_rewrite_time_sec:-1");
+                f!("aof_last_bgrewrite_status:ok");
+                f!("aof_rewrites:0");
+                f!("aof_rewrites_consecutive_failures:0");
+                f!("aof_last_write_status:ok");
+                f!("aof_last_cow_size:0");
+                f!("module_fork_in_progress:0");
+                f!("module_fork_last_cow_size:0");
+            }
+            "stats" => {
+                o.push_str("# Stats\r\n");
+                f!("total_connections_received:{}", st.sum(|c| &c.connections));
+                f!("total_commands_processed:{}", st.sum(|c| &c.commands));
+                f!("instantaneous_ops_per_sec:{}", srv.instantaneous_ops());
+                f!("total_net_input_bytes:{}", st.sum(|c| &c.net_input_bytes));
+                f!("total_net_output_bytes:{}", st.sum(|c| &c.net_output_bytes));
+                f!("total_net_repl_input_bytes:0");
+                f!("total_net_repl_output_bytes:0");
+                f!("instantaneous_input_kbps:0.00");
+                f!("instantaneous_output_kbps:0.00");
+                f!("instantaneous_input_repl_kbps:0.00");
+                f!("instantaneous_output_repl_kbps:0.00");
+                f!("rejected_connections:{}", st.sum(|c| &c.rejected_connections));
+                f!("sync_full:0");
+                f!("sync_partial_ok:0");
+                f!("sync_partial_err:0");
+                f!("expired_keys:{}", st.sum(|c| &c.expired_keys));
+                f!("expired_stale_perc:0.00");
+                f!("expired_time_cap_reached_count:0");
+                f!("expire_cycle_cpu_milliseconds:{}", st.sum(|c| &c.expire_cycle_cpu_ms));
+                f!("evicted_keys:0");
+                f!("evicted_clients:0");
+                f!("total_eviction_exceeded_time:0");
+                f!("current_eviction_exceeded_time:0");
+                f!("keyspace_hits:{}", st.sum(|c| &c.keyspace_hits));
+                f!("keyspace_misses:{}", st.sum(|c| &c.keyspace_misses));
+                f!("pubsub_channels:0");
+                f!("pubsub_patterns:0");
+                f!("pubsubshard_channels:0");
+                f!("latest_fork_usec:0");
+                f!("total_forks:0");
+                f!("migrate_cached_sockets:0");
+                f!("slave_expires_tracked_keys:0");
+                f!("active_defrag_hits:0");
+                f!("active_defrag_misses:0");
+                f!("active_defrag_key_hits:0");
+                f!("active_defrag_key_misses:0");
+                f!("total_active_defrag_time:0");
+                f!("current_active_defrag_time:0");
+                f!("tracking_total_keys:0");
+                f!("tracking_total_items:0");
+                f!("tracking_total_prefixes:0");
+                f!("unexpected_error_replies:{}", st.sum(|c| &c.unexpected_error_replies));
+                f!("total_error_replies:{}", st.sum(|c| &c.error_replies));
+                f!("dump_payload_sanitizations:0");
+                f!("total_reads_processed:0");
+                f!("total_writes_processed:0");
+                f!("io_threaded_reads_processed:0");
+                f!("io_threaded_writes_processed:0");
+                f!("reply_buffer_shrinks:0");
+                f!("reply_buffer_expands:0");
+                f!("acl_access_denied_auth:0");
+                f!("acl_access_denied_cmd:0");
+                f!("acl_access_denied_key:0");
+                f!("acl_access_denied_channel:0");
+            }
+            "replication" => {
+                o.push_str("# Replication\r\n");
+                f!("role:master");
+                f!("connected_slaves:0");
+                f!("master_failover_state:no-failover");
+                f!("master_replid:{}", srv.run_id);
+                f!("master_replid2:0000000000000000000000000000000000000000");
+                f!("master_repl_offset:0");
+                f!("second_repl_offset:-1");
+                f!("repl_backlog_active:0");
+                f!("repl_backlog_size:1048576");
+                f!("repl_backlog_first_byte_offset:0");
+                f!("repl_backlog_histlen:0");
+            }
+            "cpu" => {
+                let (sys, user) = rusage(libc::RUSAGE_SELF);
+                let (csys, cuser) = rusage(libc::RUSAGE_CHILDREN);
+                o.push_str("# CPU\r\n");
+                f!("used_cpu_sys:{}", sys);
+                f!("used_cpu_user:{}", user);
+                f!("used_cpu_sys_children:{}", csys);
+                f!("used_cpu_user_children:{}", cuser);
+                f!("used_cpu_sys_main_thread:{}", sys);
+                f!("used_cpu_user_main_thread:{}", user);
+            }
+            "modules" => o.push_str("# Modules\r\n"),
+            "errorstats" => {
+                o.push_str("# Errorstats\r\n");
+                for (code, n) in st.errors() {
+                    f!("errorstat_{}:count={}", code, n);
+                }
+            }
+            "cluster" => {
+                o.push_str("# Cluster\r\n");
+                f!("cluster_enabled:0");
+            }
+            "keyspace" => {
+                o.push_str("# Keyspace\r\n");
+                for db in 0..srv.ks.num_dbs() {
+                    let (keys, expires) = srv.ks.db_stats(db);
+                    if keys > 0 {
+                        f!("db{}:keys={},expires={},avg_ttl=0", db, keys, expires);
+                    }
+                }
+            }
+            "commandstats" => {
+                o.push_str("# Commandstats\r\n");
+                let mut cmds: Vec<_> = srv.table.all.iter().collect();
+                cmds.sort_by(|a, b| a.name.cmp(&b.name));
+                for c in cmds {
+                    let calls = st.cmd_sum(c.id, |s| &s.calls);
+                    let rej = st.cmd_sum(c.id, |s| &s.rejected_calls);
+                    let failed = st.cmd_sum(c.id, |s| &s.failed_calls);
+                    if calls == 0 && rej == 0 && failed == 0 {
+                        continue;
+                    }
+                    let usec = st.cmd_sum(c.id, |s| &s.usec);
+                    let per = if calls > 0 { usec as f64 / calls as f64 } else { 0.0 };
+                    f!(
+                        "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}",
+                        c.name,
+                        calls,
+                        usec,
+                        per,
+                        rej,
+                        failed
+                    );
+                }
+            }
+            "latencystats" => o.push_str("# Latencystats\r\n"),
+            _ => {}
+        }
+    }
+    o
+}

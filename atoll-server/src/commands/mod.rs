@@ -1,0 +1,296 @@
+//! Commands: the table, the execution context, and one module per family.
+//!
+//! A command function gets a [`Ctx`]: its arguments, a reply builder, the client's state and a
+//! [`KsView`] over the shards its lock plan holds. It returns `Ok(())` after adding its reply, or
+//! a [`CmdError`] that the dispatcher turns into Redis's exact error text.
+
+pub mod bitmap;
+pub mod connection;
+pub mod info;
+pub mod keys;
+pub mod keyspec;
+pub mod multi;
+pub mod server;
+pub mod string;
+pub mod table;
+
+use crate::engine::{key_shard, Locks, Obj, Shard, Value};
+use crate::protocol::Reply;
+use crate::server::client::Client;
+use crate::server::Server;
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+
+pub use table::{Command, CommandTable};
+
+/// Errors are values (DESIGN habit 5); [`CmdError::text`] is the one place that words them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CmdError {
+    WrongType,
+    NotInteger,
+    NotFloat,
+    Syntax,
+    Overflow,
+    NoSuchKey,
+    OutOfRange,
+    /// Wrong number of arguments for the named command (`get`, `config|get`).
+    Arity(String),
+    /// Any other error: the full text after `-`, starting with its code (`ERR ...`).
+    Msg(Cow<'static, str>),
+}
+
+pub type CmdResult = Result<(), CmdError>;
+
+impl CmdError {
+    pub fn msg(s: impl Into<Cow<'static, str>>) -> CmdError {
+        CmdError::Msg(s.into())
+    }
+
+    pub fn text(&self) -> Cow<'static, str> {
+        match self {
+            CmdError::WrongType => "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
+            CmdError::NotInteger => "ERR value is not an integer or out of range".into(),
+            CmdError::NotFloat => "ERR value is not a valid float".into(),
+            CmdError::Syntax => "ERR syntax error".into(),
+            CmdError::Overflow => "ERR increment or decrement would overflow".into(),
+            CmdError::NoSuchKey => "ERR no such key".into(),
+            CmdError::OutOfRange => "ERR index out of range".into(),
+            CmdError::Arity(name) => format!("ERR wrong number of arguments for '{name}' command").into(),
+            CmdError::Msg(m) => m.clone(),
+        }
+    }
+}
+
+/// A write's deterministic effect, for AOF and replicas (DESIGN §1 "Effects").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effect {
+    pub db: usize,
+    pub argv: Vec<Vec<u8>>,
+}
+
+/// Data access for one command: the locked shards of the current database, the command's
+/// fixed time (7.2 keeps one time for a whole command), and the write epilogue.
+pub struct KsView<'a, 'k> {
+    pub locks: &'a mut Locks<'k>,
+    pub db: usize,
+    pub now: i64,
+    pub lru_clock: u32,
+    /// CLIENT NO-TOUCH: reads do not update the access clock.
+    pub no_touch: bool,
+    /// Keys written by this command (`dirty` in Redis).
+    pub dirty: u64,
+    /// Collected effects, when a consumer exists.
+    pub emit: bool,
+    pub effects: Vec<Effect>,
+    pub stats: &'a crate::server::stats::Counters,
+}
+
+impl<'a, 'k> KsView<'a, 'k> {
+    #[inline]
+    pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
+        self.locks.shard(self.db, key_shard(key))
+    }
+
+    /// Deletes `key` if its time has passed (lazy expiry). Returns true if it was deleted.
+    fn expire_if_needed(&mut self, key: &[u8]) -> bool {
+        let now = self.now;
+        let db = self.db;
+        let shard = self.shard(key);
+        if !shard.is_expired(key, now) {
+            return false;
+        }
+        shard.remove(key);
+        shard.touch_watched(key);
+        self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+        if self.emit {
+            self.effects.push(Effect { db, argv: vec![b"DEL".to_vec(), key.to_vec()] });
+        }
+        true
+    }
+
+    /// Lookup for reading: counts keyspace hits/misses and updates the access clock.
+    pub fn lookup_read(&mut self, key: &[u8]) -> Option<&mut Obj> {
+        self.expire_if_needed(key);
+        let (clock, touch) = (self.lru_clock, !self.no_touch);
+        let stats = self.stats;
+        match self.shard(key).keys.get_mut(key) {
+            Some(o) => {
+                stats.keyspace_hits.fetch_add(1, Ordering::Relaxed);
+                if touch {
+                    o.lru = clock;
+                }
+                Some(o)
+            }
+            None => {
+                stats.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Lookup for writing: no statistics, but the access clock is updated.
+    pub fn lookup_write(&mut self, key: &[u8]) -> Option<&mut Obj> {
+        self.expire_if_needed(key);
+        let clock = self.lru_clock;
+        let o = self.shard(key).keys.get_mut(key)?;
+        o.lru = clock;
+        Some(o)
+    }
+
+    /// Lookup that changes nothing but lazily expires (TYPE, OBJECT, TTL …).
+    pub fn peek(&mut self, key: &[u8]) -> Option<&mut Obj> {
+        self.expire_if_needed(key);
+        self.shard(key).keys.get_mut(key)
+    }
+
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.peek(key).is_some()
+    }
+
+    /// A string value for reading: Ok(None) if missing, WRONGTYPE for other types.
+    pub fn get_string(&mut self, key: &[u8]) -> Result<Option<&Value>, CmdError> {
+        match self.lookup_read(key) {
+            None => Ok(None),
+            Some(o) if o.val.is_string() => Ok(Some(&o.val)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Creates or overwrites `key` (Redis's `setKey`): the TTL is dropped unless `keep_ttl`,
+    /// watchers are signalled and the change is counted.
+    pub fn set(&mut self, key: &[u8], val: Value, keep_ttl: bool) {
+        self.expire_if_needed(key);
+        let lru = self.lru_clock;
+        let shard = self.shard(key);
+        match shard.keys.get_mut(key) {
+            Some(o) => {
+                o.val = val;
+                o.lru = lru;
+                if !keep_ttl && !shard.expires.is_empty() {
+                    shard.expires.remove(key);
+                }
+            }
+            None => shard.keys.insert_new(key.into(), Obj { val, lru }),
+        }
+        self.modified(key);
+    }
+
+    /// Adds a key known to be absent (after a lookup said so), without counting it dirty.
+    pub fn insert_new(&mut self, key: &[u8], val: Value) {
+        let lru = self.lru_clock;
+        self.shard(key).keys.insert_new(key.into(), Obj { val, lru });
+    }
+
+    /// Removes a key (and its TTL). Returns its value if it existed (and had not expired).
+    pub fn delete(&mut self, key: &[u8]) -> Option<Obj> {
+        if self.expire_if_needed(key) {
+            return None;
+        }
+        let o = self.shard(key).remove(key)?;
+        self.modified(key);
+        Some(o)
+    }
+
+    /// Write epilogue for one key: signal watchers, count the change.
+    #[inline]
+    pub fn modified(&mut self, key: &[u8]) {
+        self.shard(key).touch_watched(key);
+        self.dirty += 1;
+    }
+
+    pub fn get_expire(&mut self, key: &[u8]) -> Option<i64> {
+        self.shard(key).expire_of(key)
+    }
+
+    /// Sets an absolute expiry (ms) on an existing key.
+    pub fn set_expire(&mut self, key: &[u8], when: i64) {
+        let shard = self.shard(key);
+        match shard.expires.get_mut(key) {
+            Some(t) => *t = when,
+            None => shard.expires.insert_new(key.into(), when),
+        }
+    }
+
+    /// Removes the key's TTL; true if it had one.
+    pub fn remove_expire(&mut self, key: &[u8]) -> bool {
+        let shard = self.shard(key);
+        !shard.expires.is_empty() && shard.expires.remove(key).is_some()
+    }
+
+    /// Records a rewritten effect for this command (instead of the command as sent).
+    pub fn effect(&mut self, argv: Vec<Vec<u8>>) {
+        if self.emit {
+            self.effects.push(Effect { db: self.db, argv });
+        }
+    }
+}
+
+/// Everything a command function gets.
+pub struct Ctx<'c, 'a, 'k> {
+    pub srv: &'c Server,
+    pub ws: &'c crate::server::stats::WorkerStats,
+    pub client: &'c mut Client,
+    pub reply: &'c mut Reply,
+    pub args: &'c [&'c [u8]],
+    pub ks: KsView<'a, 'k>,
+    pub cmd: &'c Command,
+    /// Set when the command produced its own effects (rewritten), so the dispatcher does not
+    /// also propagate the command as sent.
+    pub rewrote: bool,
+}
+
+impl<'c, 'a, 'k> Ctx<'c, 'a, 'k> {
+    #[inline]
+    pub fn arg(&self, i: usize) -> &'c [u8] {
+        self.args[i]
+    }
+
+    pub fn arg_i64(&self, i: usize) -> Result<i64, CmdError> {
+        parse_int(self.args[i])
+    }
+
+    /// Replaces this command's effect with `argv` (`SET k v EX 10` → `SET k v PXAT t`).
+    pub fn rewrite_effect(&mut self, argv: Vec<Vec<u8>>) {
+        self.rewrote = true;
+        self.ks.effect(argv);
+    }
+
+    /// Declares that this command propagates nothing even though it changed keys.
+    pub fn no_effect(&mut self) {
+        self.rewrote = true;
+    }
+}
+
+pub fn parse_int(b: &[u8]) -> Result<i64, CmdError> {
+    crate::protocol::parse_i64(b).ok_or(CmdError::NotInteger)
+}
+
+/// Parses a float as Redis's `getDoubleFromObject`: strtod over the whole string, no spaces,
+/// NaN rejected.
+pub fn parse_float(b: &[u8]) -> Result<f64, CmdError> {
+    let s = std::str::from_utf8(b).map_err(|_| CmdError::NotFloat)?;
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) || s.ends_with(|c: char| c.is_ascii_whitespace()) {
+        return Err(CmdError::NotFloat);
+    }
+    let l = s.to_ascii_lowercase();
+    let v = match l.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => {
+            if l.contains("inf") || l.contains("nan") || l.starts_with("0x") || l.starts_with("-0x") {
+                return Err(CmdError::NotFloat);
+            }
+            l.parse::<f64>().map_err(|_| CmdError::NotFloat)?
+        }
+    };
+    if v.is_nan() {
+        return Err(CmdError::NotFloat);
+    }
+    Ok(v)
+}
+
+/// Case-insensitive comparison of an argument with an ASCII keyword.
+#[inline]
+pub fn eq_ic(a: &[u8], kw: &str) -> bool {
+    a.eq_ignore_ascii_case(kw.as_bytes())
+}

@@ -1,0 +1,149 @@
+//! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+//!
+//! EXEC locks every shard its queued commands touch (plus the shards of watched keys) in one
+//! ascending pass, then runs the queue: no other command, on any worker, can observe half of
+//! it. WATCH registers the client in the per-shard registry; any write, expiry or flush of a
+//! watched key flips the client's flag, and EXEC fails when it is set.
+
+use super::*;
+use crate::engine::{key_shard, LockPlan, Locks, WatchFlag};
+use crate::server::client::{MultiState, WatchState};
+use crate::server::session;
+use std::sync::Arc;
+
+// MULTI
+pub fn multi(ctx: &mut Ctx) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err(CmdError::msg("ERR MULTI calls can not be nested"));
+    }
+    ctx.client.multi = Some(MultiState::default());
+    ctx.client.handle.multi.store(0, Ordering::Relaxed);
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// Leaves MULTI state without running anything.
+pub fn discard_state(_srv: &crate::server::Server, client: &mut crate::server::client::Client) {
+    client.multi = None;
+    client.handle.multi.store(-1, Ordering::Relaxed);
+}
+
+/// Removes all of the client's watches, using `locks` for shards it holds.
+pub fn unwatch_locked(locks: &mut Locks, client: &mut crate::server::client::Client) {
+    if let Some(w) = client.watch.take() {
+        for (db, key) in &w.keys {
+            locks.with_shard(*db, key_shard(key), |s| s.unwatch(key, &w.flag));
+        }
+        client.handle.flags_watch.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Removes all of the client's watches (no locks held by the caller).
+pub fn unwatch_all(srv: &crate::server::Server, client: &mut crate::server::client::Client) {
+    let mut locks = Locks::none(&srv.ks);
+    unwatch_locked(&mut locks, client);
+}
+
+// DISCARD
+pub fn discard(ctx: &mut Ctx) -> CmdResult {
+    if ctx.client.multi.is_none() {
+        return Err(CmdError::msg("ERR DISCARD without MULTI"));
+    }
+    discard_state(ctx.srv, ctx.client);
+    unwatch_locked(ctx.ks.locks, ctx.client);
+    ctx.reply.ok();
+    Ok(())
+}
+
+// WATCH key [key ...]
+pub fn watch(ctx: &mut Ctx) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err(CmdError::msg("ERR WATCH inside MULTI is not allowed"));
+    }
+    let db = ctx.ks.db;
+    for &key in &ctx.args[1..] {
+        // A key already past its TTL is logically absent: reclaim it now, so that its later
+        // deletion is not mistaken for a change (Redis 7 semantics).
+        ctx.ks.exists(key);
+        let w = ctx
+            .client
+            .watch
+            .get_or_insert_with(|| WatchState { flag: Arc::new(WatchFlag::default()), keys: Vec::new() });
+        if w.keys.iter().any(|(d, k)| *d == db && &**k == key) {
+            continue;
+        }
+        ctx.ks.shard(key).watch(key, &w.flag);
+        w.keys.push((db, key.into()));
+        ctx.client.handle.flags_watch.store(true, Ordering::Relaxed);
+    }
+    ctx.reply.ok();
+    Ok(())
+}
+
+// UNWATCH
+pub fn unwatch(ctx: &mut Ctx) -> CmdResult {
+    unwatch_locked(ctx.ks.locks, ctx.client);
+    ctx.reply.ok();
+    Ok(())
+}
+
+// EXEC
+pub fn exec(ctx: &mut Ctx) -> CmdResult {
+    let Some(m) = ctx.client.multi.take() else {
+        return Err(CmdError::msg("ERR EXEC without MULTI"));
+    };
+    ctx.client.handle.multi.store(-1, Ordering::Relaxed);
+    let srv = ctx.srv;
+    if m.error {
+        unwatch_all(srv, ctx.client);
+        return Err(CmdError::msg("EXECABORT Transaction discarded because of previous errors."));
+    }
+    // One lock plan for the whole transaction, following SELECTs inside it.
+    let mut plan = LockPlan::default();
+    let mut db = ctx.client.db;
+    let mut cmds = Vec::with_capacity(m.queued.len());
+    for argv in &m.queued {
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        let cmd = match session::resolve(srv, &args) {
+            Ok(c) => c.clone(),
+            Err((_, e)) => return Err(e),
+        };
+        let p = session::lock_plan(&cmd, &args, db, true, srv.ks.num_dbs())?;
+        plan.ids.extend(p.ids);
+        if cmd.name == "select" {
+            if let Some(d) = crate::protocol::parse_i64(args[1]) {
+                if d >= 0 && (d as usize) < srv.ks.num_dbs() {
+                    db = d as usize;
+                }
+            }
+        }
+        cmds.push(cmd);
+    }
+    if let Some(w) = &ctx.client.watch {
+        for (d, k) in &w.keys {
+            plan.key(*d, k);
+        }
+    }
+    let mut locks = Locks::acquire(&srv.ks, plan);
+    // Watched keys: touched since WATCH, or expired since (they were alive at WATCH time,
+    // which reclaimed keys already expired then).
+    let now = srv.now_ms();
+    let dirty = match &ctx.client.watch {
+        None => false,
+        Some(w) => {
+            w.flag.dirty.load(Ordering::Acquire)
+                || w.keys.iter().any(|(d, k)| locks.shard(*d, key_shard(k)).is_expired(k, now))
+        }
+    };
+    unwatch_locked(&mut locks, ctx.client);
+    if dirty {
+        ctx.reply.null_array();
+        return Ok(());
+    }
+    ctx.reply.array(cmds.len());
+    for (cmd, argv) in cmds.iter().zip(&m.queued) {
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        session::call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks);
+    }
+    Ok(())
+}

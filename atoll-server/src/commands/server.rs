@@ -1,0 +1,716 @@
+//! Server commands: INFO, TIME, DBSIZE, FLUSHDB, FLUSHALL, SWAPDB, CONFIG, COMMAND, DEBUG,
+//! SHUTDOWN, LASTSAVE, and SCRIPT/FUNCTION FLUSH (nothing to flush until scripting lands).
+
+use super::connection::help_reply;
+use super::table::Command;
+use super::*;
+use crate::engine::{LockPlan, SHARDS};
+use crate::server::ShutdownMode;
+use serde_json::Value as Json;
+use std::sync::Arc;
+
+// INFO [section [section ...]]
+pub fn info(ctx: &mut Ctx) -> CmdResult {
+    let sections = info::select_sections(&ctx.args[1..]);
+    let text = info::generate(ctx.srv, &sections);
+    ctx.reply.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+// TIME
+pub fn time(ctx: &mut Ctx) -> CmdResult {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    ctx.reply.array(2);
+    ctx.reply.bulk_i64(now.as_secs() as i64);
+    ctx.reply.bulk_i64(now.subsec_micros() as i64);
+    Ok(())
+}
+
+// LASTSAVE
+pub fn lastsave(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.int(ctx.srv.lastsave.load(Ordering::Relaxed));
+    Ok(())
+}
+
+// DBSIZE
+pub fn dbsize(ctx: &mut Ctx) -> CmdResult {
+    let db = ctx.ks.db;
+    let mut n = 0;
+    if ctx.srv.ks.db_if_exists(db).is_some() {
+        for s in 0..SHARDS {
+            n += ctx.ks.locks.with_shard(db, s, |sh| sh.keys.len());
+        }
+    }
+    ctx.reply.int(n as i64);
+    Ok(())
+}
+
+/// Parses the optional ASYNC|SYNC of FLUSHDB/FLUSHALL. Both free synchronously today; the
+/// memory is released while the shard locks are held either way.
+fn flush_mode(args: &[&[u8]]) -> CmdResult {
+    match args.len() {
+        1 => Ok(()),
+        2 if eq_ic(args[1], "ASYNC") || eq_ic(args[1], "SYNC") => Ok(()),
+        _ => Err(CmdError::Syntax),
+    }
+}
+
+/// Empties one database whose shards are all locked; returns the number of keys removed.
+fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
+    let mut removed = 0;
+    for s in 0..SHARDS {
+        let sh = ctx.ks.locks.shard(db, s);
+        if sh.keys.is_empty() {
+            continue;
+        }
+        let keys = &sh.keys;
+        sh.touch_watched_where(|k| keys.contains_key(k));
+        removed += sh.keys.len();
+        sh.keys.clear();
+        sh.expires.clear();
+    }
+    removed
+}
+
+// FLUSHDB [ASYNC | SYNC]
+pub fn flushdb(ctx: &mut Ctx) -> CmdResult {
+    flush_mode(ctx.args)?;
+    let db = ctx.ks.db;
+    let n = empty_db(ctx, db);
+    ctx.ks.dirty += n.max(1) as u64;
+    ctx.reply.ok();
+    Ok(())
+}
+
+// FLUSHALL [ASYNC | SYNC]
+pub fn flushall(ctx: &mut Ctx) -> CmdResult {
+    flush_mode(ctx.args)?;
+    let mut n = 0;
+    for db in 0..ctx.srv.ks.num_dbs() {
+        if ctx.ks.locks.holds(db, 0) {
+            n += empty_db(ctx, db);
+        }
+    }
+    ctx.ks.dirty += n.max(1) as u64;
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn parse_db_index(a: &[u8], which: &str, ndbs: usize) -> Result<usize, CmdError> {
+    let v = crate::protocol::parse_i64(a).ok_or_else(|| CmdError::msg(format!("ERR invalid {which} DB index")))?;
+    if v < 0 || v as usize >= ndbs {
+        return Err(CmdError::msg("ERR DB index is out of range"));
+    }
+    Ok(v as usize)
+}
+
+/// SWAPDB locks both databases whole. (The database count is checked by the command.)
+pub fn plan_swapdb(args: &[&[u8]], _db: usize, plan: &mut LockPlan) -> CmdResult {
+    // Out-of-range indexes are reported by the command; the lock layer ignores them.
+    let a = parse_db_index(args[1], "first", usize::MAX)?;
+    let b = parse_db_index(args[2], "second", usize::MAX)?;
+    plan.whole_db(a.min(u16::MAX as usize));
+    plan.whole_db(b.min(u16::MAX as usize));
+    Ok(())
+}
+
+// SWAPDB index1 index2
+pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
+    let n = ctx.srv.ks.num_dbs();
+    let a = parse_db_index(ctx.args[1], "first", n)?;
+    let b = parse_db_index(ctx.args[2], "second", n)?;
+    if a != b {
+        for s in 0..SHARDS {
+            let (x, y) = ctx.ks.locks.pair(a, s, b, s);
+            // Watchers belong to a database index, not to its data: keys existing on either
+            // side change for whoever watches them there.
+            x.touch_watched_where(|k| x.keys.contains_key(k) || y.keys.contains_key(k));
+            y.touch_watched_where(|k| x.keys.contains_key(k) || y.keys.contains_key(k));
+            std::mem::swap(&mut x.keys, &mut y.keys);
+            std::mem::swap(&mut x.expires, &mut y.expires);
+        }
+    }
+    ctx.ks.dirty += 1;
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CONFIG HELP
+pub fn config_help(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 1 {
+        return Err(CmdError::Arity("config".into()));
+    }
+    help_reply(
+        ctx,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    );
+    Ok(())
+}
+
+// CONFIG GET parameter [parameter ...]
+pub fn config_get(ctx: &mut Ctx) -> CmdResult {
+    let pairs = ctx.srv.config.matching(&ctx.args[2..]);
+    ctx.reply.map(pairs.len());
+    for (k, v) in pairs {
+        ctx.reply.bulk(k.as_bytes());
+        ctx.reply.bulk(v.as_bytes());
+    }
+    Ok(())
+}
+
+// CONFIG SET parameter value [parameter value ...]
+pub fn config_set(ctx: &mut Ctx) -> CmdResult {
+    let args = &ctx.args[2..];
+    if args.len() % 2 != 0 {
+        return Err(CmdError::Arity("config|set".into()));
+    }
+    let pairs: Vec<(&[u8], &[u8])> = args.chunks(2).map(|p| (p[0], p[1])).collect();
+    ctx.srv.config.set_many(&pairs).map_err(CmdError::msg)?;
+    crate::server::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CONFIG RESETSTAT
+pub fn config_resetstat(ctx: &mut Ctx) -> CmdResult {
+    ctx.srv.stats.reset();
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CONFIG REWRITE
+pub fn config_rewrite(ctx: &mut Ctx) -> CmdResult {
+    let Some(path) = ctx.srv.config.config_file.clone() else {
+        return Err(CmdError::msg("ERR The server is running without a config file"));
+    };
+    ctx.srv
+        .config
+        .rewrite(&path)
+        .map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
+    crate::log_notice!("CONFIG REWRITE executed with success.");
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// Redis prints ACL categories in the order of its category table.
+const ACL_ORDER: &[&str] = &[
+    "@keyspace",
+    "@read",
+    "@write",
+    "@set",
+    "@sortedset",
+    "@list",
+    "@hash",
+    "@string",
+    "@bitmap",
+    "@hyperloglog",
+    "@geo",
+    "@stream",
+    "@pubsub",
+    "@admin",
+    "@fast",
+    "@slow",
+    "@blocking",
+    "@dangerous",
+    "@connection",
+    "@transaction",
+    "@scripting",
+];
+
+/// The command's ACL categories, including those Redis derives from its flags.
+fn acl_categories(c: &Command) -> Vec<&'static str> {
+    use super::table::flags as f;
+    let mut cats: Vec<&'static str> =
+        ACL_ORDER.iter().copied().filter(|cat| c.acl_categories.iter().any(|x| x == cat)).collect();
+    let mut add = |cat: &'static str| {
+        if !cats.contains(&cat) {
+            cats.push(cat);
+        }
+    };
+    if c.has(f::WRITE) {
+        add("@write");
+    }
+    if c.has(f::READONLY) && !c.acl_categories.iter().any(|x| x == "@scripting") {
+        add("@read");
+    }
+    if c.has(f::ADMIN) {
+        add("@admin");
+        add("@dangerous");
+    }
+    if c.has(f::PUBSUB) {
+        add("@pubsub");
+    }
+    if c.has(f::FAST) {
+        add("@fast");
+    }
+    if c.has(f::BLOCKING) {
+        add("@blocking");
+    }
+    if !c.has(f::FAST) {
+        add("@slow");
+    }
+    cats.sort_by_key(|cat| ACL_ORDER.iter().position(|x| x == cat));
+    cats
+}
+
+fn reply_key_spec(r: &mut Reply, j: &Json) {
+    r.map(3);
+    r.bulk(b"flags");
+    let flags: Vec<&str> = j["flags"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
+    r.set(flags.len());
+    for f in flags {
+        // RO/RW/OW/RM keep their case; the others are printed in lower case.
+        if matches!(f, "RO" | "RW" | "OW" | "RM") {
+            r.simple(f);
+        } else {
+            r.simple(&f.to_lowercase());
+        }
+    }
+    r.bulk(b"begin_search");
+    r.map(2);
+    r.bulk(b"type");
+    let bs = &j["begin_search"];
+    if let Some(i) = bs.get("index") {
+        r.bulk(b"index");
+        r.bulk(b"spec");
+        r.map(1);
+        r.bulk(b"index");
+        r.int(i["pos"].as_i64().unwrap_or(0));
+    } else if let Some(k) = bs.get("keyword") {
+        r.bulk(b"keyword");
+        r.bulk(b"spec");
+        r.map(2);
+        r.bulk(b"keyword");
+        r.bulk(k["keyword"].as_str().unwrap_or("").as_bytes());
+        r.bulk(b"startfrom");
+        r.int(k["startfrom"].as_i64().unwrap_or(0));
+    } else {
+        r.bulk(b"unknown");
+        r.bulk(b"spec");
+        r.map(0);
+    }
+    r.bulk(b"find_keys");
+    r.map(2);
+    r.bulk(b"type");
+    let fk = &j["find_keys"];
+    if let Some(g) = fk.get("range") {
+        r.bulk(b"range");
+        r.bulk(b"spec");
+        r.map(3);
+        r.bulk(b"lastkey");
+        r.int(g["lastkey"].as_i64().unwrap_or(0));
+        r.bulk(b"keystep");
+        r.int(g["step"].as_i64().unwrap_or(1));
+        r.bulk(b"limit");
+        r.int(g["limit"].as_i64().unwrap_or(0));
+    } else if let Some(k) = fk.get("keynum") {
+        r.bulk(b"keynum");
+        r.bulk(b"spec");
+        r.map(3);
+        r.bulk(b"keynumidx");
+        r.int(k["keynumidx"].as_i64().unwrap_or(0));
+        r.bulk(b"firstkey");
+        r.int(k["firstkey"].as_i64().unwrap_or(1));
+        r.bulk(b"keystep");
+        r.int(k["step"].as_i64().unwrap_or(1));
+    } else {
+        r.bulk(b"unknown");
+        r.bulk(b"spec");
+        r.map(0);
+    }
+}
+
+/// One COMMAND INFO entry (10 fields, as Redis 7).
+fn reply_command_info(r: &mut Reply, c: &Command) {
+    r.array(10);
+    r.bulk(c.name.as_bytes());
+    r.int(c.arity);
+    r.set(c.flag_names.len());
+    for f in &c.flag_names {
+        r.simple(f);
+    }
+    r.int(c.legacy_range.0);
+    r.int(c.legacy_range.1);
+    r.int(c.legacy_range.2);
+    let cats = acl_categories(c);
+    r.set(cats.len());
+    for cat in cats {
+        r.simple(cat);
+    }
+    r.set(c.tips.len());
+    for t in &c.tips {
+        r.simple(t);
+    }
+    let specs = c.spec["key_specs"].as_array().cloned().unwrap_or_default();
+    r.array(specs.len());
+    for s in &specs {
+        reply_key_spec(r, s);
+    }
+    r.array(c.subcommands.len());
+    for s in &c.subcommands {
+        reply_command_info(r, s);
+    }
+}
+
+// COMMAND
+pub fn command(ctx: &mut Ctx) -> CmdResult {
+    let cmds: Vec<&Arc<Command>> = ctx.srv.table.top_level().collect();
+    ctx.reply.array(cmds.len());
+    for c in cmds {
+        reply_command_info(ctx.reply, c);
+    }
+    Ok(())
+}
+
+// COMMAND COUNT
+pub fn command_count(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.int(ctx.srv.table.len() as i64);
+    Ok(())
+}
+
+/// Finds `name` or `container|sub` (COMMAND INFO/DOCS accept both).
+fn find_command<'t>(t: &'t super::CommandTable, name: &[u8]) -> Option<&'t Arc<Command>> {
+    match name.iter().position(|&b| b == b'|') {
+        None => t.lookup(name),
+        Some(p) => t.lookup(&name[..p])?.subcommand(&name[p + 1..]),
+    }
+}
+
+// COMMAND INFO [command-name ...]
+pub fn command_info(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 2 {
+        return command(ctx);
+    }
+    ctx.reply.array(ctx.args.len() - 2);
+    for &name in &ctx.args[2..] {
+        match find_command(&ctx.srv.table, name) {
+            Some(c) => reply_command_info(ctx.reply, c),
+            None => ctx.reply.null_array(),
+        }
+    }
+    Ok(())
+}
+
+fn reply_doc_args(r: &mut Reply, args: &[Json]) {
+    r.array(args.len());
+    for a in args {
+        let mut fields: Vec<(&str, Json)> = Vec::new();
+        for k in ["name", "type", "display_text", "key_spec_index", "token", "since", "deprecated_since"] {
+            let key = if k == "display_text" { "display" } else { k };
+            if let Some(v) = a.get(key).or_else(|| a.get(k)) {
+                fields.push((k, v.clone()));
+            }
+        }
+        let mut flags = Vec::new();
+        for f in ["optional", "multiple", "multiple_token"] {
+            if a.get(f).and_then(|v| v.as_bool()) == Some(true) {
+                flags.push(f);
+            }
+        }
+        let sub = a.get("arguments").and_then(|v| v.as_array());
+        r.map(fields.len() + usize::from(!flags.is_empty()) + usize::from(sub.is_some()));
+        for (k, v) in fields {
+            r.bulk(k.as_bytes());
+            match v {
+                Json::Number(n) => r.int(n.as_i64().unwrap_or(0)),
+                Json::String(s) => r.bulk(s.as_bytes()),
+                other => r.bulk(other.to_string().as_bytes()),
+            }
+        }
+        if !flags.is_empty() {
+            r.bulk(b"flags");
+            r.set(flags.len());
+            for f in flags {
+                r.simple(f);
+            }
+        }
+        if let Some(sub) = sub {
+            r.bulk(b"arguments");
+            reply_doc_args(r, sub);
+        }
+    }
+}
+
+fn reply_command_docs(r: &mut Reply, c: &Command) {
+    let s = &c.spec;
+    let mut n = 3; // summary, since, group
+    let args = s.get("arguments").and_then(|a| a.as_array());
+    n += usize::from(args.is_some());
+    n += usize::from(s.get("deprecated_since").is_some());
+    n += usize::from(s.get("replaced_by").is_some());
+    n += usize::from(!c.subcommands.is_empty());
+    r.map(n);
+    r.bulk(b"summary");
+    // Short descriptions are ours; the reference data carries no prose.
+    r.bulk(format!("The {} command.", c.name.to_uppercase().replace('|', " ")).as_bytes());
+    r.bulk(b"since");
+    r.bulk(s["since"].as_str().unwrap_or("1.0.0").as_bytes());
+    r.bulk(b"group");
+    r.bulk(s["group"].as_str().unwrap_or("generic").as_bytes());
+    for k in ["deprecated_since", "replaced_by"] {
+        if let Some(v) = s.get(k).and_then(|v| v.as_str()) {
+            r.bulk(k.as_bytes());
+            r.bulk(v.as_bytes());
+        }
+    }
+    if let Some(a) = args {
+        r.bulk(b"arguments");
+        reply_doc_args(r, a);
+    }
+    if !c.subcommands.is_empty() {
+        r.bulk(b"subcommands");
+        r.map(c.subcommands.len());
+        for sc in &c.subcommands {
+            r.bulk(sc.name.as_bytes());
+            reply_command_docs(r, sc);
+        }
+    }
+}
+
+// COMMAND DOCS [command-name ...]
+pub fn command_docs(ctx: &mut Ctx) -> CmdResult {
+    let cmds: Vec<Arc<Command>> = if ctx.args.len() == 2 {
+        ctx.srv.table.top_level().cloned().collect()
+    } else {
+        ctx.args[2..].iter().filter_map(|n| find_command(&ctx.srv.table, n).cloned()).collect()
+    };
+    ctx.reply.map(cmds.len());
+    for c in cmds {
+        ctx.reply.bulk(c.name.as_bytes());
+        reply_command_docs(ctx.reply, &c);
+    }
+    Ok(())
+}
+
+// COMMAND LIST [FILTERBY <MODULE module-name | ACLCAT category | PATTERN pattern>]
+pub fn command_list(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    let filter: Option<(&[u8], &[u8])> = match args.len() {
+        2 => None,
+        5 if eq_ic(args[2], "FILTERBY") => Some((args[3], args[4])),
+        _ => return Err(CmdError::Syntax),
+    };
+    let mut names = Vec::new();
+    for c in ctx.srv.table.top_level() {
+        for cmd in std::iter::once(c).chain(c.subcommands.iter()) {
+            let keep = match filter {
+                None => true,
+                Some((kind, v)) if eq_ic(kind, "MODULE") => {
+                    let _ = v;
+                    false
+                }
+                Some((kind, v)) if eq_ic(kind, "ACLCAT") => {
+                    let want = format!("@{}", String::from_utf8_lossy(v).to_lowercase());
+                    acl_categories(cmd).contains(&want.as_str())
+                }
+                Some((kind, v)) if eq_ic(kind, "PATTERN") => {
+                    crate::engine::glob::glob_match(v, cmd.name.as_bytes(), true)
+                }
+                Some(_) => return Err(CmdError::Syntax),
+            };
+            if keep {
+                names.push(cmd.name.clone());
+            }
+        }
+    }
+    ctx.reply.array(names.len());
+    for n in names {
+        ctx.reply.bulk(n.as_bytes());
+    }
+    Ok(())
+}
+
+/// The keys of the command in `args[2..]`, for GETKEYS / GETKEYSANDFLAGS.
+fn getkeys_of(ctx: &Ctx) -> Result<Vec<(Vec<u8>, Vec<String>)>, CmdError> {
+    let argv = &ctx.args[2..];
+    let Some(cmd) = find_command(&ctx.srv.table, argv[0]) else {
+        return Err(CmdError::msg("ERR Invalid command specified"));
+    };
+    let cmd = if cmd.is_container && argv.len() > 1 {
+        cmd.subcommand(argv[1]).ok_or_else(|| CmdError::msg("ERR Invalid command specified"))?
+    } else {
+        cmd
+    };
+    if !cmd.arity_ok(argv.len()) {
+        return Err(CmdError::msg("ERR Invalid number of arguments specified for command"));
+    }
+    let mut out = Vec::new();
+    for (i, spec) in cmd.key_specs.iter().enumerate() {
+        let mut pos = Vec::new();
+        keyspec::key_positions(std::slice::from_ref(spec), argv, &mut pos)
+            .map_err(|_| CmdError::msg("ERR Invalid arguments specified for command"))?;
+        let flags: Vec<String> = cmd.spec["key_specs"][i]["flags"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        for p in pos {
+            out.push((argv[p].to_vec(), flags.clone()));
+        }
+    }
+    if out.is_empty() {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
+    Ok(out)
+}
+
+// COMMAND GETKEYS command [arg ...]
+pub fn command_getkeys(ctx: &mut Ctx) -> CmdResult {
+    let keys = getkeys_of(ctx)?;
+    ctx.reply.array(keys.len());
+    for (k, _) in keys {
+        ctx.reply.bulk(&k);
+    }
+    Ok(())
+}
+
+// COMMAND GETKEYSANDFLAGS command [arg ...]
+pub fn command_getkeysandflags(ctx: &mut Ctx) -> CmdResult {
+    let keys = getkeys_of(ctx)?;
+    ctx.reply.array(keys.len());
+    for (k, flags) in keys {
+        ctx.reply.array(2);
+        ctx.reply.bulk(&k);
+        ctx.reply.set(flags.len());
+        for f in flags {
+            if matches!(f.as_str(), "RO" | "RW" | "OW" | "RM") {
+                ctx.reply.simple(&f);
+            } else {
+                ctx.reply.simple(&f.to_lowercase());
+            }
+        }
+    }
+    Ok(())
+}
+
+// COMMAND HELP
+pub fn command_help(ctx: &mut Ctx) -> CmdResult {
+    help_reply(
+        ctx,
+        "COMMAND",
+        &[
+            "(no subcommand)",
+            "    Return details about all commands.",
+            "COUNT",
+            "    Return the total number of commands in this server.",
+            "LIST",
+            "    Return a list of all commands in this server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full command.",
+        ],
+    );
+    Ok(())
+}
+
+// DEBUG <subcommand> [arg ...]  (only what tests and tools rely on)
+pub fn debug(ctx: &mut Ctx) -> CmdResult {
+    let sub = ctx.args[1];
+    if eq_ic(sub, "SLEEP") && ctx.args.len() == 3 {
+        let secs = parse_float(ctx.args[2])?;
+        ctx.client.sleep_ms = (secs.max(0.0) * 1000.0) as u64;
+        ctx.reply.ok();
+    } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && ctx.args.len() == 3 {
+        let v = parse_int(ctx.args[2])?;
+        ctx.srv.active_expire.store(v != 0, Ordering::Relaxed);
+        ctx.reply.ok();
+    } else if eq_ic(sub, "HELP") {
+        help_reply(
+            ctx,
+            "DEBUG",
+            &[
+                "SLEEP <seconds>",
+                "    Stop the server for <seconds>. Decimals allowed.",
+                "SET-ACTIVE-EXPIRE <0|1>",
+                "    Setting it to 0 disables expiring keys in background when they are not accessed.",
+            ],
+        );
+    } else {
+        return Err(CmdError::msg(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(sub)
+        )));
+    }
+    Ok(())
+}
+
+// SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]
+pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
+    let mut mode = ShutdownMode::Default;
+    let mut abort = false;
+    for &a in &ctx.args[1..] {
+        if eq_ic(a, "NOSAVE") {
+            mode = ShutdownMode::NoSave;
+        } else if eq_ic(a, "SAVE") {
+            mode = ShutdownMode::Save;
+        } else if eq_ic(a, "NOW") || eq_ic(a, "FORCE") {
+        } else if eq_ic(a, "ABORT") {
+            abort = true;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if abort {
+        if ctx.args.len() != 2 {
+            return Err(CmdError::Syntax);
+        }
+        return Err(CmdError::msg("ERR No shutdown in progress."));
+    }
+    ctx.client.shutdown = Some(mode);
+    Ok(())
+}
+
+// SCRIPT HELP
+pub fn script_help(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 1 {
+        return Err(CmdError::Arity("script".into()));
+    }
+    help_reply(ctx, "SCRIPT", &["FLUSH [ASYNC|SYNC]", "    Flush the Lua scripts cache. Very dangerous on replicas."]);
+    Ok(())
+}
+
+// SCRIPT FLUSH [ASYNC | SYNC]
+pub fn script_flush(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() > 3 || (ctx.args.len() == 3 && !eq_ic(ctx.args[2], "ASYNC") && !eq_ic(ctx.args[2], "SYNC")) {
+        return Err(CmdError::msg("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
+    }
+    // No script cache exists until scripting lands: there is nothing to flush.
+    ctx.reply.ok();
+    Ok(())
+}
+
+// FUNCTION HELP
+pub fn function_help(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 1 {
+        return Err(CmdError::Arity("function".into()));
+    }
+    help_reply(ctx, "FUNCTION", &["FLUSH [ASYNC|SYNC]", "    Delete all the libraries."]);
+    Ok(())
+}
+
+// FUNCTION FLUSH [ASYNC | SYNC]
+pub fn function_flush(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() > 3 || (ctx.args.len() == 3 && !eq_ic(ctx.args[2], "ASYNC") && !eq_ic(ctx.args[2], "SYNC")) {
+        return Err(CmdError::msg("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"));
+    }
+    ctx.reply.ok();
+    Ok(())
+}

@@ -1,0 +1,313 @@
+//! The keyspace: databases × shards, each shard behind its own lock (DESIGN §1).
+//!
+//! A command locks the shards it needs in ascending `(db, shard)` order through [`Locks`], so
+//! multi-key commands, MULTI/EXEC and whole-database commands are atomic with respect to each
+//! other and can never deadlock. Whole-keyspace readers (KEYS, SCAN, DBSIZE …) walk shards one
+//! at a time instead.
+
+pub mod dict;
+pub mod glob;
+pub mod slot;
+pub mod value;
+
+use dict::Dict;
+use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+pub use value::{Obj, Value};
+
+pub use slot::{key_shard, SHARDS};
+
+/// A client's WATCH state: set when any watched key is touched.
+#[derive(Debug, Default)]
+pub struct WatchFlag {
+    pub dirty: AtomicBool,
+}
+
+#[derive(Default)]
+pub struct Shard {
+    pub keys: Dict<Obj>,
+    /// Absolute expiry times in Unix milliseconds, for keys that have one. Kept apart from
+    /// `keys` (as Redis does) so active expiry samples only keys that can expire.
+    pub expires: Dict<i64>,
+    /// WATCH registry for keys of this shard: key → the flags of the clients watching it.
+    /// Boxed and lazily created: most shards are never watched.
+    pub watched: Option<Box<HashMap<Box<[u8]>, Vec<Arc<WatchFlag>>>>>,
+    /// Active expiry's scan cursor over `expires`.
+    pub expire_cursor: u64,
+}
+
+impl Shard {
+    /// Marks every client watching `key` dirty (a write, an expiry or a flush touched it).
+    #[inline]
+    pub fn touch_watched(&self, key: &[u8]) {
+        if let Some(w) = &self.watched {
+            if let Some(list) = w.get(key) {
+                for f in list {
+                    f.dirty.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Marks dirty the watchers of keys for which `pred` holds (FLUSHDB / SWAPDB).
+    pub fn touch_watched_where(&self, mut pred: impl FnMut(&[u8]) -> bool) {
+        if let Some(w) = &self.watched {
+            for (k, list) in w.iter() {
+                if pred(k) {
+                    for f in list {
+                        f.dirty.store(true, Ordering::Release);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn watch(&mut self, key: &[u8], flag: &Arc<WatchFlag>) {
+        let w = self.watched.get_or_insert_with(Default::default);
+        let list = w.entry(key.into()).or_default();
+        if !list.iter().any(|f| Arc::ptr_eq(f, flag)) {
+            list.push(flag.clone());
+        }
+    }
+
+    pub fn unwatch(&mut self, key: &[u8], flag: &Arc<WatchFlag>) {
+        if let Some(w) = &mut self.watched {
+            if let Some(list) = w.get_mut(key) {
+                list.retain(|f| !Arc::ptr_eq(f, flag));
+                if list.is_empty() {
+                    w.remove(key);
+                }
+            }
+            if w.is_empty() {
+                self.watched = None;
+            }
+        }
+    }
+
+    /// The key's expiry time, if it has one.
+    #[inline]
+    pub fn expire_of(&self, key: &[u8]) -> Option<i64> {
+        if self.expires.is_empty() {
+            None
+        } else {
+            self.expires.get(key).copied()
+        }
+    }
+
+    /// True if the key exists but its time has passed.
+    #[inline]
+    pub fn is_expired(&self, key: &[u8], now: i64) -> bool {
+        matches!(self.expire_of(key), Some(t) if t <= now)
+    }
+
+    /// Removes a key and its expiry; returns its value.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Obj> {
+        let (_, obj) = self.keys.remove(key)?;
+        if !self.expires.is_empty() {
+            self.expires.remove(key);
+        }
+        Some(obj)
+    }
+}
+
+/// One database: a fixed array of shards.
+pub struct Db {
+    pub shards: Box<[Mutex<Shard>]>,
+}
+
+impl Db {
+    fn new() -> Db {
+        Db { shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect() }
+    }
+}
+
+pub struct Keyspace {
+    dbs: Box<[OnceLock<Db>]>,
+}
+
+/// Identifies a shard globally; the lock order is the numeric order of this value.
+#[inline]
+pub fn shard_id(db: usize, shard: usize) -> u32 {
+    ((db as u32) << 16) | shard as u32
+}
+
+impl Keyspace {
+    pub fn new(databases: usize) -> Keyspace {
+        Keyspace { dbs: (0..databases).map(|_| OnceLock::new()).collect() }
+    }
+
+    pub fn num_dbs(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// The database, created on first use.
+    pub fn db(&self, i: usize) -> &Db {
+        self.dbs[i].get_or_init(Db::new)
+    }
+
+    /// The database if it has ever been used (readers need not create it).
+    pub fn db_if_exists(&self, i: usize) -> Option<&Db> {
+        self.dbs[i].get()
+    }
+
+    /// Calls `f` on each shard of database `db`, one lock at a time.
+    pub fn walk_shards(&self, db: usize, mut f: impl FnMut(usize, &mut Shard)) {
+        if let Some(d) = self.db_if_exists(db) {
+            for (i, s) in d.shards.iter().enumerate() {
+                f(i, &mut s.lock());
+            }
+        }
+    }
+
+    /// Number of keys in `db` (expired-but-not-yet-reclaimed keys included, like Redis).
+    pub fn dbsize(&self, db: usize) -> usize {
+        let mut n = 0;
+        self.walk_shards(db, |_, s| n += s.keys.len());
+        n
+    }
+
+    /// (keys, keys with expiry) per database, for INFO keyspace.
+    pub fn db_stats(&self, db: usize) -> (usize, usize) {
+        let (mut k, mut e) = (0, 0);
+        self.walk_shards(db, |_, s| {
+            k += s.keys.len();
+            e += s.expires.len();
+        });
+        (k, e)
+    }
+}
+
+/// The shards a command will lock, collected before anything is locked.
+#[derive(Default, Debug, Clone)]
+pub struct LockPlan {
+    pub ids: SmallVec<[u32; 4]>,
+}
+
+impl LockPlan {
+    pub fn key(&mut self, db: usize, key: &[u8]) {
+        self.ids.push(shard_id(db, key_shard(key)));
+    }
+    pub fn whole_db(&mut self, db: usize) {
+        self.ids.extend((0..SHARDS).map(|s| shard_id(db, s)));
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// Shard guards held by one command or transaction, sorted by shard id.
+pub struct Locks<'k> {
+    ks: &'k Keyspace,
+    held: SmallVec<[(u32, MutexGuard<'k, Shard>); 2]>,
+}
+
+impl<'k> Locks<'k> {
+    pub fn none(ks: &'k Keyspace) -> Locks<'k> {
+        Locks { ks, held: SmallVec::new() }
+    }
+
+    /// Locks every shard of the plan in ascending order (so no two commands can deadlock).
+    pub fn acquire(ks: &'k Keyspace, mut plan: LockPlan) -> Locks<'k> {
+        plan.ids.sort_unstable();
+        plan.ids.dedup();
+        let mut held = SmallVec::with_capacity(plan.ids.len());
+        for id in plan.ids {
+            // A plan may name a database that does not exist (SWAPDB 0 99): the command itself
+            // reports the error, nothing is locked for it.
+            if (id >> 16) as usize >= ks.num_dbs() {
+                continue;
+            }
+            let db = ks.db((id >> 16) as usize);
+            held.push((id, db.shards[(id & 0xffff) as usize].lock()));
+        }
+        Locks { ks, held }
+    }
+
+    pub fn keyspace(&self) -> &'k Keyspace {
+        self.ks
+    }
+
+    pub fn holds(&self, db: usize, shard: usize) -> bool {
+        let id = shard_id(db, shard);
+        self.held.binary_search_by_key(&id, |(i, _)| *i).is_ok()
+    }
+
+    /// The locked shard. Asking for a shard outside the plan is a bug in a command's key
+    /// specification; it panics, and the dispatcher turns the panic into an error reply.
+    #[inline]
+    pub fn shard(&mut self, db: usize, shard: usize) -> &mut Shard {
+        let id = shard_id(db, shard);
+        if self.held.len() == 1 && self.held[0].0 == id {
+            return &mut self.held[0].1;
+        }
+        match self.held.binary_search_by_key(&id, |(i, _)| *i) {
+            Ok(i) => &mut self.held[i].1,
+            Err(_) => panic!("shard {db}:{shard} used without being locked"),
+        }
+    }
+
+    /// Two distinct locked shards at once (SWAPDB, MOVE).
+    pub fn pair(&mut self, db1: usize, s1: usize, db2: usize, s2: usize) -> (&mut Shard, &mut Shard) {
+        let (a, b) = (shard_id(db1, s1), shard_id(db2, s2));
+        assert!(a != b, "pair of the same shard");
+        let ia = self.held.binary_search_by_key(&a, |(i, _)| *i).expect("first shard locked");
+        let ib = self.held.binary_search_by_key(&b, |(i, _)| *i).expect("second shard locked");
+        if ia < ib {
+            let (x, y) = self.held.split_at_mut(ib);
+            (&mut x[ia].1, &mut y[0].1)
+        } else {
+            let (x, y) = self.held.split_at_mut(ia);
+            (&mut y[0].1, &mut x[ib].1)
+        }
+    }
+
+    /// Runs `f` on shard `shard` of `db`, using the held lock or taking it briefly. Used by
+    /// walkers (KEYS, SCAN …), which are whole-db locked inside a transaction and lock-free
+    /// outside one.
+    pub fn with_shard<R>(&mut self, db: usize, shard: usize, f: impl FnOnce(&mut Shard) -> R) -> R {
+        if self.holds(db, shard) {
+            f(self.shard(db, shard))
+        } else {
+            let d = self.ks.db(db);
+            let mut g = d.shards[shard].lock();
+            f(&mut g)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_are_sorted_and_deduplicated() {
+        let ks = Keyspace::new(16);
+        let mut p = LockPlan::default();
+        p.key(3, b"b");
+        p.key(0, b"a");
+        p.key(3, b"b");
+        let mut l = Locks::acquire(&ks, p);
+        assert_eq!(l.held.len(), 2);
+        assert!(l.held[0].0 < l.held[1].0);
+        l.shard(3, key_shard(b"b")).keys.insert(b"b", Obj { val: Value::Int(1), lru: 0 });
+        drop(l);
+        assert_eq!(ks.dbsize(3), 1);
+        assert_eq!(ks.dbsize(0), 0);
+    }
+
+    #[test]
+    fn watch_registry_marks_dirty() {
+        let mut s = Shard::default();
+        let f = Arc::new(WatchFlag::default());
+        s.watch(b"k", &f);
+        s.touch_watched(b"other");
+        assert!(!f.dirty.load(Ordering::Acquire));
+        s.touch_watched(b"k");
+        assert!(f.dirty.load(Ordering::Acquire));
+        s.unwatch(b"k", &f);
+        assert!(s.watched.is_none());
+    }
+}

@@ -1,0 +1,154 @@
+//! Per-client state. [`Client`] is owned by the connection's session (no locking); the
+//! [`ClientHandle`] is the part other workers may read or signal (CLIENT LIST, CLIENT KILL),
+//! kept in the [`Registry`].
+
+use crate::engine::WatchFlag;
+use crate::protocol::Proto;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Skip the reply of the next command only.
+    SkipNext,
+    /// Skipping the current command's reply.
+    Skipping,
+}
+
+/// A queued MULTI transaction.
+#[derive(Default)]
+pub struct MultiState {
+    pub queued: Vec<Vec<Vec<u8>>>,
+    /// A queue-time error happened: EXEC must answer EXECABORT.
+    pub error: bool,
+}
+
+/// WATCHed keys of a client.
+pub struct WatchState {
+    pub flag: Arc<WatchFlag>,
+    /// (db, key) pairs. WATCH reclaims keys already past their TTL before registering, so
+    /// a registered key's later expiry is a change, as in Redis 7.
+    pub keys: Vec<(usize, Box<[u8]>)>,
+}
+
+/// Information other threads can see about a client.
+pub struct ClientHandle {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    pub unix: bool,
+    pub created_ms: i64,
+    pub last_ms: AtomicI64,
+    pub db: AtomicUsize,
+    pub resp: AtomicU8,
+    pub name: Mutex<Vec<u8>>,
+    pub lib_name: Mutex<Vec<u8>>,
+    pub lib_ver: Mutex<Vec<u8>>,
+    /// Id of the last command run (index into the command table), +1; 0 = none.
+    pub last_cmd: AtomicUsize,
+    /// In MULTI: number of queued commands, else -1 (as CLIENT LIST shows).
+    pub multi: AtomicI64,
+    pub qbuf: AtomicU64,
+    pub flags_watch: AtomicBool,
+    pub no_evict: AtomicBool,
+    pub no_touch: AtomicBool,
+    /// CLIENT KILL: the connection closes as soon as its worker sees this.
+    pub killed: AtomicBool,
+    pub wake: Notify,
+}
+
+impl ClientHandle {
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+}
+
+/// Session-owned client state.
+pub struct Client {
+    pub handle: Arc<ClientHandle>,
+    pub worker: usize,
+    pub db: usize,
+    pub proto: Proto,
+    pub authenticated: bool,
+    pub multi: Option<MultiState>,
+    pub watch: Option<WatchState>,
+    pub reply_mode: ReplyMode,
+    pub no_touch: bool,
+    /// Close once the pending replies are written (QUIT, protocol error).
+    pub close_after_reply: bool,
+    /// SHUTDOWN asked; the network layer acts on it.
+    pub shutdown: Option<crate::server::ShutdownMode>,
+    /// DEBUG SLEEP / other commands that ask the loop to pause this client.
+    pub sleep_ms: u64,
+}
+
+impl Client {
+    pub fn new(handle: Arc<ClientHandle>, worker: usize, needs_auth: bool) -> Client {
+        Client {
+            handle,
+            worker,
+            db: 0,
+            proto: Proto::Resp2,
+            authenticated: !needs_auth,
+            multi: None,
+            watch: None,
+            reply_mode: ReplyMode::On,
+            no_touch: false,
+            close_after_reply: false,
+            shutdown: None,
+            sleep_ms: 0,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.handle.id
+    }
+}
+
+/// All connected clients, for CLIENT LIST / KILL and INFO clients.
+#[derive(Default)]
+pub struct Registry {
+    clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
+    next_id: AtomicU64,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry { clients: Mutex::new(BTreeMap::new()), next_id: AtomicU64::new(1) }
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn add(&self, h: Arc<ClientHandle>) {
+        self.clients.lock().insert(h.id, h);
+    }
+
+    pub fn remove(&self, id: u64) {
+        self.clients.lock().remove(&id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.clients.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn snapshot(&self) -> Vec<Arc<ClientHandle>> {
+        self.clients.lock().values().cloned().collect()
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientHandle>> {
+        self.clients.lock().get(&id).cloned()
+    }
+}

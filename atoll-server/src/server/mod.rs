@@ -1,0 +1,132 @@
+//! The server: shared state ([`Server`]), worker threads and their event loops (`net`), the
+//! per-connection session (`session`), client state, statistics and logging.
+
+pub mod client;
+pub mod expire;
+pub mod log;
+pub mod net;
+pub mod session;
+pub mod stats;
+
+use crate::commands::{CommandTable, Effect};
+use crate::config::Config;
+use crate::engine::Keyspace;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownMode {
+    Default,
+    NoSave,
+    Save,
+}
+
+/// A consumer of write effects (AOF, replicas, tests).
+pub type EffectSink = Box<dyn Fn(&[Effect]) + Send + Sync>;
+
+pub struct Server {
+    pub config: Config,
+    pub ks: Keyspace,
+    pub table: CommandTable,
+    pub clients: client::Registry,
+    pub stats: stats::Stats,
+    pub threads: usize,
+    pub started: Instant,
+    pub start_ms: i64,
+    pub run_id: String,
+    pub tcp_port: u16,
+    pub executable: String,
+    pub active_expire: AtomicBool,
+    pub lastsave: AtomicI64,
+    pub shutting_down: AtomicBool,
+    /// Time of the last INFO stats reset etc. are derived from these.
+    effects_on: AtomicBool,
+    /// (time of the last sample, commands then, ops/sec computed) for INFO.
+    ops_sample: Mutex<(Instant, u64, u64)>,
+    sink: Mutex<Option<EffectSink>>,
+}
+
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+impl Server {
+    pub fn new(config: Config, threads: usize, tcp_port: u16) -> Server {
+        let table = CommandTable::build();
+        let dbs = config.get_i64("databases").max(1) as usize;
+        let run_id: String = {
+            use rand::Rng;
+            let mut r = rand::thread_rng();
+            (0..40).map(|_| char::from_digit(r.gen_range(0..16), 16).unwrap()).collect()
+        };
+        let now = unix_ms();
+        Server {
+            stats: stats::Stats::new(threads, table.all.len()),
+            table,
+            ks: Keyspace::new(dbs),
+            clients: client::Registry::new(),
+            threads,
+            started: Instant::now(),
+            start_ms: now,
+            run_id,
+            tcp_port,
+            executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            active_expire: AtomicBool::new(true),
+            lastsave: AtomicI64::new(now / 1000),
+            shutting_down: AtomicBool::new(false),
+            effects_on: AtomicBool::new(false),
+            sink: Mutex::new(None),
+            ops_sample: Mutex::new((Instant::now(), 0, 0)),
+            config,
+        }
+    }
+
+    /// Wall-clock milliseconds: the time base of TTLs.
+    #[inline]
+    pub fn now_ms(&self) -> i64 {
+        unix_ms()
+    }
+
+    /// Seconds since start, the clock OBJECT IDLETIME is measured in.
+    #[inline]
+    pub fn lru_clock(&self, now_ms: i64) -> u32 {
+        ((now_ms - self.start_ms).max(0) / 1000) as u32
+    }
+
+    pub fn effects_enabled(&self) -> bool {
+        self.effects_on.load(Ordering::Relaxed)
+    }
+
+    /// Installs the consumer of write effects (persistence and replication will).
+    pub fn set_effect_sink(&self, sink: Option<EffectSink>) {
+        let on = sink.is_some();
+        *self.sink.lock() = sink;
+        self.effects_on.store(on, Ordering::Release);
+    }
+
+    /// Commands per second over the last sampling period (sampled by the cron of worker 0).
+    pub fn instantaneous_ops(&self) -> u64 {
+        self.ops_sample.lock().2
+    }
+
+    /// Called periodically: updates the instantaneous ops/sec figure.
+    pub fn sample_ops(&self) {
+        let total = self.stats.sum(|c| &c.commands);
+        let mut s = self.ops_sample.lock();
+        let el = s.0.elapsed().as_secs_f64();
+        if el >= 1.0 {
+            s.2 = ((total.saturating_sub(s.1)) as f64 / el) as u64;
+            s.0 = Instant::now();
+            s.1 = total;
+        }
+    }
+
+    /// Hands effects to the consumer; called with the writer's shard locks still held, so
+    /// effects touching the same keys arrive in the order the writes happened.
+    pub fn publish_effects(&self, effects: &[Effect]) {
+        if let Some(s) = self.sink.lock().as_ref() {
+            s(effects);
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! The session: bytes in, bytes out, no I/O (DESIGN §1). It parses requests, runs the generic
+//! gates (Redis's `processCommand`) and executes commands; the event loop underneath only
+//! moves bytes, so it can be swapped without touching a command.
+
+use super::client::{Client, ReplyMode};
+use super::stats::WorkerStats;
+use super::Server;
+use crate::commands::table::{flags, Scope};
+use crate::commands::{keyspec, CmdError, CmdResult, Command, Ctx, KsView};
+use crate::engine::{LockPlan, Locks};
+use crate::protocol::parser::ArgSource;
+use crate::protocol::{Limits, Parsed, Parser, Reply};
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub type Argv<'a> = SmallVec<[&'a [u8]; 8]>;
+
+pub struct Session {
+    pub client: Client,
+    parser: Parser,
+    /// Bytes of a request not yet complete (empty between requests, so idle clients hold no
+    /// input buffer).
+    pending: Vec<u8>,
+}
+
+impl Session {
+    pub fn new(client: Client) -> Session {
+        Session { client, parser: Parser::new(), pending: Vec::new() }
+    }
+
+    /// True if a partial request is buffered.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Gives memory back while the connection is idle.
+    pub fn shrink(&mut self) {
+        if self.pending.is_empty() && self.pending.capacity() > 0 {
+            self.pending = Vec::new();
+        }
+        self.parser.shrink();
+    }
+
+    /// Processes bytes read from the connection, appending replies to `out`. Returns false if
+    /// the connection must be closed once `out` is written.
+    pub fn feed(&mut self, srv: &Server, ws: &WorkerStats, input: &[u8], out: &mut Reply) -> bool {
+        ws.counters.net_input_bytes.fetch_add(input.len() as u64, Ordering::Relaxed);
+        if self.pending.is_empty() {
+            let used = self.process(srv, ws, input, out);
+            if used < input.len() && !self.client.close_after_reply {
+                self.pending.extend_from_slice(&input[used..]);
+            }
+        } else {
+            self.pending.extend_from_slice(input);
+            let buf = std::mem::take(&mut self.pending);
+            let used = self.process(srv, ws, &buf, out);
+            self.pending = buf;
+            self.pending.drain(..used);
+        }
+        let limit = srv.config.hot.client_query_buffer_limit.load(Ordering::Relaxed);
+        if self.pending.len() > limit {
+            crate::log_warning!("Closing client that reached max query buffer length (qbuf={})", self.pending.len());
+            return false;
+        }
+        self.client.handle.qbuf.store(self.pending.len() as u64, Ordering::Relaxed);
+        !self.client.close_after_reply
+    }
+
+    /// Runs every complete request in `buf`; returns the bytes consumed.
+    fn process(&mut self, srv: &Server, ws: &WorkerStats, buf: &[u8], out: &mut Reply) -> usize {
+        let mut pos = 0;
+        let limits = Limits {
+            max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
+            unauthenticated: !self.client.authenticated,
+            ..Limits::default()
+        };
+        while pos < buf.len() && !self.client.close_after_reply && self.client.shutdown.is_none() {
+            match self.parser.parse(&buf[pos..], &limits) {
+                Parsed::Command { consumed } => {
+                    let argv: Argv = match self.parser.source {
+                        ArgSource::Buffer => self.parser.ranges.iter().map(|&(s, e)| &buf[pos + s..pos + e]).collect(),
+                        ArgSource::Inline => self.parser.inline_args.iter().map(|a| a.as_slice()).collect(),
+                    };
+                    pos += consumed;
+                    // Browsers and HTTP proxies tricked into talking to us: close silently.
+                    if argv[0].eq_ignore_ascii_case(b"post") || argv[0].eq_ignore_ascii_case(b"host:") {
+                        crate::log_warning!(
+                            "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. This is likely due to an attacker attempting to use Cross Protocol Scripting to compromise your Redis instance. Connection aborted."
+                        );
+                        self.client.close_after_reply = true;
+                        break;
+                    }
+                    dispatch(srv, ws, &mut self.client, &argv, out);
+                    if !self.client.authenticated {
+                        // Stay strict while unauthenticated; AUTH may have just lifted it.
+                    }
+                }
+                Parsed::Skip { consumed } => pos += consumed,
+                Parsed::Incomplete => break,
+                Parsed::Error(msg) => {
+                    out.error(&format!("ERR {msg}"));
+                    ws.counters.error_replies.fetch_add(1, Ordering::Relaxed);
+                    crate::log_verbose!("Protocol error ({msg}) from client: id={}", self.client.id());
+                    self.client.close_after_reply = true;
+                    pos = buf.len();
+                    break;
+                }
+            }
+            // AUTH inside this batch changes the limits for the rest of it.
+            if limits.unauthenticated && self.client.authenticated {
+                return pos + self.process(srv, ws, &buf[pos..], out);
+            }
+        }
+        pos
+    }
+}
+
+/// Formats Redis's unknown-command error, quoting up to the first arguments.
+fn unknown_command_error(argv: &[&[u8]]) -> String {
+    let name = String::from_utf8_lossy(&argv[0][..argv[0].len().min(128)]).into_owned();
+    let mut args = String::new();
+    for a in &argv[1..] {
+        if args.len() >= 128 {
+            break;
+        }
+        let s = String::from_utf8_lossy(&a[..a.len().min(128 - args.len())]).into_owned();
+        args.push('\'');
+        args.push_str(&s);
+        args.push_str("' ");
+    }
+    format!("ERR unknown command '{name}', with args beginning with: {args}")
+}
+
+fn reject(ws: &WorkerStats, client: &mut Client, out: &mut Reply, cmd: Option<&Command>, e: CmdError) {
+    if let Some(c) = cmd {
+        ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(m) = client.multi.as_mut() {
+        m.error = true;
+    }
+    error_reply(ws, out, &e);
+}
+
+/// Writes an error reply and counts it in INFO errorstats.
+pub fn error_reply(ws: &WorkerStats, out: &mut Reply, e: &CmdError) {
+    let text = e.text();
+    out.error(&text);
+    ws.counters.error_replies.fetch_add(1, Ordering::Relaxed);
+    let code = text.split(' ').next().unwrap_or("ERR").to_string();
+    *ws.errors.lock().entry(code).or_insert(0) += 1;
+}
+
+/// Resolves a request to its command (or subcommand), or the error Redis would give.
+pub fn resolve<'t>(srv: &'t Server, argv: &[&[u8]]) -> Result<&'t Arc<Command>, (Option<&'t Command>, CmdError)> {
+    let Some(cmd) = srv.table.lookup(argv[0]) else {
+        return Err((None, CmdError::Msg(unknown_command_error(argv).into())));
+    };
+    if cmd.is_container && argv.len() >= 2 {
+        return match cmd.subcommand(argv[1]) {
+            Some(sub) if sub.arity_ok(argv.len()) => Ok(sub),
+            Some(sub) => Err((Some(sub), CmdError::Arity(sub.full_name().to_string()))),
+            None => Err((
+                Some(cmd),
+                CmdError::Msg(
+                    format!(
+                        "ERR unknown subcommand '{}'. Try {} HELP.",
+                        String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)]),
+                        cmd.name.to_uppercase()
+                    )
+                    .into(),
+                ),
+            )),
+        };
+    }
+    if !cmd.arity_ok(argv.len()) {
+        return Err((Some(cmd), CmdError::Arity(cmd.full_name().to_string())));
+    }
+    Ok(cmd)
+}
+
+/// The generic gates (Redis's `processCommand`), then the command.
+pub fn dispatch(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], out: &mut Reply) {
+    out.proto = client.proto;
+    // CLIENT REPLY OFF/SKIP: run the command but drop what it replies.
+    let mark = out.buf.len();
+    if client.reply_mode == ReplyMode::SkipNext {
+        client.reply_mode = ReplyMode::Skipping;
+    }
+    gated(srv, ws, client, argv, out);
+    match client.reply_mode {
+        ReplyMode::Off => out.buf.truncate(mark),
+        ReplyMode::Skipping => {
+            out.buf.truncate(mark);
+            client.reply_mode = ReplyMode::On;
+        }
+        _ => {}
+    }
+    client.handle.last_ms.store(srv.now_ms(), Ordering::Relaxed);
+}
+
+fn gated(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], out: &mut Reply) {
+    let cmd = match resolve(srv, argv) {
+        Ok(c) => c,
+        Err((cmd, e)) => return reject(ws, client, out, cmd, e),
+    };
+    client.handle.last_cmd.store(cmd.id + 1, Ordering::Relaxed);
+    if !client.authenticated && !cmd.has(flags::NO_AUTH) {
+        return reject(ws, client, out, Some(cmd), CmdError::msg("NOAUTH Authentication required."));
+    }
+    if cmd.name == "debug" {
+        let setting = srv.config.get("enable-debug-command");
+        let allowed = setting == "yes" || (setting == "local" && client.handle.is_local());
+        if !allowed {
+            return reject(ws, client, out, Some(cmd), CmdError::msg(
+                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+            ));
+        }
+    }
+    if let Some(m) = client.multi.as_mut() {
+        let n = cmd.name.as_str();
+        let passes = matches!(n, "exec" | "discard" | "multi" | "watch" | "quit" | "reset");
+        if !passes {
+            if cmd.has(flags::NO_MULTI) {
+                return reject(ws, client, out, Some(cmd), CmdError::msg("ERR Command not allowed inside a transaction"));
+            }
+            m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
+            client.handle.multi.store(m.queued.len() as i64, Ordering::Relaxed);
+            out.simple("QUEUED");
+            return;
+        }
+    }
+    let plan = match lock_plan(cmd, argv, client.db, false, srv.ks.num_dbs()) {
+        Ok(p) => p,
+        Err(e) => return reject(ws, client, out, Some(cmd), e),
+    };
+    let mut locks = Locks::acquire(&srv.ks, plan);
+    call(srv, ws, client, out, cmd, argv, &mut locks);
+}
+
+/// The shards a command must lock. `in_exec`: walkers lock their whole database.
+pub fn lock_plan(cmd: &Command, argv: &[&[u8]], db: usize, in_exec: bool, ndbs: usize) -> Result<LockPlan, CmdError> {
+    let mut plan = LockPlan::default();
+    let keys = |plan: &mut LockPlan| -> CmdResult {
+        let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
+        let mut v = Vec::new();
+        if keyspec::key_positions(&cmd.key_specs, argv, &mut v).is_err() {
+            // The command reports its own numkeys error before touching keys.
+            return Ok(());
+        }
+        pos.extend(v);
+        for i in pos {
+            plan.key(db, argv[i]);
+        }
+        Ok(())
+    };
+    match cmd.scope {
+        Scope::None => {}
+        Scope::Keys => keys(&mut plan)?,
+        Scope::Walk => {
+            if in_exec {
+                plan.whole_db(db)
+            }
+        }
+        Scope::Db => plan.whole_db(db),
+        Scope::All => {
+            for d in 0..ndbs {
+                plan.whole_db(d);
+            }
+        }
+        Scope::Custom(f) => {
+            keys(&mut plan)?;
+            f(argv, db, &mut plan)?;
+        }
+    }
+    Ok(plan)
+}
+
+/// Runs one command with the locks held (used directly and by EXEC for queued commands).
+pub fn call(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    out: &mut Reply,
+    cmd: &Command,
+    argv: &[&[u8]],
+    locks: &mut Locks<'_>,
+) -> bool {
+    let start = Instant::now();
+    let now = srv.now_ms();
+    let emit = srv.effects_enabled();
+    let db = client.db;
+    let no_touch = client.no_touch && cmd.name != "touch";
+    let mut ctx = Ctx {
+        srv,
+        ws,
+        reply: out,
+        args: argv,
+        cmd,
+        rewrote: false,
+        ks: KsView {
+            locks,
+            db,
+            now,
+            lru_clock: srv.lru_clock(now),
+            no_touch,
+            dirty: 0,
+            emit,
+            effects: Vec::new(),
+            stats: &ws.counters,
+        },
+        client,
+    };
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cmd.handler)(&mut ctx)));
+    let res: CmdResult = match res {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            crate::log_warning!("BUG: command '{}' panicked: {}", cmd.name, what);
+            Err(CmdError::msg("ERR internal error"))
+        }
+    };
+    let ok = res.is_ok();
+    if let Err(e) = &res {
+        ws.cmds[cmd.id].failed_calls.fetch_add(1, Ordering::Relaxed);
+        error_reply(ws, ctx.reply, e);
+    }
+    // Write epilogue: count the change and publish the effects, still under the locks so
+    // their order matches the order of the writes.
+    if ctx.ks.dirty > 0 {
+        ws.counters.dirty.fetch_add(ctx.ks.dirty, Ordering::Relaxed);
+        if emit && !ctx.rewrote {
+            let db = ctx.ks.db;
+            ctx.ks.effects.push(crate::commands::Effect { db, argv: argv.iter().map(|a| a.to_vec()).collect() });
+        }
+    }
+    if emit && !ctx.ks.effects.is_empty() {
+        srv.publish_effects(&ctx.ks.effects);
+    }
+    let st = &ws.cmds[cmd.id];
+    st.calls.fetch_add(1, Ordering::Relaxed);
+    st.usec.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    ws.counters.commands.fetch_add(1, Ordering::Relaxed);
+    ok
+}
+
+/// Cleanup when a connection closes: its watches leave the shard registries.
+pub fn disconnect(srv: &Server, client: &mut Client) {
+    crate::commands::multi::unwatch_all(srv, client);
+}

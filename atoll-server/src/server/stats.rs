@@ -1,0 +1,114 @@
+//! Server statistics, kept per worker thread so counting a command never bounces a shared
+//! cache line between cores; INFO sums the workers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of one worker (or of the background tasks). Only its owner increments them.
+#[derive(Default)]
+#[repr(align(128))]
+pub struct Counters {
+    pub commands: AtomicU64,
+    pub connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub expire_cycle_cpu_ms: AtomicU64,
+    pub error_replies: AtomicU64,
+    pub unexpected_error_replies: AtomicU64,
+    pub dirty: AtomicU64,
+}
+
+/// Per-command counters (INFO commandstats).
+#[derive(Default)]
+pub struct CmdStat {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub rejected_calls: AtomicU64,
+    pub failed_calls: AtomicU64,
+}
+
+pub struct WorkerStats {
+    pub counters: Counters,
+    pub cmds: Box<[CmdStat]>,
+    /// Error replies by error code (the first word), for INFO errorstats.
+    pub errors: parking_lot::Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+impl WorkerStats {
+    pub fn new(ncmds: usize) -> WorkerStats {
+        WorkerStats {
+            counters: Counters::default(),
+            cmds: (0..ncmds).map(|_| CmdStat::default()).collect(),
+            errors: Default::default(),
+        }
+    }
+
+    pub fn reset(&self) {
+        let c = &self.counters;
+        for a in [
+            &c.commands,
+            &c.connections,
+            &c.rejected_connections,
+            &c.net_input_bytes,
+            &c.net_output_bytes,
+            &c.keyspace_hits,
+            &c.keyspace_misses,
+            &c.expired_keys,
+            &c.expire_cycle_cpu_ms,
+            &c.error_replies,
+            &c.unexpected_error_replies,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+        for s in self.cmds.iter() {
+            s.calls.store(0, Ordering::Relaxed);
+            s.usec.store(0, Ordering::Relaxed);
+            s.rejected_calls.store(0, Ordering::Relaxed);
+            s.failed_calls.store(0, Ordering::Relaxed);
+        }
+        self.errors.lock().clear();
+    }
+}
+
+pub struct Stats {
+    /// One per worker, plus one at the end for background work (active expiry).
+    pub workers: Box<[WorkerStats]>,
+}
+
+impl Stats {
+    pub fn new(workers: usize, ncmds: usize) -> Stats {
+        Stats { workers: (0..=workers).map(|_| WorkerStats::new(ncmds)).collect() }
+    }
+
+    pub fn background(&self) -> &WorkerStats {
+        self.workers.last().unwrap()
+    }
+
+    /// Sum of one counter over all workers.
+    pub fn sum(&self, f: impl Fn(&Counters) -> &AtomicU64) -> u64 {
+        self.workers.iter().map(|w| f(&w.counters).load(Ordering::Relaxed)).sum()
+    }
+
+    pub fn cmd_sum(&self, id: usize, f: impl Fn(&CmdStat) -> &AtomicU64) -> u64 {
+        self.workers.iter().map(|w| f(&w.cmds[id]).load(Ordering::Relaxed)).sum()
+    }
+
+    pub fn errors(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for w in self.workers.iter() {
+            for (k, v) in w.errors.lock().iter() {
+                *out.entry(k.clone()).or_insert(0) += v;
+            }
+        }
+        out
+    }
+
+    pub fn reset(&self) {
+        for w in self.workers.iter() {
+            w.reset();
+        }
+    }
+}

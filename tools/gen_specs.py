@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Extracts the command facts Atoll implements from shared/reference/commands.json into
+atoll-server/src/commands/specs.json (embedded in the binary for COMMAND INFO/DOCS, arity and
+key positions). Facts only: arity, flags, ACL categories, key specs, argument structure.
+
+Usage: python3 tools/gen_specs.py [path/to/commands.json]
+The list of commands is read from the command table (atoll-server/src/commands/table.rs), so
+adding a command there and re-running this script is all it takes.
+"""
+import json, os, re, sys
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "..", "shared", "reference", "commands.json")
+table = open(os.path.join(root, "atoll-server/src/commands/table.rs")).read()
+names = set(m.upper().replace("|", " ") for m in re.findall(r'c\("([a-z0-9_\-|]+)"', table))
+ref = json.load(open(src))
+out = {}
+for name in sorted(names):
+    if name not in ref:
+        sys.exit(f"{name} is not in the reference")
+    spec = dict(ref[name])
+    # Doc prose stays out of the repository; keep the structural facts.
+    for k in ("summary", "complexity", "history", "doc_flags_text"):
+        spec.pop(k, None)
+    out[name] = spec
+    if " " in name:
+        parent = name.split(" ")[0]
+        if parent not in names:
+            sys.exit(f"container {parent} must be in the table too")
+dst = os.path.join(root, "atoll-server/src/commands/specs.json")
+with open(dst, "w") as f:
+    json.dump(out, f, indent=1, sort_keys=True)
+    f.write("\n")
+print(f"wrote {len(out)} command specs to {dst}")

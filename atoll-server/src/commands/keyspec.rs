@@ -72,7 +72,7 @@ pub enum KeysError {
 
 /// Collects the argument indexes of keys (Redis's `getKeysUsingKeySpecs`). Positions past the
 /// end of the arguments are ignored: the command itself will report the syntax error.
-pub fn key_positions(specs: &[KeySpec], args: &[&[u8]], out: &mut Vec<usize>) -> Result<(), KeysError> {
+pub fn key_positions(specs: &[KeySpec], args: &[&[u8]], out: &mut impl Extend<usize>) -> Result<(), KeysError> {
     let argc = args.len() as i64;
     for spec in specs {
         let first = match &spec.begin {
@@ -129,7 +129,7 @@ pub fn key_positions(specs: &[KeySpec], args: &[&[u8]], out: &mut Vec<usize>) ->
         }
         let mut i = first;
         while i <= last && i < argc {
-            out.push(i as usize);
+            out.extend(std::iter::once(i as usize));
             i += step;
         }
     }

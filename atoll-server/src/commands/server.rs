@@ -349,14 +349,14 @@ fn reply_command_info(r: &mut Reply, c: &Command) {
     }
     r.set(c.tips.len());
     for t in &c.tips {
-        r.simple(t);
+        r.bulk(t.as_bytes());
     }
     let specs = c.spec["key_specs"].as_array().cloned().unwrap_or_default();
-    r.array(specs.len());
+    r.set(specs.len());
     for s in &specs {
         reply_key_spec(r, s);
     }
-    r.array(c.subcommands.len());
+    r.set(c.subcommands.len());
     for s in &c.subcommands {
         reply_command_info(r, s);
     }
@@ -395,7 +395,7 @@ pub fn command_info(ctx: &mut Ctx) -> CmdResult {
     for &name in &ctx.args[2..] {
         match find_command(&ctx.srv.table, name) {
             Some(c) => reply_command_info(ctx.reply, c),
-            None => ctx.reply.null_array(),
+            None => ctx.reply.null(),
         }
     }
     Ok(())

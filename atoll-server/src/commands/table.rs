@@ -256,7 +256,7 @@ impl Command {
 }
 
 pub struct CommandTable {
-    map: HashMap<String, Arc<Command>>,
+    map: HashMap<String, Arc<Command>, ahash::RandomState>,
     /// Every command and subcommand, indexed by `Command::id`.
     pub all: Vec<Arc<Command>>,
 }
@@ -338,7 +338,7 @@ impl CommandTable {
                 spec,
             }
         };
-        let mut map = HashMap::new();
+        let mut map = HashMap::with_hasher(ahash::RandomState::new());
         // Subcommands first, so their containers can own them.
         let mut subs_of: HashMap<&str, Vec<Arc<Command>>> = HashMap::new();
         for row in ROWS.iter().filter(|r| r.name.contains('|')) {

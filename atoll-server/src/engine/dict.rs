@@ -8,7 +8,6 @@
 //! while rehashing, and a few buckets moved on each write.
 
 use rand::Rng;
-use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
 /// One seeded hasher for the process: keys hash differently on every start (no hash flooding

@@ -8,7 +8,6 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::Notify;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyMode {
@@ -60,13 +59,22 @@ pub struct ClientHandle {
     pub no_touch: AtomicBool,
     /// CLIENT KILL: the connection closes as soon as its worker sees this.
     pub killed: AtomicBool,
-    pub wake: Notify,
+    /// Set by the owning worker (under the lock) right before it closes the socket, so a
+    /// killer never shuts down a descriptor number that was closed and reused meanwhile.
+    pub closed: Mutex<bool>,
 }
 
 impl ClientHandle {
+    /// Asks the connection to close, from any thread. Shutting the socket down wakes the
+    /// owning worker with an end-of-file, so the hot path needs no extra wakeup mechanism.
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);
-        self.wake.notify_one();
+        let closed = self.closed.lock();
+        if !*closed {
+            // SAFETY: the descriptor belongs to this open connection (`closed` is false and
+            // its owner cannot close it while we hold the lock).
+            unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+        }
     }
 }
 

@@ -95,17 +95,10 @@ async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>,
     let handle = session.client.handle.clone();
     let mut reply = Reply::new(session.client.proto);
     'conn: loop {
-        // Wait for input, a kill, or the idle timeout.
-        let timeout = srv.config.hot.timeout.load(Ordering::Relaxed);
-        tokio::select! {
-            r = stream.wait_readable() => if r.is_err() { break },
-            _ = handle.wake.notified() => {},
-            _ = tokio::time::sleep(std::time::Duration::from_secs(if timeout > 0 { timeout } else { 86400 * 365 })) => {
-                if timeout > 0 && session.client.multi.is_none() {
-                    log_verbose!("Closing idle client");
-                    break;
-                }
-            }
+        // Wait for input. CLIENT KILL and the idle timeout (checked by the cron) shut the
+        // socket down, which wakes this wait with an end-of-file.
+        if stream.wait_readable().await.is_err() {
+            break;
         }
         if handle.killed.load(Ordering::Acquire) {
             break;
@@ -173,9 +166,10 @@ async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>,
             session.shrink();
         }
     }
-    let _ = stream.shutdown().await;
     super::session::disconnect(&srv, &mut session.client);
     srv.clients.remove(handle.id);
+    *handle.closed.lock() = true;
+    drop(stream);
 }
 
 fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready: Arc<AtomicUsize>) {
@@ -193,6 +187,7 @@ fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready:
                     super::expire::cycle(&srv, &srv.stats.workers[id].counters);
                     if id == 0 {
                         srv.sample_ops();
+                        close_idle_clients(&srv);
                     }
                 }
             });
@@ -235,7 +230,7 @@ fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready:
                 no_evict: AtomicBool::new(false),
                 no_touch: AtomicBool::new(false),
                 killed: AtomicBool::new(false),
-                wake: Default::default(),
+                closed: Default::default(),
             });
             srv.clients.add(handle.clone());
             let session = Session::new(Client::new(handle, id, needs_auth));
@@ -259,6 +254,21 @@ fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready:
             }
         }
     });
+}
+
+/// `timeout`: closes clients idle for longer (Redis's clientsCron rule).
+fn close_idle_clients(srv: &Server) {
+    let timeout = srv.config.hot.timeout.load(Ordering::Relaxed) as i64;
+    if timeout == 0 {
+        return;
+    }
+    let now = srv.now_ms();
+    for h in srv.clients.snapshot() {
+        if now - h.last_ms.load(Ordering::Relaxed) > timeout * 1000 {
+            log_verbose!("Closing idle client");
+            h.kill();
+        }
+    }
 }
 
 /// Raises the open-files limit for maxclients as Redis does; returns the maxclients to use.

@@ -47,6 +47,7 @@ impl Session {
     /// the connection must be closed once `out` is written.
     pub fn feed(&mut self, srv: &Server, ws: &WorkerStats, input: &[u8], out: &mut Reply) -> bool {
         ws.counters.net_input_bytes.fetch_add(input.len() as u64, Ordering::Relaxed);
+        self.client.handle.last_ms.store(srv.now_ms(), Ordering::Relaxed);
         if self.pending.is_empty() {
             let used = self.process(srv, ws, input, out);
             if used < input.len() && !self.client.close_after_reply {
@@ -197,7 +198,6 @@ pub fn dispatch(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u
         }
         _ => {}
     }
-    client.handle.last_ms.store(srv.now_ms(), Ordering::Relaxed);
 }
 
 fn gated(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], out: &mut Reply) {
@@ -244,12 +244,10 @@ pub fn lock_plan(cmd: &Command, argv: &[&[u8]], db: usize, in_exec: bool, ndbs: 
     let mut plan = LockPlan::default();
     let keys = |plan: &mut LockPlan| -> CmdResult {
         let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
-        let mut v = Vec::new();
-        if keyspec::key_positions(&cmd.key_specs, argv, &mut v).is_err() {
+        if keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_err() {
             // The command reports its own numkeys error before touching keys.
             return Ok(());
         }
-        pos.extend(v);
         for i in pos {
             plan.key(db, argv[i]);
         }

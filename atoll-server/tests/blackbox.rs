@@ -1,0 +1,395 @@
+//! Black-box tests: the built atoll-server binary, driven by a real client library (the
+//! `redis` crate) and by raw sockets where the bytes themselves matter.
+
+mod common;
+use common::*;
+use redis::Commands;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn client(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap()
+}
+
+/// Raises this test process's open-files limit (many connections).
+fn raise_nofile(n: u64) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain libc calls on a struct we own.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = n.min(lim.rlim_max);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+}
+
+#[test]
+fn pipelining_returns_replies_in_order() {
+    let s = start_atoll(&[]);
+    let mut c = client(s.port);
+    let mut p = redis::pipe();
+    for i in 0..1000 {
+        p.cmd("SET").arg(format!("key{i}")).arg(i).ignore();
+    }
+    for i in 0..1000 {
+        p.cmd("GET").arg(format!("key{i}"));
+    }
+    let vals: Vec<i64> = p.query(&mut c).unwrap();
+    assert_eq!(vals, (0..1000).collect::<Vec<i64>>());
+    // A raw pipeline split at every byte boundary gives the same replies.
+    let mut raw = RawConn::connect(s.port);
+    let mut req = Vec::new();
+    for i in 0..50 {
+        req.extend(encode(&[b"INCR".to_vec(), b"ctr".to_vec()]));
+        let _ = i;
+    }
+    for chunk in req.chunks(7) {
+        raw.send_raw(chunk);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    for i in 1..=50 {
+        assert_eq!(raw.read_reply(), format!(":{i}\r\n").into_bytes());
+    }
+}
+
+#[test]
+fn resp3_via_client_library_and_raw() {
+    let s = start_atoll(&[]);
+    let c = redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", s.port)).unwrap();
+    let mut c = c.get_connection().unwrap();
+    let _: () = c.set("a", "1").unwrap();
+    let v: String = c.get("a").unwrap();
+    assert_eq!(v, "1");
+    let mut raw = RawConn::connect(s.port);
+    let hello = raw.cmd(&[b"HELLO", b"3"]);
+    assert!(hello.starts_with(b"%7\r\n$6\r\nserver\r\n"), "{}", show(&hello));
+    assert_eq!(raw.cmd(&[b"GET", b"missing"]), b"_\r\n");
+    let cfg = raw.cmd(&[b"CONFIG", b"GET", b"port"]);
+    assert!(cfg.starts_with(b"%1\r\n$4\r\nport\r\n"), "{}", show(&cfg));
+    assert_eq!(raw.cmd(&[b"HELLO", b"2"]).first(), Some(&b'*'));
+    assert_eq!(raw.cmd(&[b"GET", b"missing"]), b"$-1\r\n");
+}
+
+#[test]
+fn inline_commands_with_quoting() {
+    let s = start_atoll(&[]);
+    let mut raw = RawConn::connect(s.port);
+    raw.send_raw(b"SET \"a key\" 'it''s'\r\n");
+    assert_eq!(raw.read_reply(), b"-ERR Protocol error: unbalanced quotes in request\r\n");
+    let mut raw = RawConn::connect(s.port);
+    raw.send_raw(b"SET \"a key\" \"x\\x41\\ny\"\r\nGET \"a key\"\r\n\r\nPING\n");
+    assert_eq!(raw.read_reply(), b"+OK\r\n");
+    assert_eq!(raw.read_reply(), b"$4\r\nxA\ny\r\n");
+    assert_eq!(raw.read_reply(), b"+PONG\r\n");
+}
+
+#[test]
+fn protocol_errors_close_the_connection() {
+    let s = start_atoll(&[]);
+    for (req, err) in [
+        (&b"*1\r\n$-5\r\n"[..], &b"-ERR Protocol error: invalid bulk length\r\n"[..]),
+        (b"*abc\r\n", b"-ERR Protocol error: invalid multibulk length\r\n"),
+        (b"*1\r\n:5\r\n", b"-ERR Protocol error: expected '$', got ':'\r\n"),
+    ] {
+        let mut raw = RawConn::connect(s.port);
+        raw.send_raw(req);
+        assert_eq!(raw.read_to_close(), err);
+    }
+    // A command before the error in the same read still runs.
+    let mut raw = RawConn::connect(s.port);
+    raw.send_raw(b"*1\r\n$4\r\nPING\r\n*x\r\n");
+    assert_eq!(raw.read_to_close(), b"+PONG\r\n-ERR Protocol error: invalid multibulk length\r\n");
+    // HTTP requests are dropped without a reply.
+    let mut raw = RawConn::connect(s.port);
+    raw.send_raw(b"POST / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(raw.read_to_close(), b"");
+    // An inline request over 64 KB without a newline is refused.
+    let mut raw = RawConn::connect(s.port);
+    raw.send_raw(&vec![b'a'; 70 * 1024]);
+    assert_eq!(raw.read_to_close(), b"-ERR Protocol error: too big inline request\r\n");
+    // A huge declared bulk is refused without being allocated.
+    let mut raw = RawConn::connect(s.port);
+    raw.send_raw(b"*1\r\n$9999999999\r\n");
+    assert_eq!(raw.read_to_close(), b"-ERR Protocol error: invalid bulk length\r\n");
+    // The server is still fine.
+    let mut c = client(s.port);
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn requirepass_limits_unauthenticated_clients() {
+    let s = start_atoll(&["--requirepass", "secret"]);
+    let mut raw = RawConn::connect(s.port);
+    assert_eq!(raw.cmd(&[b"GET", b"x"]), b"-NOAUTH Authentication required.\r\n");
+    assert_eq!(raw.cmd(&[b"AUTH", b"wrong"]), b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    assert_eq!(raw.cmd(&[b"AUTH", b"secret"]), b"+OK\r\n");
+    assert_eq!(raw.cmd(&[b"PING"]), b"+PONG\r\n");
+    // More than 10 arguments before AUTH is a protocol error.
+    let mut raw = RawConn::connect(s.port);
+    raw.send_raw(b"*11\r\n");
+    assert_eq!(raw.read_to_close(), b"-ERR Protocol error: unauthenticated multibulk length\r\n");
+    let mut raw = RawConn::connect(s.port);
+    raw.send_raw(b"*2\r\n$4\r\nAUTH\r\n$20000\r\n");
+    assert_eq!(raw.read_to_close(), b"-ERR Protocol error: unauthenticated bulk length\r\n");
+    let c = redis::Client::open(format!("redis://:secret@127.0.0.1:{}/", s.port)).unwrap();
+    let mut c = c.get_connection().unwrap();
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn two_thousand_concurrent_connections() {
+    raise_nofile(8192);
+    let s = start_atoll(&["--threads", "2"]);
+    let mut conns: Vec<RawConn> = (0..2000).map(|_| RawConn::connect(s.port)).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.send(&[b"SET".to_vec(), format!("conn{i}").into_bytes(), i.to_string().into_bytes()]);
+    }
+    for c in conns.iter_mut() {
+        assert_eq!(c.read_reply(), b"+OK\r\n");
+    }
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert_eq!(c.cmd(&[b"GET", format!("conn{i}").as_bytes()]), format!("${}\r\n{i}\r\n", i.to_string().len()).into_bytes());
+    }
+    let mut c = client(s.port);
+    let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
+    assert!(info.contains("connected_clients:2001"), "{info}");
+}
+
+#[test]
+fn concurrent_incr_is_exact() {
+    let s = start_atoll(&["--threads", "2"]);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let port = s.port;
+            std::thread::spawn(move || {
+                let mut c = client(port);
+                for _ in 0..2000 {
+                    let _: i64 = c.incr("counter", 1).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut c = client(s.port);
+    let v: i64 = c.get("counter").unwrap();
+    assert_eq!(v, 16000);
+}
+
+#[test]
+fn multi_exec_transfers_are_never_seen_half_done() {
+    let s = start_atoll(&["--threads", "2"]);
+    // Two keys in different shards (different hash slots).
+    let (a, b) = ("acct:alpha", "acct:omega");
+    assert_ne!(atoll::engine::slot::key_shard(a.as_bytes()), atoll::engine::slot::key_shard(b.as_bytes()));
+    let mut c = client(s.port);
+    let _: () = c.set(a, 1000).unwrap();
+    let _: () = c.set(b, 1000).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let port = s.port;
+            std::thread::spawn(move || {
+                let mut c = client(port);
+                for i in 0..1500 {
+                    let amount = (i % 7) + 1;
+                    let (from, to) = if (i + w) % 2 == 0 { (a, b) } else { (b, a) };
+                    let _: () = redis::pipe().atomic().decr(from, amount).ignore().incr(to, amount).ignore().query(&mut c).unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (port, stop) = (s.port, stop.clone());
+            std::thread::spawn(move || {
+                let mut c = client(port);
+                let mut checks = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let (x, y): (i64, i64) = redis::cmd("MGET").arg(a).arg(b).query(&mut c).unwrap();
+                    assert_eq!(x + y, 2000, "MGET saw a transfer half done: {x} + {y}");
+                    checks += 1;
+                }
+                checks
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+}
+
+#[test]
+fn mset_is_never_torn() {
+    let s = start_atoll(&["--threads", "2"]);
+    let keys: Vec<String> = (0..8).map(|i| format!("torn:{i}")).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (port, keys) = (s.port, keys.clone());
+            std::thread::spawn(move || {
+                let mut c = client(port);
+                for i in 0..3000 {
+                    let v = format!("{w}-{i}");
+                    let pairs: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), v.as_str())).collect();
+                    let _: () = c.mset(&pairs).unwrap();
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let (port, keys, stop) = (s.port, keys.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut c = client(port);
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let vals: Vec<Option<String>> = c.mget(&keys).unwrap();
+                if vals[0].is_some() {
+                    assert!(vals.iter().all(|v| v == &vals[0]), "torn MSET observed: {vals:?}");
+                }
+                n += 1;
+            }
+            n
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+}
+
+#[test]
+fn watch_detects_conflicts_across_workers() {
+    let s = start_atoll(&["--threads", "2"]);
+    let mut c1 = client(s.port);
+    let mut c2 = client(s.port);
+    let _: () = c1.set("w", 1).unwrap();
+    let _: () = redis::cmd("WATCH").arg("w").query(&mut c1).unwrap();
+    let _: () = c2.set("w", 2).unwrap();
+    let r: Option<(String,)> = redis::pipe().atomic().set("w", 3).query(&mut c1).unwrap();
+    assert!(r.is_none(), "EXEC must fail after a watched key changed");
+    let v: i64 = c1.get("w").unwrap();
+    assert_eq!(v, 2);
+    // Optimistic increments from many threads lose no update.
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let port = s.port;
+            std::thread::spawn(move || {
+                let mut c = client(port);
+                let mut done = 0;
+                while done < 200 {
+                    let _: () = redis::cmd("WATCH").arg("opt").query(&mut c).unwrap();
+                    let v: Option<i64> = c.get("opt").unwrap();
+                    let r: Option<(String,)> =
+                        redis::pipe().atomic().set("opt", v.unwrap_or(0) + 1).query(&mut c).unwrap();
+                    if r.is_some() {
+                        done += 1;
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let v: i64 = c1.get("opt").unwrap();
+    assert_eq!(v, 800);
+}
+
+#[test]
+fn client_kill_and_list_across_workers() {
+    let s = start_atoll(&["--threads", "2"]);
+    let mut victim = RawConn::connect(s.port);
+    assert_eq!(victim.cmd(&[b"CLIENT", b"SETNAME", b"victim"]), b"+OK\r\n");
+    let id = victim.cmd(&[b"CLIENT", b"ID"]);
+    let id = std::str::from_utf8(&id[1..id.len() - 2]).unwrap().to_string();
+    let mut c = client(s.port);
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+    assert!(list.contains("name=victim"), "{list}");
+    let n: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(&id).query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(victim.read_to_close(), b"");
+}
+
+#[test]
+fn config_file_flags_and_unix_socket() {
+    let dir = std::env::temp_dir().join(format!("atoll-bb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("atoll.sock");
+    let conf = dir.join("atoll.conf");
+    std::fs::write(&conf, format!("# test\nunixsocket {}\nmaxmemory 10mb\nsave \"\"\nappendonly no\n", sock.display())).unwrap();
+    let port = free_port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+        .arg(&conf)
+        .args(["--port", &port.to_string(), "--databases", "4"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed on drop if an assertion fails before SHUTDOWN.
+    let mut srv = ServerProc { child, port, name: "atoll" };
+    let mut ok = false;
+    for _ in 0..200 {
+        if std::os::unix::net::UnixStream::connect(&sock).is_ok() {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ok, "unix socket never accepted");
+    let c = redis::Client::open(format!("redis+unix://{}", sock.display())).unwrap();
+    let mut c = c.get_connection().unwrap();
+    let cfg: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxmemory").query(&mut c).unwrap();
+    assert_eq!(cfg, vec!["maxmemory".to_string(), "10485760".to_string()]);
+    let dbs: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("databases").query(&mut c).unwrap();
+    assert_eq!(dbs[1], "4");
+    let r: redis::RedisResult<()> = redis::cmd("SELECT").arg(4).query(&mut c);
+    assert!(r.unwrap_err().to_string().contains("DB index is out of range"));
+    // SHUTDOWN exits cleanly, removes the socket and logs Redis's lines.
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
+    let status = srv.child.wait().unwrap();
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(srv.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(out.contains("Ready to accept connections tcp"), "{out}");
+    assert!(out.contains("Ready to accept connections unix"), "{out}");
+    assert!(!sock.exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn sigterm_shuts_down_gracefully() {
+    let mut s = start_atoll(&[]);
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn active_expiry_reclaims_unread_keys() {
+    let s = start_atoll(&["--hz", "50"]);
+    let mut c = client(s.port);
+    for i in 0..200 {
+        let _: () = redis::cmd("SET").arg(format!("tmp{i}")).arg("v").arg("PX").arg(50).query(&mut c).unwrap();
+    }
+    let _: () = c.set("keep", "v").unwrap();
+    let mut n = 201;
+    for _ in 0..100 {
+        n = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        if n == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(n, 1, "expired keys were not reclaimed by the active cycle");
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    assert!(info.contains("expired_keys:200"), "{info}");
+}

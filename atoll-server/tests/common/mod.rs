@@ -1,0 +1,219 @@
+//! Test support: start real servers (the built atoll-server and, for differential tests, a
+//! real redis-server) on free ports, and a raw RESP connection that returns reply bytes
+//! exactly as the server sent them.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+
+/// A port nobody listens on. Each test process starts from its own pid-derived range and
+/// counts up, checking with a bind, so parallel tests and processes do not collide.
+pub fn free_port() -> u16 {
+    let _ = NEXT_PORT.compare_exchange(0, 20000 + (std::process::id() % 2000) as u16 * 10, Ordering::SeqCst, Ordering::SeqCst);
+    loop {
+        let p = NEXT_PORT.fetch_add(1, Ordering::SeqCst);
+        let p = if p > 60000 { 20000 + p % 40000 } else { p };
+        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+pub struct ServerProc {
+    pub child: Child,
+    pub port: u16,
+    pub name: &'static str,
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_ready(child: &mut Child, port: u16, name: &str) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{name} exited during start-up: {status}");
+        }
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok() {
+                let mut b = [0u8; 7];
+                if s.read_exact(&mut b).is_ok() && &b == b"+PONG\r\n" {
+                    return;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{name} did not start listening on port {port}");
+}
+
+/// Starts the atoll-server built by cargo, with extra `--directive value` arguments.
+pub fn start_atoll(extra: &[&str]) -> ServerProc {
+    let port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_atoll-server"));
+    cmd.args(["--port", &port.to_string(), "--loglevel", "warning"]).args(extra);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("start atoll-server");
+    wait_ready(&mut child, port, "atoll-server");
+    ServerProc { child, port, name: "atoll" }
+}
+
+/// Starts a real redis-server. Missing redis-server is a test failure, never a skip: the
+/// differential tests are meaningless without their oracle (`.ci/run` installs it).
+pub fn start_redis(extra: &[&str]) -> ServerProc {
+    let port = free_port();
+    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let mut cmd = Command::new(&bin);
+    cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--loglevel", "warning"]);
+    cmd.args(["--enable-debug-command", "yes"]).args(extra);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {bin} ({e}): install redis-server (apt-get install redis-server)"));
+    wait_ready(&mut child, port, "redis-server");
+    ServerProc { child, port, name: "redis" }
+}
+
+/// Encodes a command as a RESP multibulk request.
+pub fn encode(args: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Returns the end of the reply starting at `pos`, or None if the buffer is incomplete.
+pub fn reply_end(buf: &[u8], pos: usize) -> Option<usize> {
+    let line_end = pos + buf[pos..].windows(2).position(|w| w == b"\r\n")?;
+    let line = &buf[pos + 1..line_end];
+    let next = line_end + 2;
+    let num = || std::str::from_utf8(line).ok()?.parse::<i64>().ok();
+    match buf[pos] {
+        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => Some(next),
+        b'$' | b'=' | b'!' => {
+            let n = num()?;
+            if n < 0 {
+                return Some(next);
+            }
+            let end = next + n as usize + 2;
+            (buf.len() >= end).then_some(end)
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let n = num()?;
+            if n < 0 {
+                return Some(next);
+            }
+            let count = if matches!(buf[pos], b'%' | b'|') { n * 2 } else { n };
+            let mut p = next;
+            for _ in 0..count {
+                if p >= buf.len() {
+                    return None;
+                }
+                p = reply_end(buf, p)?;
+            }
+            // An attribute is followed by the reply it describes.
+            if buf[pos] == b'|' {
+                if p >= buf.len() {
+                    return None;
+                }
+                return reply_end(buf, p);
+            }
+            Some(p)
+        }
+        other => panic!("unexpected RESP type byte {:?} in {:?}", other as char, String::from_utf8_lossy(buf)),
+    }
+}
+
+/// Splits an aggregate reply into its header line and raw element encodings (map pairs are
+/// kept together as one element).
+pub fn split_aggregate(reply: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+    if !matches!(reply[0], b'*' | b'~' | b'%' | b'>') {
+        return None;
+    }
+    let hdr_end = reply.windows(2).position(|w| w == b"\r\n")? + 2;
+    let n: i64 = std::str::from_utf8(&reply[1..hdr_end - 2]).ok()?.parse().ok()?;
+    if n < 0 {
+        return None;
+    }
+    let mut elems = Vec::new();
+    let mut p = hdr_end;
+    for _ in 0..n {
+        let mut e = reply_end(reply, p)?;
+        if reply[0] == b'%' {
+            e = reply_end(reply, e)?;
+        }
+        elems.push(reply[p..e].to_vec());
+        p = e;
+    }
+    Some((reply[..hdr_end].to_vec(), elems))
+}
+
+/// A plain TCP connection speaking raw RESP.
+pub struct RawConn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawConn {
+    pub fn connect(port: u16) -> RawConn {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        RawConn { stream, buf: Vec::new() }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    pub fn send(&mut self, args: &[Vec<u8>]) {
+        self.send_raw(&encode(args));
+    }
+
+    /// Reads exactly one reply and returns its bytes.
+    pub fn read_reply(&mut self) -> Vec<u8> {
+        loop {
+            if !self.buf.is_empty() {
+                if let Some(end) = reply_end(&self.buf, 0) {
+                    return self.buf.drain(..end).collect();
+                }
+            }
+            let mut tmp = [0u8; 65536];
+            let n = self.stream.read(&mut tmp).expect("read reply");
+            assert!(n > 0, "connection closed while waiting for a reply");
+            self.buf.extend_from_slice(&tmp[..n]);
+        }
+    }
+
+    /// Sends one command and returns its reply bytes.
+    pub fn cmd(&mut self, args: &[&[u8]]) -> Vec<u8> {
+        let v: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        self.send(&v);
+        self.read_reply()
+    }
+
+    /// Reads until the server closes the connection; returns what arrived.
+    pub fn read_to_close(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        let _ = self.stream.read_to_end(&mut out);
+        out
+    }
+}
+
+/// Shows reply bytes readably in assertion messages.
+pub fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).replace("\r\n", "\\r\\n")
+}

@@ -1,0 +1,343 @@
+//! Differential tests (DESIGN §3): the same commands go to a real redis-server and to Atoll,
+//! and the replies are compared byte for byte, in RESP2 and RESP3.
+//!
+//! * Case files `tests/cases/*.txt`: one command per line (redis-cli quoting), `#` comments,
+//!   a blank line between independent cases (every DB is flushed between cases). Directives:
+//!   `sort: ` compares an aggregate reply as a sorted multiset, `ttl: ` compares integers with a
+//!   ±2 tolerance, `any: ` sends without comparing.
+//! * `tests/known_differences.txt`: where Redis 7.0 (the oracle installed here) and 7.2 (the
+//!   target) differ, the 7.2 reply Atoll must give instead of the oracle's.
+//! * A seeded random command generator over the same commands and their error cases.
+//!   `ATOLL_DIFF_SEED=n` reruns one seed.
+
+mod common;
+use common::*;
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    Exact,
+    Sort,
+    Ttl,
+    Any,
+}
+
+struct Line {
+    mode: Mode,
+    args: Vec<Vec<u8>>,
+    text: String,
+    origin: String,
+}
+
+fn parse_cases(path: &std::path::Path) -> Vec<Vec<Line>> {
+    let content = std::fs::read_to_string(path).unwrap();
+    let mut cases = vec![Vec::new()];
+    for (n, raw) in content.lines().enumerate() {
+        let t = raw.trim();
+        if t.is_empty() {
+            if !cases.last().unwrap().is_empty() {
+                cases.push(Vec::new());
+            }
+            continue;
+        }
+        if t.starts_with('#') {
+            continue;
+        }
+        let (mode, rest) = if let Some(r) = t.strip_prefix("sort:") {
+            (Mode::Sort, r.trim())
+        } else if let Some(r) = t.strip_prefix("ttl:") {
+            (Mode::Ttl, r.trim())
+        } else if let Some(r) = t.strip_prefix("any:") {
+            (Mode::Any, r.trim())
+        } else {
+            (Mode::Exact, t)
+        };
+        let mut args = Vec::new();
+        assert!(atoll::protocol::parser::split_args(rest.as_bytes(), &mut args), "{}:{}: bad quoting", path.display(), n + 1);
+        cases.last_mut().unwrap().push(Line {
+            mode,
+            args,
+            text: rest.to_string(),
+            origin: format!("{}:{}", path.file_name().unwrap().to_string_lossy(), n + 1),
+        });
+    }
+    cases.retain(|c| !c.is_empty());
+    cases
+}
+
+/// Unescapes `\r \n \t \\ \xHH` in the known-differences file.
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            match b[i + 1] {
+                b'r' => out.push(b'\r'),
+                b'n' => out.push(b'\n'),
+                b't' => out.push(b'\t'),
+                b'\\' => out.push(b'\\'),
+                b'x' => {
+                    out.push(u8::from_str_radix(&s[i + 2..i + 4], 16).unwrap());
+                    i += 2;
+                }
+                c => out.push(c),
+            }
+            i += 2;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// (command text, protocol) → the reply Redis 7.2 gives.
+fn known_differences() -> HashMap<(String, u8), Vec<u8>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/known_differences.txt");
+    let mut map = HashMap::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let parts: Vec<&str> = line.split('\t').collect();
+        assert_eq!(parts.len(), 3, "known_differences.txt: command<TAB>resp2<TAB>resp3: {line}");
+        map.insert((parts[0].to_string(), 2), unescape(parts[1]));
+        map.insert((parts[0].to_string(), 3), unescape(parts[2]));
+    }
+    map
+}
+
+fn normalise(mode: Mode, reply: &[u8]) -> Vec<u8> {
+    match mode {
+        Mode::Sort => match split_aggregate(reply) {
+            Some((hdr, mut elems)) => {
+                elems.sort();
+                let mut out = hdr;
+                for e in elems {
+                    out.extend(e);
+                }
+                out
+            }
+            None => reply.to_vec(),
+        },
+        _ => reply.to_vec(),
+    }
+}
+
+fn ttl_close(a: &[u8], b: &[u8]) -> bool {
+    let parse = |x: &[u8]| -> Option<i64> {
+        if x.first() == Some(&b':') {
+            std::str::from_utf8(&x[1..x.len() - 2]).ok()?.parse().ok()
+        } else {
+            None
+        }
+    };
+    match (parse(a), parse(b)) {
+        (Some(x), Some(y)) => (x - y).abs() <= 2 || ((x - y).abs() <= 2000 && x > 1000 && y > 1000),
+        _ => a == b,
+    }
+}
+
+struct Pair {
+    redis: RawConn,
+    atoll: RawConn,
+}
+
+impl Pair {
+    fn reset(&mut self, proto: u8) {
+        for c in [&mut self.redis, &mut self.atoll] {
+            let r = c.cmd(&[b"HELLO", proto.to_string().as_bytes()]);
+            assert!(!r.starts_with(b"-"), "HELLO failed: {}", show(&r));
+            let r = c.cmd(&[b"FLUSHALL"]);
+            assert_eq!(r, b"+OK\r\n");
+            let r = c.cmd(&[b"SELECT", b"0"]);
+            assert_eq!(r, b"+OK\r\n");
+        }
+    }
+
+    /// Sends one command to both; returns a mismatch description.
+    fn check(&mut self, mode: Mode, args: &[Vec<u8>], text: &str, proto: u8, known: &HashMap<(String, u8), Vec<u8>>) -> Option<String> {
+        self.redis.send(args);
+        self.atoll.send(args);
+        let r = self.redis.read_reply();
+        let a = self.atoll.read_reply();
+        let expected = known.get(&(text.to_string(), proto)).cloned().unwrap_or(r);
+        let same = match mode {
+            Mode::Any => true,
+            Mode::Ttl => ttl_close(&expected, &a),
+            m => normalise(m, &expected) == normalise(m, &a),
+        };
+        if same {
+            None
+        } else {
+            Some(format!("RESP{proto} `{text}`\n   redis: {}\n   atoll: {}", show(&expected), show(&a)))
+        }
+    }
+}
+
+fn start_pair() -> (ServerProc, ServerProc, Pair) {
+    let redis = start_redis(&[]);
+    let atoll = start_atoll(&["--enable-debug-command", "yes"]);
+    let pair = Pair { redis: RawConn::connect(redis.port), atoll: RawConn::connect(atoll.port) };
+    (redis, atoll, pair)
+}
+
+#[test]
+fn case_files_match_redis() {
+    let (_r, _a, mut pair) = start_pair();
+    let known = known_differences();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let only = std::env::var("ATOLL_DIFF_FILE").ok();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "txt")) {
+        if only.as_ref().is_some_and(|o| !f.to_string_lossy().contains(o.as_str())) {
+            continue;
+        }
+        for case in parse_cases(f) {
+            for proto in [2u8, 3] {
+                pair.reset(proto);
+                for line in &case {
+                    checked += 1;
+                    if let Some(m) = pair.check(line.mode, &line.args, &line.text, proto, &known) {
+                        failures.push(format!("{}: {}", line.origin, m));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 0, "no differential cases found in {}", dir.display());
+    println!("differential: {checked} replies compared");
+    assert!(failures.is_empty(), "{} of {checked} replies differ:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// A small deterministic PRNG (xorshift64*), so a seed reproduces a stream exactly.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[self.below(v.len())]
+    }
+}
+
+const KEYS: &[&str] = &["k0", "k1", "k2", "k3", "{t}a", "{t}b", "nokey"];
+const VALUES: &[&str] = &[
+    "", "0", "1", "-1", "42", "007", "9223372036854775807", "-9223372036854775808", "3.14", "-0.5", "1e3", "abc",
+    "hello world", "\u{0}\u{ff}", "inf", "nan", " 1",
+];
+const INTS: &[&str] = &["0", "1", "-1", "5", "-3", "100", "9223372036854775807", "-9223372036854775808", "x", "1.5", ""];
+const FLOATS: &[&str] = &["0", "1.5", "-2.25", "0.1", "1e2", "abc", "inf", "-inf", "1e308", "3"];
+
+/// One random command over the string and keyspace families (deterministic replies only).
+fn random_command(r: &mut Rng) -> (Mode, Vec<String>) {
+    let k = |r: &mut Rng| r.pick(KEYS).to_string();
+    let v = |r: &mut Rng| r.pick(VALUES).to_string();
+    let i = |r: &mut Rng| r.pick(INTS).to_string();
+    let small = |r: &mut Rng| (r.below(40) as i64 - 10).to_string();
+    let mut mode = Mode::Exact;
+    let cmd: Vec<String> = match r.below(40) {
+        0 | 1 => vec!["SET".into(), k(r), v(r)],
+        2 => {
+            let mut c = vec!["SET".into(), k(r), v(r)];
+            for _ in 0..r.below(3) {
+                match r.below(8) {
+                    0 => c.push("NX".into()),
+                    1 => c.push("XX".into()),
+                    2 => c.push("GET".into()),
+                    3 => c.extend(["EX".into(), i(r)]),
+                    4 => c.extend(["PX".into(), "100000".into()]),
+                    5 => c.push("KEEPTTL".into()),
+                    6 => c.extend(["EXAT".into(), "99999999999".into()]),
+                    _ => c.push("BOGUS".into()),
+                }
+            }
+            c
+        }
+        3 | 4 => vec!["GET".into(), k(r)],
+        5 => vec!["DEL".into(), k(r), k(r)],
+        6 => vec!["EXISTS".into(), k(r), k(r), k(r)],
+        7 => vec!["INCR".into(), k(r)],
+        8 => vec!["INCRBY".into(), k(r), i(r)],
+        9 => vec!["DECRBY".into(), k(r), i(r)],
+        10 => vec!["APPEND".into(), k(r), v(r)],
+        11 => vec!["STRLEN".into(), k(r)],
+        12 => vec!["GETRANGE".into(), k(r), small(r), small(r)],
+        13 => vec!["SETRANGE".into(), k(r), r.below(20).to_string(), v(r)],
+        14 => vec!["MSET".into(), k(r), v(r), k(r), v(r)],
+        15 => vec!["MGET".into(), k(r), k(r), k(r)],
+        16 => vec!["MSETNX".into(), k(r), v(r), k(r), v(r)],
+        17 => vec!["SETNX".into(), k(r), v(r)],
+        18 => vec!["GETSET".into(), k(r), v(r)],
+        19 => vec!["GETDEL".into(), k(r)],
+        20 => {
+            mode = Mode::Ttl;
+            vec!["TTL".into(), k(r)]
+        }
+        21 => vec!["EXPIRE".into(), k(r), (1000 + r.below(5000)).to_string(), r.pick(&["NX", "XX", "GT", "LT", "", "NX"]).to_string()],
+        22 => vec!["PERSIST".into(), k(r)],
+        23 => vec!["TYPE".into(), k(r)],
+        24 => vec!["RENAME".into(), k(r), k(r)],
+        25 => vec!["RENAMENX".into(), k(r), k(r)],
+        26 => vec!["COPY".into(), k(r), k(r), r.pick(&["REPLACE", ""]).to_string()],
+        27 => vec!["INCRBYFLOAT".into(), k(r), r.pick(FLOATS).to_string()],
+        28 => vec!["SETBIT".into(), k(r), r.below(64).to_string(), r.pick(&["0", "1", "2"]).to_string()],
+        29 => vec!["GETBIT".into(), k(r), r.below(64).to_string()],
+        30 => vec!["BITCOUNT".into(), k(r), small(r), small(r)],
+        31 => vec!["BITPOS".into(), k(r), r.pick(&["0", "1"]).to_string()],
+        32 => vec!["BITOP".into(), r.pick(&["AND", "OR", "XOR", "NOT"]).to_string(), k(r), k(r)],
+        33 => vec!["LCS".into(), k(r), k(r)],
+        34 => {
+            mode = Mode::Sort;
+            vec!["KEYS".into(), r.pick(&["*", "k*", "{t}*", "?0"]).to_string()]
+        }
+        35 => vec!["DBSIZE".into()],
+        36 => vec!["TOUCH".into(), k(r), k(r)],
+        37 => vec!["OBJECT".into(), "ENCODING".into(), k(r)],
+        38 => vec!["GETEX".into(), k(r), r.pick(&["PERSIST", "EX", ""]).to_string(), "1000".into()],
+        _ => vec!["DECR".into(), k(r)],
+    };
+    (mode, cmd.into_iter().filter(|a| !a.is_empty() || true).collect())
+}
+
+#[test]
+fn seeded_random_streams_match_redis() {
+    let (_r, _a, mut pair) = start_pair();
+    let known = known_differences();
+    let seeds: Vec<u64> = match std::env::var("ATOLL_DIFF_SEED") {
+        Ok(s) => vec![s.parse().expect("ATOLL_DIFF_SEED is a number")],
+        Err(_) => (1..=8).collect(),
+    };
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for seed in seeds {
+        let proto = if seed % 2 == 0 { 3 } else { 2 };
+        pair.reset(proto);
+        let mut rng = Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
+        for step in 0..1500 {
+            let (mode, cmd) = random_command(&mut rng);
+            // Drop the empty placeholder options the generator may produce.
+            let args: Vec<Vec<u8>> = cmd.iter().enumerate().filter(|(j, a)| *j < 3 || !a.is_empty()).map(|(_, a)| a.clone().into_bytes()).collect();
+            let text = cmd.join(" ");
+            checked += 1;
+            if let Some(m) = pair.check(mode, &args, &text, proto, &known) {
+                failures.push(format!("seed {seed} step {step}: {m}"));
+                if failures.len() > 30 {
+                    break;
+                }
+            }
+        }
+    }
+    println!("random differential: {checked} replies compared");
+    assert!(failures.is_empty(), "{} of {checked} replies differ:\n{}", failures.len(), failures.join("\n"));
+}

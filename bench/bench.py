@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of atoll-server and redis-server (DESIGN §4).
+
+Per-core efficiency: each server pinned to CPU 0 (Atoll with one worker thread), the load
+generator (redis-benchmark) pinned to CPU 1. For each workload the two servers alternate for
+several rounds, a fresh server per workload, keyspace preloaded. Reported per workload:
+ops/s, server CPU µs per op (utime+stime of the server from /proc/PID/stat over the run, divided
+by the operations), whole-machine CPU µs per op (from /proc/stat: loopback networking is billed
+to whoever runs it), medians over rounds, and the Atoll/Redis ratios.
+
+Memory: RSS growth per key after loading 1M string keys (16-byte keys, 32-byte values), and RSS
+per idle connection with 10,000 connections open.
+
+Usage: python3 bench/bench.py [--rounds 3] [--requests 1000000] [--only cpu|mem]
+Needs: redis-server, redis-benchmark (apt-get install redis-server redis-tools), taskset, and
+a release build (cargo build --release).
+"""
+import argparse, os, socket, statistics, subprocess, sys, time, resource
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ATOLL = os.path.join(ROOT, "target", "release", "atoll-server")
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_ready(port, proc):
+    for _ in range(500):
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited: {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise SystemExit("server did not start")
+
+
+def start(kind, cpu="0", extra=()):
+    port = free_port()
+    if kind == "atoll":
+        cmd = [ATOLL, "--port", str(port), "--threads", "1", "--save", "", "--loglevel", "warning"]
+    else:
+        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--loglevel", "warning"]
+    cmd += list(extra)
+    if cpu is not None:
+        cmd = ["taskset", "-c", cpu] + cmd
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_ready(port, p)
+    return p, port
+
+
+def proc_cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return int(parts[11]) + int(parts[12])  # utime + stime
+
+
+def machine_busy_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle
+
+
+def rss(pid):
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def run_bench(port, test, requests, pipeline, clients=50):
+    cmd = ["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", test, "-c", str(clients),
+           "-n", str(requests), "-r", "100000", "-d", "32", "-P", str(pipeline), "-q", "--csv"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = [x.strip('"') for x in line.split(",")]
+        if f and f[0].upper().startswith(test.upper()):
+            return float(f[1]), [float(x) for x in f[2:8]] if len(f) >= 8 else []
+    raise SystemExit(f"unexpected redis-benchmark output: {out}")
+
+
+def measure(kind, test, requests, pipeline):
+    p, port = start(kind)
+    try:
+        # Preload the keyspace so GETs hit.
+        subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", "set", "-r", "100000",
+                        "-n", "200000", "-P", "64", "-d", "32", "-q"], capture_output=True, check=True)
+        c0, m0, t0 = proc_cpu_ticks(p.pid), machine_busy_ticks(), time.time()
+        ops, lat = run_bench(port, test, requests, pipeline)
+        c1, m1, t1 = proc_cpu_ticks(p.pid), machine_busy_ticks(), time.time()
+        server_us = (c1 - c0) / HZ * 1e6 / requests
+        machine_us = (m1 - m0) / HZ * 1e6 / requests
+        p99 = lat[4] if len(lat) >= 5 else float("nan")  # avg,min,p50,p95,p99,max (ms)
+        return ops, server_us, machine_us, p99
+    finally:
+        p.kill()
+        p.wait()
+
+
+def cpu_suite(rounds, requests):
+    rows = []
+    for test in ("get", "set"):
+        for pipeline in (1, 16):
+            res = {"atoll": [], "redis": []}
+            for r in range(rounds):
+                order = ("redis", "atoll") if r % 2 == 0 else ("atoll", "redis")
+                for kind in order:
+                    n = requests if pipeline == 1 else requests * 4
+                    res[kind].append(measure(kind, test, n, pipeline))
+            med = {k: [statistics.median(x[i] for x in v) for i in range(4)] for k, v in res.items()}
+            rows.append((test.upper(), pipeline, med))
+            a, r = med["atoll"], med["redis"]
+            print(f"{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms"
+                  f" | atoll {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv {a[2]:6.2f} us/op mach p99 {a[3]:.3f}ms"
+                  f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x", flush=True)
+    return rows
+
+
+def load_keys(port, n):
+    """SET key:%012d (16 bytes) to a 32-byte value, pipelined."""
+    val = b"v" * 32
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        batch = 1000
+        for start_i in range(0, n, batch):
+            buf = bytearray()
+            for i in range(start_i, min(n, start_i + batch)):
+                k = b"key:%012d" % i
+                buf += b"*3\r\n$3\r\nSET\r\n$16\r\n" + k + b"\r\n$32\r\n" + val + b"\r\n"
+            s.sendall(buf)
+            need = 5 * (min(n, start_i + batch) - start_i)
+            got = 0
+            while got < need:
+                got += len(s.recv(1 << 20))
+
+
+def mem_suite(keys, conns):
+    out = {}
+    for kind in ("redis", "atoll"):
+        p, port = start(kind, cpu=None)
+        try:
+            time.sleep(0.3)
+            r0 = rss(p.pid)
+            load_keys(port, keys)
+            time.sleep(0.5)
+            per_key = (rss(p.pid) - r0) / keys
+        finally:
+            p.kill()
+            p.wait()
+        extra = ["--maxclients", str(conns + 100)]
+        p, port = start(kind, cpu=None, extra=extra)
+        try:
+            time.sleep(0.3)
+            r0 = rss(p.pid)
+            socks = []
+            for i in range(conns):
+                s = socket.create_connection(("127.0.0.1", port))
+                socks.append(s)
+                if i % 500 == 499:
+                    time.sleep(0.05)  # let the accept backlog drain
+            for s in socks:
+                s.sendall(b"PING\r\n")
+            served = sum(1 for s in socks if s.recv(16).startswith(b"+PONG"))
+            time.sleep(0.5)
+            per_conn = (rss(p.pid) - r0) / conns
+            for s in socks:
+                s.close()
+        finally:
+            p.kill()
+            p.wait()
+        out[kind] = (per_key, per_conn, served)
+        print(f"{kind:5} RSS/key {per_key:7.1f} B   RSS/idle-conn {per_conn:7.0f} B   served {served}/{conns}", flush=True)
+    a, r = out["atoll"], out["redis"]
+    print(f"ratio RSS/key {a[0]/r[0]:.2f}x   RSS/conn {a[1]/max(r[1],1):.2f}x")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=1000000)
+    ap.add_argument("--keys", type=int, default=1000000)
+    ap.add_argument("--conns", type=int, default=10000)
+    ap.add_argument("--only", choices=["cpu", "mem"])
+    a = ap.parse_args()
+    if not os.path.exists(ATOLL):
+        sys.exit("build first: cargo build --release")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, a.conns + 1000), hard))
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
+    if a.only in (None, "cpu"):
+        cpu_suite(a.rounds, a.requests)
+    if a.only in (None, "mem"):
+        mem_suite(a.keys, a.conns)
+
+
+if __name__ == "__main__":
+    main()

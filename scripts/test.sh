@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs all of Atoll's tests: unit tests, black-box tests against the built server, and the
+# differential tests against a real redis-server (installed here if missing: it is the oracle,
+# and those tests fail — never skip — without it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then
+  echo "==> installing redis-server and redis-tools (the differential tests' oracle)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server redis-tools >/dev/null
+  # The package may start a system instance on 6379; Atoll's default port. Tests use their
+  # own ports, but leave 6379 free for `cargo run`.
+  $SUDO service redis-server stop >/dev/null 2>&1 || true
+fi
+echo "==> $(redis-server --version)"
+
+# Each test starts its own servers on ports from a per-process allocator.
+cargo test --workspace -- --test-threads=2

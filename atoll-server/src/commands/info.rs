@@ -80,7 +80,9 @@ fn rusage(who: i32) -> (String, String) {
     )
 }
 
-pub fn generate(srv: &Server, sections: &[&str]) -> String {
+/// Builds the INFO text. `locks` are the caller's (inside EXEC it holds every database, so the
+/// keyspace section reads through them instead of locking shards again).
+pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Locks) -> String {
     let mut o = String::new();
     let now = srv.now_ms();
     let st = &srv.stats;
@@ -322,7 +324,16 @@ pub fn generate(srv: &Server, sections: &[&str]) -> String {
             "keyspace" => {
                 o.push_str("# Keyspace\r\n");
                 for db in 0..srv.ks.num_dbs() {
-                    let (keys, expires) = srv.ks.db_stats(db);
+                    if srv.ks.db_if_exists(db).is_none() {
+                        continue;
+                    }
+                    let (mut keys, mut expires) = (0, 0);
+                    for s in 0..crate::engine::SHARDS {
+                        locks.with_shard(db, s, |sh| {
+                            keys += sh.keys.len();
+                            expires += sh.expires.len();
+                        });
+                    }
                     if keys > 0 {
                         f!("db{}:keys={},expires={},avg_ttl=0", db, keys, expires);
                     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 // INFO [section [section ...]]
 pub fn info(ctx: &mut Ctx) -> CmdResult {
     let sections = info::select_sections(&ctx.args[1..]);
-    let text = info::generate(ctx.srv, &sections);
+    let text = info::generate(ctx.srv, &sections, ctx.ks.locks);
     ctx.reply.verbatim("txt", text.as_bytes());
     Ok(())
 }

@@ -27,6 +27,9 @@ pub enum Scope {
     /// Walks the database one shard at a time (KEYS, SCAN, DBSIZE, RANDOMKEY); inside a
     /// transaction it locks the whole database instead.
     Walk,
+    /// Reads every database one shard at a time (INFO keyspace); inside a transaction it
+    /// locks every database instead, so it never waits for a shard its own EXEC holds.
+    WalkAll,
     /// Locks every shard of the client's database (FLUSHDB).
     Db,
     /// Locks every shard of every database (FLUSHALL).
@@ -77,7 +80,7 @@ static ROWS: &[Row] = &[
     c("watch", multi::watch, Keys),
     c("unwatch", multi::unwatch, None),
     // server
-    c("info", srv::info, None),
+    c("info", srv::info, WalkAll),
     c("time", srv::time, None),
     c("dbsize", srv::dbsize, Walk),
     c("flushdb", srv::flushdb, Db),

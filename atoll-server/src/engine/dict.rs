@@ -135,7 +135,9 @@ impl<V> Dict<V> {
             let t1 = std::mem::replace(&mut self.t[1], Table::empty());
             self.t[0] = t1;
             self.rehash_idx = None;
-            return false;
+            // Deletions during the rehash may have left the new table mostly empty.
+            self.shrink_if_needed();
+            return self.rehash_idx.is_some();
         }
         self.rehash_idx = Some(idx);
         true
@@ -286,7 +288,12 @@ impl<V> Dict<V> {
                         *link = node.next.take();
                         t.used -= 1;
                         let Node { key, val, .. } = *node;
-                        self.shrink_if_needed();
+                        if self.len() == 0 {
+                            // Give all buckets back at once.
+                            self.clear();
+                        } else {
+                            self.shrink_if_needed();
+                        }
                         return Some((key, val));
                     }
                     Some(n) => link = &mut n.next,

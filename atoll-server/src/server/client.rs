@@ -65,6 +65,31 @@ pub struct ClientHandle {
 }
 
 impl ClientHandle {
+    pub fn new(id: u64, addr: String, laddr: String, fd: i32, unix: bool, now_ms: i64) -> ClientHandle {
+        ClientHandle {
+            id,
+            addr,
+            laddr,
+            fd,
+            unix,
+            created_ms: now_ms,
+            last_ms: now_ms.into(),
+            db: 0.into(),
+            resp: 2.into(),
+            name: Default::default(),
+            lib_name: Default::default(),
+            lib_ver: Default::default(),
+            last_cmd: 0.into(),
+            multi: (-1).into(),
+            qbuf: 0.into(),
+            flags_watch: AtomicBool::new(false),
+            no_evict: AtomicBool::new(false),
+            no_touch: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            closed: Mutex::new(true),
+        }
+    }
+
     /// Asks the connection to close, from any thread. Shutting the socket down wakes the
     /// owning worker with an end-of-file, so the hot path needs no extra wakeup mechanism.
     pub fn kill(&self) {

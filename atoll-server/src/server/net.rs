@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -210,28 +210,9 @@ fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready:
                 ),
             };
             let now = srv.now_ms();
-            let handle = Arc::new(ClientHandle {
-                id: srv.clients.next_id(),
-                addr,
-                laddr,
-                fd,
-                unix,
-                created_ms: now,
-                last_ms: now.into(),
-                db: 0.into(),
-                resp: 2.into(),
-                name: Default::default(),
-                lib_name: Default::default(),
-                lib_ver: Default::default(),
-                last_cmd: 0.into(),
-                multi: (-1).into(),
-                qbuf: 0.into(),
-                flags_watch: AtomicBool::new(false),
-                no_evict: AtomicBool::new(false),
-                no_touch: AtomicBool::new(false),
-                killed: AtomicBool::new(false),
-                closed: Default::default(),
-            });
+            let handle = Arc::new(ClientHandle::new(srv.clients.next_id(), addr, laddr, fd, unix, srv.now_ms()));
+            // The socket is open from here on: CLIENT KILL may shut it down.
+            *handle.closed.lock() = false;
             srv.clients.add(handle.clone());
             let session = Session::new(Client::new(handle, id, needs_auth));
             let (srv2, sc) = (srv.clone(), scratch.clone());

@@ -261,6 +261,13 @@ pub fn lock_plan(cmd: &Command, argv: &[&[u8]], db: usize, in_exec: bool, ndbs: 
                 plan.whole_db(db)
             }
         }
+        Scope::WalkAll => {
+            if in_exec {
+                for d in 0..ndbs {
+                    plan.whole_db(d);
+                }
+            }
+        }
         Scope::Db => plan.whole_db(db),
         Scope::All => {
             for d in 0..ndbs {
@@ -350,4 +357,61 @@ pub fn call(
 /// Cleanup when a connection closes: its watches leave the shard registries.
 pub fn disconnect(srv: &Server, client: &mut Client) {
     crate::commands::multi::unwatch_all(srv, client);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::client::ClientHandle;
+    use parking_lot::Mutex;
+
+    fn session(srv: &Server) -> Session {
+        let h = Arc::new(ClientHandle::new(srv.clients.next_id(), "test:0".into(), String::new(), -1, true, 0));
+        Session::new(Client::new(h, 0, false))
+    }
+
+    fn feed(srv: &Server, s: &mut Session, input: &[u8]) -> String {
+        let mut out = Reply::new(s.client.proto);
+        s.feed(srv, &srv.stats.workers[0], input, &mut out);
+        String::from_utf8_lossy(&out.buf).into_owned()
+    }
+
+    #[test]
+    fn session_is_bytes_in_bytes_out() {
+        let srv = Server::new(crate::config::Config::defaults(), 1, 0);
+        let mut s = session(&srv);
+        // Two commands and half of a third in one read; the rest in the next.
+        let out = feed(&srv, &mut s, b"*1\r\n$4\r\nPING\r\nECHO hi\r\n*2\r\n$4\r\nECHO\r\n$5\r\nwo");
+        assert_eq!(out, "+PONG\r\n$2\r\nhi\r\n");
+        assert!(s.has_pending());
+        assert_eq!(feed(&srv, &mut s, b"rld\r\n"), "$5\r\nworld\r\n");
+        assert!(!s.has_pending());
+        assert_eq!(feed(&srv, &mut s, b"NOPE a\r\n"), "-ERR unknown command 'NOPE', with args beginning with: 'a' \r\n");
+        assert_eq!(feed(&srv, &mut s, b"ECHO\r\n"), "-ERR wrong number of arguments for 'echo' command\r\n");
+    }
+
+    #[test]
+    fn effects_are_published_for_writes_only() {
+        let srv = Server::new(crate::config::Config::defaults(), 1, 0);
+        let seen: Arc<Mutex<Vec<Vec<Vec<u8>>>>> = Default::default();
+        let sink = seen.clone();
+        srv.set_effect_sink(Some(Box::new(move |effects| {
+            sink.lock().extend(effects.iter().map(|e| e.argv.clone()));
+        })));
+        let mut s = session(&srv);
+        feed(&srv, &mut s, b"SELECT 2\r\nFLUSHDB\r\nPING\r\nSWAPDB 2 3\r\n");
+        let got = seen.lock().clone();
+        assert_eq!(got, vec![vec![b"FLUSHDB".to_vec()], vec![b"SWAPDB".to_vec(), b"2".to_vec(), b"3".to_vec()]]);
+    }
+
+    #[test]
+    fn transaction_queues_and_aborts() {
+        let srv = Server::new(crate::config::Config::defaults(), 1, 0);
+        let mut s = session(&srv);
+        assert_eq!(feed(&srv, &mut s, b"MULTI\r\nPING\r\nEXEC\r\n"), "+OK\r\n+QUEUED\r\n*1\r\n+PONG\r\n");
+        assert_eq!(
+            feed(&srv, &mut s, b"MULTI\r\nECHO\r\nEXEC\r\n"),
+            "+OK\r\n-ERR wrong number of arguments for 'echo' command\r\n-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
+    }
 }

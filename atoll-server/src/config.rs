@@ -14,9 +14,15 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
     Bool,
-    Int { min: i64, max: i64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
     /// A byte count with Redis's units (`1gb`, `512mb`, `1k` …).
-    Memory { min: i64, max: i64 },
+    Memory {
+        min: i64,
+        max: i64,
+    },
     Str,
     Enum(&'static [&'static str]),
     /// Multi-word values (bind, save, client-output-buffer-limit …): kept as given.
@@ -57,7 +63,14 @@ pub static DEFS: &[Def] = &[
     d("requirepass", Kind::Str, "", true),
     d("databases", Kind::Int { min: 1, max: 65535 }, "16", false),
     d("threads", Kind::Int { min: 0, max: 1024 }, "0", false),
-    Def { name: "io-threads", alias: None, kind: Kind::Int { min: 1, max: 128 }, default: "1", mutable: false, stored: false },
+    Def {
+        name: "io-threads",
+        alias: None,
+        kind: Kind::Int { min: 1, max: 128 },
+        default: "1",
+        mutable: false,
+        stored: false,
+    },
     d("loglevel", Kind::Enum(LOGLEVELS), "notice", true),
     d("logfile", Kind::Str, "", false),
     d("pidfile", Kind::Str, "", false),
@@ -253,12 +266,10 @@ impl Config {
                     std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| e.to_string())?;
                     s
                 } else {
-                    cfg.config_file = Some(
-                        std::fs::canonicalize(first).map(|p| p.display().to_string()).unwrap_or(first.clone()),
-                    );
-                    std::fs::read_to_string(first).map_err(|e| {
-                        format!("Fatal error, can't open config file '{first}': {e}")
-                    })?
+                    cfg.config_file =
+                        Some(std::fs::canonicalize(first).map(|p| p.display().to_string()).unwrap_or(first.clone()));
+                    std::fs::read_to_string(first)
+                        .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?
                 };
                 text.push_str(&content);
                 text.push('\n');
@@ -382,7 +393,9 @@ impl Config {
                 return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{n}'"));
             };
             if staged.iter().any(|(j, _)| *j == i) {
-                return Err(format!("ERR CONFIG SET failed (possibly related to argument '{n}') - duplicate parameter"));
+                return Err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{n}') - duplicate parameter"
+                ));
             }
             if !def.mutable {
                 return Err(format!(
@@ -518,7 +531,8 @@ mod tests {
     #[test]
     fn file_then_flags() {
         let dir = std::env::temp_dir().join(format!("atoll-conf-{}", std::process::id()));
-        std::fs::write(&dir, "# comment\nport 7000\nsave \"\"\nbind 127.0.0.1 ::1\nmaxmemory 1gb\nfoo-bar 1\n").unwrap();
+        std::fs::write(&dir, "# comment\nport 7000\nsave \"\"\nbind 127.0.0.1 ::1\nmaxmemory 1gb\nfoo-bar 1\n")
+            .unwrap();
         let args: Vec<String> =
             vec![dir.display().to_string(), "--port".into(), "7001".into(), "--save".into(), "".into()];
         let (c, warnings) = Config::from_args(&args).unwrap();

@@ -9,11 +9,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(a) = args.first() {
         if a == "-v" || a == "--version" {
-            println!(
-                "Atoll server v={} (redis_version={}) bits=64",
-                env!("CARGO_PKG_VERSION"),
-                atoll::REDIS_VERSION
-            );
+            println!("Atoll server v={} (redis_version={}) bits=64", env!("CARGO_PKG_VERSION"), atoll::REDIS_VERSION);
             return;
         }
         if a == "-h" || a == "--help" {

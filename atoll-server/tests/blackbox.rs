@@ -150,7 +150,10 @@ fn two_thousand_concurrent_connections() {
         assert_eq!(c.read_reply(), b"+OK\r\n");
     }
     for (i, c) in conns.iter_mut().enumerate() {
-        assert_eq!(c.cmd(&[b"GET", format!("conn{i}").as_bytes()]), format!("${}\r\n{i}\r\n", i.to_string().len()).into_bytes());
+        assert_eq!(
+            c.cmd(&[b"GET", format!("conn{i}").as_bytes()]),
+            format!("${}\r\n{i}\r\n", i.to_string().len()).into_bytes()
+        );
     }
     let mut c = client(s.port);
     let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
@@ -197,7 +200,14 @@ fn multi_exec_transfers_are_never_seen_half_done() {
                 for i in 0..1500 {
                     let amount = (i % 7) + 1;
                     let (from, to) = if (i + w) % 2 == 0 { (a, b) } else { (b, a) };
-                    let _: () = redis::pipe().atomic().decr(from, amount).ignore().incr(to, amount).ignore().query(&mut c).unwrap();
+                    let _: () = redis::pipe()
+                        .atomic()
+                        .decr(from, amount)
+                        .ignore()
+                        .incr(to, amount)
+                        .ignore()
+                        .query(&mut c)
+                        .unwrap();
                 }
             })
         })
@@ -325,7 +335,8 @@ fn config_file_flags_and_unix_socket() {
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("atoll.sock");
     let conf = dir.join("atoll.conf");
-    std::fs::write(&conf, format!("# test\nunixsocket {}\nmaxmemory 10mb\nsave \"\"\nappendonly no\n", sock.display())).unwrap();
+    std::fs::write(&conf, format!("# test\nunixsocket {}\nmaxmemory 10mb\nsave \"\"\nappendonly no\n", sock.display()))
+        .unwrap();
     let port = free_port();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
         .arg(&conf)

@@ -53,7 +53,12 @@ fn parse_cases(path: &std::path::Path) -> Vec<Vec<Line>> {
             (Mode::Exact, t)
         };
         let mut args = Vec::new();
-        assert!(atoll::protocol::parser::split_args(rest.as_bytes(), &mut args), "{}:{}: bad quoting", path.display(), n + 1);
+        assert!(
+            atoll::protocol::parser::split_args(rest.as_bytes(), &mut args),
+            "{}:{}: bad quoting",
+            path.display(),
+            n + 1
+        );
         cases.last_mut().unwrap().push(Line {
             mode,
             args,
@@ -157,7 +162,14 @@ impl Pair {
     }
 
     /// Sends one command to both; returns a mismatch description.
-    fn check(&mut self, mode: Mode, args: &[Vec<u8>], text: &str, proto: u8, known: &HashMap<(String, u8), Vec<u8>>) -> Option<String> {
+    fn check(
+        &mut self,
+        mode: Mode,
+        args: &[Vec<u8>],
+        text: &str,
+        proto: u8,
+        known: &HashMap<(String, u8), Vec<u8>>,
+    ) -> Option<String> {
         self.redis.send(args);
         self.atoll.send(args);
         let r = self.redis.read_reply();
@@ -233,10 +245,26 @@ impl Rng {
 
 const KEYS: &[&str] = &["k0", "k1", "k2", "k3", "{t}a", "{t}b", "nokey"];
 const VALUES: &[&str] = &[
-    "", "0", "1", "-1", "42", "007", "9223372036854775807", "-9223372036854775808", "3.14", "-0.5", "1e3", "abc",
-    "hello world", "\u{0}\u{ff}", "inf", "nan", " 1",
+    "",
+    "0",
+    "1",
+    "-1",
+    "42",
+    "007",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "3.14",
+    "-0.5",
+    "1e3",
+    "abc",
+    "hello world",
+    "\u{0}\u{ff}",
+    "inf",
+    "nan",
+    " 1",
 ];
-const INTS: &[&str] = &["0", "1", "-1", "5", "-3", "100", "9223372036854775807", "-9223372036854775808", "x", "1.5", ""];
+const INTS: &[&str] =
+    &["0", "1", "-1", "5", "-3", "100", "9223372036854775807", "-9223372036854775808", "x", "1.5", ""];
 const FLOATS: &[&str] = &["0", "1.5", "-2.25", "0.1", "1e2", "abc", "inf", "-inf", "1e308", "3"];
 
 /// One random command over the string and keyspace families (deterministic replies only).
@@ -284,7 +312,12 @@ fn random_command(r: &mut Rng) -> (Mode, Vec<String>) {
             mode = Mode::Ttl;
             vec!["TTL".into(), k(r)]
         }
-        21 => vec!["EXPIRE".into(), k(r), (1000 + r.below(5000)).to_string(), r.pick(&["NX", "XX", "GT", "LT", "", "NX"]).to_string()],
+        21 => vec![
+            "EXPIRE".into(),
+            k(r),
+            (1000 + r.below(5000)).to_string(),
+            r.pick(&["NX", "XX", "GT", "LT", "", "NX"]).to_string(),
+        ],
         22 => vec!["PERSIST".into(), k(r)],
         23 => vec!["TYPE".into(), k(r)],
         24 => vec!["RENAME".into(), k(r), k(r)],
@@ -327,7 +360,12 @@ fn seeded_random_streams_match_redis() {
         for step in 0..1500 {
             let (mode, cmd) = random_command(&mut rng);
             // Drop the empty placeholder options the generator may produce.
-            let args: Vec<Vec<u8>> = cmd.iter().enumerate().filter(|(j, a)| *j < 3 || !a.is_empty()).map(|(_, a)| a.clone().into_bytes()).collect();
+            let args: Vec<Vec<u8>> = cmd
+                .iter()
+                .enumerate()
+                .filter(|(j, a)| *j < 3 || !a.is_empty())
+                .map(|(_, a)| a.clone().into_bytes())
+                .collect();
             let text = cmd.join(" ");
             checked += 1;
             if let Some(m) = pair.check(mode, &args, &text, proto, &known) {

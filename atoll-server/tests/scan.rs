@@ -25,24 +25,13 @@ impl Drop for Server {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().unwrap().port()
 }
 
 fn start() -> Server {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_atoll-server"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--enable-debug-command",
-            "yes",
-        ])
+        .args(["--port", &port.to_string(), "--save", "", "--enable-debug-command", "yes"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -55,18 +44,11 @@ fn start() -> Server {
         }
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             let mut con = connect(&server);
-            if redis::cmd("PING")
-                .query::<String>(&mut con)
-                .map(|p| p == "PONG")
-                .unwrap_or(false)
-            {
+            if redis::cmd("PING").query::<String>(&mut con).map(|p| p == "PONG").unwrap_or(false) {
                 return server;
             }
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "atoll-server did not accept connections on port {port}"
-        );
+        assert!(started.elapsed() < Duration::from_secs(20), "atoll-server did not accept connections on port {port}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -93,10 +75,7 @@ fn scan(con: &mut Connection, cursor: u64, extra: &[&str]) -> (u64, Vec<String>)
         cmd.arg(*a);
     }
     let (next, keys): (String, Vec<String>) = cmd.query(con).unwrap();
-    (
-        next.parse().expect("the cursor is an unsigned integer"),
-        keys,
-    )
+    (next.parse().expect("the cursor is an unsigned integer"), keys)
 }
 
 /// Every key of a full scan (as a set), and the number of calls it took.
@@ -135,9 +114,7 @@ fn scan_returns_every_stable_key_while_the_keyspace_changes() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 mset_range(&mut con, 0..200, |i| format!("churn:{round}:{i}"));
                 if round > 0 {
-                    let old: Vec<String> = (0..200)
-                        .map(|i| format!("churn:{}:{i}", round - 1))
-                        .collect();
+                    let old: Vec<String> = (0..200).map(|i| format!("churn:{}:{i}", round - 1)).collect();
                     let _: usize = con.del(&old).unwrap();
                 }
                 round += 1;
@@ -162,9 +139,7 @@ fn scan_returns_every_stable_key_while_the_keyspace_changes() {
             added += step;
         }
         if calls <= 20 {
-            let doomed: Vec<String> = (0..100)
-                .map(|i| format!("doomed:{}", (calls - 1) * 100 + i))
-                .collect();
+            let doomed: Vec<String> = (0..100).map(|i| format!("doomed:{}", (calls - 1) * 100 + i)).collect();
             let _: usize = writer.del(&doomed).unwrap();
         }
         cursor = next;
@@ -176,29 +151,12 @@ fn scan_returns_every_stable_key_while_the_keyspace_changes() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let churn_rounds = churn.join().unwrap();
     assert!(churn_rounds > 0);
-    assert!(
-        calls > 20,
-        "COUNT 100 over 7,000+ keys should take many calls, took {calls}"
-    );
-    assert_eq!(
-        added, ADDED,
-        "all keys were added while the scan was running"
-    );
-    let missing: Vec<usize> = (0..STABLE)
-        .filter(|i| !seen.contains(&format!("stable:{i}")))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} stable keys never returned, e.g. stable:{}",
-        missing.len(),
-        missing[0]
-    );
+    assert!(calls > 20, "COUNT 100 over 7,000+ keys should take many calls, took {calls}");
+    assert_eq!(added, ADDED, "all keys were added while the scan was running");
+    let missing: Vec<usize> = (0..STABLE).filter(|i| !seen.contains(&format!("stable:{i}"))).collect();
+    assert!(missing.is_empty(), "{} stable keys never returned, e.g. stable:{}", missing.len(), missing[0]);
     // Nothing that never existed is invented.
-    assert!(seen
-        .iter()
-        .all(|k| ["stable:", "doomed:", "added:", "churn:"]
-            .iter()
-            .any(|p| k.starts_with(p))));
+    assert!(seen.iter().all(|k| ["stable:", "doomed:", "added:", "churn:"].iter().any(|p| k.starts_with(p))));
 
     // A scan of the settled keyspace returns every key; duplicates are allowed, gaps are not.
     let dbsize: usize = redis::cmd("DBSIZE").query(&mut con).unwrap();
@@ -236,17 +194,9 @@ fn scan_filters_by_pattern_and_type() {
     assert!(calls <= 2, "took {calls} calls");
 
     // Option errors.
-    let err = redis::cmd("SCAN")
-        .arg(0)
-        .arg("COUNT")
-        .arg(0)
-        .query::<redis::Value>(&mut con)
-        .unwrap_err();
+    let err = redis::cmd("SCAN").arg(0).arg("COUNT").arg(0).query::<redis::Value>(&mut con).unwrap_err();
     assert!(err.to_string().contains("syntax error"), "{err}");
-    let err = redis::cmd("SCAN")
-        .arg("abc")
-        .query::<redis::Value>(&mut con)
-        .unwrap_err();
+    let err = redis::cmd("SCAN").arg("abc").query::<redis::Value>(&mut con).unwrap_err();
     assert!(err.to_string().contains("invalid cursor"), "{err}");
 }
 
@@ -255,11 +205,7 @@ fn walkers_never_return_expired_keys() {
     let server = start();
     let mut con = connect(&server);
     // Keep expired keys in memory, so only the walkers' own checks hide them.
-    let _: () = redis::cmd("DEBUG")
-        .arg("SET-ACTIVE-EXPIRE")
-        .arg(0)
-        .query(&mut con)
-        .unwrap();
+    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(0).query(&mut con).unwrap();
     mset_range(&mut con, 0..500, |i| format!("live:{i}"));
     mset_range(&mut con, 0..1_500, |i| format!("short:{i}"));
     for i in 0..1_500 {

@@ -66,7 +66,8 @@ pub fn hello(ctx: &mut Ctx) -> CmdResult {
     let mut proto = None;
     let mut i = 1;
     if args.len() > 1 {
-        let v = parse_int(args[1]).map_err(|_| CmdError::msg("ERR Protocol version is not an integer or out of range"))?;
+        let v =
+            parse_int(args[1]).map_err(|_| CmdError::msg("ERR Protocol version is not an integer or out of range"))?;
         if !(2..=3).contains(&v) {
             return Err(CmdError::msg("NOPROTO unsupported protocol version"));
         }
@@ -350,7 +351,10 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
         if eq_ic(args[i], "TYPE") && i + 1 < args.len() {
             let t = String::from_utf8_lossy(args[i + 1]).to_lowercase();
             if !matches!(t.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
-                return Err(CmdError::msg(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(args[i + 1]))));
+                return Err(CmdError::msg(format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(args[i + 1])
+                )));
             }
             only_type = Some(t);
             i += 2;
@@ -418,7 +422,7 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
             None => Err(CmdError::msg("ERR No such client")),
         };
     }
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let mut id = None;

@@ -4,8 +4,19 @@ use crate::server::Server;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-const DEFAULT: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace"];
+const DEFAULT: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
 const ALL_EXTRA: &[&str] = &["commandstats", "latencystats"];
 
 /// Which sections an INFO call asked for, in Redis's order.

@@ -8,7 +8,10 @@ use serde_json::Value as Json;
 pub enum Begin {
     Index(i64),
     /// Search for `keyword` from `startfrom` (negative: from the end, backwards).
-    Keyword { keyword: String, startfrom: i64 },
+    Keyword {
+        keyword: String,
+        startfrom: i64,
+    },
     Unknown,
 }
 
@@ -147,22 +150,28 @@ mod tests {
 
     #[test]
     fn range_and_keynum() {
-        let mset = specs(r#"[{"begin_search":{"index":{"pos":1}},"find_keys":{"range":{"lastkey":-1,"step":2,"limit":0}}}]"#);
+        let mset =
+            specs(r#"[{"begin_search":{"index":{"pos":1}},"find_keys":{"range":{"lastkey":-1,"step":2,"limit":0}}}]"#);
         let args: Vec<&[u8]> = vec![b"MSET", b"a", b"1", b"b", b"2"];
         let mut out = vec![];
         key_positions(&mset, &args, &mut out).unwrap();
         assert_eq!(out, vec![1, 3]);
-        let lcs = specs(r#"[{"begin_search":{"index":{"pos":1}},"find_keys":{"range":{"lastkey":1,"step":1,"limit":0}}}]"#);
+        let lcs =
+            specs(r#"[{"begin_search":{"index":{"pos":1}},"find_keys":{"range":{"lastkey":1,"step":1,"limit":0}}}]"#);
         out.clear();
         key_positions(&lcs, &[b"LCS", b"a", b"b"], &mut out).unwrap();
         assert_eq!(out, vec![1, 2]);
-        let keynum = specs(r#"[{"begin_search":{"index":{"pos":2}},"find_keys":{"keynum":{"keynumidx":0,"firstkey":1,"step":1}}}]"#);
+        let keynum = specs(
+            r#"[{"begin_search":{"index":{"pos":2}},"find_keys":{"keynum":{"keynumidx":0,"firstkey":1,"step":1}}}]"#,
+        );
         out.clear();
         key_positions(&keynum, &[b"ZUNION", b"2", b"a", b"b", b"WEIGHTS"], &mut out).unwrap_err();
         out.clear();
         key_positions(&keynum, &[b"EVAL", b"s", b"2", b"a", b"b", b"x"], &mut out).unwrap();
         assert_eq!(out, vec![3, 4]);
-        let kw = specs(r#"[{"begin_search":{"keyword":{"keyword":"STORE","startfrom":1}},"find_keys":{"range":{"lastkey":0,"step":1,"limit":0}}}]"#);
+        let kw = specs(
+            r#"[{"begin_search":{"keyword":{"keyword":"STORE","startfrom":1}},"find_keys":{"range":{"lastkey":0,"step":1,"limit":0}}}]"#,
+        );
         out.clear();
         key_positions(&kw, &[b"SORT", b"k", b"store", b"dst"], &mut out).unwrap();
         assert_eq!(out, vec![3]);

@@ -9,6 +9,7 @@ pub mod connection;
 pub mod info;
 pub mod keys;
 pub mod keyspec;
+pub mod ldouble;
 pub mod multi;
 pub mod server;
 pub mod string;
@@ -269,7 +270,10 @@ pub fn parse_int(b: &[u8]) -> Result<i64, CmdError> {
 /// NaN rejected.
 pub fn parse_float(b: &[u8]) -> Result<f64, CmdError> {
     let s = std::str::from_utf8(b).map_err(|_| CmdError::NotFloat)?;
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) || s.ends_with(|c: char| c.is_ascii_whitespace()) {
+    if s.is_empty()
+        || s.starts_with(|c: char| c.is_ascii_whitespace())
+        || s.ends_with(|c: char| c.is_ascii_whitespace())
+    {
         return Err(CmdError::NotFloat);
     }
     let l = s.to_ascii_lowercase();

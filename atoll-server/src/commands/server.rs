@@ -171,7 +171,7 @@ pub fn config_get(ctx: &mut Ctx) -> CmdResult {
 // CONFIG SET parameter value [parameter value ...]
 pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     let args = &ctx.args[2..];
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::Arity("config|set".into()));
     }
     let pairs: Vec<(&[u8], &[u8])> = args.chunks(2).map(|p| (p[0], p[1])).collect();
@@ -193,10 +193,7 @@ pub fn config_rewrite(ctx: &mut Ctx) -> CmdResult {
     let Some(path) = ctx.srv.config.config_file.clone() else {
         return Err(CmdError::msg("ERR The server is running without a config file"));
     };
-    ctx.srv
-        .config
-        .rewrite(&path)
-        .map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
+    ctx.srv.config.rewrite(&path).map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
     crate::log_notice!("CONFIG REWRITE executed with success.");
     ctx.reply.ok();
     Ok(())
@@ -266,7 +263,8 @@ fn acl_categories(c: &Command) -> Vec<&'static str> {
 fn reply_key_spec(r: &mut Reply, j: &Json) {
     r.map(3);
     r.bulk(b"flags");
-    let flags: Vec<&str> = j["flags"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
+    let flags: Vec<&str> =
+        j["flags"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
     r.set(flags.len());
     for f in flags {
         // RO/RW/OW/RM keep their case; the others are printed in lower case.
@@ -531,7 +529,10 @@ pub fn command_list(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// The keys of the command in `args[2..]`, for GETKEYS / GETKEYSANDFLAGS.
-fn getkeys_of(ctx: &Ctx) -> Result<Vec<(Vec<u8>, Vec<String>)>, CmdError> {
+/// A key and its key-spec flags.
+type KeyWithFlags = (Vec<u8>, Vec<String>);
+
+fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
     let argv = &ctx.args[2..];
     let Some(cmd) = find_command(&ctx.srv.table, argv[0]) else {
         return Err(CmdError::msg("ERR Invalid command specified"));

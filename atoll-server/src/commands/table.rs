@@ -295,8 +295,7 @@ fn legacy_range(specs: &[KeySpec]) -> ((i64, i64, i64), bool) {
 
 impl CommandTable {
     pub fn build() -> CommandTable {
-        let specs: serde_json::Map<String, Json> =
-            serde_json::from_str(SPECS_JSON).expect("specs.json is valid JSON");
+        let specs: serde_json::Map<String, Json> = serde_json::from_str(SPECS_JSON).expect("specs.json is valid JSON");
         let mut all: Vec<Arc<Command>> = Vec::new();
         let make = |row: &Row, id: usize, subs: Vec<Arc<Command>>| -> Command {
             let key = row.name.to_uppercase().replace('|', " ");
@@ -311,7 +310,12 @@ impl CommandTable {
             let (legacy, movable) = legacy_range(&key_specs);
             let mut flag_names: Vec<String> = flag_list
                 .iter()
-                .filter(|f| !matches!(f.as_str(), "SENTINEL" | "ONLY_SENTINEL" | "NO_ASYNC_LOADING" | "PROTECTED" | "TOUCHES_ARBITRARY_KEYS"))
+                .filter(|f| {
+                    !matches!(
+                        f.as_str(),
+                        "SENTINEL" | "ONLY_SENTINEL" | "NO_ASYNC_LOADING" | "PROTECTED" | "TOUCHES_ARBITRARY_KEYS"
+                    )
+                })
                 .map(|f| f.to_lowercase())
                 .collect();
             if movable {

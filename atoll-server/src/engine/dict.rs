@@ -198,7 +198,7 @@ impl<V> Dict<V> {
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&V> {
-        if self.len() == 0 {
+        if self.is_empty() {
             return None;
         }
         let h = hash_key(key) as usize;
@@ -218,7 +218,7 @@ impl<V> Dict<V> {
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
-        if self.len() == 0 {
+        if self.is_empty() {
             return None;
         }
         self.step();
@@ -267,7 +267,7 @@ impl<V> Dict<V> {
 
     /// Removes a key, returning its owned key and value.
     pub fn remove(&mut self, key: &[u8]) -> Option<(Box<[u8]>, V)> {
-        if self.len() == 0 {
+        if self.is_empty() {
             return None;
         }
         self.step();
@@ -288,7 +288,7 @@ impl<V> Dict<V> {
                         *link = node.next.take();
                         t.used -= 1;
                         let Node { key, val, .. } = *node;
-                        if self.len() == 0 {
+                        if self.is_empty() {
                             // Give all buckets back at once.
                             self.clear();
                         } else {
@@ -321,7 +321,7 @@ impl<V> Dict<V> {
     /// returns the next cursor; 0 means the scan is complete. Elements present during the whole
     /// scan are returned at least once, however the table is resized between calls.
     pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &V)) -> u64 {
-        if self.len() == 0 {
+        if self.is_empty() {
             return 0;
         }
         let mut v = cursor;
@@ -363,7 +363,7 @@ impl<V> Dict<V> {
     /// A uniformly chosen bucket's random element (Redis's `dictGetFairRandomKey` idea is not
     /// needed here: callers only need "some random element").
     pub fn random<R: Rng>(&self, rng: &mut R) -> Option<(&[u8], &V)> {
-        if self.len() == 0 {
+        if self.is_empty() {
             return None;
         }
         // Sample non-empty buckets; chains are short because the load factor stays ≤ 1.

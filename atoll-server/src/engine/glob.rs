@@ -36,12 +36,10 @@ pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
                         }
                     }
                 }
-                b'\\' if p + 1 < pattern.len() && s < string.len() => {
-                    if eq(pattern[p + 1], string[s]) {
-                        p += 2;
-                        s += 1;
-                        continue;
-                    }
+                b'\\' if p + 1 < pattern.len() && s < string.len() && eq(pattern[p + 1], string[s]) => {
+                    p += 2;
+                    s += 1;
+                    continue;
                 }
                 c if s < string.len() && c != b'?' && c != b'[' && eq(c, string[s]) => {
                     p += 1;

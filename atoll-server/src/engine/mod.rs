@@ -26,6 +26,9 @@ pub struct WatchFlag {
     pub dirty: AtomicBool,
 }
 
+/// Watched key → the flags of the clients watching it.
+pub type WatchRegistry = HashMap<Box<[u8]>, Vec<Arc<WatchFlag>>>;
+
 #[derive(Default)]
 pub struct Shard {
     pub keys: Dict<Obj>,
@@ -34,7 +37,7 @@ pub struct Shard {
     pub expires: Dict<i64>,
     /// WATCH registry for keys of this shard: key → the flags of the clients watching it.
     /// Boxed and lazily created: most shards are never watched.
-    pub watched: Option<Box<HashMap<Box<[u8]>, Vec<Arc<WatchFlag>>>>>,
+    pub watched: Option<Box<WatchRegistry>>,
     /// Active expiry's scan cursor over `expires`.
     pub expire_cursor: u64,
 }

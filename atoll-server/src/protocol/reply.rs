@@ -184,8 +184,7 @@ impl Reply {
 
     /// Starts an aggregate whose length is not known yet (`kind` is `*`, `%` or `~`).
     pub fn defer(&mut self, kind: u8) -> Deferred {
-        let d = Deferred { pos: self.buf.len(), kind };
-        d
+        Deferred { pos: self.buf.len(), kind }
     }
 
     /// Fills in a deferred aggregate with `n` elements (pairs for a map).

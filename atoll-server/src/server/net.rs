@@ -89,6 +89,66 @@ pub fn request_shutdown(mode: ShutdownMode) {
     }
 }
 
+enum Step {
+    /// Nothing more to read now.
+    Drained,
+    /// End of file or an I/O error.
+    Closed,
+    /// Read `n` bytes and executed them; `rest` is reply data the socket did not take yet.
+    Done { n: usize, keep: bool, rest: Option<Vec<u8>> },
+}
+
+/// One read, the execution of every complete request in it, and one write of all replies —
+/// synchronously, so the worker's shared buffers are never held across an await.
+fn read_and_execute<S: Stream>(
+    stream: &mut S,
+    session: &mut Session,
+    srv: &Server,
+    ws: &WorkerStats,
+    scratch: &RefCell<Scratch>,
+    reply: &mut Reply,
+) -> Step {
+    let mut guard = scratch.borrow_mut();
+    let sc = &mut *guard;
+    if sc.input.len() < READ_CHUNK {
+        sc.input.resize(READ_CHUNK, 0);
+    }
+    let mut rb = ReadBuf::new(&mut sc.input);
+    let n = match poll_once(|cx| Pin::new(&mut *stream).poll_read(cx, &mut rb)) {
+        None => return Step::Drained,
+        Some(Err(_)) => return Step::Closed,
+        Some(Ok(())) => rb.filled().len(),
+    };
+    if n == 0 {
+        return Step::Closed;
+    }
+    reply.buf = std::mem::take(&mut sc.out);
+    reply.buf.clear();
+    let keep = session.feed(srv, ws, &sc.input[..n], reply);
+    if session.client.sleep_ms > 0 {
+        // DEBUG SLEEP: Redis blocks the whole server; we block this worker.
+        std::thread::sleep(std::time::Duration::from_millis(session.client.sleep_ms));
+        session.client.sleep_ms = 0;
+    }
+    let out = std::mem::take(&mut reply.buf);
+    ws.counters.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+    // Write the batch's replies; only a full socket buffer makes us copy and wait.
+    let mut written = 0;
+    while written < out.len() {
+        match poll_once(|cx| Pin::new(&mut *stream).poll_write(cx, &out[written..])) {
+            Some(Ok(w)) => written += w,
+            Some(Err(_)) => return Step::Closed,
+            None => break,
+        }
+    }
+    let rest = if written < out.len() { Some(out[written..].to_vec()) } else { None };
+    sc.out = out;
+    if sc.out.capacity() > KEEP_OUT {
+        sc.out = Vec::new();
+    }
+    Step::Done { n, keep, rest }
+}
+
 /// Serves one connection until it closes.
 async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>, scratch: Rc<RefCell<Scratch>>) {
     let ws: &WorkerStats = &srv.stats.workers[session.client.worker];
@@ -105,51 +165,19 @@ async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>,
         }
         // Read everything available, executing requests as they complete.
         loop {
-            let mut guard = scratch.borrow_mut();
-            let sc = &mut *guard;
-            if sc.input.len() < READ_CHUNK {
-                sc.input.resize(READ_CHUNK, 0);
-            }
-            let mut rb = ReadBuf::new(&mut sc.input);
-            let n = match poll_once(|cx| Pin::new(&mut stream).poll_read(cx, &mut rb)) {
-                None => break,
-                Some(Err(_)) => break 'conn,
-                Some(Ok(())) => rb.filled().len(),
+            let step = read_and_execute(&mut stream, &mut session, &srv, ws, &scratch, &mut reply);
+            let (n, keep) = match step {
+                Step::Drained => break,
+                Step::Closed => break 'conn,
+                Step::Done { n, keep, rest } => {
+                    if let Some(rest) = rest {
+                        if stream.write_all(&rest).await.is_err() {
+                            break 'conn;
+                        }
+                    }
+                    (n, keep)
+                }
             };
-            if n == 0 {
-                break 'conn;
-            }
-            reply.buf = std::mem::take(&mut sc.out);
-            reply.buf.clear();
-            let keep = session.feed(&srv, ws, &sc.input[..n], &mut reply);
-            if session.client.sleep_ms > 0 {
-                // DEBUG SLEEP: Redis blocks the whole server; we block this worker.
-                std::thread::sleep(std::time::Duration::from_millis(session.client.sleep_ms));
-                session.client.sleep_ms = 0;
-            }
-            let out = std::mem::take(&mut reply.buf);
-            ws.counters.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-            // Write the batch's replies; only a full socket buffer makes us copy and wait.
-            let mut written = 0;
-            while written < out.len() {
-                match poll_once(|cx| Pin::new(&mut stream).poll_write(cx, &out[written..])) {
-                    Some(Ok(w)) => written += w,
-                    Some(Err(_)) => break 'conn,
-                    None => break,
-                }
-            }
-            let rest = if written < out.len() { Some(out[written..].to_vec()) } else { None };
-            sc.out = out;
-            if sc.out.capacity() > KEEP_OUT {
-                sc.out = Vec::new();
-            }
-            // Release the shared buffers before any await.
-            drop(guard);
-            if let Some(rest) = rest {
-                if stream.write_all(&rest).await.is_err() {
-                    break 'conn;
-                }
-            }
             if let Some(mode) = session.client.shutdown.take() {
                 request_shutdown(mode);
                 // Keep the connection open until the process exits, as Redis does.
@@ -209,7 +237,6 @@ fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready:
                     true,
                 ),
             };
-            let now = srv.now_ms();
             let handle = Arc::new(ClientHandle::new(srv.clients.next_id(), addr, laddr, fd, unix, srv.now_ms()));
             // The socket is open from here on: CLIENT KILL may shut it down.
             *handle.closed.lock() = false;
@@ -287,16 +314,9 @@ fn adjust_open_files(maxclients: usize) -> usize {
     if best >= want {
         return maxclients;
     }
-    log_warning!(
-        "You requested maxclients of {} requiring at least {} max file descriptors.",
-        maxclients,
-        want
-    );
+    log_warning!("You requested maxclients of {} requiring at least {} max file descriptors.", maxclients, want);
     let reduced = best.saturating_sub(RESERVED).max(1) as usize;
-    log_warning!(
-        "Server can't set maximum open files to {} because of OS error: Operation not permitted.",
-        want
-    );
+    log_warning!("Server can't set maximum open files to {} because of OS error: Operation not permitted.", want);
     log_warning!(
         "Current maximum open files is {}. maxclients has been reduced to {} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'.",
         best,
@@ -476,7 +496,16 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                 let mode = tokio::select! {
                     _ = term.recv() => { log_warning!("Received SIGTERM scheduling shutdown..."); ShutdownMode::Default }
                     _ = int.recv() => { log_warning!("Received SIGINT scheduling shutdown..."); ShutdownMode::Default }
-                    _ = async { loop { if sd_rx.changed().await.is_err() { break ShutdownMode::Default; } if let Some(m) = *sd_rx.borrow() { break m; } } } => {
+                    _ = async {
+                        loop {
+                            if sd_rx.changed().await.is_err() {
+                                break;
+                            }
+                            if sd_rx.borrow().is_some() {
+                                break;
+                            }
+                        }
+                    } => {
                         let m = *sd_rx.borrow();
                         log_warning!("User requested shutdown...");
                         m.unwrap_or(ShutdownMode::Default)
@@ -498,8 +527,8 @@ fn admit<S: std::io::Write>(srv: &Server, s: &mut S, peer: Option<std::net::IpAd
         return false;
     }
     if let Some(ip) = peer {
-        let protected =
-            srv.config.hot.protected_mode.load(Ordering::Relaxed) && !srv.config.hot.has_password.load(Ordering::Relaxed);
+        let protected = srv.config.hot.protected_mode.load(Ordering::Relaxed)
+            && !srv.config.hot.has_password.load(Ordering::Relaxed);
         if protected && !ip.is_loopback() {
             let _ = s.write_all(PROTECTED_MSG.as_bytes());
             stats.rejected_connections.fetch_add(1, Ordering::Relaxed);

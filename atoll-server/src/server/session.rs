@@ -223,7 +223,13 @@ fn gated(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], ou
         let passes = matches!(n, "exec" | "discard" | "multi" | "watch" | "quit" | "reset");
         if !passes {
             if cmd.has(flags::NO_MULTI) {
-                return reject(ws, client, out, Some(cmd), CmdError::msg("ERR Command not allowed inside a transaction"));
+                return reject(
+                    ws,
+                    client,
+                    out,
+                    Some(cmd),
+                    CmdError::msg("ERR Command not allowed inside a transaction"),
+                );
             }
             m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
             client.handle.multi.store(m.queued.len() as i64, Ordering::Relaxed);
@@ -386,7 +392,10 @@ mod tests {
         assert!(s.has_pending());
         assert_eq!(feed(&srv, &mut s, b"rld\r\n"), "$5\r\nworld\r\n");
         assert!(!s.has_pending());
-        assert_eq!(feed(&srv, &mut s, b"NOPE a\r\n"), "-ERR unknown command 'NOPE', with args beginning with: 'a' \r\n");
+        assert_eq!(
+            feed(&srv, &mut s, b"NOPE a\r\n"),
+            "-ERR unknown command 'NOPE', with args beginning with: 'a' \r\n"
+        );
         assert_eq!(feed(&srv, &mut s, b"ECHO\r\n"), "-ERR wrong number of arguments for 'echo' command\r\n");
     }
 

@@ -14,7 +14,12 @@ static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 /// A port nobody listens on. Each test process starts from its own pid-derived range and
 /// counts up, checking with a bind, so parallel tests and processes do not collide.
 pub fn free_port() -> u16 {
-    let _ = NEXT_PORT.compare_exchange(0, 20000 + (std::process::id() % 2000) as u16 * 10, Ordering::SeqCst, Ordering::SeqCst);
+    let _ = NEXT_PORT.compare_exchange(
+        0,
+        20000 + (std::process::id() % 2000) as u16 * 10,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
     loop {
         let p = NEXT_PORT.fetch_add(1, Ordering::SeqCst);
         let p = if p > 60000 { 20000 + p % 40000 } else { p };

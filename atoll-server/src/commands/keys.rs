@@ -40,11 +40,7 @@ const ERR_DB_RANGE: &str = "ERR DB index is out of range";
 fn lookup_notouch<'v>(ks: &'v mut KsView, key: &[u8]) -> Option<&'v mut Obj> {
     let stats = ks.stats;
     let o = ks.peek(key);
-    let counter = if o.is_some() {
-        &stats.keyspace_hits
-    } else {
-        &stats.keyspace_misses
-    };
+    let counter = if o.is_some() { &stats.keyspace_hits } else { &stats.keyspace_misses };
     counter.fetch_add(1, Ordering::Relaxed);
     o
 }
@@ -62,9 +58,7 @@ fn in_db<R>(ks: &mut KsView, db: usize, f: impl FnOnce(&mut KsView) -> R) -> R {
 fn parse_db_index(arg: &[u8], ndbs: usize) -> Result<usize, CmdError> {
     let v = parse_int(arg)?;
     if v < i32::MIN as i64 || v > i32::MAX as i64 {
-        return Err(CmdError::msg(
-            "ERR value is out of range, value must between -2147483648 and 2147483647",
-        ));
+        return Err(CmdError::msg("ERR value is out of range, value must between -2147483648 and 2147483647"));
     }
     if v < 0 || v as usize >= ndbs {
         return Err(CmdError::msg(ERR_DB_RANGE));
@@ -85,13 +79,7 @@ fn plan_db_index(arg: &[u8]) -> Option<usize> {
 /// Deletes keys a walker found past their TTL (Redis's `expireIfNeeded` from SCAN and
 /// RANDOMKEY). Runs under the walker's shard lock and publishes the `DEL` effects right away, as
 /// active expiry does, so they are ordered before any later write to the same keys.
-fn reclaim_expired(
-    srv: &Server,
-    stats: &Counters,
-    db: usize,
-    shard: &mut Shard,
-    expired: &[Box<[u8]>],
-) {
+fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard, expired: &[Box<[u8]>]) {
     if expired.is_empty() {
         return;
     }
@@ -99,17 +87,10 @@ fn reclaim_expired(
         shard.remove(k);
         shard.touch_watched(k);
     }
-    stats
-        .expired_keys
-        .fetch_add(expired.len() as u64, Ordering::Relaxed);
+    stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
     if srv.effects_enabled() {
-        let effects: Vec<Effect> = expired
-            .iter()
-            .map(|k| Effect {
-                db,
-                argv: vec![b"DEL".to_vec(), k.to_vec()],
-            })
-            .collect();
+        let effects: Vec<Effect> =
+            expired.iter().map(|k| Effect { db, argv: vec![b"DEL".to_vec(), k.to_vec()] }).collect();
         srv.publish_effects(&effects);
     }
 }
@@ -198,11 +179,7 @@ fn rename_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     }
-    let obj = ctx
-        .ks
-        .shard(src)
-        .remove(src)
-        .expect("source looked up under the same lock");
+    let obj = ctx.ks.shard(src).remove(src).expect("source looked up under the same lock");
     ctx.ks.shard(src).touch_watched(src);
     // `set` replaces any old destination (dropping its TTL), signals its watchers and counts
     // the one change Redis counts for a rename; the source's TTL then moves over.
@@ -323,11 +300,7 @@ pub fn move_(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     }
-    let obj = ctx
-        .ks
-        .shard(key)
-        .remove(key)
-        .expect("key looked up under the same lock");
+    let obj = ctx.ks.shard(key).remove(key).expect("key looked up under the same lock");
     ctx.ks.shard(key).touch_watched(key);
     // The TTL travels with the key; `set` signals the destination's watchers and counts the
     // one change.
@@ -420,20 +393,13 @@ fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
         if !c.is_ascii_digit() {
             return Err(invalid());
         }
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add((c - b'0') as u64))
-            .ok_or_else(invalid)?;
+        v = v.checked_mul(10).and_then(|v| v.checked_add((c - b'0') as u64)).ok_or_else(invalid)?;
     }
     Ok(if neg { v.wrapping_neg() } else { v })
 }
 
 fn parse_scan_options<'a>(args: &[&'a [u8]]) -> Result<ScanOptions<'a>, CmdError> {
-    let mut opts = ScanOptions {
-        count: 10,
-        pattern: None,
-        type_name: None,
-    };
+    let mut opts = ScanOptions { count: 10, pattern: None, type_name: None };
     let mut i = 0;
     while i < args.len() {
         let has_value = i + 1 < args.len();
@@ -445,11 +411,7 @@ fn parse_scan_options<'a>(args: &[&'a [u8]]) -> Result<ScanOptions<'a>, CmdError
             opts.count = c as u64;
         } else if eq_ic(args[i], "MATCH") && has_value {
             // "*" matches everything: no need to run the matcher.
-            opts.pattern = if args[i + 1] == b"*" {
-                None
-            } else {
-                Some(args[i + 1])
-            };
+            opts.pattern = if args[i + 1] == b"*" { None } else { Some(args[i + 1]) };
         } else if eq_ic(args[i], "TYPE") && has_value {
             // An unknown type name filters everything out (7.2 still accepts it).
             opts.type_name = Some(args[i + 1]);
@@ -538,15 +500,7 @@ fn scan_keys(
 pub fn scan(ctx: &mut Ctx) -> CmdResult {
     let cursor = parse_scan_cursor(ctx.args[1])?;
     let opts = parse_scan_options(&ctx.args[2..])?;
-    let (next, keys) = scan_keys(
-        ctx.srv,
-        ctx.ks.stats,
-        ctx.ks.locks,
-        ctx.ks.db,
-        ctx.ks.now,
-        cursor,
-        &opts,
-    );
+    let (next, keys) = scan_keys(ctx.srv, ctx.ks.stats, ctx.ks.locks, ctx.ks.db, ctx.ks.now, cursor, &opts);
     ctx.reply.array(2);
     let mut b = itoa::Buffer::new();
     ctx.reply.bulk(b.format(next).as_bytes());
@@ -573,9 +527,7 @@ fn random_key<R: Rng>(
     rng: &mut R,
 ) -> Option<Box<[u8]>> {
     srv.ks.db_if_exists(db)?;
-    let mut sizes: Vec<usize> = (0..SHARDS)
-        .map(|s| locks.with_shard(db, s, |sh| sh.keys.len()))
-        .collect();
+    let mut sizes: Vec<usize> = (0..SHARDS).map(|s| locks.with_shard(db, s, |sh| sh.keys.len())).collect();
     let mut total: usize = sizes.iter().sum();
     if total == 0 {
         return None;
@@ -637,14 +589,7 @@ fn random_key<R: Rng>(
 // RANDOMKEY
 pub fn randomkey(ctx: &mut Ctx) -> CmdResult {
     let mut rng = rand::thread_rng();
-    match random_key(
-        ctx.srv,
-        ctx.ks.stats,
-        ctx.ks.locks,
-        ctx.ks.db,
-        ctx.ks.now,
-        &mut rng,
-    ) {
+    match random_key(ctx.srv, ctx.ks.stats, ctx.ks.locks, ctx.ks.db, ctx.ks.now, &mut rng) {
         Some(k) => ctx.reply.bulk(&k),
         None => ctx.reply.null(),
     }
@@ -674,21 +619,14 @@ fn parse_expire_flags(opts: &[&[u8]]) -> Result<u8, CmdError> {
         } else if eq_ic(o, "LT") {
             EXPIRE_LT
         } else {
-            return Err(CmdError::msg(format!(
-                "ERR Unsupported option {}",
-                String::from_utf8_lossy(o)
-            )));
+            return Err(CmdError::msg(format!("ERR Unsupported option {}", String::from_utf8_lossy(o))));
         };
     }
     if flags & EXPIRE_NX != 0 && flags & (EXPIRE_XX | EXPIRE_GT | EXPIRE_LT) != 0 {
-        return Err(CmdError::msg(
-            "ERR NX and XX, GT or LT options at the same time are not compatible",
-        ));
+        return Err(CmdError::msg("ERR NX and XX, GT or LT options at the same time are not compatible"));
     }
     if flags & EXPIRE_GT != 0 && flags & EXPIRE_LT != 0 {
-        return Err(CmdError::msg(
-            "ERR GT and LT options at the same time are not compatible",
-        ));
+        return Err(CmdError::msg("ERR GT and LT options at the same time are not compatible"));
     }
     Ok(flags)
 }
@@ -696,12 +634,7 @@ fn parse_expire_flags(opts: &[&[u8]]) -> Result<u8, CmdError> {
 /// Turns the time argument into absolute Unix milliseconds: `basetime` is now for the relative
 /// forms and 0 for the absolute ones. Overflow is an error naming the command, as in Redis.
 fn expire_when(ctx: &Ctx, basetime: i64, seconds: bool) -> Result<i64, CmdError> {
-    let overflow = || {
-        CmdError::msg(format!(
-            "ERR invalid expire time in '{}' command",
-            ctx.cmd.full_name()
-        ))
-    };
+    let overflow = || CmdError::msg(format!("ERR invalid expire time in '{}' command", ctx.cmd.full_name()));
     let mut when = parse_int(ctx.args[2])?;
     if seconds {
         when = when.checked_mul(1000).ok_or_else(overflow)?;
@@ -746,11 +679,7 @@ fn expire_generic(ctx: &mut Ctx, basetime: i64, seconds: bool) -> CmdResult {
         // A time already past deletes the key now; replicas and the AOF get the deletion, not
         // an expiry they would apply at their own, later time.
         ctx.ks.delete(key);
-        let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-expire") {
-            b"UNLINK"
-        } else {
-            b"DEL"
-        };
+        let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-expire") { b"UNLINK" } else { b"DEL" };
         ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
     } else {
         ctx.ks.set_expire(key, when);
@@ -803,12 +732,7 @@ fn ttl_generic(ctx: &mut Ctx, ms: bool, absolute: bool) -> CmdResult {
     let reply = match ctx.ks.get_expire(key) {
         None => -1,
         Some(t) => {
-            let v = if absolute {
-                t
-            } else {
-                t.saturating_sub(ctx.ks.now)
-            }
-            .max(0);
+            let v = if absolute { t } else { t.saturating_sub(ctx.ks.now) }.max(0);
             if ms {
                 v
             } else {
@@ -904,9 +828,7 @@ pub fn object_encoding(ctx: &mut Ctx) -> CmdResult {
 pub fn object_freq(ctx: &mut Ctx) -> CmdResult {
     let lru_clock = ctx.ks.lru_clock;
     // A missing key answers null before the policy is looked at, as in Redis.
-    let Some(idle_secs) =
-        lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru))
-    else {
+    let Some(idle_secs) = lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru)) else {
         ctx.reply.null();
         return Ok(());
     };
@@ -919,11 +841,7 @@ pub fn object_freq(ctx: &mut Ctx) -> CmdResult {
     // decayed by one per `lfu-decay-time` minutes of idleness, as LFUDecrAndReturn would.
     const LFU_INIT_VAL: i64 = 5;
     let decay = ctx.srv.config.get_i64("lfu-decay-time");
-    let periods = if decay > 0 {
-        (idle_secs as i64 / 60) / decay
-    } else {
-        0
-    };
+    let periods = if decay > 0 { (idle_secs as i64 / 60) / decay } else { 0 };
     ctx.reply.int((LFU_INIT_VAL - periods).max(0));
     Ok(())
 }
@@ -931,9 +849,7 @@ pub fn object_freq(ctx: &mut Ctx) -> CmdResult {
 // OBJECT IDLETIME key
 pub fn object_idletime(ctx: &mut Ctx) -> CmdResult {
     let lru_clock = ctx.ks.lru_clock;
-    let Some(idle_secs) =
-        lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru))
-    else {
+    let Some(idle_secs) = lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru)) else {
         ctx.reply.null();
         return Ok(());
     };
@@ -958,8 +874,7 @@ pub fn object_refcount(ctx: &mut Ctx) -> CmdResult {
     // with a memory limit needs a per-key access clock.
     let shared = small_int && {
         let policy = ctx.srv.config.get("maxmemory-policy");
-        ctx.srv.config.get_i64("maxmemory") == 0
-            || !(policy.ends_with("-lru") || policy.ends_with("-lfu"))
+        ctx.srv.config.get_i64("maxmemory") == 0 || !(policy.ends_with("-lru") || policy.ends_with("-lfu"))
     };
     ctx.reply.int(if shared { OBJ_SHARED_REFCOUNT } else { 1 });
     Ok(())
@@ -978,13 +893,7 @@ mod tests {
 
     fn put(locks: &mut Locks, db: usize, key: &[u8], expire: Option<i64>) {
         locks.with_shard(db, key_shard(key), |s| {
-            s.keys.insert(
-                key,
-                Obj {
-                    val: Value::from_bytes(b"v"),
-                    lru: 0,
-                },
-            );
+            s.keys.insert(key, Obj { val: Value::from_bytes(b"v"), lru: 0 });
             if let Some(t) = expire {
                 s.expires.insert(key, t);
             }
@@ -996,11 +905,7 @@ mod tests {
     }
 
     fn opts(count: u64) -> ScanOptions<'static> {
-        ScanOptions {
-            count,
-            pattern: None,
-            type_name: None,
-        }
+        ScanOptions { count, pattern: None, type_name: None }
     }
 
     #[test]
@@ -1010,20 +915,8 @@ mod tests {
         assert_eq!(parse_scan_cursor(b"+7"), Ok(7));
         assert_eq!(parse_scan_cursor(b"-1"), Ok(u64::MAX));
         assert_eq!(parse_scan_cursor(b"18446744073709551615"), Ok(u64::MAX));
-        for bad in [
-            &b"18446744073709551616"[..],
-            b" 1",
-            b"1 ",
-            b"x",
-            b"+",
-            b"-",
-            b"1.5",
-        ] {
-            assert!(
-                parse_scan_cursor(bad).is_err(),
-                "{:?}",
-                String::from_utf8_lossy(bad)
-            );
+        for bad in [&b"18446744073709551616"[..], b" 1", b"1 ", b"x", b"+", b"-", b"1.5"] {
+            assert!(parse_scan_cursor(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
     }
 
@@ -1031,48 +924,23 @@ mod tests {
     fn scan_options() {
         let a: Vec<&[u8]> = vec![b"match", b"k*", b"COUNT", b"5", b"type", b"string"];
         let o = parse_scan_options(&a).unwrap();
-        assert_eq!(
-            (o.count, o.pattern, o.type_name),
-            (5, Some(&b"k*"[..]), Some(&b"string"[..]))
-        );
-        assert!(parse_scan_options(&[&b"MATCH"[..], b"*"])
-            .unwrap()
-            .pattern
-            .is_none());
-        assert_eq!(
-            parse_scan_options(&[&b"COUNT"[..], b"0"]).err(),
-            Some(CmdError::Syntax)
-        );
-        assert_eq!(
-            parse_scan_options(&[&b"COUNT"[..], b"x"]).err(),
-            Some(CmdError::NotInteger)
-        );
-        assert_eq!(
-            parse_scan_options(&[&b"COUNT"[..]]).err(),
-            Some(CmdError::Syntax)
-        );
-        assert_eq!(
-            parse_scan_options(&[&b"BOGUS"[..], b"1"]).err(),
-            Some(CmdError::Syntax)
-        );
+        assert_eq!((o.count, o.pattern, o.type_name), (5, Some(&b"k*"[..]), Some(&b"string"[..])));
+        assert!(parse_scan_options(&[&b"MATCH"[..], b"*"]).unwrap().pattern.is_none());
+        assert_eq!(parse_scan_options(&[&b"COUNT"[..], b"0"]).err(), Some(CmdError::Syntax));
+        assert_eq!(parse_scan_options(&[&b"COUNT"[..], b"x"]).err(), Some(CmdError::NotInteger));
+        assert_eq!(parse_scan_options(&[&b"COUNT"[..]]).err(), Some(CmdError::Syntax));
+        assert_eq!(parse_scan_options(&[&b"BOGUS"[..], b"1"]).err(), Some(CmdError::Syntax));
     }
 
     #[test]
     fn expire_options_follow_redis7_rules() {
         assert_eq!(parse_expire_flags(&[]), Ok(0));
-        assert_eq!(
-            parse_expire_flags(&[&b"gt"[..], b"XX"]),
-            Ok(EXPIRE_GT | EXPIRE_XX)
-        );
-        let nx =
-            CmdError::msg("ERR NX and XX, GT or LT options at the same time are not compatible");
+        assert_eq!(parse_expire_flags(&[&b"gt"[..], b"XX"]), Ok(EXPIRE_GT | EXPIRE_XX));
+        let nx = CmdError::msg("ERR NX and XX, GT or LT options at the same time are not compatible");
         assert_eq!(parse_expire_flags(&[&b"NX"[..], b"LT"]), Err(nx));
         let gtlt = CmdError::msg("ERR GT and LT options at the same time are not compatible");
         assert_eq!(parse_expire_flags(&[&b"GT"[..], b"LT"]), Err(gtlt));
-        assert_eq!(
-            parse_expire_flags(&[&b"foo"[..]]),
-            Err(CmdError::msg("ERR Unsupported option foo"))
-        );
+        assert_eq!(parse_expire_flags(&[&b"foo"[..]]), Err(CmdError::msg("ERR Unsupported option foo")));
         // No TTL is infinite: GT never wins over it, LT always does.
         assert!(!expire_allowed(EXPIRE_GT, None, 100));
         assert!(expire_allowed(EXPIRE_LT, None, 100));
@@ -1088,9 +956,7 @@ mod tests {
         assert_eq!(parse_db_index(b"16", 16), Err(CmdError::msg(ERR_DB_RANGE)));
         assert_eq!(parse_db_index(b"-1", 16), Err(CmdError::msg(ERR_DB_RANGE)));
         assert_eq!(parse_db_index(b"x", 16), Err(CmdError::NotInteger));
-        assert!(
-            matches!(parse_db_index(b"99999999999", 16), Err(CmdError::Msg(m)) if m.contains("must between"))
-        );
+        assert!(matches!(parse_db_index(b"99999999999", 16), Err(CmdError::Msg(m)) if m.contains("must between")));
     }
 
     #[test]
@@ -1133,11 +999,7 @@ mod tests {
                 }
             } else if round < 80 {
                 for j in 0..500 {
-                    remove(
-                        &mut locks,
-                        0,
-                        format!("extra:{}:{j}", round - 39).as_bytes(),
-                    );
+                    remove(&mut locks, 0, format!("extra:{}:{j}", round - 39).as_bytes());
                 }
             }
             cursor = next;
@@ -1146,10 +1008,7 @@ mod tests {
             }
         }
         for i in 0..3000 {
-            assert!(
-                seen.contains(format!("stable:{i}").as_bytes()),
-                "missed stable:{i}"
-            );
+            assert!(seen.contains(format!("stable:{i}").as_bytes()), "missed stable:{i}");
         }
     }
 
@@ -1167,22 +1026,12 @@ mod tests {
         let (next, keys) = scan_keys(&srv, &stats, &mut locks, 0, 2000, 0, &opts(10));
         assert_eq!((next, keys.len()), (0, 3), "expired a3 skipped");
         assert_eq!(srv.ks.dbsize(0), 3, "expired a3 reclaimed");
-        let o = ScanOptions {
-            count: 10,
-            pattern: Some(b"a*"),
-            type_name: Some(b"STRING"),
-        };
+        let o = ScanOptions { count: 10, pattern: Some(b"a*"), type_name: Some(b"STRING") };
         let (_, mut keys) = scan_keys(&srv, &stats, &mut locks, 0, 2000, 0, &o);
         keys.sort();
         assert_eq!(keys, vec![Box::from(&b"a1"[..]), Box::from(&b"a2"[..])]);
-        let o = ScanOptions {
-            count: 10,
-            pattern: None,
-            type_name: Some(b"list"),
-        };
-        assert!(scan_keys(&srv, &stats, &mut locks, 0, 2000, 0, &o)
-            .1
-            .is_empty());
+        let o = ScanOptions { count: 10, pattern: None, type_name: Some(b"list") };
+        assert!(scan_keys(&srv, &stats, &mut locks, 0, 2000, 0, &o).1.is_empty());
     }
 
     #[test]
@@ -1202,14 +1051,9 @@ mod tests {
             put(&mut locks, 0, format!("gone:{i}").as_bytes(), Some(10));
         }
         put(&mut locks, 0, b"alive", None);
-        assert_eq!(
-            random_key(&srv, &stats, &mut locks, 0, 20, &mut rng).as_deref(),
-            Some(&b"alive"[..])
-        );
+        assert_eq!(random_key(&srv, &stats, &mut locks, 0, 20, &mut rng).as_deref(), Some(&b"alive"[..]));
         let mut live = Vec::new();
-        for_each_live_key(&srv, &stats, &mut locks, 0, 20, |k, _| {
-            live.push(k.to_vec())
-        });
+        for_each_live_key(&srv, &stats, &mut locks, 0, 20, |k, _| live.push(k.to_vec()));
         assert_eq!(live, vec![b"alive".to_vec()]);
         assert_eq!(srv.ks.dbsize(0), 1);
         assert!(stats.expired_keys.load(Ordering::Relaxed) >= 4000);
@@ -1229,17 +1073,11 @@ mod tests {
         let mut rng = rand::thread_rng();
         let mut tagged = 0;
         for _ in 0..2000 {
-            if random_key(&srv, &stats, &mut locks, 0, 0, &mut rng)
-                .unwrap()
-                .starts_with(b"{tag}")
-            {
+            if random_key(&srv, &stats, &mut locks, 0, 0, &mut rng).unwrap().starts_with(b"{tag}") {
                 tagged += 1;
             }
         }
-        assert!(
-            (700..1300).contains(&tagged),
-            "tagged picked {tagged} of 2000"
-        );
+        assert!((700..1300).contains(&tagged), "tagged picked {tagged} of 2000");
     }
     // Whole commands through a session (keys are created directly in the keyspace, so these
     // tests need no string command).
@@ -1250,36 +1088,19 @@ mod tests {
     use std::sync::Arc;
 
     fn session(srv: &Server) -> Session {
-        let h = Arc::new(ClientHandle::new(
-            srv.clients.next_id(),
-            "test:0".into(),
-            String::new(),
-            -1,
-            true,
-            0,
-        ));
+        let h = Arc::new(ClientHandle::new(srv.clients.next_id(), "test:0".into(), String::new(), -1, true, 0));
         Session::new(Client::new(h, 0, false))
     }
 
     fn run(srv: &Server, s: &mut Session, line: &str) -> String {
         let mut out = Reply::new(s.client.proto);
-        s.feed(
-            srv,
-            &srv.stats.workers[0],
-            format!("{line}\r\n").as_bytes(),
-            &mut out,
-        );
+        s.feed(srv, &srv.stats.workers[0], format!("{line}\r\n").as_bytes(), &mut out);
         String::from_utf8_lossy(&out.buf).into_owned()
     }
 
     fn put_now(srv: &Server, db: usize, key: &str, ttl_ms: Option<i64>) {
         let mut locks = Locks::none(&srv.ks);
-        put(
-            &mut locks,
-            db,
-            key.as_bytes(),
-            ttl_ms.map(|t| srv.now_ms() + t),
-        );
+        put(&mut locks, db, key.as_bytes(), ttl_ms.map(|t| srv.now_ms() + t));
     }
 
     type Seen = Arc<parking_lot::Mutex<Vec<(usize, Vec<String>)>>>;
@@ -1288,15 +1109,11 @@ mod tests {
         let seen: Seen = Default::default();
         let sink = seen.clone();
         srv.set_effect_sink(Some(Box::new(move |effects| {
-            sink.lock().extend(effects.iter().map(|e| {
-                (
-                    e.db,
-                    e.argv
-                        .iter()
-                        .map(|a| String::from_utf8_lossy(a).into_owned())
-                        .collect(),
-                )
-            }));
+            sink.lock().extend(
+                effects
+                    .iter()
+                    .map(|e| (e.db, e.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect())),
+            );
         })));
         seen
     }
@@ -1331,10 +1148,7 @@ mod tests {
         put_now(&srv, 0, "old", Some(-1));
         put_now(&srv, 0, "new", None);
         assert_eq!(run(&srv, &mut s, "KEYS *"), "*1\r\n$3\r\nnew\r\n");
-        assert_eq!(
-            seen.lock().clone(),
-            vec![(0, vec!["DEL".to_string(), "old".to_string()])]
-        );
+        assert_eq!(seen.lock().clone(), vec![(0, vec!["DEL".to_string(), "old".to_string()])]);
         assert_eq!(run(&srv, &mut s, "DBSIZE"), ":1\r\n");
     }
 
@@ -1364,23 +1178,14 @@ mod tests {
         let mut s = session(&srv);
         put_now(&srv, 0, "k", Some(100_000));
         put_now(&srv, 1, "taken", None);
-        assert_eq!(
-            run(&srv, &mut s, "MOVE k 0"),
-            "-ERR source and destination objects are the same\r\n"
-        );
-        assert_eq!(
-            run(&srv, &mut s, "MOVE k 16"),
-            "-ERR DB index is out of range\r\n"
-        );
+        assert_eq!(run(&srv, &mut s, "MOVE k 0"), "-ERR source and destination objects are the same\r\n");
+        assert_eq!(run(&srv, &mut s, "MOVE k 16"), "-ERR DB index is out of range\r\n");
         assert_eq!(run(&srv, &mut s, "MOVE k 1"), ":1\r\n");
         assert_eq!(run(&srv, &mut s, "MOVE k 1"), ":0\r\n");
         assert_eq!(run(&srv, &mut s, "SELECT 1"), "+OK\r\n");
         assert!(run(&srv, &mut s, "PTTL k").parse_int_reply() > 90_000);
         assert_eq!(run(&srv, &mut s, "COPY k taken"), ":0\r\n");
-        assert_eq!(
-            run(&srv, &mut s, "COPY k k"),
-            "-ERR source and destination objects are the same\r\n"
-        );
+        assert_eq!(run(&srv, &mut s, "COPY k k"), "-ERR source and destination objects are the same\r\n");
         assert_eq!(run(&srv, &mut s, "COPY k k DB 2"), ":1\r\n");
         assert_eq!(run(&srv, &mut s, "COPY k taken REPLACE"), ":1\r\n");
         assert!(run(&srv, &mut s, "PTTL taken").parse_int_reply() > 90_000);
@@ -1388,10 +1193,7 @@ mod tests {
         run(&srv, &mut s, "MOVE k 3");
         run(&srv, &mut s, "COPY taken k DB 4");
         run(&srv, &mut s, "KEYS *");
-        assert_eq!(
-            run(&srv, &mut s, "EXEC"),
-            "*3\r\n:1\r\n:1\r\n*1\r\n$5\r\ntaken\r\n"
-        );
+        assert_eq!(run(&srv, &mut s, "EXEC"), "*3\r\n:1\r\n:1\r\n*1\r\n$5\r\ntaken\r\n");
         assert_eq!(srv.ks.dbsize(0), 0);
         assert_eq!(srv.ks.dbsize(1), 1);
         assert_eq!(srv.ks.dbsize(2), 1);
@@ -1404,31 +1206,14 @@ mod tests {
         let srv = server();
         let mut s = session(&srv);
         let mut locks = Locks::none(&srv.ks);
-        locks.with_shard(0, key_shard(b"n"), |sh| {
-            sh.keys.insert(
-                b"n",
-                Obj {
-                    val: Value::Int(42),
-                    lru: 0,
-                },
-            )
-        });
-        locks.with_shard(0, key_shard(b"big"), |sh| {
-            sh.keys.insert(
-                b"big",
-                Obj {
-                    val: Value::Int(10_000),
-                    lru: 0,
-                },
-            )
-        });
+        locks.with_shard(0, key_shard(b"n"), |sh| sh.keys.insert(b"n", Obj { val: Value::Int(42), lru: 0 }));
+        locks.with_shard(0, key_shard(b"big"), |sh| sh.keys.insert(b"big", Obj { val: Value::Int(10_000), lru: 0 }));
         drop(locks);
         assert_eq!(run(&srv, &mut s, "OBJECT ENCODING n"), "$3\r\nint\r\n");
         assert_eq!(run(&srv, &mut s, "OBJECT REFCOUNT n"), ":2147483647\r\n");
         assert_eq!(run(&srv, &mut s, "OBJECT REFCOUNT big"), ":1\r\n");
         assert_eq!(run(&srv, &mut s, "OBJECT REFCOUNT nosuch"), "$-1\r\n");
-        assert!(run(&srv, &mut s, "OBJECT FREQ n")
-            .starts_with("-ERR An LFU maxmemory policy is not selected"));
+        assert!(run(&srv, &mut s, "OBJECT FREQ n").starts_with("-ERR An LFU maxmemory policy is not selected"));
         assert_eq!(run(&srv, &mut s, "OBJECT FREQ nosuch"), "$-1\r\n");
         assert_eq!(run(&srv, &mut s, "OBJECT IDLETIME n"), ":0\r\n");
         assert_eq!(run(&srv, &mut s, "TYPE n"), "+string\r\n");

@@ -50,9 +50,10 @@ fn wait_ready(child: &mut Child, port: u16, name: &str) {
         }
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
             let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            // Any reply (PONG, or NOAUTH when a password is set) means it is serving.
             if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok() {
                 let mut b = [0u8; 7];
-                if s.read_exact(&mut b).is_ok() && &b == b"+PONG\r\n" {
+                if s.read_exact(&mut b).is_ok() && (&b == b"+PONG\r\n" || b.starts_with(b"-NOAUTH")) {
                     return;
                 }
             }

@@ -162,6 +162,15 @@ pub struct Hot {
     pub has_password: AtomicBool,
     pub hz: AtomicU32,
     pub loglevel: AtomicU32,
+    // Encoding thresholds of the aggregate types (CONFIG SET-able, read on every write).
+    pub list_max_listpack_size: AtomicI64,
+    pub hash_max_listpack_entries: AtomicUsize,
+    pub hash_max_listpack_value: AtomicUsize,
+    pub set_max_intset_entries: AtomicUsize,
+    pub set_max_listpack_entries: AtomicUsize,
+    pub set_max_listpack_value: AtomicUsize,
+    pub zset_max_listpack_entries: AtomicUsize,
+    pub zset_max_listpack_value: AtomicUsize,
 }
 
 pub struct Config {
@@ -479,6 +488,19 @@ impl Config {
         h.protected_mode.store(get("protected-mode") == "yes", Ordering::Relaxed);
         h.has_password.store(!get("requirepass").is_empty(), Ordering::Relaxed);
         h.hz.store(get("hz").parse::<u32>().unwrap_or(10).clamp(1, 500), Ordering::Relaxed);
+        let num = |n: &str| get(n).parse::<i64>().unwrap_or(0);
+        h.list_max_listpack_size.store(num("list-max-listpack-size"), Ordering::Relaxed);
+        for (a, n) in [
+            (&h.hash_max_listpack_entries, "hash-max-listpack-entries"),
+            (&h.hash_max_listpack_value, "hash-max-listpack-value"),
+            (&h.set_max_intset_entries, "set-max-intset-entries"),
+            (&h.set_max_listpack_entries, "set-max-listpack-entries"),
+            (&h.set_max_listpack_value, "set-max-listpack-value"),
+            (&h.zset_max_listpack_entries, "zset-max-listpack-entries"),
+            (&h.zset_max_listpack_value, "zset-max-listpack-value"),
+        ] {
+            a.store(num(n).max(0) as usize, Ordering::Relaxed);
+        }
         let lvl = LOGLEVELS.iter().position(|l| l == get("loglevel")).unwrap_or(2);
         h.loglevel.store(lvl as u32, Ordering::Relaxed);
     }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod engine;
 pub mod protocol;
 pub mod server;
+pub mod types;
 
 /// The Redis version Atoll reports (tools gate features on it; DESIGN §3).
 pub const REDIS_VERSION: &str = "7.2.4";

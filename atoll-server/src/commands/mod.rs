@@ -218,6 +218,13 @@ impl<'a, 'k> KsView<'a, 'k> {
         !shard.expires.is_empty() && shard.expires.remove(key).is_some()
     }
 
+    /// Signals that `key` may now satisfy clients blocked on it (a push to a list, an add to a
+    /// sorted set, an XADD). Every write that can unblock a waiter must call it; the blocking
+    /// machinery serves waiters from here.
+    pub fn signal_ready(&mut self, key: &[u8]) {
+        crate::server::blocking::signal_ready(self, key);
+    }
+
     /// Records a rewritten effect for this command (instead of the command as sent).
     pub fn effect(&mut self, argv: Vec<Vec<u8>>) {
         if self.emit {

@@ -166,6 +166,14 @@ static ROWS: &[Row] = &[
     c("bitop", bm::bitop, Keys),
     c("bitfield", bm::bitfield, Keys),
     c("bitfield_ro", bm::bitfield_ro, Keys),
+    // lists (types::list) — rows below this line belong to the list module
+    // hashes (types::hash)
+    // sets (types::set)
+    // sorted sets (types::zset)
+    // geo (types::geo)
+    // streams (types::stream)
+    // hyperloglog (types::hll)
+    // sort (types::sort)
 ];
 
 /// Command flags (Redis's CMD_* bits) used by the gates.

@@ -1,5 +1,7 @@
-//! Stored values. Each data type gets its own module under `types/` as it arrives; this enum is
-//! the one place that knows them all.
+//! Stored values. Each data type has its own module under `types/`; this enum is the one place
+//! that knows them all. Aggregates are boxed so the enum stays 24 bytes.
+
+use crate::types::{hash::Hash, list::List, set::Set, stream::Stream, zset::ZSet};
 
 /// Redis creates an `embstr` (object and bytes in one allocation) for strings up to 44 bytes.
 pub const EMBSTR_MAX: usize = 44;
@@ -13,6 +15,11 @@ pub enum Value {
     Raw(Vec<u8>),
     /// A string that is a canonical 64-bit integer (`int` encoding).
     Int(i64),
+    List(Box<List>),
+    Hash(Box<Hash>),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
+    Stream(Box<Stream>),
 }
 
 /// A key's value plus its access clock (seconds since start, for OBJECT IDLETIME).
@@ -36,6 +43,11 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) | Value::Raw(_) | Value::Int(_) => "string",
+            Value::List(_) => "list",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -44,6 +56,11 @@ impl Value {
             Value::Int(_) => "int",
             Value::Str(b) if b.len() <= EMBSTR_MAX => "embstr",
             Value::Str(_) | Value::Raw(_) => "raw",
+            Value::List(l) => l.encoding(),
+            Value::Hash(h) => h.encoding(),
+            Value::Set(s) => s.encoding(),
+            Value::ZSet(z) => z.encoding(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -57,6 +74,7 @@ impl Value {
             Value::Str(b) => Some(b),
             Value::Raw(v) => Some(v),
             Value::Int(i) => Some(buf.format(*i).as_bytes()),
+            _ => None,
         }
     }
 
@@ -78,6 +96,7 @@ impl Value {
                     _ => unreachable!(),
                 }
             }
+            _ => None,
         }
     }
 
@@ -86,6 +105,7 @@ impl Value {
             Value::Str(b) => Some(b.len()),
             Value::Raw(v) => Some(v.len()),
             Value::Int(i) => Some(itoa::Buffer::new().format(*i).len()),
+            _ => None,
         }
     }
 
@@ -95,6 +115,8 @@ impl Value {
             Value::Str(b) => b.len(),
             Value::Raw(v) => v.capacity(),
             Value::Int(_) => 0,
+            // Each type module will report its own size with MEMORY USAGE.
+            _ => 0,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The server: shared state ([`Server`]), worker threads and their event loops (`net`), the
 //! per-connection session (`session`), client state, statistics and logging.
 
+pub mod blocking;
 pub mod client;
 pub mod expire;
 pub mod log;

@@ -1,0 +1,8 @@
+//! Data types other than strings: one module per type, each holding its type API (encoding
+//! hidden behind it) followed by its commands, like Redis's `t_list.c`.
+
+pub mod hash;
+pub mod list;
+pub mod set;
+pub mod stream;
+pub mod zset;

@@ -263,6 +263,12 @@ impl<'c, 'a, 'k> Ctx<'c, 'a, 'k> {
         self.ks.effect(argv);
     }
 
+    /// Suspends this client until one of the request's keys is served or its deadline passes
+    /// (see `server::blocking`). The command must not reply itself.
+    pub fn block(&mut self, req: crate::server::blocking::BlockRequest) {
+        self.client.blocked = Some(req);
+    }
+
     /// Declares that this command propagates nothing even though it changed keys.
     pub fn no_effect(&mut self) {
         self.rewrote = true;

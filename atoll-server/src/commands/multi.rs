@@ -141,9 +141,11 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     ctx.reply.array(cmds.len());
+    ctx.client.in_exec = true;
     for (cmd, argv) in cmds.iter().zip(&m.queued) {
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         session::call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks);
     }
+    ctx.client.in_exec = false;
     Ok(())
 }

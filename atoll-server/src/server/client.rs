@@ -120,6 +120,10 @@ pub struct Client {
     pub shutdown: Option<crate::server::ShutdownMode>,
     /// DEBUG SLEEP / other commands that ask the loop to pause this client.
     pub sleep_ms: u64,
+    /// True while EXEC runs this client's queued commands: blocking commands must not block.
+    pub in_exec: bool,
+    /// Set by a blocking command that has to wait (see `server::blocking`).
+    pub blocked: Option<crate::server::blocking::BlockRequest>,
 }
 
 impl Client {
@@ -137,6 +141,8 @@ impl Client {
             close_after_reply: false,
             shutdown: None,
             sleep_ms: 0,
+            in_exec: false,
+            blocked: None,
         }
     }
 

@@ -533,3 +533,25 @@ pub fn client_no_touch(ctx: &mut Ctx) -> CmdResult {
     ctx.reply.ok();
     Ok(())
 }
+
+// CLIENT UNBLOCK client-id [TIMEOUT | ERROR]
+pub fn client_unblock(ctx: &mut Ctx) -> CmdResult {
+    let id = parse_int(ctx.args[2])?;
+    let error = match ctx.args.get(3) {
+        None => false,
+        Some(a) if eq_ic(a, "TIMEOUT") => false,
+        Some(a) if eq_ic(a, "ERROR") => true,
+        Some(_) => return Err(CmdError::msg("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")),
+    };
+    let waiter = ctx.srv.clients.get(id.max(0) as u64).and_then(|h| h.waiter.lock().clone());
+    let done = waiter.is_some_and(|w| {
+        use crate::server::blocking::WaitState;
+        let ok = w.finish(if error { WaitState::Unblocked } else { WaitState::TimedOut });
+        if ok {
+            ctx.srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        }
+        ok
+    });
+    ctx.reply.int(done as i64);
+    Ok(())
+}

@@ -141,7 +141,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("maxclients:{}", srv.config.hot.maxclients.load(Ordering::Relaxed));
                 f!("client_recent_max_input_buffer:0");
                 f!("client_recent_max_output_buffer:0");
-                f!("blocked_clients:0");
+                f!("blocked_clients:{}", srv.blocked_clients.load(Ordering::Relaxed));
                 f!("tracking_clients:0");
                 f!("clients_in_timeout_table:0");
                 f!("total_blocking_keys:0");

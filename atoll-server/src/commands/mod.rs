@@ -84,6 +84,8 @@ pub struct KsView<'a, 'k> {
     pub emit: bool,
     pub effects: Vec<Effect>,
     pub stats: &'a crate::server::stats::Counters,
+    /// Keys signalled ready for blocked clients by this command (see `server::blocking`).
+    pub ready: Vec<Vec<u8>>,
 }
 
 impl<'a, 'k> KsView<'a, 'k> {
@@ -174,12 +176,26 @@ impl<'a, 'k> KsView<'a, 'k> {
             None => shard.keys.insert_new(key.into(), Obj { val, lru }),
         }
         self.modified(key);
+        self.ready_if_aggregate(key);
+    }
+
+    /// A key that now holds a list, zset or stream (RENAME, MOVE, COPY, SORT STORE, SET of a
+    /// whole value) may serve blocked clients, as in Redis's dbAdd.
+    pub fn ready_if_aggregate(&mut self, key: &[u8]) {
+        let blockable = matches!(
+            self.shard(key).keys.get(key).map(|o| &o.val),
+            Some(Value::List(_) | Value::ZSet(_) | Value::Stream(_))
+        );
+        if blockable {
+            self.signal_ready(key);
+        }
     }
 
     /// Adds a key known to be absent (after a lookup said so), without counting it dirty.
     pub fn insert_new(&mut self, key: &[u8], val: Value) {
         let lru = self.lru_clock;
         self.shard(key).keys.insert_new(key.into(), Obj { val, lru });
+        self.ready_if_aggregate(key);
     }
 
     /// Removes a key (and its TTL). Returns its value if it existed (and had not expired).
@@ -189,6 +205,10 @@ impl<'a, 'k> KsView<'a, 'k> {
         }
         let o = self.shard(key).remove(key)?;
         self.modified(key);
+        // Clients blocked on a deleted stream must learn it (7.2 replies them an error).
+        if matches!(o.val, Value::Stream(_)) {
+            self.signal_ready(key);
+        }
         Some(o)
     }
 
@@ -267,6 +287,11 @@ impl<'c, 'a, 'k> Ctx<'c, 'a, 'k> {
     /// (see `server::blocking`). The command must not reply itself.
     pub fn block(&mut self, req: crate::server::blocking::BlockRequest) {
         self.client.blocked = Some(req);
+    }
+
+    /// Argv of this command as owned vectors (what a blocked waiter keeps).
+    pub fn argv_owned(&self) -> Vec<Vec<u8>> {
+        self.args.iter().map(|a| a.to_vec()).collect()
     }
 
     /// Declares that this command propagates nothing even though it changed keys.

@@ -147,5 +147,25 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
         session::call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks);
     }
     ctx.client.in_exec = false;
+    // Clients blocked on keys the transaction made ready are served now that it is complete.
+    if !ctx.client.ready.is_empty() {
+        let mut ks = crate::commands::KsView {
+            locks: &mut locks,
+            db: ctx.client.db,
+            now: srv.now_ms(),
+            lru_clock: ctx.ks.lru_clock,
+            no_touch: false,
+            dirty: 0,
+            emit: ctx.ks.emit,
+            effects: Vec::new(),
+            stats: ctx.ks.stats,
+            ready: std::mem::take(&mut ctx.client.ready),
+        };
+        crate::server::blocking::serve_ready(&mut ks, srv);
+        if !ks.effects.is_empty() {
+            srv.publish_effects(&ks.effects);
+        }
+        ctx.ws.counters.dirty.fetch_add(ks.dirty, Ordering::Relaxed);
+    }
     Ok(())
 }

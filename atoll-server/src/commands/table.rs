@@ -73,6 +73,7 @@ static ROWS: &[Row] = &[
     c("client|reply", conn::client_reply, None),
     c("client|no-evict", conn::client_no_evict, None),
     c("client|no-touch", conn::client_no_touch, None),
+    c("client|unblock", conn::client_unblock, None),
     // transactions
     c("multi", multi::multi, None),
     c("exec", multi::exec, None),

@@ -40,7 +40,12 @@ pub struct Shard {
     pub watched: Option<Box<WatchRegistry>>,
     /// Active expiry's scan cursor over `expires`.
     pub expire_cursor: u64,
+    /// Clients blocked on keys of this shard, oldest first (see `server::blocking`).
+    pub blocked: Option<Box<BlockedRegistry>>,
 }
+
+/// Key → clients blocked on it, oldest first.
+pub type BlockedRegistry = HashMap<Box<[u8]>, std::collections::VecDeque<Arc<crate::server::blocking::Waiter>>>;
 
 impl Shard {
     /// Marks every client watching `key` dirty (a write, an expiry or a flush touched it).

@@ -6,13 +6,24 @@
 //! 2. Inside MULTI/EXEC (`ctx.client.in_exec`) never block: reply as on timeout.
 //! 3. Otherwise call `ctx.block(BlockRequest { .. })` and reply nothing. The client is suspended
 //!    (its later pipelined commands wait) until one of its keys is served or the deadline passes.
-//! 4. A write that may make a key ready calls `ctx.ks.signal_ready(key)`. Under that write's
-//!    shard lock the longest-waiting client on the key is served by its `serve` function, which
-//!    pops / reads on the waiter's behalf and builds the waiter's reply; the reply is handed to
-//!    the waiter's worker. `serve` must not assume anything about the writer's client.
+//! 4. A write that may make a key ready calls `ctx.ks.signal_ready(key)`. When that command
+//!    (or transaction) is done — its own effects recorded first, as Redis orders them — and while
+//!    its shard locks are still held, the longest-waiting client on the key is served by its
+//!    `serve` function, which pops / reads on the waiter's behalf and builds the waiter's reply.
+//!    The reply is handed to the waiter's worker. No third client can take the element in
+//!    between, and a wakeup cannot be lost: waiters register under the same shard lock.
+//!
+//! A waiter lives in the registry of each of its keys' shards. Its state (waiting, served,
+//! timed out, unblocked, cancelled) changes only under its own mutex, and `serve` runs holding
+//! it, so a timeout racing with a serve sees either "not served" or the complete reply — an
+//! element is never popped for a client that has already given up.
 
 use crate::commands::{CmdError, KsView};
-use crate::protocol::Reply;
+use crate::engine::{key_shard, Locks};
+use crate::protocol::{Proto, Reply};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Result of trying to serve a blocked client from a key that was signalled ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +51,47 @@ pub struct BlockRequest {
     pub on_timeout: TimeoutFn,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitState {
+    Waiting,
+    /// Served: the reply bytes for the client.
+    Served(Vec<u8>),
+    /// CLIENT UNBLOCK … TIMEOUT, or the deadline passed.
+    TimedOut,
+    /// CLIENT UNBLOCK … ERROR.
+    Unblocked,
+    /// The client went away.
+    Cancelled,
+}
+
+/// A blocked client, shared by its worker and the writers that may serve it.
+pub struct Waiter {
+    pub client_id: u64,
+    pub db: usize,
+    pub argv: Vec<Vec<u8>>,
+    pub keys: Vec<Vec<u8>>,
+    pub deadline_ms: Option<i64>,
+    pub proto: Proto,
+    pub serve: ServeFn,
+    pub on_timeout: TimeoutFn,
+    pub state: Mutex<WaitState>,
+    pub wake: tokio::sync::Notify,
+}
+
+impl Waiter {
+    /// Ends the wait from outside (timeout, CLIENT UNBLOCK). False if it already ended.
+    pub fn finish(&self, to: WaitState) -> bool {
+        let mut st = self.state.lock();
+        if *st != WaitState::Waiting {
+            return false;
+        }
+        *st = to;
+        drop(st);
+        self.wake.notify_one();
+        true
+    }
+}
+
 /// Parses a blocking timeout in seconds (BLPOP, BZPOPMIN …; fractions allowed, 0 = forever) into
 /// an absolute deadline.
 pub fn deadline_from_secs(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
@@ -61,7 +113,8 @@ pub fn deadline_from_secs(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdErr
 
 /// Parses a timeout in milliseconds (XREAD BLOCK; 0 = forever).
 pub fn deadline_from_ms(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
-    let v = crate::protocol::parse_i64(arg).ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;
+    let v = crate::protocol::parse_i64(arg)
+        .ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;
     if v < 0 {
         return Err(CmdError::msg("ERR timeout is negative"));
     }
@@ -71,8 +124,102 @@ pub fn deadline_from_ms(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError
     Ok(if v == 0 { None } else { Some(now_ms + v) })
 }
 
-/// Called by every write that may make `key` ready for blocked clients.
-pub fn signal_ready(_ks: &mut KsView, _key: &[u8]) {
-    // The waiter registry is being built; until it lands no client is ever suspended, so
-    // there is nobody to serve.
+/// Called by every write that may make `key` ready for blocked clients: remembers the key if
+/// anybody waits on it, to be served when the command is done.
+pub fn signal_ready(ks: &mut KsView, key: &[u8]) {
+    let shard = ks.shard(key);
+    let waited = shard.blocked.as_ref().is_some_and(|b| b.contains_key(key));
+    if waited && !ks.ready.iter().any(|k| k == key) {
+        ks.ready.push(key.to_vec());
+    }
+}
+
+/// Registers a waiter on all its keys; the caller holds the keys' shard locks, so no write can
+/// slip between the command's "nothing to pop" and the registration.
+pub fn register(locks: &mut Locks, w: &Arc<Waiter>) {
+    for k in &w.keys {
+        let shard = locks.shard(w.db, key_shard(k));
+        shard.blocked.get_or_insert_with(Default::default).entry(k.as_slice().into()).or_default().push_back(w.clone());
+    }
+}
+
+/// Removes a finished waiter from the registries of its keys (taking each shard briefly; the
+/// caller holds no locks).
+pub fn unregister(ks: &crate::engine::Keyspace, w: &Arc<Waiter>) {
+    let mut locks = Locks::none(ks);
+    for k in &w.keys {
+        locks.with_shard(w.db, key_shard(k), |s| {
+            if let Some(b) = &mut s.blocked {
+                if let Some(q) = b.get_mut(k.as_slice()) {
+                    q.retain(|x| !Arc::ptr_eq(x, w));
+                    if q.is_empty() {
+                        b.remove(k.as_slice());
+                    }
+                }
+                if b.is_empty() {
+                    s.blocked = None;
+                }
+            }
+        });
+    }
+}
+
+/// Serves waiters on the keys signalled ready by the command that just ran with `ks`. Serving
+/// can make further keys ready (BLMOVE pushes to its destination); those are served too.
+pub fn serve_ready(ks: &mut KsView, srv: &super::Server) {
+    let mut rounds = 0;
+    while !ks.ready.is_empty() && rounds < 1000 {
+        rounds += 1;
+        let ready = std::mem::take(&mut ks.ready);
+        for key in ready {
+            serve_key(ks, srv, &key);
+        }
+    }
+}
+
+fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
+    loop {
+        // The oldest waiter still waiting on this key, if any.
+        let next = {
+            let shard = ks.shard(key);
+            let Some(b) = shard.blocked.as_mut() else { return };
+            let Some(q) = b.get_mut(key) else { return };
+            // Drop waiters that already finished (served through another key, timed out).
+            while q.front().is_some_and(|w| *w.state.lock() != WaitState::Waiting) {
+                q.pop_front();
+            }
+            match q.front() {
+                Some(w) => w.clone(),
+                None => {
+                    b.remove(key);
+                    if b.is_empty() {
+                        shard.blocked = None;
+                    }
+                    return;
+                }
+            }
+        };
+        let mut st = next.state.lock();
+        if *st != WaitState::Waiting {
+            continue;
+        }
+        let mut reply = Reply::new(next.proto);
+        let saved_db = ks.db;
+        ks.db = next.db;
+        let served = (next.serve)(ks, &next.argv, key, &mut reply);
+        ks.db = saved_db;
+        if served == Served::NotReady {
+            // The key cannot serve its oldest waiter (emptied, or of another type now):
+            // nobody behind it can be served either.
+            return;
+        }
+        *st = WaitState::Served(reply.buf);
+        drop(st);
+        next.wake.notify_one();
+        srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        let shard = ks.shard(key);
+        if let Some(q) = shard.blocked.as_mut().and_then(|b| b.get_mut(key)) {
+            q.retain(|x| !Arc::ptr_eq(x, &next));
+        }
+    }
 }

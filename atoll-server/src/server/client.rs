@@ -62,6 +62,8 @@ pub struct ClientHandle {
     /// Set by the owning worker (under the lock) right before it closes the socket, so a
     /// killer never shuts down a descriptor number that was closed and reused meanwhile.
     pub closed: Mutex<bool>,
+    /// The client's blocking wait, for CLIENT UNBLOCK from other connections.
+    pub waiter: Mutex<Option<Arc<crate::server::blocking::Waiter>>>,
 }
 
 impl ClientHandle {
@@ -87,6 +89,7 @@ impl ClientHandle {
             no_touch: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             closed: Mutex::new(true),
+            waiter: Mutex::new(None),
         }
     }
 
@@ -124,6 +127,10 @@ pub struct Client {
     pub in_exec: bool,
     /// Set by a blocking command that has to wait (see `server::blocking`).
     pub blocked: Option<crate::server::blocking::BlockRequest>,
+    /// The wait this client is suspended in.
+    pub waiting: Option<Arc<crate::server::blocking::Waiter>>,
+    /// Keys made ready inside a transaction, served when EXEC ends.
+    pub ready: Vec<Vec<u8>>,
 }
 
 impl Client {
@@ -143,6 +150,8 @@ impl Client {
             sleep_ms: 0,
             in_exec: false,
             blocked: None,
+            waiting: None,
+            ready: Vec::new(),
         }
     }
 

@@ -41,6 +41,8 @@ pub struct Server {
     pub active_expire: AtomicBool,
     pub lastsave: AtomicI64,
     pub shutting_down: AtomicBool,
+    /// Clients suspended in a blocking command (INFO blocked_clients).
+    pub blocked_clients: std::sync::atomic::AtomicUsize,
     /// Time of the last INFO stats reset etc. are derived from these.
     effects_on: AtomicBool,
     /// (time of the last sample, commands then, ops/sec computed) for INFO.
@@ -76,6 +78,7 @@ impl Server {
             active_expire: AtomicBool::new(true),
             lastsave: AtomicI64::new(now / 1000),
             shutting_down: AtomicBool::new(false),
+            blocked_clients: Default::default(),
             effects_on: AtomicBool::new(false),
             sink: Mutex::new(None),
             ops_sample: Mutex::new((Instant::now(), 0, 0)),

@@ -149,6 +149,62 @@ fn read_and_execute<S: Stream>(
     Step::Done { n, keep, rest }
 }
 
+/// Suspends a client blocked in BLPOP & co until it is served, its deadline passes or it is
+/// unblocked; then writes its reply and runs the requests that queued behind it (which may
+/// block again). Input arriving meanwhile is buffered; end-of-file cancels the wait.
+/// Returns Ok(false) when the connection must close.
+async fn wait_blocked<S: Stream>(stream: &mut S, session: &mut Session, srv: &Server, ws: &WorkerStats) -> io::Result<bool> {
+    use super::blocking::WaitState;
+    while let Some(w) = session.waiting() {
+        let sleep = async {
+            match w.deadline_ms {
+                Some(d) => {
+                    let left = (d - srv.now_ms()).max(0) as u64;
+                    tokio::time::sleep(std::time::Duration::from_millis(left)).await
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = w.wake.notified() => {}
+            _ = sleep => {
+                if w.finish(WaitState::TimedOut) {
+                    srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            r = stream.wait_readable() => {
+                r?;
+                let mut buf = [0u8; 16 * 1024];
+                let mut rb = ReadBuf::new(&mut buf);
+                match poll_once(|cx| Pin::new(&mut *stream).poll_read(cx, &mut rb)) {
+                    Some(Ok(())) if rb.filled().is_empty() => return Ok(false),
+                    Some(Ok(())) => {
+                        if !session.buffer_input(rb.filled(), srv) {
+                            return Ok(false);
+                        }
+                    }
+                    Some(Err(e)) => return Err(e),
+                    None => {}
+                }
+                if session.client.handle.killed.load(Ordering::Acquire) {
+                    return Ok(false);
+                }
+            }
+        }
+        if *w.state.lock() == WaitState::Waiting {
+            continue;
+        }
+        let mut reply = Reply::new(session.client.proto);
+        let keep = session.resume(srv, ws, &mut reply);
+        ws.counters.net_output_bytes.fetch_add(reply.buf.len() as u64, Ordering::Relaxed);
+        stream.write_all(&reply.buf).await?;
+        if !keep {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Serves one connection until it closes.
 async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>, scratch: Rc<RefCell<Scratch>>) {
     let ws: &WorkerStats = &srv.stats.workers[session.client.worker];
@@ -178,6 +234,12 @@ async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>,
                     (n, keep)
                 }
             };
+            if session.waiting().is_some() {
+                match wait_blocked(&mut stream, &mut session, &srv, ws).await {
+                    Ok(true) => {}
+                    _ => break 'conn,
+                }
+            }
             if let Some(mode) = session.client.shutdown.take() {
                 request_shutdown(mode);
                 // Keep the connection open until the process exits, as Redis does.

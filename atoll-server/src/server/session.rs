@@ -77,7 +77,11 @@ impl Session {
             unauthenticated: !self.client.authenticated,
             ..Limits::default()
         };
-        while pos < buf.len() && !self.client.close_after_reply && self.client.shutdown.is_none() {
+        while pos < buf.len()
+            && !self.client.close_after_reply
+            && self.client.shutdown.is_none()
+            && self.client.waiting.is_none()
+        {
             match self.parser.parse(&buf[pos..], &limits) {
                 Parsed::Command { consumed } => {
                     let argv: Argv = match self.parser.source {
@@ -94,8 +98,9 @@ impl Session {
                         break;
                     }
                     dispatch(srv, ws, &mut self.client, &argv, out);
-                    if !self.client.authenticated {
-                        // Stay strict while unauthenticated; AUTH may have just lifted it.
+                    if self.client.waiting.is_some() {
+                        // Blocked: later requests wait in the buffer until it is served.
+                        break;
                     }
                 }
                 Parsed::Skip { consumed } => pos += consumed,
@@ -320,6 +325,7 @@ pub fn call(
             emit,
             effects: Vec::new(),
             stats: &ws.counters,
+            ready: Vec::new(),
         },
         client,
     };
@@ -350,6 +356,32 @@ pub fn call(
             ctx.ks.effects.push(crate::commands::Effect { db, argv: argv.iter().map(|a| a.to_vec()).collect() });
         }
     }
+    // A blocking command that has to wait: register it under the locks it holds.
+    if let Some(req) = ctx.client.blocked.take() {
+        let w = Arc::new(crate::server::blocking::Waiter {
+            client_id: ctx.client.id(),
+            db: ctx.ks.db,
+            argv: argv.iter().map(|a| a.to_vec()).collect(),
+            keys: req.keys,
+            deadline_ms: req.deadline_ms,
+            proto: ctx.client.proto,
+            serve: req.serve,
+            on_timeout: req.on_timeout,
+            state: parking_lot::Mutex::new(crate::server::blocking::WaitState::Waiting),
+            wake: Default::default(),
+        });
+        crate::server::blocking::register(ctx.ks.locks, &w);
+        srv.blocked_clients.fetch_add(1, Ordering::Relaxed);
+        *ctx.client.handle.waiter.lock() = Some(w.clone());
+        ctx.client.waiting = Some(w);
+    }
+    // Serve clients blocked on keys this command made ready — after its own effects, and for
+    // a transaction only once the whole EXEC is done (so no waiter sees half of it).
+    ctx.client.ready.append(&mut ctx.ks.ready);
+    if !ctx.client.in_exec && !ctx.client.ready.is_empty() {
+        ctx.ks.ready = std::mem::take(&mut ctx.client.ready);
+        crate::server::blocking::serve_ready(&mut ctx.ks, srv);
+    }
     if emit && !ctx.ks.effects.is_empty() {
         srv.publish_effects(&ctx.ks.effects);
     }
@@ -360,9 +392,49 @@ pub fn call(
     ok
 }
 
-/// Cleanup when a connection closes: its watches leave the shard registries.
+/// Cleanup when a connection closes: its watches leave the shard registries, a pending
+/// blocking wait is cancelled.
 pub fn disconnect(srv: &Server, client: &mut Client) {
     crate::commands::multi::unwatch_all(srv, client);
+    if let Some(w) = client.waiting.take() {
+        if w.finish(crate::server::blocking::WaitState::Cancelled) {
+            srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        }
+        crate::server::blocking::unregister(&srv.ks, &w);
+        *client.handle.waiter.lock() = None;
+    }
+}
+
+impl Session {
+    /// Appends bytes read while the client is blocked; they run once it is unblocked. False if
+    /// the query buffer limit is exceeded (the connection must close).
+    pub fn buffer_input(&mut self, input: &[u8], srv: &Server) -> bool {
+        self.pending.extend_from_slice(input);
+        self.pending.len() <= srv.config.hot.client_query_buffer_limit.load(Ordering::Relaxed)
+    }
+
+    /// Called by the event loop when the client's wait ended (served, timed out, unblocked):
+    /// appends the reply for the blocked command and runs the requests that queued behind it.
+    pub fn resume(&mut self, srv: &Server, ws: &WorkerStats, out: &mut Reply) -> bool {
+        let Some(w) = self.client.waiting.take() else { return true };
+        *self.client.handle.waiter.lock() = None;
+        let state = std::mem::replace(&mut *w.state.lock(), crate::server::blocking::WaitState::Cancelled);
+        out.proto = self.client.proto;
+        match state {
+            crate::server::blocking::WaitState::Served(bytes) => out.raw(&bytes),
+            crate::server::blocking::WaitState::Unblocked => {
+                error_reply(ws, out, &CmdError::msg("UNBLOCKED client unblocked via CLIENT UNBLOCK"))
+            }
+            _ => (w.on_timeout)(out),
+        }
+        crate::server::blocking::unregister(&srv.ks, &w);
+        self.feed(srv, ws, &[], out)
+    }
+
+    /// The wait this client is in, if blocked.
+    pub fn waiting(&self) -> Option<Arc<crate::server::blocking::Waiter>> {
+        self.client.waiting.clone()
+    }
 }
 
 #[cfg(test)]

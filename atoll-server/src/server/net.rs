@@ -178,11 +178,8 @@ async fn wait_blocked<S: Stream>(stream: &mut S, session: &mut Session, srv: &Se
                 let mut rb = ReadBuf::new(&mut buf);
                 match poll_once(|cx| Pin::new(&mut *stream).poll_read(cx, &mut rb)) {
                     Some(Ok(())) if rb.filled().is_empty() => return Ok(false),
-                    Some(Ok(())) => {
-                        if !session.buffer_input(rb.filled(), srv) {
-                            return Ok(false);
-                        }
-                    }
+                    Some(Ok(())) if !session.buffer_input(rb.filled(), srv) => return Ok(false),
+                    Some(Ok(())) => {}
                     Some(Err(e)) => return Err(e),
                     None => {}
                 }

@@ -17,5 +17,11 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/d
 fi
 echo "==> $(redis-server --version)"
 
+# Python client tests need redis-py and pytest.
+python3 -m pip install -q -r tests/python/requirements.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
+
 # Each test starts its own servers on ports from a per-process allocator.
 cargo test --workspace -- --test-threads=2
+
+# Real client libraries beyond the Rust one: redis-py against the debug binary built above.
+python3 -m pytest -q tests/python

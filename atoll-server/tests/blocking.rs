@@ -1,0 +1,162 @@
+//! Blocking commands across worker threads: FIFO service, exactly-once delivery, timeouts,
+//! CLIENT UNBLOCK, MULTI, and keys that change under a waiter.
+
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+fn blocked_clients(c: &mut RawConn) -> i64 {
+    let info = c.cmd(&[b"INFO", b"clients"]);
+    let s = String::from_utf8_lossy(&info).to_string();
+    s.lines().find_map(|l| l.strip_prefix("blocked_clients:")).map(|v| v.trim().parse().unwrap()).unwrap()
+}
+
+fn wait_blocked(c: &mut RawConn, n: i64) {
+    let start = Instant::now();
+    while blocked_clients(c) != n {
+        assert!(start.elapsed() < Duration::from_secs(10), "never reached {n} blocked clients");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn waiters_are_served_in_fifo_order() {
+    let s = start_atoll(&["--threads", "2"]);
+    let mut ctl = RawConn::connect(s.port);
+    let mut waiters = Vec::new();
+    for i in 0..3 {
+        let mut w = RawConn::connect(s.port);
+        w.send(&[b"BLPOP".to_vec(), b"q".to_vec(), b"0".to_vec()]);
+        wait_blocked(&mut ctl, i + 1);
+        waiters.push(w);
+    }
+    assert_eq!(ctl.cmd(&[b"RPUSH", b"q", b"a", b"b", b"c", b"d"]), b":4\r\n");
+    for (w, v) in waiters.iter_mut().zip(["a", "b", "c"]) {
+        assert_eq!(w.read_reply(), format!("*2\r\n$1\r\nq\r\n$1\r\n{v}\r\n").into_bytes());
+    }
+    assert_eq!(ctl.cmd(&[b"LRANGE", b"q", b"0", b"-1"]), b"*1\r\n$1\r\nd\r\n");
+    assert_eq!(blocked_clients(&mut ctl), 0);
+}
+
+#[test]
+fn every_element_is_delivered_exactly_once() {
+    let s = start_atoll(&["--threads", "2"]);
+    let port = s.port;
+    const PER_PRODUCER: usize = 500;
+    let consumers: Vec<_> = (0..6)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(port);
+                let mut got = Vec::new();
+                loop {
+                    let r = c.cmd(&[b"BLPOP", b"jobs:a", b"jobs:b", b"1"]);
+                    if r == b"*-1\r\n" {
+                        return got;
+                    }
+                    let (_, elems) = split_aggregate(&r).unwrap();
+                    got.push(String::from_utf8_lossy(&elems[1]).to_string());
+                }
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(port);
+                for i in 0..PER_PRODUCER {
+                    let key: &[u8] = if i % 2 == 0 { b"jobs:a" } else { b"jobs:b" };
+                    let v = format!("{p}-{i}");
+                    let r = c.cmd(&[b"RPUSH", key, v.as_bytes()]);
+                    assert_eq!(r[0], b':');
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut all: Vec<String> = Vec::new();
+    for c in consumers {
+        all.extend(c.join().unwrap());
+    }
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "an element was delivered twice");
+    // Each bulk element value looks like "$len\r\np-i\r\n"; count distinct deliveries.
+    assert_eq!(n, 4 * PER_PRODUCER, "elements lost");
+}
+
+#[test]
+fn timeouts_unblock_and_multi() {
+    let s = start_atoll(&[]);
+    let mut c = RawConn::connect(s.port);
+    let t = Instant::now();
+    assert_eq!(c.cmd(&[b"BLPOP", b"empty", b"0.2"]), b"*-1\r\n");
+    let el = t.elapsed();
+    assert!(el >= Duration::from_millis(190) && el < Duration::from_secs(3), "{el:?}");
+    assert_eq!(c.cmd(&[b"BLPOP", b"empty", b"-1"]), b"-ERR timeout is negative\r\n");
+    assert_eq!(c.cmd(&[b"BLPOP", b"empty", b"abc"]), b"-ERR timeout is not a float or out of range\r\n");
+    // RESP3 timeout reply.
+    assert_eq!(c.cmd(&[b"HELLO", b"3"])[0], b'%');
+    assert_eq!(c.cmd(&[b"BLPOP", b"empty", b"0.05"]), b"_\r\n");
+    assert_eq!(c.cmd(&[b"HELLO", b"2"])[0], b'*');
+    // Inside MULTI a blocking pop does not block.
+    assert_eq!(c.cmd(&[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&[b"BLPOP", b"empty", b"0"]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd(&[b"EXEC"]), b"*1\r\n*-1\r\n");
+    // CLIENT UNBLOCK, both ways.
+    let mut ctl = RawConn::connect(s.port);
+    let id = c.cmd(&[b"CLIENT", b"ID"]);
+    let id = &id[1..id.len() - 2];
+    c.send(&[b"BLPOP".to_vec(), b"empty".to_vec(), b"0".to_vec()]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(ctl.cmd(&[b"CLIENT", b"UNBLOCK", id, b"TIMEOUT"]), b":1\r\n");
+    assert_eq!(c.read_reply(), b"*-1\r\n");
+    c.send(&[b"BLPOP".to_vec(), b"empty".to_vec(), b"0".to_vec()]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(ctl.cmd(&[b"CLIENT", b"UNBLOCK", id, b"ERROR"]), b":1\r\n");
+    assert_eq!(c.read_reply(), b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
+    assert_eq!(ctl.cmd(&[b"CLIENT", b"UNBLOCK", id]), b":0\r\n");
+    // Commands pipelined behind a blocked one wait for it.
+    c.send_raw(&[encode(&[b"BLPOP".to_vec(), b"p".to_vec(), b"0".to_vec()]), encode(&[b"PING".to_vec()])].concat());
+    wait_blocked(&mut ctl, 1);
+    ctl.cmd(&[b"RPUSH", b"p", b"x"]);
+    assert_eq!(c.read_reply(), b"*2\r\n$1\r\np\r\n$1\r\nx\r\n");
+    assert_eq!(c.read_reply(), b"+PONG\r\n");
+}
+
+#[test]
+fn waiters_follow_key_changes() {
+    let s = start_atoll(&["--threads", "2"]);
+    let mut ctl = RawConn::connect(s.port);
+    let mut w = RawConn::connect(s.port);
+    w.send(&[b"BLPOP".to_vec(), b"k".to_vec(), b"0".to_vec()]);
+    wait_blocked(&mut ctl, 1);
+    // Another type under the key: the waiter keeps waiting.
+    assert_eq!(ctl.cmd(&[b"SET", b"k", b"str"]), b"+OK\r\n");
+    assert_eq!(ctl.cmd(&[b"DEL", b"k"]), b":1\r\n");
+    assert_eq!(blocked_clients(&mut ctl), 1);
+    // A list renamed onto the key serves it.
+    assert_eq!(ctl.cmd(&[b"RPUSH", b"other", b"v"]), b":1\r\n");
+    assert_eq!(ctl.cmd(&[b"RENAME", b"other", b"k"]), b"+OK\r\n");
+    assert_eq!(w.read_reply(), b"*2\r\n$1\r\nk\r\n$1\r\nv\r\n");
+    assert_eq!(ctl.cmd(&[b"EXISTS", b"k"]), b":0\r\n");
+    // A waiter that disconnects takes nothing with it.
+    let mut gone = RawConn::connect(s.port);
+    gone.send(&[b"BLPOP".to_vec(), b"k2".to_vec(), b"0".to_vec()]);
+    wait_blocked(&mut ctl, 1);
+    drop(gone);
+    wait_blocked(&mut ctl, 0);
+    assert_eq!(ctl.cmd(&[b"RPUSH", b"k2", b"z"]), b":1\r\n");
+    assert_eq!(ctl.cmd(&[b"LLEN", b"k2"]), b":1\r\n");
+    // A transaction's pushes are served after EXEC, from its final state.
+    w.send(&[b"BLPOP".to_vec(), b"t".to_vec(), b"0".to_vec()]);
+    wait_blocked(&mut ctl, 1);
+    ctl.cmd(&[b"MULTI"]);
+    ctl.cmd(&[b"RPUSH", b"t", b"1"]);
+    ctl.cmd(&[b"RPUSH", b"t", b"2"]);
+    ctl.cmd(&[b"LPOP", b"t"]);
+    assert_eq!(ctl.cmd(&[b"EXEC"]), b"*3\r\n:1\r\n:2\r\n$1\r\n1\r\n");
+    assert_eq!(w.read_reply(), b"*2\r\n$1\r\nt\r\n$1\r\n2\r\n");
+}

@@ -5,10 +5,13 @@
 //! its connection's worker. The main thread accepts connections and hands them out round-robin
 //! through bounded mailboxes.
 //!
-//! Syscalls per request matter more than anything else here (DESIGN §4): a read that returns
-//! less than the buffer clears readiness (so there is no extra read that fails with EAGAIN),
-//! all complete requests in a read are executed before a single write of all their replies,
-//! and buffers are shared per worker so an idle connection holds none.
+//! Syscalls and wakeups per request matter more than anything else here (DESIGN §4): a read
+//! that returns less than the buffer clears readiness (so there is no extra read that fails
+//! with EAGAIN); all complete requests in a read are executed before one write of all their
+//! replies; and, like Redis's beforeSleep, a connection yields once before writing so that
+//! every connection made readable in the same event-loop round reads first — the peer then
+//! wakes once for many replies. The read buffer is shared per worker, so an idle connection
+//! holds no input buffer and at most a small reply buffer.
 
 use super::client::{Client, ClientHandle};
 use super::session::Session;
@@ -27,8 +30,8 @@ use tokio::sync::mpsc;
 
 /// Bytes read per syscall, shared by all connections of a worker.
 const READ_CHUNK: usize = 64 * 1024;
-/// Reply buffers above this are freed after use rather than kept for the next batch.
-const KEEP_OUT: usize = 256 * 1024;
+/// A connection keeps its reply buffer between batches only up to this size.
+const KEEP_OUT_PER_CONN: usize = 4096;
 
 /// A connection handed from the acceptor to a worker.
 pub enum Conn {
@@ -51,11 +54,10 @@ impl Stream for tokio::net::UnixStream {
     }
 }
 
-/// Per-worker scratch buffers, shared by the worker's connections (one runs at a time and
-/// none holds them across an await).
+/// Per-worker scratch input buffer, shared by the worker's connections (one runs at a time
+/// and none holds it across an await).
 struct Scratch {
     input: Vec<u8>,
-    out: Vec<u8>,
 }
 
 pub struct Worker {
@@ -94,19 +96,19 @@ enum Step {
     Drained,
     /// End of file or an I/O error.
     Closed,
-    /// Read `n` bytes and executed them; `rest` is reply data the socket did not take yet.
-    Done { n: usize, keep: bool, rest: Option<Vec<u8>> },
+    /// Read `n` bytes and executed them, replies appended to the connection's output.
+    Done { n: usize, keep: bool },
 }
 
-/// One read, the execution of every complete request in it, and one write of all replies —
-/// synchronously, so the worker's shared buffers are never held across an await.
+/// One read and the execution of every complete request in it — synchronously, so the worker's
+/// shared input buffer is never held across an await. Replies accumulate in `out`.
 fn read_and_execute<S: Stream>(
     stream: &mut S,
     session: &mut Session,
     srv: &Server,
     ws: &WorkerStats,
     scratch: &RefCell<Scratch>,
-    reply: &mut Reply,
+    out: &mut Vec<u8>,
 ) -> Step {
     let mut guard = scratch.borrow_mut();
     let sc = &mut *guard;
@@ -122,31 +124,38 @@ fn read_and_execute<S: Stream>(
     if n == 0 {
         return Step::Closed;
     }
-    reply.buf = std::mem::take(&mut sc.out);
-    reply.buf.clear();
-    let keep = session.feed(srv, ws, &sc.input[..n], reply);
+    let mut reply = Reply { buf: std::mem::take(out), proto: session.client.proto };
+    let keep = session.feed(srv, ws, &sc.input[..n], &mut reply);
+    *out = reply.buf;
     if session.client.sleep_ms > 0 {
         // DEBUG SLEEP: Redis blocks the whole server; we block this worker.
         std::thread::sleep(std::time::Duration::from_millis(session.client.sleep_ms));
         session.client.sleep_ms = 0;
     }
-    let out = std::mem::take(&mut reply.buf);
+    Step::Done { n, keep }
+}
+
+/// Writes `out` completely: directly while the socket takes it, waiting for writability only
+/// when its buffer is full. Leaves `out` empty (and small: an idle connection keeps no big
+/// buffer).
+async fn flush<S: Stream>(stream: &mut S, out: &mut Vec<u8>, ws: &WorkerStats) -> io::Result<()> {
     ws.counters.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-    // Write the batch's replies; only a full socket buffer makes us copy and wait.
     let mut written = 0;
     while written < out.len() {
         match poll_once(|cx| Pin::new(&mut *stream).poll_write(cx, &out[written..])) {
             Some(Ok(w)) => written += w,
-            Some(Err(_)) => return Step::Closed,
-            None => break,
+            Some(Err(e)) => return Err(e),
+            None => {
+                stream.write_all(&out[written..]).await?;
+                written = out.len();
+            }
         }
     }
-    let rest = if written < out.len() { Some(out[written..].to_vec()) } else { None };
-    sc.out = out;
-    if sc.out.capacity() > KEEP_OUT {
-        sc.out = Vec::new();
+    out.clear();
+    if out.capacity() > KEEP_OUT_PER_CONN {
+        *out = Vec::new();
     }
-    Step::Done { n, keep, rest }
+    Ok(())
 }
 
 /// Suspends a client blocked in BLPOP & co until it is served, its deadline passes or it is
@@ -206,7 +215,7 @@ async fn wait_blocked<S: Stream>(stream: &mut S, session: &mut Session, srv: &Se
 async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>, scratch: Rc<RefCell<Scratch>>) {
     let ws: &WorkerStats = &srv.stats.workers[session.client.worker];
     let handle = session.client.handle.clone();
-    let mut reply = Reply::new(session.client.proto);
+    let mut out: Vec<u8> = Vec::new();
     'conn: loop {
         // Wait for input. CLIENT KILL and the idle timeout (checked by the cron) shut the
         // socket down, which wakes this wait with an end-of-file.
@@ -217,37 +226,46 @@ async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>,
             break;
         }
         // Read everything available, executing requests as they complete.
+        let mut keep = true;
+        let mut closed = false;
         loop {
-            let step = read_and_execute(&mut stream, &mut session, &srv, ws, &scratch, &mut reply);
-            let (n, keep) = match step {
+            match read_and_execute(&mut stream, &mut session, &srv, ws, &scratch, &mut out) {
                 Step::Drained => break,
-                Step::Closed => break 'conn,
-                Step::Done { n, keep, rest } => {
-                    if let Some(rest) = rest {
-                        if stream.write_all(&rest).await.is_err() {
-                            break 'conn;
-                        }
+                Step::Closed => {
+                    closed = true;
+                    break;
+                }
+                Step::Done { n, keep: k } => {
+                    keep = k;
+                    if !k || n < READ_CHUNK || session.waiting().is_some() || session.client.shutdown.is_some() {
+                        break;
                     }
-                    (n, keep)
-                }
-            };
-            if session.waiting().is_some() {
-                match wait_blocked(&mut stream, &mut session, &srv, ws).await {
-                    Ok(true) => {}
-                    _ => break 'conn,
                 }
             }
-            if let Some(mode) = session.client.shutdown.take() {
-                request_shutdown(mode);
-                // Keep the connection open until the process exits, as Redis does.
-                std::future::pending::<()>().await;
-            }
-            if !keep {
-                break 'conn;
-            }
-            if n < READ_CHUNK {
+        }
+        if !out.is_empty() && !closed {
+            // Like Redis's beforeSleep: let the other connections that became readable in
+            // this event-loop round run their requests first, then write. The client wakes
+            // once to many replies instead of once per reply, which saves the kernel most of
+            // the wakeup work on loopback.
+            tokio::task::yield_now().await;
+            if flush(&mut stream, &mut out, ws).await.is_err() {
                 break;
             }
+        }
+        if closed || !keep {
+            break;
+        }
+        if session.waiting().is_some() {
+            match wait_blocked(&mut stream, &mut session, &srv, ws).await {
+                Ok(true) => {}
+                _ => break 'conn,
+            }
+        }
+        if let Some(mode) = session.client.shutdown.take() {
+            request_shutdown(mode);
+            // Keep the connection open until the process exits, as Redis does.
+            std::future::pending::<()>().await;
         }
         if !session.has_pending() {
             session.shrink();
@@ -263,7 +281,7 @@ fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready:
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("worker runtime");
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        let scratch = Rc::new(RefCell::new(Scratch { input: Vec::new(), out: Vec::new() }));
+        let scratch = Rc::new(RefCell::new(Scratch { input: Vec::new() }));
         // Active expiry on every worker, sharing one cursor.
         {
             let srv = srv.clone();

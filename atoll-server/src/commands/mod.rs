@@ -118,14 +118,14 @@ impl<'a, 'k> KsView<'a, 'k> {
         let stats = self.stats;
         match self.shard(key).keys.get_mut(key) {
             Some(o) => {
-                stats.keyspace_hits.fetch_add(1, Ordering::Relaxed);
+                crate::server::stats::bump(&stats.keyspace_hits, 1);
                 if touch {
                     o.lru = clock;
                 }
                 Some(o)
             }
             None => {
-                stats.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+                crate::server::stats::bump(&stats.keyspace_misses, 1);
                 None
             }
         }

@@ -168,13 +168,143 @@ static ROWS: &[Row] = &[
     c("bitfield", bm::bitfield, Keys),
     c("bitfield_ro", bm::bitfield_ro, Keys),
     // lists (types::list) — rows below this line belong to the list module
+    c("lpush", crate::types::list::lpush, Keys),
+    c("rpush", crate::types::list::rpush, Keys),
+    c("lpushx", crate::types::list::lpushx, Keys),
+    c("rpushx", crate::types::list::rpushx, Keys),
+    c("linsert", crate::types::list::linsert, Keys),
+    c("llen", crate::types::list::llen, Keys),
+    c("lindex", crate::types::list::lindex, Keys),
+    c("lrange", crate::types::list::lrange, Keys),
+    c("lpos", crate::types::list::lpos, Keys),
+    c("lset", crate::types::list::lset, Keys),
+    c("lrem", crate::types::list::lrem, Keys),
+    c("ltrim", crate::types::list::ltrim, Keys),
+    c("lpop", crate::types::list::lpop, Keys),
+    c("rpop", crate::types::list::rpop, Keys),
+    c("lmove", crate::types::list::lmove, Keys),
+    c("rpoplpush", crate::types::list::rpoplpush, Keys),
+    c("lmpop", crate::types::list::lmpop, Keys),
+    c("blpop", crate::types::list::blpop, Keys),
+    c("brpop", crate::types::list::brpop, Keys),
+    c("blmpop", crate::types::list::blmpop, Keys),
+    c("blmove", crate::types::list::blmove, Keys),
+    c("brpoplpush", crate::types::list::brpoplpush, Keys),
     // hashes (types::hash)
+    c("hset", crate::types::hash::hset, Keys),
+    c("hmset", crate::types::hash::hmset, Keys),
+    c("hsetnx", crate::types::hash::hsetnx, Keys),
+    c("hdel", crate::types::hash::hdel, Keys),
+    c("hincrby", crate::types::hash::hincrby, Keys),
+    c("hincrbyfloat", crate::types::hash::hincrbyfloat, Keys),
+    c("hget", crate::types::hash::hget, Keys),
+    c("hmget", crate::types::hash::hmget, Keys),
+    c("hlen", crate::types::hash::hlen, Keys),
+    c("hstrlen", crate::types::hash::hstrlen, Keys),
+    c("hexists", crate::types::hash::hexists, Keys),
+    c("hkeys", crate::types::hash::hkeys, Keys),
+    c("hvals", crate::types::hash::hvals, Keys),
+    c("hgetall", crate::types::hash::hgetall, Keys),
+    c("hrandfield", crate::types::hash::hrandfield, Keys),
+    c("hscan", crate::types::hash::hscan, Keys),
     // sets (types::set)
+    c("sadd", crate::types::set::sadd, Keys),
+    c("srem", crate::types::set::srem, Keys),
+    c("smembers", crate::types::set::smembers, Keys),
+    c("sismember", crate::types::set::sismember, Keys),
+    c("smismember", crate::types::set::smismember, Keys),
+    c("scard", crate::types::set::scard, Keys),
+    c("spop", crate::types::set::spop, Keys),
+    c("srandmember", crate::types::set::srandmember, Keys),
+    c("smove", crate::types::set::smove, Keys),
+    c("sinter", crate::types::set::sinter, Keys),
+    c("sintercard", crate::types::set::sintercard, Keys),
+    c("sinterstore", crate::types::set::sinterstore, Keys),
+    c("sunion", crate::types::set::sunion, Keys),
+    c("sunionstore", crate::types::set::sunionstore, Keys),
+    c("sdiff", crate::types::set::sdiff, Keys),
+    c("sdiffstore", crate::types::set::sdiffstore, Keys),
+    c("sscan", crate::types::set::sscan, Keys),
     // sorted sets (types::zset)
+    c("zadd", crate::types::zset::zadd, Keys),
+    c("zincrby", crate::types::zset::zincrby, Keys),
+    c("zrem", crate::types::zset::zrem, Keys),
+    c("zcard", crate::types::zset::zcard, Keys),
+    c("zcount", crate::types::zset::zcount, Keys),
+    c("zlexcount", crate::types::zset::zlexcount, Keys),
+    c("zscore", crate::types::zset::zscore, Keys),
+    c("zmscore", crate::types::zset::zmscore, Keys),
+    c("zrank", crate::types::zset::zrank, Keys),
+    c("zrevrank", crate::types::zset::zrevrank, Keys),
+    c("zrange", crate::types::zset::zrange, Keys),
+    c("zrangestore", crate::types::zset::zrangestore, Keys),
+    c("zrangebyscore", crate::types::zset::zrangebyscore, Keys),
+    c("zrevrangebyscore", crate::types::zset::zrevrangebyscore, Keys),
+    c("zrangebylex", crate::types::zset::zrangebylex, Keys),
+    c("zrevrangebylex", crate::types::zset::zrevrangebylex, Keys),
+    c("zrevrange", crate::types::zset::zrevrange, Keys),
+    c("zremrangebyrank", crate::types::zset::zremrangebyrank, Keys),
+    c("zremrangebyscore", crate::types::zset::zremrangebyscore, Keys),
+    c("zremrangebylex", crate::types::zset::zremrangebylex, Keys),
+    c("zpopmin", crate::types::zset::zpopmin, Keys),
+    c("zpopmax", crate::types::zset::zpopmax, Keys),
+    c("zmpop", crate::types::zset::zmpop, Keys),
+    c("bzpopmin", crate::types::zset::bzpopmin, Keys),
+    c("bzpopmax", crate::types::zset::bzpopmax, Keys),
+    c("bzmpop", crate::types::zset::bzmpop, Keys),
+    c("zrandmember", crate::types::zset::zrandmember, Keys),
+    c("zunion", crate::types::zset::zunion, Keys),
+    c("zinter", crate::types::zset::zinter, Keys),
+    c("zdiff", crate::types::zset::zdiff, Keys),
+    c("zunionstore", crate::types::zset::zunionstore, Keys),
+    c("zinterstore", crate::types::zset::zinterstore, Keys),
+    c("zdiffstore", crate::types::zset::zdiffstore, Keys),
+    c("zintercard", crate::types::zset::zintercard, Keys),
+    c("zscan", crate::types::zset::zscan, Keys),
     // geo (types::geo)
+    c("geoadd", crate::types::geo::geoadd, Keys),
+    c("geodist", crate::types::geo::geodist, Keys),
+    c("geohash", crate::types::geo::geohash, Keys),
+    c("geopos", crate::types::geo::geopos, Keys),
+    c("georadius", crate::types::geo::georadius, Keys),
+    c("georadius_ro", crate::types::geo::georadius_ro, Keys),
+    c("georadiusbymember", crate::types::geo::georadiusbymember, Keys),
+    c("georadiusbymember_ro", crate::types::geo::georadiusbymember_ro, Keys),
+    c("geosearch", crate::types::geo::geosearch, Keys),
+    c("geosearchstore", crate::types::geo::geosearchstore, Keys),
     // streams (types::stream)
+    c("xadd", crate::types::stream::xadd, Keys),
+    c("xlen", crate::types::stream::xlen, Keys),
+    c("xrange", crate::types::stream::xrange, Keys),
+    c("xrevrange", crate::types::stream::xrevrange, Keys),
+    c("xdel", crate::types::stream::xdel, Keys),
+    c("xtrim", crate::types::stream::xtrim, Keys),
+    c("xsetid", crate::types::stream::xsetid, Keys),
+    c("xread", crate::types::stream::xread, Keys),
+    c("xreadgroup", crate::types::stream::xreadgroup, Keys),
+    c("xack", crate::types::stream::xack, Keys),
+    c("xpending", crate::types::stream::xpending, Keys),
+    c("xclaim", crate::types::stream::xclaim, Keys),
+    c("xautoclaim", crate::types::stream::xautoclaim, Keys),
+    c("xgroup", crate::types::stream::xgroup_help, None),
+    c("xgroup|help", crate::types::stream::xgroup_help, None),
+    c("xgroup|create", crate::types::stream::xgroup_create, Keys),
+    c("xgroup|setid", crate::types::stream::xgroup_setid, Keys),
+    c("xgroup|destroy", crate::types::stream::xgroup_destroy, Keys),
+    c("xgroup|createconsumer", crate::types::stream::xgroup_createconsumer, Keys),
+    c("xgroup|delconsumer", crate::types::stream::xgroup_delconsumer, Keys),
+    c("xinfo", crate::types::stream::xinfo_help, None),
+    c("xinfo|help", crate::types::stream::xinfo_help, None),
+    c("xinfo|stream", crate::types::stream::xinfo_stream, Keys),
+    c("xinfo|groups", crate::types::stream::xinfo_groups, Keys),
+    c("xinfo|consumers", crate::types::stream::xinfo_consumers, Keys),
     // hyperloglog (types::hll)
+    c("pfadd", crate::types::hll::pfadd, Keys),
+    c("pfcount", crate::types::hll::pfcount, Keys),
+    c("pfmerge", crate::types::hll::pfmerge, Keys),
     // sort (types::sort)
+    c("sort", crate::types::sort::sort, Db),
+    c("sort_ro", crate::types::sort::sort_ro, Db),
 ];
 
 /// Command flags (Redis's CMD_* bits) used by the gates.
@@ -238,6 +368,9 @@ pub struct Command {
     pub key_specs: Vec<KeySpec>,
     /// Legacy (first, last, step) key range for COMMAND INFO.
     pub legacy_range: (i64, i64, i64),
+    /// `Some(i)` when the command's only key is always argument `i` (the lock plan's fast
+    /// path: GET, SET, INCR …).
+    pub single_key: Option<usize>,
     pub handler: Handler,
     pub scope: Scope,
     pub subcommands: Vec<Arc<Command>>,
@@ -274,6 +407,14 @@ pub struct CommandTable {
 }
 
 static SPECS_JSON: &str = include_str!("specs.json");
+
+fn single_key(specs: &[KeySpec]) -> Option<usize> {
+    use super::keyspec::{Begin, Find};
+    match specs {
+        [KeySpec { begin: Begin::Index(p), find: Find::Range { lastkey: 0, .. }, .. }] if *p > 0 => Some(*p as usize),
+        _ => Option::None,
+    }
+}
 
 fn legacy_range(specs: &[KeySpec]) -> ((i64, i64, i64), bool) {
     use super::keyspec::{Begin, Find};
@@ -317,6 +458,7 @@ impl CommandTable {
             let key_specs: Vec<KeySpec> =
                 spec["key_specs"].as_array().map(|a| a.iter().map(KeySpec::from_json).collect()).unwrap_or_default();
             let (legacy, movable) = legacy_range(&key_specs);
+            let single = single_key(&key_specs);
             let mut flag_names: Vec<String> = flag_list
                 .iter()
                 .filter(|f| {
@@ -347,6 +489,7 @@ impl CommandTable {
                     .unwrap_or_default(),
                 key_specs,
                 legacy_range: legacy,
+                single_key: single,
                 handler: row.handler,
                 scope: row.scope,
                 is_container: !subs.is_empty(),

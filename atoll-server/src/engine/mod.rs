@@ -219,8 +219,10 @@ impl<'k> Locks<'k> {
 
     /// Locks every shard of the plan in ascending order (so no two commands can deadlock).
     pub fn acquire(ks: &'k Keyspace, mut plan: LockPlan) -> Locks<'k> {
-        plan.ids.sort_unstable();
-        plan.ids.dedup();
+        if plan.ids.len() > 1 {
+            plan.ids.sort_unstable();
+            plan.ids.dedup();
+        }
         let mut held = SmallVec::with_capacity(plan.ids.len());
         for id in plan.ids {
             // A plan may name a database that does not exist (SWAPDB 0 99): the command itself

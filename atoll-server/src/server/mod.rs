@@ -34,6 +34,7 @@ pub struct Server {
     pub stats: stats::Stats,
     pub threads: usize,
     pub started: Instant,
+    pub clock: Clock,
     pub start_ms: i64,
     pub run_id: String,
     pub tcp_port: u16,
@@ -54,6 +55,43 @@ pub fn unix_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// Wall-clock milliseconds derived from the monotonic clock, so a command needs a single clock
+/// read for both its time and its duration. The offset to the wall clock is re-read by the
+/// cron (`hz` times a second), so a wall-clock adjustment is followed within one cron period.
+pub struct Clock {
+    base: Instant,
+    wall_at_base: AtomicI64,
+}
+
+impl Clock {
+    pub fn new() -> Clock {
+        let c = Clock { base: Instant::now(), wall_at_base: AtomicI64::new(0) };
+        c.resync();
+        c
+    }
+
+    pub fn resync(&self) {
+        let el = self.base.elapsed().as_millis() as i64;
+        self.wall_at_base.store(unix_ms() - el, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn ms_at(&self, t: Instant) -> i64 {
+        self.wall_at_base.load(Ordering::Relaxed) + t.saturating_duration_since(self.base).as_millis() as i64
+    }
+
+    #[inline]
+    pub fn now_ms(&self) -> i64 {
+        self.ms_at(Instant::now())
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Server {
     pub fn new(config: Config, threads: usize, tcp_port: u16) -> Server {
         let table = CommandTable::build();
@@ -71,6 +109,7 @@ impl Server {
             clients: client::Registry::new(),
             threads,
             started: Instant::now(),
+            clock: Clock::new(),
             start_ms: now,
             run_id,
             tcp_port,
@@ -89,7 +128,7 @@ impl Server {
     /// Wall-clock milliseconds: the time base of TTLs.
     #[inline]
     pub fn now_ms(&self) -> i64 {
-        unix_ms()
+        self.clock.now_ms()
     }
 
     /// Seconds since start, the clock OBJECT IDLETIME is measured in.

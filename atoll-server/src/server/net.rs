@@ -139,7 +139,7 @@ fn read_and_execute<S: Stream>(
 /// when its buffer is full. Leaves `out` empty (and small: an idle connection keeps no big
 /// buffer).
 async fn flush<S: Stream>(stream: &mut S, out: &mut Vec<u8>, ws: &WorkerStats) -> io::Result<()> {
-    ws.counters.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+    super::stats::bump(&ws.counters.net_output_bytes, out.len() as u64);
     let mut written = 0;
     while written < out.len() {
         match poll_once(|cx| Pin::new(&mut *stream).poll_write(cx, &out[written..])) {
@@ -291,6 +291,7 @@ fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready:
                     tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
                     super::expire::cycle(&srv, &srv.stats.workers[id].counters);
                     if id == 0 {
+                        srv.clock.resync();
                         srv.sample_ops();
                         close_idle_clients(&srv);
                     }

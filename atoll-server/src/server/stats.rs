@@ -3,6 +3,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Adds to a counter that only one thread writes (its worker): a plain load and store, no
+/// locked read-modify-write on the command path. Readers (INFO) may see it a moment late;
+/// a concurrent CONFIG RESETSTAT may be overwritten by one in-flight update, which is harmless.
+#[inline]
+pub fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
 /// Counters of one worker (or of the background tasks). Only its owner increments them.
 #[derive(Default)]
 #[repr(align(128))]

@@ -1,14 +1,747 @@
-//! PLACEHOLDER being replaced: the hash type API and its commands.
+//! Hashes (Redis's `t_hash.c`): the hash type API, then the hash commands.
+//!
+//! Two encodings, as OBJECT ENCODING reports them: `listpack`, a small vector of pairs searched
+//! linearly, and `hashtable`, our [`Dict`] (reverse-binary SCAN cursor, random sampling,
+//! incremental rehash). A hash converts once it has more than `hash-max-listpack-entries`
+//! fields or a field or value longer than `hash-max-listpack-value` bytes, and never converts
+//! back, like Redis.
+//!
+//! Memory: a big hash costs one dict node per field (next pointer, boxed field, value), the
+//! field's bytes and — only for values longer than [`INLINE`] bytes — one value allocation.
+//! Short values (counters, ids, small strings) live inside the node.
+
+use crate::commands::ldouble::LongDouble;
+use crate::commands::*;
+use crate::engine::dict::Dict;
+use crate::engine::glob::glob_match;
+use crate::engine::Value;
+use crate::protocol::Proto;
+use rand::Rng;
+use std::sync::atomic::Ordering;
+
+// ---------------------------------------------------------------------------------------------
+// Hash API
+// ---------------------------------------------------------------------------------------------
+
+/// Values up to this many bytes are stored inside the dict node.
+const INLINE: usize = 14;
+
+/// A value in a `hashtable`-encoded hash: inline when short (no allocation of its own), else
+/// behind one thin pointer, so the whole value slot stays 16 bytes.
+#[derive(Clone)]
+enum HVal {
+    Inline(u8, [u8; INLINE]),
+    Heap(Box<Box<[u8]>>),
+}
+
+impl HVal {
+    fn new(v: &[u8]) -> HVal {
+        if v.len() <= INLINE {
+            let mut b = [0u8; INLINE];
+            b[..v.len()].copy_from_slice(v);
+            HVal::Inline(v.len() as u8, b)
+        } else {
+            HVal::Heap(Box::new(v.into()))
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            HVal::Inline(n, b) => &b[..*n as usize],
+            HVal::Heap(b) => b,
+        }
+    }
+}
+
+/// Field/value pairs of a small hash.
+type Pairs = Vec<(Box<[u8]>, Box<[u8]>)>;
+
+enum Repr {
+    /// Field/value pairs in insertion order (Redis's listpack keeps that order too).
+    Listpack(Pairs),
+    Table(Dict<HVal>),
+}
+
+/// Conversion thresholds, read from the configuration by each command.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_entries: usize,
+    pub max_value: usize,
+}
+
+impl Limits {
+    pub fn from_ctx(ctx: &Ctx) -> Limits {
+        let h = &ctx.srv.config.hot;
+        Limits {
+            max_entries: h.hash_max_listpack_entries.load(Ordering::Relaxed),
+            max_value: h.hash_max_listpack_value.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// A hash value.
-#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Hash {
-    pub placeholder: Vec<Vec<u8>>,
+    repr: Repr,
+}
+
+impl Default for Hash {
+    fn default() -> Self {
+        Hash { repr: Repr::Listpack(Vec::new()) }
+    }
+}
+
+impl Clone for Hash {
+    fn clone(&self) -> Self {
+        match &self.repr {
+            Repr::Listpack(v) => Hash { repr: Repr::Listpack(v.clone()) },
+            Repr::Table(d) => {
+                let mut c = Dict::new();
+                d.for_each(|f, v| c.insert_new(f.into(), v.clone()));
+                Hash { repr: Repr::Table(c) }
+            }
+        }
+    }
+}
+
+impl PartialEq for Hash {
+    fn eq(&self, other: &Self) -> bool {
+        if self.len() != other.len() {
+            return false;
+        }
+        let mut same = true;
+        self.for_each(|f, v| same &= other.get(f) == Some(v));
+        same
+    }
+}
+
+impl std::fmt::Debug for Hash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut m = f.debug_map();
+        self.for_each(|k, v| {
+            m.entry(&String::from_utf8_lossy(k), &String::from_utf8_lossy(v));
+        });
+        m.finish()
+    }
 }
 
 impl Hash {
+    pub fn new() -> Hash {
+        Hash::default()
+    }
+
     /// The name OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
-        "placeholder"
+        match self.repr {
+            Repr::Listpack(_) => "listpack",
+            Repr::Table(_) => "hashtable",
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Listpack(v) => v.len(),
+            Repr::Table(d) => d.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Listpack(v) => v.iter().find(|(f, _)| &**f == field).map(|(_, v)| &**v),
+            Repr::Table(d) => d.get(field).map(|v| v.bytes()),
+        }
+    }
+
+    pub fn contains(&self, field: &[u8]) -> bool {
+        self.get(field).is_some()
+    }
+
+    /// Converts to `hashtable` if a listpack would get an element longer than the limit
+    /// (Redis's `hashTypeTryConversion`, called before a write with its arguments).
+    pub fn convert_for(&mut self, lens: impl IntoIterator<Item = usize>, lim: Limits) {
+        if matches!(self.repr, Repr::Listpack(_)) && lens.into_iter().any(|l| l > lim.max_value) {
+            self.convert();
+        }
+    }
+
+    fn convert(&mut self) {
+        if let Repr::Listpack(v) = &mut self.repr {
+            let mut d = Dict::new();
+            for (f, val) in std::mem::take(v) {
+                d.insert_new(f, HVal::new(&val));
+            }
+            self.repr = Repr::Table(d);
+        }
+    }
+
+    /// Sets `field` to `value`; true if the field is new. Converts as Redis's `hashTypeSet`
+    /// does: before, for a long field or value; after, past the entry limit.
+    pub fn set(&mut self, field: &[u8], value: &[u8], lim: Limits) -> bool {
+        self.convert_for([field.len(), value.len()], lim);
+        let new = match &mut self.repr {
+            Repr::Listpack(v) => match v.iter_mut().find(|(f, _)| &**f == field) {
+                Some((_, old)) => {
+                    *old = value.into();
+                    false
+                }
+                None => {
+                    v.push((field.into(), value.into()));
+                    true
+                }
+            },
+            Repr::Table(d) => match d.get_mut(field) {
+                Some(old) => {
+                    *old = HVal::new(value);
+                    false
+                }
+                None => {
+                    d.insert_new(field.into(), HVal::new(value));
+                    true
+                }
+            },
+        };
+        if self.len() > lim.max_entries {
+            self.convert();
+        }
+        new
+    }
+
+    /// Removes `field`; true if it was there.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        match &mut self.repr {
+            Repr::Listpack(v) => match v.iter().position(|(f, _)| &**f == field) {
+                Some(i) => {
+                    v.remove(i);
+                    true
+                }
+                None => false,
+            },
+            Repr::Table(d) => d.remove(field).is_some(),
+        }
+    }
+
+    /// Visits every pair (listpack: insertion order; hashtable: table order).
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
+        match &self.repr {
+            Repr::Listpack(v) => v.iter().for_each(|(k, val)| f(k, val)),
+            Repr::Table(d) => d.for_each(|k, val| f(k, val.bytes())),
+        }
+    }
+
+    /// One SCAN step from `cursor`: visits some pairs and returns the next cursor (0 = done).
+    /// A listpack is returned whole in one step, as Redis does.
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+        match &self.repr {
+            Repr::Listpack(_) => {
+                self.for_each(f);
+                0
+            }
+            Repr::Table(d) => d.scan(cursor, |k, v| f(k, v.bytes())),
+        }
+    }
+
+    /// A random pair (the hash must not be empty).
+    pub fn random<R: Rng>(&self, rng: &mut R) -> Option<(&[u8], &[u8])> {
+        match &self.repr {
+            Repr::Listpack(v) if v.is_empty() => None,
+            Repr::Listpack(v) => {
+                let (f, val) = &v[rng.gen_range(0..v.len())];
+                Some((f, val))
+            }
+            Repr::Table(d) => d.random(rng).map(|(k, v)| (k, v.bytes())),
+        }
+    }
+
+    /// Approximate heap bytes, for memory accounting.
+    pub fn heap_size(&self) -> usize {
+        let mut n = 0;
+        match &self.repr {
+            Repr::Listpack(v) => {
+                n += v.capacity() * 32;
+                v.iter().for_each(|(f, val)| n += f.len() + val.len());
+            }
+            Repr::Table(d) => {
+                n += d.buckets() * 8;
+                d.for_each(|f, v| {
+                    n += 48 + f.len();
+                    if let HVal::Heap(b) = v {
+                        n += 16 + b.len();
+                    }
+                });
+            }
+        }
+        n
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers shared by the commands
+// ---------------------------------------------------------------------------------------------
+
+fn hash_read<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v Hash>, CmdError> {
+    match ks.lookup_read(key) {
+        None => Ok(None),
+        Some(o) => match &o.val {
+            Value::Hash(h) => Ok(Some(h)),
+            _ => Err(CmdError::WrongType),
+        },
+    }
+}
+
+fn hash_mut<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v mut Hash>, CmdError> {
+    match ks.lookup_write(key) {
+        None => Ok(None),
+        Some(o) => match &mut o.val {
+            Value::Hash(h) => Ok(Some(h)),
+            _ => Err(CmdError::WrongType),
+        },
+    }
+}
+
+/// Redis's `hashTypeLookupWriteOrCreate`: the hash at `key`, created empty if missing. The
+/// caller must leave it non-empty (or delete it) before returning.
+fn hash_or_create<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<&'v mut Hash, CmdError> {
+    if hash_mut(ks, key)?.is_none() {
+        ks.insert_new(key, Value::Hash(Box::default()));
+    }
+    Ok(hash_mut(ks, key)?.expect("just created"))
+}
+
+/// Deletes `key` if its hash is empty, else just counts the change.
+fn after_removal(ks: &mut KsView, key: &[u8]) {
+    let empty = matches!(ks.peek(key).map(|o| &o.val), Some(Value::Hash(h)) if h.is_empty());
+    if empty {
+        ks.delete(key);
+    } else {
+        ks.modified(key);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writes
+// ---------------------------------------------------------------------------------------------
+
+/// HSET and HMSET: set every pair; returns how many fields were new.
+fn hset_generic(ctx: &mut Ctx) -> Result<i64, CmdError> {
+    let args = ctx.args;
+    if args.len() % 2 == 1 {
+        return Err(CmdError::Arity(ctx.cmd.full_name().to_string()));
+    }
+    let lim = Limits::from_ctx(ctx);
+    let key = args[1];
+    let h = hash_or_create(&mut ctx.ks, key)?;
+    h.convert_for(args[2..].iter().map(|a| a.len()), lim);
+    let mut created = 0;
+    for pair in args[2..].chunks(2) {
+        created += h.set(pair[0], pair[1], lim) as i64;
+    }
+    ctx.ks.modified(key);
+    Ok(created)
+}
+
+// HSET key field value [field value ...]
+pub fn hset(ctx: &mut Ctx) -> CmdResult {
+    let n = hset_generic(ctx)?;
+    ctx.reply.int(n);
+    Ok(())
+}
+
+// HMSET key field value [field value ...]
+pub fn hmset(ctx: &mut Ctx) -> CmdResult {
+    hset_generic(ctx)?;
+    ctx.reply.ok();
+    Ok(())
+}
+
+// HSETNX key field value
+pub fn hsetnx(ctx: &mut Ctx) -> CmdResult {
+    let lim = Limits::from_ctx(ctx);
+    let (key, field, value) = (ctx.arg(1), ctx.arg(2), ctx.arg(3));
+    if hash_mut(&mut ctx.ks, key)?.is_some_and(|h| h.contains(field)) {
+        ctx.reply.int(0);
+        return Ok(());
+    }
+    let h = hash_or_create(&mut ctx.ks, key)?;
+    h.set(field, value, lim);
+    ctx.ks.modified(key);
+    ctx.reply.int(1);
+    Ok(())
+}
+
+// HDEL key field [field ...]
+pub fn hdel(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.arg(1);
+    let Some(h) = hash_mut(&mut ctx.ks, key)? else {
+        ctx.reply.int(0);
+        return Ok(());
+    };
+    let mut deleted = 0;
+    for f in &ctx.args[2..] {
+        if h.remove(f) {
+            deleted += 1;
+            if h.is_empty() {
+                break;
+            }
+        }
+    }
+    if deleted > 0 {
+        after_removal(&mut ctx.ks, key);
+    }
+    ctx.reply.int(deleted);
+    Ok(())
+}
+
+// HINCRBY key field increment
+pub fn hincrby(ctx: &mut Ctx) -> CmdResult {
+    let incr = ctx.arg_i64(3)?;
+    let lim = Limits::from_ctx(ctx);
+    let (key, field) = (ctx.arg(1), ctx.arg(2));
+    let h = hash_or_create(&mut ctx.ks, key)?;
+    let old = match h.get(field) {
+        Some(v) => crate::protocol::parse_i64(v).ok_or_else(|| CmdError::msg("ERR hash value is not an integer"))?,
+        None => 0,
+    };
+    let Some(new) = old.checked_add(incr) else {
+        if h.is_empty() {
+            ctx.ks.delete(key);
+        }
+        return Err(CmdError::msg("ERR increment or decrement would overflow"));
+    };
+    h.set(field, itoa::Buffer::new().format(new).as_bytes(), lim);
+    ctx.ks.modified(key);
+    ctx.reply.int(new);
+    Ok(())
+}
+
+// HINCRBYFLOAT key field increment
+pub fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
+    let incr = LongDouble::parse(ctx.arg(3)).ok_or(CmdError::NotFloat)?;
+    if !incr.is_finite() {
+        return Err(CmdError::msg("ERR value is NaN or Infinity"));
+    }
+    let lim = Limits::from_ctx(ctx);
+    let (key, field) = (ctx.arg(1), ctx.arg(2));
+    let h = hash_or_create(&mut ctx.ks, key)?;
+    let old = match h.get(field) {
+        Some(v) => LongDouble::parse(v).ok_or_else(|| CmdError::msg("ERR hash value is not a float"))?,
+        None => LongDouble::from_i64(0),
+    };
+    let sum = old.add(&incr);
+    if !sum.is_finite() {
+        return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
+    }
+    let text = sum.to_human();
+    h.set(field, &text, lim);
+    ctx.ks.modified(key);
+    ctx.reply.bulk(&text);
+    // Propagated as HSET of the result, so replicas never redo the float arithmetic.
+    ctx.rewrite_effect(vec![b"HSET".to_vec(), key.to_vec(), field.to_vec(), text]);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+// ---------------------------------------------------------------------------------------------
+
+// HGET key field
+pub fn hget(ctx: &mut Ctx) -> CmdResult {
+    match hash_read(&mut ctx.ks, ctx.args[1])?.and_then(|h| h.get(ctx.args[2])) {
+        Some(v) => ctx.reply.bulk(v),
+        None => ctx.reply.null(),
+    }
+    Ok(())
+}
+
+// HMGET key field [field ...]
+pub fn hmget(ctx: &mut Ctx) -> CmdResult {
+    let h = hash_read(&mut ctx.ks, ctx.args[1])?;
+    let fields = &ctx.args[2..];
+    ctx.reply.array(fields.len());
+    for f in fields {
+        match h.and_then(|h| h.get(f)) {
+            Some(v) => ctx.reply.bulk(v),
+            None => ctx.reply.null(),
+        }
+    }
+    Ok(())
+}
+
+// HLEN key
+pub fn hlen(ctx: &mut Ctx) -> CmdResult {
+    let n = hash_read(&mut ctx.ks, ctx.args[1])?.map_or(0, |h| h.len());
+    ctx.reply.int(n as i64);
+    Ok(())
+}
+
+// HSTRLEN key field
+pub fn hstrlen(ctx: &mut Ctx) -> CmdResult {
+    let n = hash_read(&mut ctx.ks, ctx.args[1])?.and_then(|h| h.get(ctx.args[2])).map_or(0, |v| v.len());
+    ctx.reply.int(n as i64);
+    Ok(())
+}
+
+// HEXISTS key field
+pub fn hexists(ctx: &mut Ctx) -> CmdResult {
+    let found = hash_read(&mut ctx.ks, ctx.args[1])?.is_some_and(|h| h.contains(ctx.args[2]));
+    ctx.reply.int(found as i64);
+    Ok(())
+}
+
+/// HKEYS, HVALS and HGETALL.
+fn getall_generic(ctx: &mut Ctx, keys: bool, vals: bool) -> CmdResult {
+    let Some(h) = hash_read(&mut ctx.ks, ctx.args[1])? else {
+        if keys && vals {
+            ctx.reply.map(0);
+        } else {
+            ctx.reply.array(0);
+        }
+        return Ok(());
+    };
+    let reply = &mut *ctx.reply;
+    if keys && vals {
+        reply.map(h.len());
+    } else {
+        reply.array(h.len());
+    }
+    h.for_each(|f, v| {
+        if keys {
+            reply.bulk(f);
+        }
+        if vals {
+            reply.bulk(v);
+        }
+    });
+    Ok(())
+}
+
+// HKEYS key
+pub fn hkeys(ctx: &mut Ctx) -> CmdResult {
+    getall_generic(ctx, true, false)
+}
+
+// HVALS key
+pub fn hvals(ctx: &mut Ctx) -> CmdResult {
+    getall_generic(ctx, false, true)
+}
+
+// HGETALL key
+pub fn hgetall(ctx: &mut Ctx) -> CmdResult {
+    getall_generic(ctx, true, true)
+}
+
+// HRANDFIELD key [count [WITHVALUES]]
+pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    if args.len() == 2 {
+        let Some(h) = hash_read(&mut ctx.ks, args[1])? else {
+            ctx.reply.null();
+            return Ok(());
+        };
+        match h.random(&mut rand::thread_rng()) {
+            Some((f, _)) => ctx.reply.bulk(f),
+            None => ctx.reply.null(),
+        }
+        return Ok(());
+    }
+    let l = crate::types::list::range_long(args[2], -i64::MAX, i64::MAX, None)?;
+    let withvalues = match args.len() {
+        3 => false,
+        4 if eq_ic(args[3], "WITHVALUES") => true,
+        _ => return Err(CmdError::Syntax),
+    };
+    if withvalues && !(-i64::MAX / 2..=i64::MAX / 2).contains(&l) {
+        return Err(CmdError::msg("ERR value is out of range"));
+    }
+    let Some(h) = hash_read(&mut ctx.ks, args[1])? else {
+        ctx.reply.array(0);
+        return Ok(());
+    };
+    let resp3 = ctx.reply.proto == Proto::Resp3;
+    let size = h.len();
+    let (count, unique) = (l.unsigned_abs() as usize, l >= 0);
+    if count == 0 {
+        ctx.reply.array(0);
+        return Ok(());
+    }
+    let reply = &mut *ctx.reply;
+    // RESP3 replies [field, value] pairs; RESP2 one flat array.
+    let header = |reply: &mut crate::protocol::Reply, n: usize| {
+        reply.array(if withvalues && !resp3 { n * 2 } else { n });
+    };
+    let emit = |reply: &mut crate::protocol::Reply, f: &[u8], v: &[u8]| {
+        if withvalues && resp3 {
+            reply.array(2);
+        }
+        reply.bulk(f);
+        if withvalues {
+            reply.bulk(v);
+        }
+    };
+    let mut rng = rand::thread_rng();
+    if !unique || count == 1 {
+        // Independent picks, repeats allowed.
+        header(reply, count);
+        for _ in 0..count {
+            let (f, v) = h.random(&mut rng).expect("non-empty hash");
+            emit(reply, f, v);
+        }
+    } else if count >= size {
+        // Asking for at least everything: the whole hash.
+        header(reply, size);
+        h.for_each(|f, v| emit(reply, f, v));
+    } else if count * 3 > size {
+        // Most of the hash: pick which positions to keep.
+        let mut all = Vec::with_capacity(size);
+        h.for_each(|f, v| all.push((f.to_vec(), v.to_vec())));
+        header(reply, count);
+        for i in rand::seq::index::sample(&mut rng, size, count) {
+            emit(reply, &all[i].0, &all[i].1);
+        }
+    } else {
+        // A small part of a big hash: sample until enough distinct fields were seen.
+        let mut seen = std::collections::HashSet::with_capacity(count);
+        header(reply, count);
+        while seen.len() < count {
+            let (f, v) = h.random(&mut rng).expect("non-empty hash");
+            if seen.insert(f) {
+                emit(reply, f, v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses a SCAN cursor as Redis does with `strtoul` (same rules as the keyspace SCAN).
+fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
+    let invalid = || CmdError::msg("ERR invalid cursor");
+    let (neg, digits) = match arg.first() {
+        None => return Ok(0),
+        Some(b'-') => (true, &arg[1..]),
+        Some(b'+') => (false, &arg[1..]),
+        Some(_) => (false, arg),
+    };
+    if digits.is_empty() {
+        return Err(invalid());
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return Err(invalid());
+        }
+        v = v.checked_mul(10).and_then(|v| v.checked_add((c - b'0') as u64)).ok_or_else(invalid)?;
+    }
+    Ok(if neg { v.wrapping_neg() } else { v })
+}
+
+// HSCAN key cursor [MATCH pattern] [COUNT count]
+pub fn hscan(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    let cursor = parse_scan_cursor(args[2])?;
+    let Some(h) = hash_read(&mut ctx.ks, args[1])? else {
+        ctx.reply.array(2);
+        ctx.reply.bulk(b"0");
+        ctx.reply.array(0);
+        return Ok(());
+    };
+    let (mut count, mut pattern) = (10u64, None);
+    let mut i = 3;
+    while i < args.len() {
+        let has_value = i + 1 < args.len();
+        if eq_ic(args[i], "COUNT") && has_value {
+            let c = parse_int(args[i + 1])?;
+            if c < 1 {
+                return Err(CmdError::Syntax);
+            }
+            count = c as u64;
+        } else if eq_ic(args[i], "MATCH") && has_value {
+            pattern = if args[i + 1] == b"*" { None } else { Some(args[i + 1]) };
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut next = cursor;
+    // Redis stops once it collected `count` elements (fields and values both count) or made
+    // ten times that many table steps.
+    let mut steps = count.saturating_mul(10);
+    loop {
+        next = h.scan(next, |f, v| found.push((f.to_vec(), v.to_vec())));
+        steps -= 1;
+        if next == 0 || steps == 0 || (found.len() as u64) * 2 >= count {
+            break;
+        }
+    }
+    if let Some(p) = pattern {
+        found.retain(|(f, _)| glob_match(p, f, false));
+    }
+    ctx.reply.array(2);
+    ctx.reply.bulk(itoa::Buffer::new().format(next).as_bytes());
+    ctx.reply.array(found.len() * 2);
+    for (f, v) in found {
+        ctx.reply.bulk(&f);
+        ctx.reply.bulk(&v);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: Limits = Limits { max_entries: 4, max_value: 8 };
+
+    #[test]
+    fn value_slot_is_small() {
+        assert_eq!(std::mem::size_of::<HVal>(), 16);
+        assert_eq!(HVal::new(b"12345678901234").bytes(), b"12345678901234");
+        assert_eq!(HVal::new(b"123456789012345").bytes(), b"123456789012345");
+        assert_eq!(HVal::new(b"").bytes(), b"");
+    }
+
+    #[test]
+    fn converts_past_thresholds_and_keeps_contents() {
+        let mut h = Hash::new();
+        for i in 0..4 {
+            assert!(h.set(format!("f{i}").as_bytes(), b"v", LIM));
+        }
+        assert_eq!(h.encoding(), "listpack");
+        assert!(!h.set(b"f0", b"w", LIM));
+        assert!(h.set(b"f4", b"v", LIM));
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.get(b"f0"), Some(&b"w"[..]));
+        assert_eq!(h.len(), 5);
+        let mut h2 = Hash::new();
+        h2.set(b"f", b"a-long-value", LIM);
+        assert_eq!(h2.encoding(), "hashtable");
+        let c = h.clone();
+        assert_eq!(c, h);
+        assert!(h.remove(b"f4"));
+        assert_ne!(c, h);
+        assert_eq!(h.encoding(), "hashtable");
+    }
+
+    #[test]
+    fn big_hash_scan_visits_everything() {
+        let mut h = Hash::new();
+        let lim = Limits { max_entries: 0, max_value: 0 };
+        for i in 0..1000 {
+            h.set(format!("field{i}").as_bytes(), format!("value-number-{i}").as_bytes(), lim);
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut c = 0;
+        loop {
+            c = h.scan(c, |f, v| {
+                assert_eq!(&f[5..], &v[13..]);
+                seen.insert(f.to_vec());
+            });
+            if c == 0 {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 1000);
     }
 }

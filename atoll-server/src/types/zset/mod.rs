@@ -1,0 +1,716 @@
+//! Sorted sets (Redis's `t_zset.c`): the sorted-set type API here, the commands in
+//! [`commands`], the order-statistic structure in [`skiplist`].
+//!
+//! Two encodings, as OBJECT ENCODING reports them:
+//! * `listpack`: a sorted `Vec` of (score, member) while there are at most
+//!   `zset-max-listpack-entries` members of at most `zset-max-listpack-value` bytes;
+//! * `skiplist`: the [`SkipList`] (rank and ranges in O(log n)) plus a member → score [`Dict`]
+//!   (ZSCORE, membership in O(1)), like Redis's `zset` struct.
+//!
+//! Every range query is answered the same way: find the ranks where the range starts and ends
+//! (one O(log n) descent each, [`ZSet::count_while`]), then walk the ranks in between.
+
+pub mod commands;
+pub mod skiplist;
+
+pub use commands::*;
+
+use crate::commands::Ctx;
+use crate::engine::dict::Dict;
+use skiplist::SkipList;
+use std::sync::atomic::Ordering;
+
+/// The encoding thresholds, read once per command from the hot config.
+#[derive(Clone, Copy, Debug)]
+pub struct ZLimits {
+    pub entries: usize,
+    pub value: usize,
+}
+
+impl ZLimits {
+    pub fn from_ctx(ctx: &Ctx) -> ZLimits {
+        let h = &ctx.srv.config.hot;
+        ZLimits {
+            entries: h.zset_max_listpack_entries.load(Ordering::Relaxed),
+            value: h.zset_max_listpack_value.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The `skiplist` encoding: ordered structure plus member → score index.
+struct Big {
+    list: SkipList,
+    scores: Dict<f64>,
+}
+
+enum Repr {
+    /// Sorted by (score, member).
+    Pack(Vec<(f64, Box<[u8]>)>),
+    Skip(Box<Big>),
+}
+
+/// A sorted-set value.
+pub struct ZSet {
+    repr: Repr,
+}
+
+impl Clone for ZSet {
+    fn clone(&self) -> Self {
+        match &self.repr {
+            Repr::Pack(v) => ZSet { repr: Repr::Pack(v.clone()) },
+            Repr::Skip(_) => {
+                let mut z = ZSet::new_skip();
+                self.for_each(|m, s| z.insert_absent(s, m));
+                z
+            }
+        }
+    }
+}
+
+impl PartialEq for ZSet {
+    fn eq(&self, other: &Self) -> bool {
+        if self.len() != other.len() || self.encoding() != other.encoding() {
+            return false;
+        }
+        let mut a = Vec::with_capacity(self.len());
+        self.for_each(|m, s| a.push((s, m.to_vec())));
+        let mut i = 0;
+        let mut same = true;
+        other.for_each(|m, s| {
+            same = same && a[i].0 == s && a[i].1 == m;
+            i += 1;
+        });
+        same
+    }
+}
+
+impl std::fmt::Debug for ZSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ZSet({}, {} members)", self.encoding(), self.len())
+    }
+}
+
+impl Default for ZSet {
+    fn default() -> Self {
+        ZSet::new_pack()
+    }
+}
+
+#[inline]
+fn before(s1: f64, e1: &[u8], s2: f64, e2: &[u8]) -> bool {
+    s1 < s2 || (s1 == s2 && e1 < e2)
+}
+
+/// What [`ZSet::add`] did (Redis's `ZADD_OUT_*`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AddOutcome {
+    Added(f64),
+    Updated(f64),
+    /// The score stayed as it was (same score, or INCR by 0): counted as processed.
+    Unchanged(f64),
+    /// Not done because of NX/XX/GT/LT.
+    Nop,
+}
+
+/// ZADD's input flags.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AddFlags {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+    pub incr: bool,
+}
+
+/// The score became NaN (INCR of inf by -inf).
+#[derive(Debug, PartialEq)]
+pub struct NanScore;
+
+impl ZSet {
+    pub fn new_pack() -> ZSet {
+        ZSet { repr: Repr::Pack(Vec::new()) }
+    }
+
+    pub fn new_skip() -> ZSet {
+        ZSet { repr: Repr::Skip(Box::new(Big { list: SkipList::new(), scores: Dict::new() })) }
+    }
+
+    /// Redis's `zsetTypeCreate`: the encoding for `size_hint` members of at most `max_len`
+    /// bytes.
+    pub fn create(size_hint: usize, max_len: usize, lim: &ZLimits) -> ZSet {
+        if size_hint <= lim.entries && max_len <= lim.value {
+            ZSet::new_pack()
+        } else {
+            ZSet::new_skip()
+        }
+    }
+
+    /// Builds a zset from distinct members the way the STORE commands do: `listpack` when
+    /// it fits the thresholds, else `skiplist` (Redis's `zsetConvertToListpackIfNeeded`).
+    pub fn build(mut items: Vec<(f64, Box<[u8]>)>, lim: &ZLimits) -> ZSet {
+        let max_len = items.iter().map(|(_, m)| m.len()).max().unwrap_or(0);
+        if items.len() <= lim.entries && max_len <= lim.value {
+            // partial_cmp, not total_cmp: -0 and 0 are the same score, ordered by member.
+            items.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then_with(|| a.1.cmp(&b.1)));
+            ZSet { repr: Repr::Pack(items) }
+        } else {
+            let mut z = ZSet::new_skip();
+            for (s, m) in items {
+                z.insert_absent(s, &m);
+            }
+            z
+        }
+    }
+
+    /// The name OBJECT ENCODING reports.
+    pub fn encoding(&self) -> &'static str {
+        match self.repr {
+            Repr::Pack(_) => "listpack",
+            Repr::Skip(_) => "skiplist",
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Pack(v) => v.len(),
+            Repr::Skip(b) => b.list.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn score(&self, m: &[u8]) -> Option<f64> {
+        match &self.repr {
+            Repr::Pack(v) => v.iter().find(|(_, e)| &**e == m).map(|(s, _)| *s),
+            Repr::Skip(b) => b.scores.get(m).copied(),
+        }
+    }
+
+    fn to_skip(&mut self) {
+        if let Repr::Pack(v) = &mut self.repr {
+            let items = std::mem::take(v);
+            let mut z = ZSet::new_skip();
+            for (s, m) in items {
+                z.insert_absent(s, &m);
+            }
+            *self = z;
+        }
+    }
+
+    /// Inserts a member known to be absent, keeping the current encoding.
+    pub fn insert_absent(&mut self, score: f64, m: &[u8]) {
+        match &mut self.repr {
+            Repr::Pack(v) => {
+                let pos = v.partition_point(|(s, e)| before(*s, e, score, m));
+                v.insert(pos, (score, m.into()));
+            }
+            Repr::Skip(b) => {
+                b.list.insert(score, m.into());
+                b.scores.insert_new(m.into(), score);
+            }
+        }
+    }
+
+    /// Moves an existing member to a new score.
+    fn rescore(&mut self, m: &[u8], old: f64, new: f64) {
+        match &mut self.repr {
+            Repr::Pack(v) => {
+                let pos = v.partition_point(|(s, e)| before(*s, e, old, m));
+                let (_, ele) = v.remove(pos);
+                let pos = v.partition_point(|(s, e)| before(*s, e, new, m));
+                v.insert(pos, (new, ele));
+            }
+            Repr::Skip(b) => {
+                b.list.delete(old, m);
+                b.list.insert(new, m.into());
+                if let Some(s) = b.scores.get_mut(m) {
+                    *s = new;
+                }
+            }
+        }
+    }
+
+    /// Redis's `zsetAdd`: adds or updates `m` under ZADD's flags, converting to `skiplist`
+    /// when a new member would cross a threshold.
+    pub fn add(&mut self, score: f64, m: &[u8], f: AddFlags, lim: &ZLimits) -> Result<AddOutcome, NanScore> {
+        if score.is_nan() {
+            return Err(NanScore);
+        }
+        match self.score(m) {
+            Some(cur) => {
+                if f.nx {
+                    return Ok(AddOutcome::Nop);
+                }
+                let mut score = score;
+                if f.incr {
+                    score += cur;
+                    if score.is_nan() {
+                        return Err(NanScore);
+                    }
+                }
+                if (f.lt && score >= cur) || (f.gt && score <= cur) {
+                    return Ok(AddOutcome::Nop);
+                }
+                if score != cur {
+                    self.rescore(m, cur, score);
+                    Ok(AddOutcome::Updated(score))
+                } else {
+                    Ok(AddOutcome::Unchanged(score))
+                }
+            }
+            None if f.xx => Ok(AddOutcome::Nop),
+            None => {
+                if let Repr::Pack(v) = &self.repr {
+                    if v.len() + 1 > lim.entries || m.len() > lim.value {
+                        self.to_skip();
+                    }
+                }
+                self.insert_absent(score, m);
+                Ok(AddOutcome::Added(score))
+            }
+        }
+    }
+
+    /// Removes `m`; returns true if it was there.
+    pub fn remove(&mut self, m: &[u8]) -> bool {
+        match &mut self.repr {
+            Repr::Pack(v) => match v.iter().position(|(_, e)| &**e == m) {
+                Some(p) => {
+                    v.remove(p);
+                    true
+                }
+                None => false,
+            },
+            Repr::Skip(b) => match b.scores.remove(m) {
+                Some((_, s)) => {
+                    b.list.delete(s, m);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// Number of leading elements (in ascending order) for which `pred` holds; `pred` must
+    /// hold for a prefix of the order. O(log n).
+    pub fn count_while(&self, pred: impl Fn(f64, &[u8]) -> bool) -> usize {
+        match &self.repr {
+            Repr::Pack(v) => v.partition_point(|(s, e)| pred(*s, e)),
+            Repr::Skip(b) => b.list.count_while(pred),
+        }
+    }
+
+    /// 0-based ascending rank and score of `m`.
+    pub fn rank(&self, m: &[u8]) -> Option<(usize, f64)> {
+        let s = self.score(m)?;
+        Some((self.count_while(|s2, e2| before(s2, e2, s, m)), s))
+    }
+
+    /// Element at 0-based ascending `rank`.
+    pub fn get(&self, rank: usize) -> Option<(&[u8], f64)> {
+        match &self.repr {
+            Repr::Pack(v) => v.get(rank).map(|(s, e)| (&**e, *s)),
+            Repr::Skip(b) => b.list.get(rank),
+        }
+    }
+
+    /// Visits ascending ranks `start..=end` (in range), or from `end` down to `start` if `rev`.
+    pub fn for_range(&self, start: usize, end: usize, rev: bool, mut f: impl FnMut(&[u8], f64)) {
+        if start > end || end >= self.len() {
+            return;
+        }
+        match &self.repr {
+            Repr::Pack(v) => {
+                let slice = &v[start..=end];
+                if rev {
+                    slice.iter().rev().for_each(|(s, e)| f(e, *s));
+                } else {
+                    slice.iter().for_each(|(s, e)| f(e, *s));
+                }
+            }
+            Repr::Skip(b) => b.list.for_range(start, end, rev, f),
+        }
+    }
+
+    /// Visits every element in ascending order.
+    pub fn for_each(&self, f: impl FnMut(&[u8], f64)) {
+        if !self.is_empty() {
+            self.for_range(0, self.len() - 1, false, f);
+        }
+    }
+
+    /// Removes ascending ranks `start..=end`, handing each removed element to `f` in order.
+    pub fn remove_range(&mut self, start: usize, end: usize, mut f: impl FnMut(Box<[u8]>, f64)) {
+        if start > end || end >= self.len() {
+            return;
+        }
+        match &mut self.repr {
+            Repr::Pack(v) => v.drain(start..=end).for_each(|(s, e)| f(e, s)),
+            Repr::Skip(b) => {
+                let Big { list, scores } = &mut **b;
+                list.remove_range(start, end, |e, s| {
+                    scores.remove(&e);
+                    f(e, s)
+                })
+            }
+        }
+    }
+
+    /// One ZSCAN step: a listpack is returned whole (cursor 0); a skiplist scans its index.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
+        match &self.repr {
+            Repr::Pack(_) => {
+                self.for_each(f);
+                0
+            }
+            Repr::Skip(b) => {
+                let mut cursor = cursor;
+                let mut seen = 0usize;
+                let mut maxiter = count * 10;
+                loop {
+                    cursor = b.scores.scan(cursor, |k, s| {
+                        seen += 1;
+                        f(k, *s)
+                    });
+                    maxiter -= 1;
+                    if cursor == 0 || seen >= count || maxiter == 0 {
+                        return cursor;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A random element (uniform).
+    pub fn random<R: rand::Rng>(&self, rng: &mut R) -> Option<(Vec<u8>, f64)> {
+        match &self.repr {
+            Repr::Pack(v) if !v.is_empty() => {
+                let (s, e) = &v[rng.gen_range(0..v.len())];
+                Some((e.to_vec(), *s))
+            }
+            Repr::Skip(b) => b.scores.random(rng).map(|(k, s)| (k.to_vec(), *s)),
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Score and range parsing
+// ---------------------------------------------------------------------------------------------
+
+/// C's `strtod` on a prefix of `b`: (value, bytes consumed, out of range). Leading whitespace
+/// is skipped; accepts `inf`/`infinity`/`nan`, decimal and hexadecimal (`0x1p3`) forms.
+/// Nothing parsed → (0, 0, false), as strtod.
+pub fn strtod(b: &[u8]) -> (f64, usize, bool) {
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let neg = i < b.len() && b[i] == b'-';
+    if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+        i += 1;
+    }
+    let sign = if neg { -1.0 } else { 1.0 };
+    let rest = &b[i..];
+    let starts = |kw: &[u8]| rest.len() >= kw.len() && rest[..kw.len()].eq_ignore_ascii_case(kw);
+    if starts(b"infinity") {
+        return (sign * f64::INFINITY, i + 8, false);
+    }
+    if starts(b"inf") {
+        return (sign * f64::INFINITY, i + 3, false);
+    }
+    if starts(b"nan") {
+        let mut j = i + 3;
+        // nan(chars)
+        if j < b.len() && b[j] == b'(' {
+            let mut k = j + 1;
+            while k < b.len() && (b[k].is_ascii_alphanumeric() || b[k] == b'_') {
+                k += 1;
+            }
+            if k < b.len() && b[k] == b')' {
+                j = k + 1;
+            }
+        }
+        return (f64::NAN, j, false);
+    }
+    if rest.len() >= 2 && rest[0] == b'0' && (rest[1] | 0x20) == b'x' {
+        if let Some((v, n)) = parse_hex(&rest[2..]) {
+            let v = sign * v;
+            return (v, i + 2 + n, v.is_infinite());
+        }
+        // "0x" with no hex digits: strtod parses the "0".
+        return (0.0, i + 1, false);
+    }
+    let mut j = i;
+    let mut digits = 0;
+    let mut nonzero = false;
+    while j < b.len() && b[j].is_ascii_digit() {
+        nonzero |= b[j] != b'0';
+        j += 1;
+        digits += 1;
+    }
+    if j < b.len() && b[j] == b'.' {
+        j += 1;
+        while j < b.len() && b[j].is_ascii_digit() {
+            nonzero |= b[j] != b'0';
+            j += 1;
+            digits += 1;
+        }
+    }
+    if digits == 0 {
+        return (0.0, 0, false);
+    }
+    if j < b.len() && (b[j] | 0x20) == b'e' {
+        let mut k = j + 1;
+        if k < b.len() && (b[k] == b'+' || b[k] == b'-') {
+            k += 1;
+        }
+        let d0 = k;
+        while k < b.len() && b[k].is_ascii_digit() {
+            k += 1;
+        }
+        if k > d0 {
+            j = k;
+        }
+    }
+    let text = std::str::from_utf8(&b[i..j]).unwrap_or("0");
+    let v: f64 = text.parse().unwrap_or(0.0);
+    let erange = v.is_infinite() || (v == 0.0 && nonzero);
+    (sign * v, j, erange)
+}
+
+/// Hexadecimal mantissa `h[.h]` and optional binary exponent `p[+-]d`: (value, consumed).
+fn parse_hex(b: &[u8]) -> Option<(f64, usize)> {
+    let mut j = 0;
+    let mut mant = 0f64;
+    let mut exp = 0i32;
+    let mut any = false;
+    while j < b.len() && b[j].is_ascii_hexdigit() {
+        mant = mant * 16.0 + (b[j] as char).to_digit(16).unwrap() as f64;
+        j += 1;
+        any = true;
+    }
+    if j < b.len() && b[j] == b'.' {
+        let mut k = j + 1;
+        while k < b.len() && b[k].is_ascii_hexdigit() {
+            mant = mant * 16.0 + (b[k] as char).to_digit(16).unwrap() as f64;
+            exp -= 4;
+            k += 1;
+            any = true;
+        }
+        if any {
+            j = k;
+        }
+    }
+    if !any {
+        return None;
+    }
+    if j < b.len() && (b[j] | 0x20) == b'p' {
+        let mut k = j + 1;
+        let neg = k < b.len() && b[k] == b'-';
+        if k < b.len() && (b[k] == b'+' || b[k] == b'-') {
+            k += 1;
+        }
+        let d0 = k;
+        let mut e = 0i32;
+        while k < b.len() && b[k].is_ascii_digit() {
+            e = e.saturating_mul(10).saturating_add((b[k] - b'0') as i32);
+            k += 1;
+        }
+        if k > d0 {
+            exp = exp.saturating_add(if neg { -e } else { e });
+            j = k;
+        }
+    }
+    Some((mant * 2f64.powi(exp), j))
+}
+
+/// Redis's `getDoubleFromObject`: the whole argument must be a float, no leading space,
+/// no overflow/underflow to zero, not NaN.
+pub fn parse_score(b: &[u8]) -> Option<f64> {
+    if b.is_empty() || b[0].is_ascii_whitespace() {
+        return None;
+    }
+    let (v, n, erange) = strtod(b);
+    if n != b.len() || v.is_nan() || (erange && (v.is_infinite() || v == 0.0)) {
+        return None;
+    }
+    Some(v)
+}
+
+/// A score interval (Redis's `zrangespec`).
+#[derive(Clone, Copy, Debug)]
+pub struct ScoreRange {
+    pub min: f64,
+    pub max: f64,
+    pub minex: bool,
+    pub maxex: bool,
+}
+
+impl ScoreRange {
+    /// Redis's `zslParseRange`: `(` makes a bound exclusive; the rest goes through strtod
+    /// whole (an empty bound is 0).
+    pub fn parse(min: &[u8], max: &[u8]) -> Option<ScoreRange> {
+        let bound = |b: &[u8]| -> Option<(f64, bool)> {
+            let (ex, t) = if b.first() == Some(&b'(') { (true, &b[1..]) } else { (false, b) };
+            let (v, n, _) = strtod(t);
+            if n != t.len() || v.is_nan() {
+                return None;
+            }
+            Some((v, ex))
+        };
+        let (min, minex) = bound(min)?;
+        let (max, maxex) = bound(max)?;
+        Some(ScoreRange { min, max, minex, maxex })
+    }
+
+    pub fn gte_min(&self, v: f64) -> bool {
+        if self.minex {
+            v > self.min
+        } else {
+            v >= self.min
+        }
+    }
+
+    pub fn lte_max(&self, v: f64) -> bool {
+        if self.maxex {
+            v < self.max
+        } else {
+            v <= self.max
+        }
+    }
+}
+
+/// One end of a lex range.
+#[derive(Clone, Debug)]
+pub enum LexBound {
+    NegInf,
+    PosInf,
+    Incl(Vec<u8>),
+    Excl(Vec<u8>),
+}
+
+/// A member interval (Redis's `zlexrangespec`).
+#[derive(Clone, Debug)]
+pub struct LexRange {
+    pub min: LexBound,
+    pub max: LexBound,
+}
+
+impl LexBound {
+    fn parse(b: &[u8]) -> Option<LexBound> {
+        match b.first() {
+            Some(b'+') if b.len() == 1 => Some(LexBound::PosInf),
+            Some(b'-') if b.len() == 1 => Some(LexBound::NegInf),
+            Some(b'(') => Some(LexBound::Excl(b[1..].to_vec())),
+            Some(b'[') => Some(LexBound::Incl(b[1..].to_vec())),
+            _ => None,
+        }
+    }
+}
+
+impl LexRange {
+    pub fn parse(min: &[u8], max: &[u8]) -> Option<LexRange> {
+        Some(LexRange { min: LexBound::parse(min)?, max: LexBound::parse(max)? })
+    }
+
+    pub fn gte_min(&self, m: &[u8]) -> bool {
+        match &self.min {
+            LexBound::NegInf => true,
+            LexBound::PosInf => false,
+            LexBound::Incl(x) => m >= &x[..],
+            LexBound::Excl(x) => m > &x[..],
+        }
+    }
+
+    pub fn lte_max(&self, m: &[u8]) -> bool {
+        match &self.max {
+            LexBound::NegInf => false,
+            LexBound::PosInf => true,
+            LexBound::Incl(x) => m <= &x[..],
+            LexBound::Excl(x) => m < &x[..],
+        }
+    }
+}
+
+impl ZSet {
+    /// Ascending ranks `[first, end)` of the elements inside a score range.
+    pub fn score_span(&self, r: &ScoreRange) -> (usize, usize) {
+        let first = self.count_while(|s, _| !r.gte_min(s));
+        let end = self.count_while(|s, _| r.lte_max(s));
+        (first, end.max(first))
+    }
+
+    /// Ascending ranks `[first, end)` of the elements inside a lex range.
+    pub fn lex_span(&self, r: &LexRange) -> (usize, usize) {
+        let first = self.count_while(|_, m| !r.gte_min(m));
+        let end = self.count_while(|_, m| r.lte_max(m));
+        (first, end.max(first))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: ZLimits = ZLimits { entries: 3, value: 4 };
+
+    #[test]
+    fn strtod_like_c() {
+        assert_eq!(strtod(b"1.5"), (1.5, 3, false));
+        assert_eq!(strtod(b"  -2e3x"), (-2000.0, 6, false));
+        assert_eq!(strtod(b""), (0.0, 0, false));
+        assert_eq!(strtod(b"0x10"), (16.0, 4, false));
+        assert_eq!(strtod(b"-Infinity"), (f64::NEG_INFINITY, 9, false));
+        assert_eq!(strtod(b"1e"), (1.0, 1, false));
+        assert!(strtod(b"1e400").2);
+        assert!(strtod(b"1e-400").2);
+        assert!(strtod(b"nan").0.is_nan());
+        assert_eq!(parse_score(b"1e400"), None);
+        assert_eq!(parse_score(b" 1"), None);
+        assert_eq!(parse_score(b"+inf"), Some(f64::INFINITY));
+        assert_eq!(parse_score(b".5"), Some(0.5));
+    }
+
+    #[test]
+    fn add_flags_and_conversion() {
+        let mut z = ZSet::create(1, 1, &LIM);
+        let f = AddFlags::default();
+        assert_eq!(z.add(1.0, b"a", f, &LIM), Ok(AddOutcome::Added(1.0)));
+        assert_eq!(z.add(2.0, b"b", f, &LIM), Ok(AddOutcome::Added(2.0)));
+        assert_eq!(z.add(3.0, b"a", AddFlags { gt: true, ..f }, &LIM), Ok(AddOutcome::Updated(3.0)));
+        assert_eq!(z.add(1.0, b"a", AddFlags { gt: true, ..f }, &LIM), Ok(AddOutcome::Nop));
+        assert_eq!(z.rank(b"a"), Some((1, 3.0)));
+        assert_eq!(z.encoding(), "listpack");
+        z.add(0.5, b"long!", f, &LIM).unwrap();
+        assert_eq!(z.encoding(), "skiplist");
+        assert_eq!(z.rank(b"long!"), Some((0, 0.5)));
+        let mut inf = ZSet::new_skip();
+        inf.add(f64::INFINITY, b"x", f, &LIM).unwrap();
+        assert_eq!(inf.add(f64::NEG_INFINITY, b"x", AddFlags { incr: true, ..f }, &LIM), Err(NanScore));
+    }
+
+    #[test]
+    fn ranges_both_encodings() {
+        for big in [false, true] {
+            let mut z = if big { ZSet::new_skip() } else { ZSet::new_pack() };
+            for i in 0..10 {
+                z.insert_absent(i as f64, format!("m{i}").as_bytes());
+            }
+            let r = ScoreRange::parse(b"(2", b"5").unwrap();
+            assert_eq!(z.score_span(&r), (3, 6));
+            let r = ScoreRange::parse(b"5", b"2").unwrap();
+            let (a, b) = z.score_span(&r);
+            assert_eq!(a, b);
+            let l = LexRange::parse(b"[m3", b"(m5").unwrap();
+            assert_eq!(z.lex_span(&l), (3, 5));
+            let mut got = Vec::new();
+            z.remove_range(2, 4, |e, _| got.push(e));
+            assert_eq!(got.len(), 3);
+            assert_eq!(z.len(), 7);
+            assert_eq!(z.get(2), Some((&b"m5"[..], 5.0)));
+        }
+    }
+}

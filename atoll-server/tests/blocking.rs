@@ -160,3 +160,21 @@ fn waiters_follow_key_changes() {
     assert_eq!(ctl.cmd(&[b"EXEC"]), b"*3\r\n:1\r\n:2\r\n$1\r\n1\r\n");
     assert_eq!(w.read_reply(), b"*2\r\n$1\r\nt\r\n$1\r\n2\r\n");
 }
+
+#[test]
+fn blmove_across_shards_is_served() {
+    let s = start_atoll(&["--threads", "2"]);
+    // Source and destination in different shards, destination in a lower one and a higher one.
+    let src = "src:list";
+    for dst in ["dst:a", "dst:zz", "dst:q"] {
+        assert_ne!(atoll::engine::slot::key_shard(src.as_bytes()), atoll::engine::slot::key_shard(dst.as_bytes()));
+        let mut ctl = RawConn::connect(s.port);
+        let mut w = RawConn::connect(s.port);
+        w.send(&[b"BLMOVE".to_vec(), src.into(), dst.into(), b"LEFT".to_vec(), b"RIGHT".to_vec(), b"0".to_vec()]);
+        wait_blocked(&mut ctl, 1);
+        assert_eq!(ctl.cmd(&[b"RPUSH", src.as_bytes(), b"x"]), b":1\r\n");
+        assert_eq!(w.read_reply(), b"$1\r\nx\r\n");
+        assert_eq!(ctl.cmd(&[b"LRANGE", dst.as_bytes(), b"0", b"-1"]), b"*1\r\n$1\r\nx\r\n");
+        assert_eq!(ctl.cmd(&[b"EXISTS", src.as_bytes()]), b":0\r\n");
+    }
+}

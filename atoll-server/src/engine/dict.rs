@@ -474,3 +474,32 @@ mod tests {
         assert!(seen.len() > 90);
     }
 }
+#[cfg(test)]
+mod chain_probe {
+    use super::*;
+    #[test]
+    fn chain_lengths_are_short() {
+        let mut d: Dict<u64> = Dict::new();
+        for i in 0..100_000u64 {
+            let k = format!("key:{:012}", i);
+            if crate::engine::slot::key_shard(k.as_bytes()) == 7 {
+                d.insert(k.as_bytes(), i);
+            }
+        }
+        while d.rehash(100) {}
+        let mut max = 0;
+        let mut nonempty = 0;
+        for b in &d.t[0].buckets {
+            let mut n = 0;
+            let mut cur = b.as_deref();
+            while let Some(x) = cur {
+                n += 1;
+                cur = x.next.as_deref();
+            }
+            max = max.max(n);
+            nonempty += (n > 0) as usize;
+        }
+        println!("len {} buckets {} nonempty {} max chain {}", d.len(), d.buckets(), nonempty, max);
+        assert!(max <= 8);
+    }
+}

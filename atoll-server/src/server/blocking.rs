@@ -32,6 +32,9 @@ pub enum Served {
     Done,
     /// Nothing to serve after all (wrong type now, or still empty): keep waiting.
     NotReady,
+    /// Serving needs locks the writer does not hold (BLMOVE to a key in another shard): the
+    /// waiter re-runs its command itself, with all its locks, ahead of later waiters.
+    Retry,
 }
 
 /// Serves a blocked client: `argv` is the blocked command as the client sent it, `key` the key
@@ -62,6 +65,8 @@ pub enum WaitState {
     Unblocked,
     /// The client went away.
     Cancelled,
+    /// The key is ready but the waiter must re-run its command (see `Served::Retry`).
+    Retry,
 }
 
 /// A blocked client, shared by its worker and the writers that may serve it.
@@ -208,10 +213,19 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
         ks.db = next.db;
         let served = (next.serve)(ks, &next.argv, key, &mut reply);
         ks.db = saved_db;
-        if served == Served::NotReady {
+        match served {
             // The key cannot serve its oldest waiter (emptied, or of another type now):
             // nobody behind it can be served either.
-            return;
+            Served::NotReady => return,
+            Served::Retry => {
+                *st = WaitState::Retry;
+                drop(st);
+                next.wake.notify_one();
+                srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                // Later waiters wait until the re-run has had its chance.
+                return;
+            }
+            Served::Done => {}
         }
         *st = WaitState::Served(reply.buf);
         drop(st);

@@ -430,14 +430,21 @@ impl Session {
         *self.client.handle.waiter.lock() = None;
         let state = std::mem::replace(&mut *w.state.lock(), crate::server::blocking::WaitState::Cancelled);
         out.proto = self.client.proto;
+        crate::server::blocking::unregister(&srv.ks, &w);
         match state {
             crate::server::blocking::WaitState::Served(bytes) => out.raw(&bytes),
+            crate::server::blocking::WaitState::Retry => {
+                let argv: Vec<&[u8]> = w.argv.iter().map(|a| a.as_slice()).collect();
+                dispatch(srv, ws, &mut self.client, &argv, out);
+                if self.client.waiting.is_some() {
+                    return true;
+                }
+            }
             crate::server::blocking::WaitState::Unblocked => {
                 error_reply(ws, out, &CmdError::msg("UNBLOCKED client unblocked via CLIENT UNBLOCK"))
             }
             _ => (w.on_timeout)(out),
         }
-        crate::server::blocking::unregister(&srv.ks, &w);
         self.feed(srv, ws, &[], out)
     }
 

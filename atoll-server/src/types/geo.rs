@@ -104,14 +104,8 @@ fn decode_area(h: Hash) -> Area {
     let ilon = squash(h.bits >> 1);
     let div = (1u64 << h.step) as f64;
     Area {
-        lat: (
-            GEO_LAT_MIN + (ilat as f64 / div) * lat_scale,
-            GEO_LAT_MIN + ((ilat as f64 + 1.0) / div) * lat_scale,
-        ),
-        lon: (
-            GEO_LONG_MIN + (ilon as f64 / div) * lon_scale,
-            GEO_LONG_MIN + ((ilon as f64 + 1.0) / div) * lon_scale,
-        ),
+        lat: (GEO_LAT_MIN + (ilat as f64 / div) * lat_scale, GEO_LAT_MIN + ((ilat as f64 + 1.0) / div) * lat_scale),
+        lon: (GEO_LONG_MIN + (ilon as f64 / div) * lon_scale, GEO_LONG_MIN + ((ilon as f64 + 1.0) / div) * lon_scale),
     }
 }
 
@@ -458,7 +452,7 @@ pub fn geoadd(ctx: &mut Ctx) -> CmdResult {
         }
         idx += 1;
     }
-    if (ctx.args.len() - idx) % 3 != 0 || (f.xx && f.nx) || idx == ctx.args.len() {
+    if !(ctx.args.len() - idx).is_multiple_of(3) || (f.xx && f.nx) || idx == ctx.args.len() {
         return Err(CmdError::Syntax);
     }
     let mut pairs = Vec::new();

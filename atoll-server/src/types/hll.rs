@@ -43,6 +43,10 @@ const ALPHA_INF: f64 = 0.721_347_520_444_481_7;
 const WRONG_HLL: &str = "WRONGTYPE Key is not a valid HyperLogLog string value.";
 const INVALID_HLL: &str = "INVALIDOBJ Corrupted HLL object detected";
 
+/// A sparse HLL whose opcodes do not cover exactly the 16384 registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Corrupt;
+
 // ---------------------------------------------------------------------------------------------
 // Hashing
 // ---------------------------------------------------------------------------------------------
@@ -187,12 +191,12 @@ fn zero_run(n: usize) -> Op {
 
 /// Walks the opcodes of a sparse body, calling `f(first_register, op)`. Errors if the opcodes
 /// do not cover exactly the 16384 registers.
-fn sparse_walk(body: &[u8], mut f: impl FnMut(usize, Op)) -> Result<(), ()> {
+fn sparse_walk(body: &[u8], mut f: impl FnMut(usize, Op)) -> Result<(), Corrupt> {
     let (mut p, mut idx) = (0, 0);
     while p < body.len() {
-        let op = Op::decode(body, p).ok_or(())?;
+        let op = Op::decode(body, p).ok_or(Corrupt)?;
         if idx + op.span() > REGISTERS {
-            return Err(());
+            return Err(Corrupt);
         }
         f(idx, op);
         idx += op.span();
@@ -201,7 +205,7 @@ fn sparse_walk(body: &[u8], mut f: impl FnMut(usize, Op)) -> Result<(), ()> {
     if idx == REGISTERS {
         Ok(())
     } else {
-        Err(())
+        Err(Corrupt)
     }
 }
 
@@ -223,10 +227,7 @@ pub fn new_hll() -> Vec<u8> {
 /// Redis's `isHLLObjectOrReply` for a string's bytes: the magic, a known encoding, and the
 /// exact length of a dense HLL.
 pub fn is_valid_hll(b: &[u8]) -> bool {
-    b.len() >= HDR_SIZE
-        && &b[..4] == b"HYLL"
-        && b[4] <= ENC_SPARSE
-        && (b[4] != ENC_DENSE || b.len() == DENSE_SIZE)
+    b.len() >= HDR_SIZE && &b[..4] == b"HYLL" && b[4] <= ENC_SPARSE && (b[4] != ENC_DENSE || b.len() == DENSE_SIZE)
 }
 
 fn invalidate_cache(h: &mut [u8]) {
@@ -238,7 +239,7 @@ fn cached_card(h: &[u8]) -> Option<u64> {
 }
 
 /// Converts a sparse HLL to dense in place (the header, cached cardinality included, is kept).
-pub fn sparse_to_dense(h: &mut Vec<u8>) -> Result<(), ()> {
+pub fn sparse_to_dense(h: &mut Vec<u8>) -> Result<(), Corrupt> {
     if h[4] == ENC_DENSE {
         return Ok(());
     }
@@ -260,7 +261,7 @@ pub fn sparse_to_dense(h: &mut Vec<u8>) -> Result<(), ()> {
 /// Redis's `hllSparseSet`: raises register `index` to `count` in a sparse HLL, splitting the
 /// opcode that covers it and merging equal neighbours afterwards, so the bytes come out as
 /// Redis's do. Promotes to dense when needed. Returns whether the register changed.
-fn sparse_set(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Result<bool, ()> {
+fn sparse_set(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Result<bool, Corrupt> {
     if count > SPARSE_VAL_MAX_VALUE {
         return promote(h, index, count);
     }
@@ -269,7 +270,7 @@ fn sparse_set(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Res
     let mut prev: Option<usize> = None;
     let mut found = None;
     while p < h.len() {
-        let op = Op::decode(h, p).ok_or(())?;
+        let op = Op::decode(h, p).ok_or(Corrupt)?;
         if index < first + op.span() {
             found = Some(op);
             break;
@@ -278,7 +279,7 @@ fn sparse_set(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Res
         p += op.oplen();
         first += op.span();
     }
-    let op = found.ok_or(())?;
+    let op = found.ok_or(Corrupt)?;
     // Step 2: the cases that update in place.
     match op {
         Op::Val(v, _) if v >= count => return Ok(false),
@@ -320,7 +321,7 @@ fn sparse_set(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Res
     let mut scan = 5;
     while q < h.len() && scan > 0 {
         scan -= 1;
-        match Op::decode(h, q).ok_or(())? {
+        match Op::decode(h, q).ok_or(Corrupt)? {
             Op::XZero(_) => q += 2,
             Op::Zero(_) => q += 1,
             Op::Val(v1, l1) => {
@@ -341,13 +342,13 @@ fn sparse_set(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Res
     Ok(true)
 }
 
-fn promote(h: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, ()> {
+fn promote(h: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Corrupt> {
     sparse_to_dense(h)?;
     Ok(dense_set(&mut h[HDR_SIZE..], index, count))
 }
 
 /// Raises register `index` to `count` in either encoding.
-fn set_register(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Result<bool, ()> {
+fn set_register(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Result<bool, Corrupt> {
     if h[4] == ENC_DENSE {
         Ok(dense_set(&mut h[HDR_SIZE..], index, count))
     } else {
@@ -356,13 +357,13 @@ fn set_register(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> R
 }
 
 /// Adds one element; true if a register changed.
-pub fn hll_add(h: &mut Vec<u8>, ele: &[u8], max_bytes: usize) -> Result<bool, ()> {
+pub fn hll_add(h: &mut Vec<u8>, ele: &[u8], max_bytes: usize) -> Result<bool, Corrupt> {
     let (index, count) = pattern_len(ele);
     set_register(h, index, count, max_bytes)
 }
 
 /// Merges an HLL into `max` (one byte per register): max[i] = MAX(max[i], hll[i]).
-pub fn merge_into(max: &mut [u8], h: &[u8]) -> Result<(), ()> {
+pub fn merge_into(max: &mut [u8], h: &[u8]) -> Result<(), Corrupt> {
     if h[4] == ENC_DENSE {
         let regs = &h[HDR_SIZE..];
         for (i, m) in max.iter_mut().enumerate() {
@@ -427,7 +428,7 @@ fn estimate(histo: &[u32; 64]) -> u64 {
 }
 
 /// The estimate for an HLL in either encoding; Err for a corrupted sparse HLL.
-pub fn hll_count(h: &[u8]) -> Result<u64, ()> {
+pub fn hll_count(h: &[u8]) -> Result<u64, Corrupt> {
     let mut histo = [0u32; 64];
     if h[4] == ENC_DENSE {
         let regs = &h[HDR_SIZE..];
@@ -501,7 +502,7 @@ pub fn pfadd(ctx: &mut Ctx) -> CmdResult {
         match hll_add(h, ele, max_bytes) {
             Ok(true) => updated += 1,
             Ok(false) => {}
-            Err(()) => return Err(CmdError::msg(INVALID_HLL)),
+            Err(Corrupt) => return Err(CmdError::msg(INVALID_HLL)),
         }
     }
     if updated > 0 {

@@ -1022,10 +1022,10 @@ fn serve_blmove(ks: &mut KsView, argv: &[Vec<u8>], key: &[u8], reply: &mut Reply
         }
     };
     let dst = argv[2].as_slice();
-    // The writer that made the source ready may not hold the destination's shard; the
-    // registry re-runs the serve with both locks.
+    // The writer that made the source ready may not hold the destination's shard: the waiter
+    // then re-runs BLMOVE itself, taking both locks in order.
     if !ks.locks.holds(ks.db, crate::engine::key_shard(dst)) {
-        return Served::NotReady;
+        return Served::Retry;
     }
     if !matches!(has_elements(ks, key), Ok(true)) {
         return Served::NotReady;

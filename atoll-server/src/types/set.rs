@@ -147,7 +147,7 @@ impl Set {
     }
 
     /// Converts to `hashtable`.
-    fn to_table(&mut self) {
+    fn convert_to_table(&mut self) {
         let mut d = Dict::new();
         self.for_each(|m| d.insert_new(m.into(), ()));
         self.repr = Repr::Table(Table(d));
@@ -163,7 +163,7 @@ impl Set {
                         Err(pos) => v.insert(pos, i),
                     }
                     if v.len() > lim.intset_entries {
-                        self.to_table();
+                        self.convert_to_table();
                     }
                     return true;
                 }
@@ -179,7 +179,7 @@ impl Set {
                     pack.push(m.into());
                     self.repr = Repr::Pack(pack);
                 } else {
-                    self.to_table();
+                    self.convert_to_table();
                     self.add(m, lim);
                 }
                 true
@@ -191,7 +191,7 @@ impl Set {
                 if v.len() < lim.listpack_entries && m.len() <= lim.listpack_value {
                     v.push(m.into());
                 } else {
-                    self.to_table();
+                    self.convert_to_table();
                     self.add(m, lim);
                 }
                 true
@@ -411,9 +411,10 @@ pub(crate) fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
 
 /// Reads `numkeys` for SINTERCARD/ZINTERCARD-style commands: Redis's wording for each error.
 pub(crate) fn parse_numkeys(ctx: &Ctx, idx: usize) -> Result<usize, CmdError> {
-    let n = parse_int(ctx.arg(idx))?;
+    let bad = || CmdError::msg("ERR numkeys should be greater than 0");
+    let n = crate::protocol::parse_i64(ctx.arg(idx)).ok_or_else(bad)?;
     if n <= 0 {
-        return Err(CmdError::msg("ERR numkeys should be greater than 0"));
+        return Err(bad());
     }
     if n as usize > ctx.args.len() - idx - 1 {
         return Err(CmdError::msg("ERR Number of keys can't be greater than number of args"));
@@ -568,9 +569,11 @@ pub fn spop(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let count = if ctx.args.len() == 3 {
-        let c = parse_int(ctx.arg(2))?;
+        // getPositiveLongFromObjectOrReply: one message for both failures.
+        let bad = || CmdError::msg("ERR value is out of range, must be positive");
+        let c = crate::protocol::parse_i64(ctx.arg(2)).ok_or_else(bad)?;
         if c < 0 {
-            return Err(CmdError::msg("ERR value is out of range, must be positive"));
+            return Err(bad());
         }
         Some(c as u64)
     } else {

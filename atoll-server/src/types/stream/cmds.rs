@@ -128,7 +128,7 @@ pub fn xadd(ctx: &mut Ctx) -> CmdResult {
     let p = parse_add_trim(ctx, true)?;
     let field_pos = p.id_idx + 1;
     let nfields = ctx.args.len().saturating_sub(field_pos);
-    if field_pos > ctx.args.len() || nfields < 2 || nfields % 2 == 1 {
+    if field_pos > ctx.args.len() || nfields < 2 || !nfields.is_multiple_of(2) {
         return Err(CmdError::Arity("xadd".into()));
     }
     if let Some((id, true)) = p.id {
@@ -364,7 +364,6 @@ struct ReadArgs<'a> {
 /// Parses XREAD/XREADGROUP and resolves the IDs against the streams, with Redis's error
 /// order. `$` becomes the stream's last ID now.
 fn parse_read<'a>(ks: &mut KsView, args: &'a [&'a [u8]], xreadgroup: bool) -> Result<ReadArgs<'a>, CmdError> {
-    let cmd_name = if xreadgroup { "xreadgroup" } else { "xread" };
     let mut r = ReadArgs { deadline: None, count: 0, noack: false, group: None, keys: &[], ids: Vec::new(), ids_at: 0 };
     let mut streams_at = 0;
     let mut i = 1;
@@ -379,22 +378,26 @@ fn parse_read<'a>(ks: &mut KsView, args: &'a [&'a [u8]], xreadgroup: bool) -> Re
             r.count = parse_int(args[i])?.max(0) as usize;
         } else if eq_ic(o, "STREAMS") && more > 0 {
             streams_at = i + 1;
-            if (args.len() - streams_at) % 2 != 0 {
-                let sym = if xreadgroup { '>' } else { '$' };
-                return Err(CmdError::msg(format!(
-                    "ERR Unbalanced '{cmd_name}' list of streams: for each stream key an ID or '{sym}' must be specified."
-                )));
+            if !(args.len() - streams_at).is_multiple_of(2) {
+                // Redis words this the same for XREADGROUP.
+                return Err(CmdError::msg(
+                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+                ));
             }
             break;
         } else if eq_ic(o, "GROUP") && more >= 2 {
             if !xreadgroup {
-                return Err(CmdError::msg("ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead."));
+                return Err(CmdError::msg(
+                    "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
             }
             r.group = Some((args[i + 1], args[i + 2]));
             i += 2;
         } else if eq_ic(o, "NOACK") {
             if !xreadgroup {
-                return Err(CmdError::msg("ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead."));
+                return Err(CmdError::msg(
+                    "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
             }
             r.noack = true;
         } else {

@@ -88,12 +88,8 @@ pub(crate) fn reply_history(
         return;
     };
     let g = s.groups.get_mut(gname).unwrap();
-    let ids: Vec<StreamId> = g.consumers[cname]
-        .pel
-        .range(start..)
-        .take(if count == 0 { usize::MAX } else { count })
-        .copied()
-        .collect();
+    let ids: Vec<StreamId> =
+        g.consumers[cname].pel.range(start..).take(if count == 0 { usize::MAX } else { count }).copied().collect();
     reply.array(ids.len());
     for id in ids {
         match s.get(id) {
@@ -455,9 +451,8 @@ pub fn xclaim(ctx: &mut Ctx) -> CmdResult {
         Some(s) if s.groups.contains_key(gname) => {}
         _ => return Err(nogroup(key, gname)),
     }
-    let minidle = parse_int(ctx.arg(4))
-        .map_err(|_| CmdError::msg("ERR Invalid min-idle-time argument for XCLAIM"))?
-        .max(0);
+    let minidle =
+        parse_int(ctx.arg(4)).map_err(|_| CmdError::msg("ERR Invalid min-idle-time argument for XCLAIM"))?.max(0);
     // IDs run until the first argument that is not one; options follow.
     let mut ids = Vec::new();
     let mut j = 5;
@@ -574,9 +569,8 @@ pub fn xclaim(ctx: &mut Ctx) -> CmdResult {
 pub fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
     let (key, gname, cname) = (ctx.arg(1), ctx.arg(2), ctx.arg(3));
     let now = ctx.ks.now;
-    let minidle = parse_int(ctx.arg(4))
-        .map_err(|_| CmdError::msg("ERR Invalid min-idle-time argument for XAUTOCLAIM"))?
-        .max(0);
+    let minidle =
+        parse_int(ctx.arg(4)).map_err(|_| CmdError::msg("ERR Invalid min-idle-time argument for XAUTOCLAIM"))?.max(0);
     let start = parse_range_start(ctx.arg(5))?;
     let mut count: i64 = 100;
     let mut justid = false;

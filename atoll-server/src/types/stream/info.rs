@@ -31,7 +31,12 @@ pub fn xinfo_stream(ctx: &mut Ctx) -> CmdResult {
         3 => (false, 0),
         4 if eq_ic(ctx.arg(3), "FULL") => (true, 10),
         6 if eq_ic(ctx.arg(3), "FULL") && eq_ic(ctx.arg(4), "COUNT") => (true, ctx.arg_i64(5)?.max(0) as usize),
-        _ => return Err(CmdError::Syntax),
+        _ => {
+            return Err(CmdError::msg(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try XINFO HELP.",
+                String::from_utf8_lossy(ctx.arg(1))
+            )))
+        }
     };
     let (s, reply) = info_stream(ctx)?;
     reply.map(if full { 9 } else { 10 });

@@ -406,19 +406,25 @@ impl Stream {
         let max_bytes = if limits.max_bytes == 0 || limits.max_bytes > (1 << 30) { 1 << 30 } else { limits.max_bytes };
         let need_new = match self.nodes.values().next_back() {
             None => true,
-            Some(n) => n.bytes + totelelen >= max_bytes || (limits.max_entries > 0 && n.entries.len() >= limits.max_entries),
+            Some(n) => {
+                n.bytes + totelelen >= max_bytes || (limits.max_entries > 0 && n.entries.len() >= limits.max_entries)
+            }
         };
         if need_new {
             let master_fields: Vec<Vec<u8>> = fields.iter().step_by(2).cloned().collect();
             // Listpack header and end, then the master entry: count, deleted, #fields,
             // the fields, and the terminating 0.
-            let bytes = 7 + 2 + 2 + lp_int_size(master_fields.len() as i64)
+            let bytes = 7
+                + 2
+                + 2
+                + lp_int_size(master_fields.len() as i64)
                 + master_fields.iter().map(|f| lp_str_size(f)).sum::<usize>()
                 + 2;
             self.nodes.insert(id, Node { entries: Vec::new(), live: 0, bytes, master_fields });
         }
         let (master, node) = self.nodes.iter_mut().next_back().unwrap();
-        let mut size = 2 + lp_int_size((id.ms - master.ms) as i64) + lp_int_size(id.seq.wrapping_sub(master.seq) as i64);
+        let mut size =
+            2 + lp_int_size((id.ms - master.ms) as i64) + lp_int_size(id.seq.wrapping_sub(master.seq) as i64);
         let nvals = fields.len() / 2;
         if same_fields(node) {
             size += fields.iter().skip(1).step_by(2).map(|v| lp_str_size(v)).sum::<usize>();
@@ -554,8 +560,7 @@ impl Stream {
         if args.strategy == TrimStrategy::None {
             return 0;
         }
-        loop {
-            let Some((&master, node)) = self.nodes.iter().next() else { break };
+        while let Some((&master, node)) = self.nodes.iter().next() {
             if let TrimStrategy::MaxLen(max) = args.strategy {
                 if self.length <= max {
                     break;

@@ -117,14 +117,15 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
         }
     }
     let elements = ctx.args.len() - idx;
-    if elements % 2 != 0 || elements == 0 {
+    if !elements.is_multiple_of(2) || elements == 0 {
         return Err(CmdError::Syntax);
     }
     let n = elements / 2;
     if f.xx && f.nx {
         return Err(CmdError::msg("ERR XX and NX options at the same time are not compatible"));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    // Redis's wording: GT+LT, GT+NX and LT+NX all conflict.
+    if ((f.gt || f.lt) && f.nx) || (f.gt && f.lt) {
         return Err(CmdError::msg("ERR GT, LT, and/or NX options at the same time are not compatible"));
     }
     if f.incr && n > 1 {
@@ -426,9 +427,7 @@ fn zrange_generic(ctx: &mut Ctx, store: bool, kind: Option<RangeKind>, rev: Opti
         RangeKind::Score => {
             Bounds::Score(ScoreRange::parse(ctx.arg(minidx), ctx.arg(maxidx)).ok_or(CmdError::msg(RANGE_ERR))?)
         }
-        RangeKind::Lex => {
-            Bounds::Lex(LexRange::parse(ctx.arg(minidx), ctx.arg(maxidx)).ok_or(CmdError::msg(LEX_ERR))?)
-        }
+        RangeKind::Lex => Bounds::Lex(LexRange::parse(ctx.arg(minidx), ctx.arg(maxidx)).ok_or(CmdError::msg(LEX_ERR))?),
     };
     let mut items: Vec<(Box<[u8]>, f64)> = Vec::new();
     if let Some(z) = zset_read(&mut ctx.ks, src)? {
@@ -439,7 +438,8 @@ fn zrange_generic(ctx: &mut Ctx, store: bool, kind: Option<RangeKind>, rev: Opti
     }
     if store {
         let lim = ZLimits::from_ctx(ctx);
-        let n = store_zset(&mut ctx.ks, ctx.args[1], ZSet::build(items.into_iter().map(|(m, s)| (s, m)).collect(), &lim));
+        let n =
+            store_zset(&mut ctx.ks, ctx.args[1], ZSet::build(items.into_iter().map(|(m, s)| (s, m)).collect(), &lim));
         ctx.reply.int(n as i64);
     } else {
         reply_elements(ctx.reply, &items, withscores);
@@ -487,9 +487,7 @@ fn zremrange_generic(ctx: &mut Ctx, kind: RangeKind) -> CmdResult {
     let key = ctx.arg(1);
     let bounds = match kind {
         RangeKind::Rank => Bounds::Rank(ctx.arg_i64(2)?, ctx.arg_i64(3)?),
-        RangeKind::Score => {
-            Bounds::Score(ScoreRange::parse(ctx.arg(2), ctx.arg(3)).ok_or(CmdError::msg(RANGE_ERR))?)
-        }
+        RangeKind::Score => Bounds::Score(ScoreRange::parse(ctx.arg(2), ctx.arg(3)).ok_or(CmdError::msg(RANGE_ERR))?),
         RangeKind::Lex => Bounds::Lex(LexRange::parse(ctx.arg(2), ctx.arg(3)).ok_or(CmdError::msg(LEX_ERR))?),
     };
     let mut removed = 0;
@@ -581,9 +579,10 @@ fn zpop_generic(ctx: &mut Ctx, max: bool) -> CmdResult {
     }
     let key = ctx.arg(1);
     let count = if ctx.args.len() == 3 {
-        let c = parse_int(ctx.arg(2))?;
+        let bad = || CmdError::msg("ERR value is out of range, must be positive");
+        let c = crate::protocol::parse_i64(ctx.arg(2)).ok_or_else(bad)?;
         if c < 0 {
-            return Err(CmdError::msg("ERR value is out of range, must be positive"));
+            return Err(bad());
         }
         Some(c as usize)
     } else {
@@ -825,7 +824,8 @@ pub fn zrandmember(ctx: &mut Ctx) -> CmdResult {
             let c = c as usize;
             let mut all = Vec::with_capacity(z.len());
             if c >= z.len() || c * 3 > z.len() {
-                z.for_each(|m, s| all.push((Box::<[u8]>::from(m), s)));
+                // Redis walks the whole set from its tail here.
+                z.for_range(0, z.len() - 1, true, |m, s| all.push((Box::<[u8]>::from(m), s)));
                 if c < all.len() {
                     all.partial_shuffle(&mut rng, c);
                     all.truncate(c);
@@ -880,6 +880,9 @@ pub fn zscan(ctx: &mut Ctx) -> CmdResult {
 // ---------------------------------------------------------------------------------------------
 // ZUNION, ZINTER, ZDIFF (and STORE forms), ZINTERCARD
 // ---------------------------------------------------------------------------------------------
+
+/// (score, member) pairs of a computed result.
+type Items = Vec<(f64, Box<[u8]>)>;
 
 #[derive(Clone, Copy, PartialEq)]
 enum ZOp {
@@ -961,13 +964,16 @@ struct OpArgs {
 /// Parses `numkeys key [key ...]` and the options after it (Redis's
 /// `zunionInterDiffGenericCommand`). Key types are checked between numkeys and the options,
 /// as Redis does, so the loaned values come back with the options.
-fn parse_op<'a>(ctx: &mut Ctx<'a, '_, '_>, numkeys_idx: usize, op: ZOp, store: bool, card: bool) -> Result<(OpArgs, Loaned<'a>), CmdError> {
+fn parse_op<'a>(
+    ctx: &mut Ctx<'a, '_, '_>,
+    numkeys_idx: usize,
+    op: ZOp,
+    store: bool,
+    card: bool,
+) -> Result<(OpArgs, Loaned<'a>), CmdError> {
     let n = parse_int(ctx.arg(numkeys_idx))?;
     if n < 1 {
-        return Err(CmdError::msg(format!(
-            "ERR at least 1 input key is needed for '{}' command",
-            ctx.cmd.full_name()
-        )));
+        return Err(CmdError::msg(format!("ERR at least 1 input key is needed for '{}' command", ctx.cmd.full_name())));
     }
     if n as u64 > (ctx.args.len() - numkeys_idx - 1) as u64 {
         return Err(CmdError::Syntax);
@@ -1032,7 +1038,7 @@ fn parse_op<'a>(ctx: &mut Ctx<'a, '_, '_>, numkeys_idx: usize, op: ZOp, store: b
 
 /// Computes the operation; returns the elements in no particular order and, for ZINTERCARD,
 /// stops after `limit` matches.
-fn compute_op(loaned: &Loaned, a: &OpArgs, op: ZOp, card_only: bool) -> (Vec<(f64, Box<[u8]>)>, usize) {
+fn compute_op(loaned: &Loaned, a: &OpArgs, op: ZOp, card_only: bool) -> (Items, usize) {
     let n = a.keys.len();
     let mut srcs: Vec<(Src, f64)> = (0..n)
         .map(|i| {

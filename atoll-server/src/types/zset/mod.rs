@@ -188,7 +188,7 @@ impl ZSet {
         }
     }
 
-    fn to_skip(&mut self) {
+    fn convert_to_skip(&mut self) {
         if let Repr::Pack(v) = &mut self.repr {
             let items = std::mem::take(v);
             let mut z = ZSet::new_skip();
@@ -264,7 +264,7 @@ impl ZSet {
             None => {
                 if let Repr::Pack(v) = &self.repr {
                     if v.len() + 1 > lim.entries || m.len() > lim.value {
-                        self.to_skip();
+                        self.convert_to_skip();
                     }
                 }
                 self.insert_absent(score, m);

@@ -93,12 +93,8 @@ impl SkipList {
     }
 
     fn alloc(&mut self, ele: Box<[u8]>, score: f64, lvl: usize) -> u32 {
-        let node = Node {
-            ele,
-            score,
-            backward: NIL,
-            levels: vec![Level { forward: NIL, span: 0 }; lvl].into_boxed_slice(),
-        };
+        let node =
+            Node { ele, score, backward: NIL, levels: vec![Level { forward: NIL, span: 0 }; lvl].into_boxed_slice() };
         match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;

@@ -77,13 +77,29 @@ def rss(pid):
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+# Data-type workloads (issue 3): redis-benchmark's own tests where it has them, otherwise a
+# custom command line with __rand_int__ placeholders.
+TYPE_WORKLOADS = {
+    "lpush": ["-t", "lpush"],
+    "lpop": ["-t", "lpop"],
+    "sadd": ["-t", "sadd"],
+    "hset": ["-t", "hset"],
+    "zadd": ["-t", "zadd"],
+    "zrange": ["ZRANGE", "zbench", "0", "9", "WITHSCORES"],
+    "xadd": ["XADD", "xbench", "*", "field", "__rand_int__"],
+}
+
+
 def run_bench(port, test, requests, pipeline, clients=50):
-    cmd = ["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", test, "-c", str(clients),
+    spec = TYPE_WORKLOADS.get(test, ["-t", test])
+    cmd = ["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-c", str(clients),
            "-n", str(requests), "-r", "100000", "-d", "32", "-P", str(pipeline), "-q", "--csv"]
+    cmd += spec if spec[0] == "-t" else spec
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        f = [x.strip('"') for x in line.split(",")]
-        if f and f[0].upper().startswith(test.upper()):
+    rows = [[x.strip('"') for x in line.split(",")] for line in out.splitlines() if line.strip()]
+    rows = [r for r in rows if len(r) > 1 and r[0] != "test"]
+    for f in rows:
+        if spec[0] != "-t" or f[0].upper().startswith(test.upper()):
             return float(f[1]), [float(x) for x in f[2:8]] if len(f) >= 8 else []
     raise SystemExit(f"unexpected redis-benchmark output: {out}")
 
@@ -91,9 +107,13 @@ def run_bench(port, test, requests, pipeline, clients=50):
 def measure(kind, test, requests, pipeline):
     p, port = start(kind)
     try:
-        # Preload the keyspace so GETs hit.
+        # Preload the keyspace so GETs hit (and the sorted set ZRANGE reads).
         subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", "set", "-r", "100000",
                         "-n", "200000", "-P", "64", "-d", "32", "-q"], capture_output=True, check=True)
+        if test == "zrange":
+            subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-r", "100000", "-n", "1000",
+                            "-P", "64", "-q", "ZADD", "zbench", "__rand_int__", "m__rand_int__"],
+                           capture_output=True, check=True)
         c0, m0, t0 = proc_cpu_ticks(p.pid), machine_busy_ticks(), time.time()
         ops, lat = run_bench(port, test, requests, pipeline)
         c1, m1, t1 = proc_cpu_ticks(p.pid), machine_busy_ticks(), time.time()
@@ -106,10 +126,10 @@ def measure(kind, test, requests, pipeline):
         p.wait()
 
 
-def cpu_suite(rounds, requests):
+def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16)):
     rows = []
-    for test in ("get", "set"):
-        for pipeline in (1, 16):
+    for test in tests:
+        for pipeline in pipelines:
             res = {"atoll": [], "redis": []}
             for r in range(rounds):
                 order = ("redis", "atoll") if r % 2 == 0 else ("atoll", "redis")
@@ -123,6 +143,55 @@ def cpu_suite(rounds, requests):
                   f" | atoll {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv {a[2]:6.2f} us/op mach p99 {a[3]:.3f}ms"
                   f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x", flush=True)
     return rows
+
+
+def send_pipelined(port, commands):
+    """Sends RESP commands in batches of 1000 and waits for every reply."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        for start_i in range(0, len(commands), 1000):
+            batch = commands[start_i:start_i + 1000]
+            s.sendall(b"".join(batch))
+            # Every reply here is one line (+OK or :n).
+            need, buf = len(batch), b""
+            while buf.count(b"\r\n") < need:
+                buf += s.recv(1 << 20)
+
+
+def resp(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def element_suite(n):
+    """RSS per element of one big hash, set and sorted set (16-byte members, 32-byte values)."""
+    res = {}
+    for kind in ("redis", "atoll"):
+        for typ in ("hash", "set", "zset"):
+            p, port = start(kind, cpu=None)
+            try:
+                time.sleep(0.3)
+                r0 = rss(p.pid)
+                cmds = []
+                for i in range(n):
+                    m = b"member:%09d" % i
+                    if typ == "hash":
+                        cmds.append(resp(b"HSET", b"big", m, b"v" * 32))
+                    elif typ == "set":
+                        cmds.append(resp(b"SADD", b"big", m))
+                    else:
+                        cmds.append(resp(b"ZADD", b"big", b"%d" % i, m))
+                send_pipelined(port, cmds)
+                time.sleep(0.5)
+                res[(kind, typ)] = (rss(p.pid) - r0) / n
+            finally:
+                p.kill()
+                p.wait()
+    for typ in ("hash", "set", "zset"):
+        r, a = res[("redis", typ)], res[("atoll", typ)]
+        print(f"{typ:5} 1M members: redis {r:6.1f} B/elem  atoll {a:6.1f} B/elem  ratio {a/r:.2f}x", flush=True)
+    return res
 
 
 def load_keys(port, n):
@@ -189,7 +258,7 @@ def main():
     ap.add_argument("--requests", type=int, default=1000000)
     ap.add_argument("--keys", type=int, default=1000000)
     ap.add_argument("--conns", type=int, default=10000)
-    ap.add_argument("--only", choices=["cpu", "mem"])
+    ap.add_argument("--only", choices=["cpu", "mem", "types", "elements"])
     a = ap.parse_args()
     if not os.path.exists(ATOLL):
         sys.exit("build first: cargo build --release")
@@ -200,6 +269,10 @@ def main():
         cpu_suite(a.rounds, a.requests)
     if a.only in (None, "mem"):
         mem_suite(a.keys, a.conns)
+    if a.only in (None, "types"):
+        cpu_suite(a.rounds, a.requests, tests=tuple(TYPE_WORKLOADS), pipelines=(1,))
+    if a.only in (None, "elements"):
+        element_suite(a.keys)
 
 
 if __name__ == "__main__":

@@ -178,3 +178,54 @@ fn blmove_across_shards_is_served() {
         assert_eq!(ctl.cmd(&[b"EXISTS", src.as_bytes()]), b":0\r\n");
     }
 }
+
+#[test]
+fn sorted_set_and_stream_waiters() {
+    let s = start_atoll(&["--threads", "2"]);
+    let mut ctl = RawConn::connect(s.port);
+    // BZPOPMIN is served by ZADD.
+    let mut w = RawConn::connect(s.port);
+    w.send(&[b"BZPOPMIN".to_vec(), b"z".to_vec(), b"0".to_vec()]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(ctl.cmd(&[b"ZADD", b"z", b"2", b"b", b"1", b"a"]), b":2\r\n");
+    assert_eq!(w.read_reply(), b"*3\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\n1\r\n");
+    // Two XREAD BLOCK `$` readers both see the entries added after they blocked.
+    let mut r1 = RawConn::connect(s.port);
+    let mut r2 = RawConn::connect(s.port);
+    assert_eq!(ctl.cmd(&[b"XADD", b"st", b"1-1", b"f", b"old"]), b"$3\r\n1-1\r\n");
+    for r in [&mut r1, &mut r2] {
+        r.send(&[
+            b"XREAD".to_vec(),
+            b"BLOCK".to_vec(),
+            b"0".to_vec(),
+            b"STREAMS".to_vec(),
+            b"st".to_vec(),
+            b"$".to_vec(),
+        ]);
+    }
+    wait_blocked(&mut ctl, 2);
+    assert_eq!(ctl.cmd(&[b"XADD", b"st", b"2-1", b"f", b"new"]), b"$3\r\n2-1\r\n");
+    let expected = b"*1\r\n*2\r\n$2\r\nst\r\n*1\r\n*2\r\n$3\r\n2-1\r\n*2\r\n$1\r\nf\r\n$3\r\nnew\r\n".to_vec();
+    assert_eq!(r1.read_reply(), expected);
+    assert_eq!(r2.read_reply(), expected);
+    // XREAD BLOCK times out with a null array.
+    assert_eq!(r1.cmd(&[b"XREAD", b"BLOCK", b"50", b"STREAMS", b"st", b"$"]), b"*-1\r\n");
+    // A blocked XREADGROUP whose group is destroyed gets an error (7.2), not a hang.
+    assert_eq!(ctl.cmd(&[b"XGROUP", b"CREATE", b"st", b"g", b"$"]), b"+OK\r\n");
+    r2.send(&[
+        b"XREADGROUP".to_vec(),
+        b"GROUP".to_vec(),
+        b"g".to_vec(),
+        b"c".to_vec(),
+        b"BLOCK".to_vec(),
+        b"0".to_vec(),
+        b"STREAMS".to_vec(),
+        b"st".to_vec(),
+        b">".to_vec(),
+    ]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(ctl.cmd(&[b"DEL", b"st"]), b":1\r\n");
+    let r = r2.read_reply();
+    assert!(r.starts_with(b"-NOGROUP") || r.starts_with(b"-UNBLOCKED"), "{}", show(&r));
+    assert_eq!(blocked_clients(&mut ctl), 0);
+}

@@ -46,6 +46,9 @@ pub type TimeoutFn = fn(reply: &mut Reply);
 
 /// What a blocking command asks for when it has to wait.
 pub struct BlockRequest {
+    /// The command the waiter keeps for `serve`, when it differs from what the client sent
+    /// (XREAD … `$` keeps the IDs `$` stood for at block time). None keeps the command as sent.
+    pub argv: Option<Vec<Vec<u8>>>,
     /// Keys to wait on, in the client's current database.
     pub keys: Vec<Vec<u8>>,
     /// Absolute deadline in Unix ms; None waits forever.
@@ -183,27 +186,24 @@ pub fn serve_ready(ks: &mut KsView, srv: &super::Server) {
 }
 
 fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
-    loop {
-        // The oldest waiter still waiting on this key, if any.
-        let next = {
-            let shard = ks.shard(key);
-            let Some(b) = shard.blocked.as_mut() else { return };
-            let Some(q) = b.get_mut(key) else { return };
-            // Drop waiters that already finished (served through another key, timed out).
-            while q.front().is_some_and(|w| *w.state.lock() != WaitState::Waiting) {
-                q.pop_front();
+    // The waiters on this key, oldest first. Each is offered the key in turn: a list pop
+    // that finds the list empty leaves the rest waiting (cheaply), while stream readers —
+    // who do not consume — may all be served by one XADD.
+    let waiters: Vec<Arc<Waiter>> = {
+        let shard = ks.shard(key);
+        let Some(b) = shard.blocked.as_mut() else { return };
+        let Some(q) = b.get_mut(key) else { return };
+        q.retain(|w| *w.state.lock() == WaitState::Waiting);
+        if q.is_empty() {
+            b.remove(key);
+            if b.is_empty() {
+                shard.blocked = None;
             }
-            match q.front() {
-                Some(w) => w.clone(),
-                None => {
-                    b.remove(key);
-                    if b.is_empty() {
-                        shard.blocked = None;
-                    }
-                    return;
-                }
-            }
-        };
+            return;
+        }
+        q.iter().cloned().collect()
+    };
+    for next in waiters {
         let mut st = next.state.lock();
         if *st != WaitState::Waiting {
             continue;
@@ -214,26 +214,33 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
         let served = (next.serve)(ks, &next.argv, key, &mut reply);
         ks.db = saved_db;
         match served {
-            // The key cannot serve its oldest waiter (emptied, or of another type now):
-            // nobody behind it can be served either.
-            Served::NotReady => return,
+            Served::NotReady => continue,
             Served::Retry => {
                 *st = WaitState::Retry;
                 drop(st);
                 next.wake.notify_one();
                 srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
                 // Later waiters wait until the re-run has had its chance.
-                return;
+                break;
             }
-            Served::Done => {}
+            Served::Done => {
+                *st = WaitState::Served(reply.buf);
+                drop(st);
+                next.wake.notify_one();
+                srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            }
         }
-        *st = WaitState::Served(reply.buf);
-        drop(st);
-        next.wake.notify_one();
-        srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
-        let shard = ks.shard(key);
-        if let Some(q) = shard.blocked.as_mut().and_then(|b| b.get_mut(key)) {
-            q.retain(|x| !Arc::ptr_eq(x, &next));
+    }
+    let shard = ks.shard(key);
+    if let Some(b) = shard.blocked.as_mut() {
+        if let Some(q) = b.get_mut(key) {
+            q.retain(|w| *w.state.lock() == WaitState::Waiting);
+            if q.is_empty() {
+                b.remove(key);
+            }
+        }
+        if b.is_empty() {
+            shard.blocked = None;
         }
     }
 }

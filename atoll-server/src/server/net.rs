@@ -162,7 +162,12 @@ async fn flush<S: Stream>(stream: &mut S, out: &mut Vec<u8>, ws: &WorkerStats) -
 /// unblocked; then writes its reply and runs the requests that queued behind it (which may
 /// block again). Input arriving meanwhile is buffered; end-of-file cancels the wait.
 /// Returns Ok(false) when the connection must close.
-async fn wait_blocked<S: Stream>(stream: &mut S, session: &mut Session, srv: &Server, ws: &WorkerStats) -> io::Result<bool> {
+async fn wait_blocked<S: Stream>(
+    stream: &mut S,
+    session: &mut Session,
+    srv: &Server,
+    ws: &WorkerStats,
+) -> io::Result<bool> {
     use super::blocking::WaitState;
     while let Some(w) = session.waiting() {
         let sleep = async {

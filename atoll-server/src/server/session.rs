@@ -371,7 +371,7 @@ pub fn call(
         let w = Arc::new(crate::server::blocking::Waiter {
             client_id: ctx.client.id(),
             db: ctx.ks.db,
-            argv: argv.iter().map(|a| a.to_vec()).collect(),
+            argv: req.argv.unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect()),
             keys: req.keys,
             deadline_ms: req.deadline_ms,
             proto: ctx.client.proto,

@@ -912,6 +912,7 @@ fn bpop_generic(ctx: &mut Ctx, end: End) -> CmdResult {
         return Ok(());
     }
     ctx.block(BlockRequest {
+        argv: None,
         keys: keys.iter().map(|k| k.to_vec()).collect(),
         deadline_ms: deadline,
         serve: serve_bpop,
@@ -960,6 +961,7 @@ pub fn blmpop(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     ctx.block(BlockRequest {
+        argv: None,
         keys: keys.iter().map(|k| k.to_vec()).collect(),
         deadline_ms: deadline,
         serve: serve_blmpop,
@@ -994,6 +996,7 @@ fn blmove_generic(ctx: &mut Ctx, from: End, to: End, deadline: Option<i64>) -> C
         return Ok(());
     }
     ctx.block(BlockRequest {
+        argv: None,
         keys: vec![src.to_vec()],
         deadline_ms: deadline,
         serve: serve_blmove,

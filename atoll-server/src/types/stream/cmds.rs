@@ -532,7 +532,7 @@ fn read_timeout(reply: &mut Reply) {
 /// a deleted key or group (or a key of another type) ends the wait with the command's error.
 fn serve_blocked(ks: &mut KsView, argv: &[Vec<u8>], _key: &[u8], reply: &mut Reply, xreadgroup: bool) -> Served {
     let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-    let mut r = match parse_read(ks, &args, xreadgroup) {
+    let r = match parse_read(ks, &args, xreadgroup) {
         Ok(r) => r,
         Err(e) => {
             if xreadgroup {
@@ -542,16 +542,7 @@ fn serve_blocked(ks: &mut KsView, argv: &[Vec<u8>], _key: &[u8], reply: &mut Rep
             return Served::NotReady;
         }
     };
-    // `$` was resolved at block time to the last ID then; the waiter's argv still says `$`,
-    // so the entries added since are taken to be the newest one (the XADD that signalled).
-    for (k, a) in args[r.ids_at..].iter().enumerate() {
-        if *a == b"$" {
-            if let Ok(Some(s)) = read_stream(ks, r.keys[k]) {
-                let last = s.last_valid_id();
-                r.ids[k] = ReadFrom::After(last.decr().unwrap_or_default());
-            }
-        }
-    }
+    // `$` was resolved to concrete IDs when the client blocked (see `read_generic`).
     // Deliveries are propagated as XCLAIM / XGROUP SETID effects by the reader itself.
     if serve_read(ks, reply, &r) > 0 {
         Served::Done
@@ -578,7 +569,18 @@ fn read_generic(ctx: &mut Ctx, xreadgroup: bool) -> CmdResult {
     }
     match r.deadline {
         Some(deadline) if !ctx.client.in_exec => {
+            // `$` means "the last ID now": the waiter keeps the resolved IDs, so whatever is
+            // added later — one entry or many — is what it reads.
+            let mut argv = ctx.argv_owned();
+            for (k, id) in r.ids.iter().enumerate() {
+                if args[r.ids_at + k] == b"$" {
+                    if let ReadFrom::After(id) = id {
+                        argv[r.ids_at + k] = id.to_bytes();
+                    }
+                }
+            }
             ctx.block(BlockRequest {
+                argv: Some(argv),
                 keys: r.keys.iter().map(|k| k.to_vec()).collect(),
                 deadline_ms: deadline,
                 serve: if xreadgroup { serve_xreadgroup } else { serve_xread },

@@ -730,6 +730,7 @@ fn bzpop_generic(ctx: &mut Ctx, max: bool) -> CmdResult {
         return Ok(());
     }
     ctx.block(BlockRequest {
+        argv: None,
         keys: keys.iter().map(|k| k.to_vec()).collect(),
         deadline_ms: deadline,
         serve: serve_bzpop,
@@ -765,6 +766,7 @@ pub fn bzmpop(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     ctx.block(BlockRequest {
+        argv: None,
         keys: keys.iter().map(|k| k.to_vec()).collect(),
         deadline_ms: deadline,
         serve: serve_bzmpop,

@@ -7,7 +7,7 @@
 
 use redis::{Commands, Connection};
 use std::collections::HashSet;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,9 +24,8 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().unwrap().port()
-}
+mod common;
+use common::free_port;
 
 fn start() -> Server {
     let port = free_port();

@@ -83,8 +83,13 @@ pub struct Waiter {
     pub serve: ServeFn,
     pub on_timeout: TimeoutFn,
     pub state: Mutex<WaitState>,
-    pub wake: tokio::sync::Notify,
+    /// Tells the client's worker that the wait ended (safe to call from any thread).
+    pub wake: WakeFn,
 }
+
+/// Wakes a client's worker: pushes the client onto the worker's resume list and wakes its
+/// event loop.
+pub type WakeFn = Arc<dyn Fn() + Send + Sync>;
 
 impl Waiter {
     /// Ends the wait from outside (timeout, CLIENT UNBLOCK). False if it already ended.
@@ -95,7 +100,7 @@ impl Waiter {
         }
         *st = to;
         drop(st);
-        self.wake.notify_one();
+        (self.wake)();
         true
     }
 }
@@ -218,7 +223,7 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
             Served::Retry => {
                 *st = WaitState::Retry;
                 drop(st);
-                next.wake.notify_one();
+                (next.wake)();
                 srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
                 // Later waiters wait until the re-run has had its chance.
                 break;
@@ -226,7 +231,7 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
             Served::Done => {
                 *st = WaitState::Served(reply.buf);
                 drop(st);
-                next.wake.notify_one();
+                (next.wake)();
                 srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
             }
         }

@@ -131,6 +131,8 @@ pub struct Client {
     pub waiting: Option<Arc<crate::server::blocking::Waiter>>,
     /// Keys made ready inside a transaction, served when EXEC ends.
     pub ready: Vec<Vec<u8>>,
+    /// How a waiter wakes this client's worker (set by the event loop).
+    pub wake: Option<crate::server::blocking::WakeFn>,
 }
 
 impl Client {
@@ -152,6 +154,7 @@ impl Client {
             blocked: None,
             waiting: None,
             ready: Vec::new(),
+            wake: None,
         }
     }
 

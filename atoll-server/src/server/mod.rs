@@ -3,6 +3,7 @@
 
 pub mod blocking;
 pub mod client;
+pub mod evloop;
 pub mod expire;
 pub mod log;
 pub mod net;

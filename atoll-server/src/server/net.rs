@@ -1,79 +1,19 @@
-//! Worker threads and their event loops.
+//! Server start-up, listeners, the acceptor and shutdown.
 //!
-//! N workers, each a single-threaded tokio runtime (`current_thread`, never the work-stealing
-//! one) that owns its connections for their whole life; every command runs to completion on
-//! its connection's worker. The main thread accepts connections and hands them out round-robin
-//! through bounded mailboxes.
-//!
-//! Syscalls and wakeups per request matter more than anything else here (DESIGN §4): a read
-//! that returns less than the buffer clears readiness (so there is no extra read that fails
-//! with EAGAIN); all complete requests in a read are executed before one write of all their
-//! replies; and, like Redis's beforeSleep, a connection yields once before writing so that
-//! every connection made readable in the same event-loop round reads first — the peer then
-//! wakes once for many replies. The read buffer is shared per worker, so an idle connection
-//! holds no input buffer and at most a small reply buffer.
+//! N worker threads (`evloop.rs`), each with its own epoll loop that owns its connections for
+//! their whole life; every command runs to completion on its connection's worker. The main
+//! thread (a small tokio runtime) binds the listeners, accepts, applies the accept-time checks
+//! (maxclients, protected mode) and hands connections out round-robin through the workers'
+//! bounded inboxes; it also waits for SIGTERM/SIGINT and SHUTDOWN.
 
-use super::client::{Client, ClientHandle};
-use super::session::Session;
-use super::{stats::WorkerStats, Server, ShutdownMode};
-use crate::protocol::Reply;
+use super::client::ClientHandle;
+use super::evloop::{Conn, Inbox};
+use super::{Server, ShutdownMode};
 use crate::{log_notice, log_verbose, log_warning};
-use std::cell::RefCell;
 use std::io;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::sync::mpsc;
-
-/// Bytes read per syscall, shared by all connections of a worker.
-const READ_CHUNK: usize = 64 * 1024;
-/// A connection keeps its reply buffer between batches only up to this size.
-const KEEP_OUT_PER_CONN: usize = 4096;
-
-/// A connection handed from the acceptor to a worker.
-pub enum Conn {
-    Tcp(std::net::TcpStream),
-    Unix(std::os::unix::net::UnixStream),
-}
-
-/// Readiness waiting, common to TCP and unix sockets.
-trait Stream: AsyncRead + AsyncWrite + Unpin {
-    async fn wait_readable(&self) -> io::Result<()>;
-}
-impl Stream for tokio::net::TcpStream {
-    async fn wait_readable(&self) -> io::Result<()> {
-        self.readable().await
-    }
-}
-impl Stream for tokio::net::UnixStream {
-    async fn wait_readable(&self) -> io::Result<()> {
-        self.readable().await
-    }
-}
-
-/// Per-worker scratch input buffer, shared by the worker's connections (one runs at a time
-/// and none holds it across an await).
-struct Scratch {
-    input: Vec<u8>,
-}
-
-pub struct Worker {
-    pub id: usize,
-    pub tx: mpsc::Sender<Conn>,
-}
-
-/// Polls a future once with a no-op waker: Ready(result) or None. Used for reads and writes
-/// that must not hold the shared buffers across an await.
-fn poll_once<T>(f: impl FnOnce(&mut Context<'_>) -> Poll<T>) -> Option<T> {
-    let mut cx = Context::from_waker(Waker::noop());
-    match f(&mut cx) {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
-    }
-}
 
 impl ClientHandle {
     /// Loopback or unix socket (for protected mode and `enable-debug-command local`).
@@ -91,264 +31,8 @@ pub fn request_shutdown(mode: ShutdownMode) {
     }
 }
 
-enum Step {
-    /// Nothing more to read now.
-    Drained,
-    /// End of file or an I/O error.
-    Closed,
-    /// Read `n` bytes and executed them, replies appended to the connection's output.
-    Done { n: usize, keep: bool },
-}
-
-/// One read and the execution of every complete request in it — synchronously, so the worker's
-/// shared input buffer is never held across an await. Replies accumulate in `out`.
-fn read_and_execute<S: Stream>(
-    stream: &mut S,
-    session: &mut Session,
-    srv: &Server,
-    ws: &WorkerStats,
-    scratch: &RefCell<Scratch>,
-    out: &mut Vec<u8>,
-) -> Step {
-    let mut guard = scratch.borrow_mut();
-    let sc = &mut *guard;
-    if sc.input.len() < READ_CHUNK {
-        sc.input.resize(READ_CHUNK, 0);
-    }
-    let mut rb = ReadBuf::new(&mut sc.input);
-    let n = match poll_once(|cx| Pin::new(&mut *stream).poll_read(cx, &mut rb)) {
-        None => return Step::Drained,
-        Some(Err(_)) => return Step::Closed,
-        Some(Ok(())) => rb.filled().len(),
-    };
-    if n == 0 {
-        return Step::Closed;
-    }
-    let mut reply = Reply { buf: std::mem::take(out), proto: session.client.proto };
-    let keep = session.feed(srv, ws, &sc.input[..n], &mut reply);
-    *out = reply.buf;
-    if session.client.sleep_ms > 0 {
-        // DEBUG SLEEP: Redis blocks the whole server; we block this worker.
-        std::thread::sleep(std::time::Duration::from_millis(session.client.sleep_ms));
-        session.client.sleep_ms = 0;
-    }
-    Step::Done { n, keep }
-}
-
-/// Writes `out` completely: directly while the socket takes it, waiting for writability only
-/// when its buffer is full. Leaves `out` empty (and small: an idle connection keeps no big
-/// buffer).
-async fn flush<S: Stream>(stream: &mut S, out: &mut Vec<u8>, ws: &WorkerStats) -> io::Result<()> {
-    super::stats::bump(&ws.counters.net_output_bytes, out.len() as u64);
-    let mut written = 0;
-    while written < out.len() {
-        match poll_once(|cx| Pin::new(&mut *stream).poll_write(cx, &out[written..])) {
-            Some(Ok(w)) => written += w,
-            Some(Err(e)) => return Err(e),
-            None => {
-                stream.write_all(&out[written..]).await?;
-                written = out.len();
-            }
-        }
-    }
-    out.clear();
-    if out.capacity() > KEEP_OUT_PER_CONN {
-        *out = Vec::new();
-    }
-    Ok(())
-}
-
-/// Suspends a client blocked in BLPOP & co until it is served, its deadline passes or it is
-/// unblocked; then writes its reply and runs the requests that queued behind it (which may
-/// block again). Input arriving meanwhile is buffered; end-of-file cancels the wait.
-/// Returns Ok(false) when the connection must close.
-async fn wait_blocked<S: Stream>(
-    stream: &mut S,
-    session: &mut Session,
-    srv: &Server,
-    ws: &WorkerStats,
-) -> io::Result<bool> {
-    use super::blocking::WaitState;
-    while let Some(w) = session.waiting() {
-        let sleep = async {
-            match w.deadline_ms {
-                Some(d) => {
-                    let left = (d - srv.now_ms()).max(0) as u64;
-                    tokio::time::sleep(std::time::Duration::from_millis(left)).await
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            _ = w.wake.notified() => {}
-            _ = sleep => {
-                if w.finish(WaitState::TimedOut) {
-                    srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
-            r = stream.wait_readable() => {
-                r?;
-                let mut buf = [0u8; 16 * 1024];
-                let mut rb = ReadBuf::new(&mut buf);
-                match poll_once(|cx| Pin::new(&mut *stream).poll_read(cx, &mut rb)) {
-                    Some(Ok(())) if rb.filled().is_empty() => return Ok(false),
-                    Some(Ok(())) if !session.buffer_input(rb.filled(), srv) => return Ok(false),
-                    Some(Ok(())) => {}
-                    Some(Err(e)) => return Err(e),
-                    None => {}
-                }
-                if session.client.handle.killed.load(Ordering::Acquire) {
-                    return Ok(false);
-                }
-            }
-        }
-        if *w.state.lock() == WaitState::Waiting {
-            continue;
-        }
-        let mut reply = Reply::new(session.client.proto);
-        let keep = session.resume(srv, ws, &mut reply);
-        ws.counters.net_output_bytes.fetch_add(reply.buf.len() as u64, Ordering::Relaxed);
-        stream.write_all(&reply.buf).await?;
-        if !keep {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Serves one connection until it closes.
-async fn serve<S: Stream>(mut stream: S, mut session: Session, srv: Arc<Server>, scratch: Rc<RefCell<Scratch>>) {
-    let ws: &WorkerStats = &srv.stats.workers[session.client.worker];
-    let handle = session.client.handle.clone();
-    let mut out: Vec<u8> = Vec::new();
-    'conn: loop {
-        // Wait for input. CLIENT KILL and the idle timeout (checked by the cron) shut the
-        // socket down, which wakes this wait with an end-of-file.
-        if stream.wait_readable().await.is_err() {
-            break;
-        }
-        if handle.killed.load(Ordering::Acquire) {
-            break;
-        }
-        // Read everything available, executing requests as they complete.
-        let mut keep = true;
-        let mut closed = false;
-        loop {
-            match read_and_execute(&mut stream, &mut session, &srv, ws, &scratch, &mut out) {
-                Step::Drained => break,
-                Step::Closed => {
-                    closed = true;
-                    break;
-                }
-                Step::Done { n, keep: k } => {
-                    keep = k;
-                    if !k || n < READ_CHUNK || session.waiting().is_some() || session.client.shutdown.is_some() {
-                        break;
-                    }
-                }
-            }
-        }
-        if !out.is_empty() && !closed {
-            // Like Redis's beforeSleep: let the other connections that became readable in
-            // this event-loop round run their requests first, then write. The client wakes
-            // once to many replies instead of once per reply, which saves the kernel most of
-            // the wakeup work on loopback.
-            tokio::task::yield_now().await;
-            if flush(&mut stream, &mut out, ws).await.is_err() {
-                break;
-            }
-        }
-        if closed || !keep {
-            break;
-        }
-        if session.waiting().is_some() {
-            match wait_blocked(&mut stream, &mut session, &srv, ws).await {
-                Ok(true) => {}
-                _ => break 'conn,
-            }
-        }
-        if let Some(mode) = session.client.shutdown.take() {
-            request_shutdown(mode);
-            // Keep the connection open until the process exits, as Redis does.
-            std::future::pending::<()>().await;
-        }
-        if !session.has_pending() {
-            session.shrink();
-        }
-    }
-    super::session::disconnect(&srv, &mut session.client);
-    srv.clients.remove(handle.id);
-    *handle.closed.lock() = true;
-    drop(stream);
-}
-
-fn worker_main(id: usize, srv: Arc<Server>, mut rx: mpsc::Receiver<Conn>, ready: Arc<AtomicUsize>) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("worker runtime");
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let scratch = Rc::new(RefCell::new(Scratch { input: Vec::new() }));
-        // Active expiry on every worker, sharing one cursor.
-        {
-            let srv = srv.clone();
-            tokio::task::spawn_local(async move {
-                loop {
-                    let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as u64;
-                    tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
-                    super::expire::cycle(&srv, &srv.stats.workers[id].counters);
-                    if id == 0 {
-                        srv.clock.resync();
-                        srv.sample_ops();
-                        close_idle_clients(&srv);
-                    }
-                }
-            });
-        }
-        ready.fetch_add(1, Ordering::Release);
-        while let Some(conn) = rx.recv().await {
-            let needs_auth = srv.config.hot.has_password.load(Ordering::Relaxed);
-            let (addr, laddr, fd, unix) = match &conn {
-                Conn::Tcp(s) => (
-                    s.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
-                    s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-                    std::os::fd::AsRawFd::as_raw_fd(s),
-                    false,
-                ),
-                Conn::Unix(s) => (
-                    format!("{}:0", srv.config.get("unixsocket")),
-                    srv.config.get("unixsocket"),
-                    std::os::fd::AsRawFd::as_raw_fd(s),
-                    true,
-                ),
-            };
-            let handle = Arc::new(ClientHandle::new(srv.clients.next_id(), addr, laddr, fd, unix, srv.now_ms()));
-            // The socket is open from here on: CLIENT KILL may shut it down.
-            *handle.closed.lock() = false;
-            srv.clients.add(handle.clone());
-            let session = Session::new(Client::new(handle, id, needs_auth));
-            let (srv2, sc) = (srv.clone(), scratch.clone());
-            match conn {
-                Conn::Tcp(s) => {
-                    let _ = s.set_nodelay(true);
-                    match tokio::net::TcpStream::from_std(s) {
-                        Ok(s) => {
-                            tokio::task::spawn_local(serve(s, session, srv2, sc));
-                        }
-                        Err(_) => srv.clients.remove(session.client.id()),
-                    }
-                }
-                Conn::Unix(s) => match tokio::net::UnixStream::from_std(s) {
-                    Ok(s) => {
-                        tokio::task::spawn_local(serve(s, session, srv2, sc));
-                    }
-                    Err(_) => srv.clients.remove(session.client.id()),
-                },
-            }
-        }
-    });
-}
-
 /// `timeout`: closes clients idle for longer (Redis's clientsCron rule).
-fn close_idle_clients(srv: &Server) {
+pub(super) fn close_idle_clients(srv: &Server) {
     let timeout = srv.config.hot.timeout.load(Ordering::Relaxed) as i64;
     if timeout == 0 {
         return;
@@ -507,15 +191,24 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let (sd_tx, mut sd_rx) = tokio::sync::watch::channel(None);
     let _ = SHUTDOWN.set(sd_tx);
     let ready = Arc::new(AtomicUsize::new(0));
-    let mut workers = Vec::new();
+    let mut workers: Vec<Arc<Inbox>> = Vec::new();
     for id in 0..threads {
-        let (tx, rx) = mpsc::channel(1024);
+        let (poll, inbox) = match super::evloop::new_worker() {
+            Ok(p) => p,
+            Err(e) => {
+                log_warning!("Failed creating the event loop: {e}");
+                return 1;
+            }
+        };
         let (srv2, ready2) = (srv.clone(), ready.clone());
         std::thread::Builder::new()
             .name(format!("atoll-w{id}"))
-            .spawn(move || worker_main(id, srv2, rx, ready2))
+            .spawn({
+                let inbox = inbox.clone();
+                move || super::evloop::run(id, srv2, poll, inbox, ready2)
+            })
             .expect("spawn worker");
-        workers.push(Worker { id, tx });
+        workers.push(inbox);
     }
     while ready.load(Ordering::Acquire) < threads {
         std::thread::yield_now();
@@ -543,7 +236,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                     let _ = tcp_keepalive(&s, srv.config.get_i64("tcp-keepalive"));
                     let w = next.get() % workers.len();
                     next.set(w + 1);
-                    let _ = workers[w].tx.send(Conn::Tcp(s)).await;
+                    hand_out(&workers[w], Conn::Tcp(s)).await;
                 }
             });
         }
@@ -562,7 +255,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                     }
                     let w = next.get() % workers.len();
                     next.set(w + 1);
-                    let _ = workers[w].tx.send(Conn::Unix(s)).await;
+                    hand_out(&workers[w], Conn::Unix(s)).await;
                 }
             });
         }
@@ -599,6 +292,19 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             .await
     });
     std::process::exit(code);
+}
+
+/// Gives a connection to a worker; if its inbox is full (the worker is far behind), waits a
+/// little rather than queueing without bound.
+async fn hand_out(inbox: &Inbox, mut conn: Conn) {
+    for _ in 0..1000 {
+        match inbox.try_push(conn) {
+            None => return,
+            Some(back) => conn = back,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    log_warning!("Worker inbox full: dropping a new connection");
 }
 
 /// Accept-time checks: maxclients and protected mode. Writes Redis's error and closes.

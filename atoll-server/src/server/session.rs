@@ -378,7 +378,7 @@ pub fn call(
             serve: req.serve,
             on_timeout: req.on_timeout,
             state: parking_lot::Mutex::new(crate::server::blocking::WaitState::Waiting),
-            wake: Default::default(),
+            wake: ctx.client.wake.clone().unwrap_or_else(|| Arc::new(|| {})),
         });
         crate::server::blocking::register(ctx.ks.locks, &w);
         srv.blocked_clients.fetch_add(1, Ordering::Relaxed);

@@ -173,7 +173,7 @@ impl<'a, 'k> KsView<'a, 'k> {
                     shard.expires.remove(key);
                 }
             }
-            None => shard.keys.insert_new(key.into(), Obj { val, lru }),
+            None => shard.keys.insert_new_slice(key, Obj { val, lru }),
         }
         self.modified(key);
         self.ready_if_aggregate(key);
@@ -194,7 +194,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// Adds a key known to be absent (after a lookup said so), without counting it dirty.
     pub fn insert_new(&mut self, key: &[u8], val: Value) {
         let lru = self.lru_clock;
-        self.shard(key).keys.insert_new(key.into(), Obj { val, lru });
+        self.shard(key).keys.insert_new_slice(key, Obj { val, lru });
         self.ready_if_aggregate(key);
     }
 
@@ -228,7 +228,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         let shard = self.shard(key);
         match shard.expires.get_mut(key) {
             Some(t) => *t = when,
-            None => shard.expires.insert_new(key.into(), when),
+            None => shard.expires.insert_new_slice(key, when),
         }
     }
 

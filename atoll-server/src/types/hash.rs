@@ -96,7 +96,7 @@ impl Clone for Hash {
             Repr::Listpack(v) => Hash { repr: Repr::Listpack(v.clone()) },
             Repr::Table(d) => {
                 let mut c = Dict::new();
-                d.for_each(|f, v| c.insert_new(f.into(), v.clone()));
+                d.for_each(|f, v| c.insert_new_slice(f, v.clone()));
                 Hash { repr: Repr::Table(c) }
             }
         }
@@ -198,7 +198,7 @@ impl Hash {
                     false
                 }
                 None => {
-                    d.insert_new(field.into(), HVal::new(value));
+                    d.insert_new_slice(field, HVal::new(value));
                     true
                 }
             },

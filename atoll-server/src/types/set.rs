@@ -52,7 +52,7 @@ pub struct Table(pub Dict<()>);
 impl Clone for Table {
     fn clone(&self) -> Self {
         let mut d = Dict::new();
-        self.0.for_each(|k, _| d.insert_new(k.into(), ()));
+        self.0.for_each(|k, _| d.insert_new_slice(k, ()));
         Table(d)
     }
 }
@@ -149,7 +149,7 @@ impl Set {
     /// Converts to `hashtable`.
     fn convert_to_table(&mut self) {
         let mut d = Dict::new();
-        self.for_each(|m| d.insert_new(m.into(), ()));
+        self.for_each(|m| d.insert_new_slice(m, ()));
         self.repr = Repr::Table(Table(d));
     }
 
@@ -200,7 +200,7 @@ impl Set {
                 if t.0.contains_key(m) {
                     return false;
                 }
-                t.0.insert_new(m.into(), ());
+                t.0.insert_new_slice(m, ());
                 true
             }
         }
@@ -749,7 +749,7 @@ fn compute_set_op(loaned: &Loaned, op: SetOp, limit: usize) -> Result<Set, CmdEr
     let mut add = |m: &[u8]| {
         if let Repr::Table(t) = &mut out.repr {
             if !t.0.contains_key(m) {
-                t.0.insert_new(m.into(), ());
+                t.0.insert_new_slice(m, ());
             }
         }
     };

@@ -208,7 +208,7 @@ impl ZSet {
             }
             Repr::Skip(b) => {
                 b.list.insert(score, m.into());
-                b.scores.insert_new(m.into(), score);
+                b.scores.insert_new_slice(m, score);
             }
         }
     }

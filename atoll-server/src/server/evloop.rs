@@ -147,10 +147,6 @@ pub fn run(id: usize, srv: Arc<Server>, poll: Poll, inbox: Arc<Inbox>, ready: Ar
 }
 
 impl Worker {
-    fn ws(&self) -> &WorkerStats {
-        &self.srv.stats.workers[self.id]
-    }
-
     fn main_loop(&mut self) {
         let mut events = Events::with_capacity(1024);
         let mut next_cron = self.srv.now_ms();

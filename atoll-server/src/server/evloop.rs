@@ -18,7 +18,7 @@
 use super::blocking::WaitState;
 use super::client::{Client, ClientHandle};
 use super::session::Session;
-use super::stats::{bump, WorkerStats};
+use super::stats::bump;
 use super::Server;
 use crate::protocol::Reply;
 use mio::{Events, Interest, Poll, Token, Waker};

@@ -460,7 +460,7 @@ pub fn incrbyfloat(ctx: &mut Ctx) -> CmdResult {
         IncrError::NotFinite => CmdError::msg("ERR increment would produce NaN or Infinity"),
     })?;
     // Redis stores the text as a plain string (embstr/raw), never int-encoded, and keeps the TTL.
-    ctx.ks.set(key, Value::Str(new.as_slice().into()), true);
+    ctx.ks.set(key, Value::from_text(&new), true);
     ctx.reply.bulk(&new);
     // Replicas and the AOF get the result, so float formatting can never make them diverge.
     ctx.rewrite_effect(vec![b"SET".to_vec(), key.to_vec(), new, b"KEEPTTL".to_vec()]);

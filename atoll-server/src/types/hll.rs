@@ -464,8 +464,7 @@ fn sparse_max_bytes(ctx: &Ctx) -> usize {
 /// The HLL bytes of an existing value, or the HLL type errors.
 fn hll_bytes(v: &Value) -> Result<&[u8], CmdError> {
     match v {
-        Value::Str(b) if is_valid_hll(b) => Ok(b),
-        Value::Raw(b) if is_valid_hll(b) => Ok(b),
+        v if v.text_bytes().is_some_and(is_valid_hll) => Ok(v.text_bytes().unwrap_or_default()),
         v if v.is_string() => Err(CmdError::msg(WRONG_HLL)),
         _ => Err(CmdError::WrongType),
     }

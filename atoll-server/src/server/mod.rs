@@ -59,14 +59,16 @@ pub fn unix_ms() -> i64 {
 /// Wall-clock milliseconds derived from the monotonic clock, so a command needs a single clock
 /// read for both its time and its duration. The offset to the wall clock is re-read by the
 /// cron (`hz` times a second), so a wall-clock adjustment is followed within one cron period.
+/// The monotonic clock is `quanta`'s: the CPU's time-stamp counter where it is invariant, a
+/// few nanoseconds per read instead of a clock_gettime call (two per command add up).
 pub struct Clock {
-    base: Instant,
+    base: quanta::Instant,
     wall_at_base: AtomicI64,
 }
 
 impl Clock {
     pub fn new() -> Clock {
-        let c = Clock { base: Instant::now(), wall_at_base: AtomicI64::new(0) };
+        let c = Clock { base: quanta::Instant::now(), wall_at_base: AtomicI64::new(0) };
         c.resync();
         c
     }
@@ -77,13 +79,13 @@ impl Clock {
     }
 
     #[inline]
-    pub fn ms_at(&self, t: Instant) -> i64 {
+    pub fn ms_at(&self, t: quanta::Instant) -> i64 {
         self.wall_at_base.load(Ordering::Relaxed) + t.saturating_duration_since(self.base).as_millis() as i64
     }
 
     #[inline]
     pub fn now_ms(&self) -> i64 {
-        self.ms_at(Instant::now())
+        self.ms_at(quanta::Instant::now())
     }
 }
 

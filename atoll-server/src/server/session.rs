@@ -13,7 +13,6 @@ use crate::protocol::{Limits, Parsed, Parser, Reply};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 pub type Argv<'a> = SmallVec<[&'a [u8]; 8]>;
 
@@ -313,7 +312,7 @@ pub fn call(
 ) -> bool {
     // One clock read gives both the command's fixed time (7.2 semantics) and the start of
     // its duration measurement.
-    let start = Instant::now();
+    let start = quanta::Instant::now();
     let now = srv.clock.ms_at(start);
     let emit = srv.effects_enabled();
     let db = client.db;

@@ -91,6 +91,12 @@ pub struct KsView<'a, 'k> {
 impl<'a, 'k> KsView<'a, 'k> {
     #[inline]
     pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
+        // With a single shard locked, every key the command touches in this database is in it
+        // (the lock plan put it there): no need to hash the key again on every access.
+        if self.locks.only(self.db).is_some() {
+            debug_assert!(self.locks.holds(self.db, key_shard(key)), "key outside the lock plan");
+            return self.locks.only(self.db).unwrap();
+        }
         self.locks.shard(self.db, key_shard(key))
     }
 
@@ -163,6 +169,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// watchers are signalled and the change is counted.
     pub fn set(&mut self, key: &[u8], val: Value, keep_ttl: bool) {
         self.expire_if_needed(key);
+        let blockable = is_blockable(&val);
         let lru = self.lru_clock;
         let shard = self.shard(key);
         match shard.keys.get_mut(key) {
@@ -176,7 +183,9 @@ impl<'a, 'k> KsView<'a, 'k> {
             None => shard.keys.insert_new_slice(key, Obj { val, lru }),
         }
         self.modified(key);
-        self.ready_if_aggregate(key);
+        if blockable {
+            self.signal_ready(key);
+        }
     }
 
     /// A key that now holds a list, zset or stream (RENAME, MOVE, COPY, SORT STORE, SET of a
@@ -193,9 +202,12 @@ impl<'a, 'k> KsView<'a, 'k> {
 
     /// Adds a key known to be absent (after a lookup said so), without counting it dirty.
     pub fn insert_new(&mut self, key: &[u8], val: Value) {
+        let blockable = is_blockable(&val);
         let lru = self.lru_clock;
         self.shard(key).keys.insert_new_slice(key, Obj { val, lru });
-        self.ready_if_aggregate(key);
+        if blockable {
+            self.signal_ready(key);
+        }
     }
 
     /// Removes a key (and its TTL). Returns its value if it existed (and had not expired).
@@ -251,6 +263,12 @@ impl<'a, 'k> KsView<'a, 'k> {
             self.effects.push(Effect { db: self.db, argv });
         }
     }
+}
+
+/// Lists, sorted sets and streams can serve blocked clients.
+#[inline]
+fn is_blockable(v: &Value) -> bool {
+    matches!(v, Value::List(_) | Value::ZSet(_) | Value::Stream(_))
 }
 
 /// Everything a command function gets.

@@ -259,6 +259,17 @@ impl<'k> Locks<'k> {
         }
     }
 
+    /// The only held shard, when the command locked exactly one and it belongs to `db`. A
+    /// single-key command reaches its shard through this without hashing the key again.
+    #[inline]
+    pub fn only(&mut self, db: usize) -> Option<&mut Shard> {
+        if self.held.len() == 1 && (self.held[0].0 >> 16) as usize == db {
+            Some(&mut self.held[0].1)
+        } else {
+            None
+        }
+    }
+
     /// Two distinct locked shards at once (SWAPDB, MOVE).
     pub fn pair(&mut self, db1: usize, s1: usize, db2: usize, s2: usize) -> (&mut Shard, &mut Shard) {
         let (a, b) = (shard_id(db1, s1), shard_id(db2, s2));

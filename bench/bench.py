@@ -259,6 +259,7 @@ def main():
     ap.add_argument("--keys", type=int, default=1000000)
     ap.add_argument("--conns", type=int, default=10000)
     ap.add_argument("--only", choices=["cpu", "mem", "types", "elements"])
+    ap.add_argument("--tests", help="comma-separated subset of the type workloads, e.g. zadd,xadd")
     a = ap.parse_args()
     if not os.path.exists(ATOLL):
         sys.exit("build first: cargo build --release")
@@ -270,7 +271,8 @@ def main():
     if a.only in (None, "mem"):
         mem_suite(a.keys, a.conns)
     if a.only in (None, "types"):
-        cpu_suite(a.rounds, a.requests, tests=tuple(TYPE_WORKLOADS), pipelines=(1,))
+        tests = tuple(a.tests.split(",")) if a.tests else tuple(TYPE_WORKLOADS)
+        cpu_suite(a.rounds, a.requests, tests=tests, pipelines=(1,))
     if a.only in (None, "elements"):
         element_suite(a.keys)
 

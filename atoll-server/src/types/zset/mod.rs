@@ -207,7 +207,7 @@ impl ZSet {
                 v.insert(pos, (score, m.into()));
             }
             Repr::Skip(b) => {
-                b.list.insert(score, m.into());
+                b.list.insert(score, m);
                 b.scores.insert_new_slice(m, score);
             }
         }
@@ -223,8 +223,7 @@ impl ZSet {
                 v.insert(pos, (new, ele));
             }
             Repr::Skip(b) => {
-                b.list.delete(old, m);
-                b.list.insert(new, m.into());
+                b.list.update_score(old, m, new);
                 if let Some(s) = b.scores.get_mut(m) {
                     *s = new;
                 }

@@ -1,10 +1,12 @@
 //! The order-statistic structure behind `skiplist`-encoded sorted sets: Redis's skiplist with
 //! spans (`t_zset.c`), so rank, select-by-rank and range lookups are O(log n).
 //!
-//! Nodes live in one arena (`Vec`) and link by index instead of by pointer: no `unsafe`, and
-//! one allocation per node for its levels. Freed slots are reused by later inserts. Elements are
+//! Nodes live in one arena (`Vec`) and link by index instead of by pointer: no `unsafe`. Short
+//! members and the first two levels live inside the node, so most nodes need no allocation of
+//! their own and a search hop reads one cache line. Freed slots are reused by later inserts. Elements are
 //! ordered by score, then by member bytes (memcmp order, shorter first on a common prefix).
 
+use crate::engine::dict::KeyBytes;
 use rand::Rng;
 
 const MAX_LEVEL: usize = 32;
@@ -20,12 +22,17 @@ struct Level {
     span: u32,
 }
 
+/// Levels of a node: with p = 1/4, 94 % of nodes have one or two, which live inside the node
+/// (no allocation of their own, and a search hop touches one cache line instead of two).
+type Levels = smallvec::SmallVec<[Level; 2]>;
+
 #[derive(Clone, Debug)]
 struct Node {
-    ele: Box<[u8]>,
+    /// The member: up to 22 bytes inside the node (see `KeyBytes`).
+    ele: KeyBytes,
     score: f64,
     backward: u32,
-    levels: Box<[Level]>,
+    levels: Levels,
 }
 
 #[derive(Clone, Debug)]
@@ -52,10 +59,10 @@ fn before(score: f64, ele: &[u8], s2: f64, e2: &[u8]) -> bool {
 impl SkipList {
     pub fn new() -> SkipList {
         let head = Node {
-            ele: Box::default(),
+            ele: KeyBytes::from_slice(b""),
             score: 0.0,
             backward: NIL,
-            levels: vec![Level { forward: NIL, span: 0 }; MAX_LEVEL].into_boxed_slice(),
+            levels: Levels::from_elem(Level { forward: NIL, span: 0 }, MAX_LEVEL),
         };
         SkipList { nodes: vec![head], free: Vec::new(), level: 1, length: 0, tail: NIL }
     }
@@ -92,9 +99,13 @@ impl SkipList {
         l
     }
 
-    fn alloc(&mut self, ele: Box<[u8]>, score: f64, lvl: usize) -> u32 {
-        let node =
-            Node { ele, score, backward: NIL, levels: vec![Level { forward: NIL, span: 0 }; lvl].into_boxed_slice() };
+    fn alloc(&mut self, ele: &[u8], score: f64, lvl: usize) -> u32 {
+        let node = Node {
+            ele: KeyBytes::from_slice(ele),
+            score,
+            backward: NIL,
+            levels: Levels::from_elem(Level { forward: NIL, span: 0 }, lvl),
+        };
         match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;
@@ -108,7 +119,7 @@ impl SkipList {
     }
 
     /// Inserts an element known to be absent (Redis's `zslInsert`).
-    pub fn insert(&mut self, score: f64, ele: Box<[u8]>) {
+    pub fn insert(&mut self, score: f64, ele: &[u8]) {
         let mut update = [HEAD; MAX_LEVEL];
         let mut rank = [0u32; MAX_LEVEL];
         let mut x = HEAD;
@@ -116,7 +127,7 @@ impl SkipList {
             rank[i] = if i == self.level - 1 { 0 } else { rank[i + 1] };
             loop {
                 let f = self.fwd(x, i);
-                if f != NIL && before(self.nodes[f as usize].score, &self.nodes[f as usize].ele, score, &ele) {
+                if f != NIL && before(self.nodes[f as usize].score, &self.nodes[f as usize].ele, score, ele) {
                     rank[i] += self.span(x, i);
                     x = f;
                 } else {
@@ -180,8 +191,8 @@ impl SkipList {
         self.length -= 1;
         let node = &mut self.nodes[x as usize];
         let score = node.score;
-        let ele = std::mem::take(&mut node.ele);
-        node.levels = Box::default();
+        let ele = std::mem::replace(&mut node.ele, KeyBytes::from_slice(b"")).into_box();
+        node.levels = Levels::new();
         self.free.push(x);
         // Release the arena's tail when the list empties, so a drained zset gives memory back.
         if self.length == 0 {
@@ -189,6 +200,45 @@ impl SkipList {
             self.free.clear();
         }
         (ele, score)
+    }
+
+    /// Moves an existing element to a new score (Redis's `zslUpdateScore`): when the node stays
+    /// between its neighbours only the score changes; otherwise it is unlinked and inserted
+    /// again.
+    pub fn update_score(&mut self, old: f64, ele: &[u8], new: f64) {
+        let mut update = [HEAD; MAX_LEVEL];
+        let mut x = HEAD;
+        for i in (0..self.level).rev() {
+            loop {
+                let f = self.fwd(x, i);
+                if f != NIL && before(self.nodes[f as usize].score, &self.nodes[f as usize].ele, old, ele) {
+                    x = f;
+                } else {
+                    break;
+                }
+            }
+            update[i] = x;
+        }
+        let x = self.fwd(x, 0);
+        if x == NIL || self.nodes[x as usize].score != old || &*self.nodes[x as usize].ele != ele {
+            return;
+        }
+        let back = self.nodes[x as usize].backward;
+        let next = self.fwd(x, 0);
+        let after_back = back == NIL || {
+            let b = &self.nodes[back as usize];
+            before(b.score, &b.ele, new, ele)
+        };
+        let before_next = next == NIL || {
+            let n = &self.nodes[next as usize];
+            before(new, ele, n.score, &n.ele)
+        };
+        if after_back && before_next {
+            self.nodes[x as usize].score = new;
+            return;
+        }
+        self.delete_node(x, &update);
+        self.insert(new, ele);
     }
 
     /// Removes the element (score, ele); true if it was there (Redis's `zslDelete`).
@@ -351,10 +401,17 @@ mod tests {
             let score = (rng.gen_range(0..100)) as f64;
             let ele = format!("m{}", i % 700).into_bytes();
             if let Some(pos) = model.iter().position(|(_, e)| *e == ele) {
+                if i % 3 == 0 {
+                    // Rescore in place or by moving (both paths of update_score).
+                    let new = model[pos].0 + (rng.gen_range(0..3) as f64 - 1.0) * 0.5;
+                    sl.update_score(model[pos].0, &ele, new);
+                    model[pos].0 = new;
+                    continue;
+                }
                 let (s, e) = model.remove(pos);
                 assert!(sl.delete(s, &e));
             } else {
-                sl.insert(score, ele.clone().into());
+                sl.insert(score, &ele.clone());
                 model.push((score, ele));
             }
         }
@@ -375,7 +432,7 @@ mod tests {
     fn remove_range_and_count_while() {
         let mut sl = SkipList::new();
         for i in 0..100 {
-            sl.insert(i as f64, format!("{i:03}").into_bytes().into());
+            sl.insert(i as f64, format!("{i:03}").as_bytes());
         }
         assert_eq!(sl.count_while(|s, _| s < 42.5), 43);
         let mut removed = Vec::new();
@@ -388,7 +445,7 @@ mod tests {
         sl.remove_range(0, 89, |_, _| {});
         assert!(sl.is_empty());
         assert_eq!(sl.nodes.len(), 1);
-        sl.insert(1.0, b"a".to_vec().into());
+        sl.insert(1.0, b"a");
         check_invariants(&sl);
     }
 }

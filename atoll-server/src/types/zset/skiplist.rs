@@ -26,7 +26,9 @@ struct Level {
 /// (no allocation of their own, and a search hop touches one cache line instead of two).
 type Levels = smallvec::SmallVec<[Level; 2]>;
 
+/// Exactly one cache line: a search hop reads one line, never two.
 #[derive(Clone, Debug)]
+#[repr(align(64))]
 struct Node {
     /// The member: up to 22 bytes inside the node (see `KeyBytes`).
     ele: KeyBytes,
@@ -390,6 +392,11 @@ mod tests {
             assert_eq!(sl.get(r), Some((&e[..], *s)));
             assert_eq!(sl.count_while(|s2, e2| before(s2, e2, *s, e)), r);
         }
+    }
+
+    #[test]
+    fn node_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Node>(), 64);
     }
 
     #[test]

@@ -229,3 +229,25 @@ fn sorted_set_and_stream_waiters() {
     assert!(r.starts_with(b"-NOGROUP") || r.starts_with(b"-UNBLOCKED"), "{}", show(&r));
     assert_eq!(blocked_clients(&mut ctl), 0);
 }
+
+#[test]
+fn move_and_swapdb_wake_waiters_in_other_databases() {
+    let s = start_atoll(&["--threads", "2"]);
+    let mut ctl = RawConn::connect(s.port);
+    // A waiter in db 1; a list MOVEd there from db 0 serves it.
+    let mut w = RawConn::connect(s.port);
+    assert_eq!(w.cmd(&[b"SELECT", b"1"]), b"+OK\r\n");
+    w.send(&[b"BLPOP".to_vec(), b"mv".to_vec(), b"0".to_vec()]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(ctl.cmd(&[b"RPUSH", b"mv", b"x"]), b":1\r\n");
+    assert_eq!(ctl.cmd(&[b"MOVE", b"mv", b"1"]), b":1\r\n");
+    assert_eq!(w.read_reply(), b"*2\r\n$2\r\nmv\r\n$1\r\nx\r\n");
+    // A waiter in db 1; SWAPDB brings a list under its key.
+    w.send(&[b"BLPOP".to_vec(), b"sw".to_vec(), b"0".to_vec()]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(ctl.cmd(&[b"SELECT", b"2"]), b"+OK\r\n");
+    assert_eq!(ctl.cmd(&[b"RPUSH", b"sw", b"y"]), b":1\r\n");
+    assert_eq!(ctl.cmd(&[b"SWAPDB", b"1", b"2"]), b"+OK\r\n");
+    assert_eq!(w.read_reply(), b"*2\r\n$2\r\nsw\r\n$1\r\ny\r\n");
+    assert_eq!(blocked_clients(&mut ctl), 0);
+}

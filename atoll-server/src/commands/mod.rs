@@ -84,8 +84,8 @@ pub struct KsView<'a, 'k> {
     pub emit: bool,
     pub effects: Vec<Effect>,
     pub stats: &'a crate::server::stats::Counters,
-    /// Keys signalled ready for blocked clients by this command (see `server::blocking`).
-    pub ready: Vec<Vec<u8>>,
+    /// (db, key) signalled ready for blocked clients by this command (see `server::blocking`).
+    pub ready: Vec<(usize, Vec<u8>)>,
 }
 
 impl<'a, 'k> KsView<'a, 'k> {

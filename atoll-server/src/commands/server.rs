@@ -120,6 +120,7 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
     let a = parse_db_index(ctx.args[1], "first", n)?;
     let b = parse_db_index(ctx.args[2], "second", n)?;
     if a != b {
+        let mut ready = Vec::new();
         for s in 0..SHARDS {
             let (x, y) = ctx.ks.locks.pair(a, s, b, s);
             // Watchers belong to a database index, not to its data: keys existing on either
@@ -128,7 +129,27 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
             y.touch_watched_where(|k| x.keys.contains_key(k) || y.keys.contains_key(k));
             std::mem::swap(&mut x.keys, &mut y.keys);
             std::mem::swap(&mut x.expires, &mut y.expires);
+            // Clients blocked in either database may now find a list, zset or stream under
+            // their key (Redis's scanDatabaseForReadyKeys).
+            for (db, sh) in [(a, &*x), (b, &*y)] {
+                if let Some(blocked) = &sh.blocked {
+                    for k in blocked.keys() {
+                        let blockable = matches!(
+                            sh.keys.get(k).map(|o| &o.val),
+                            Some(
+                                crate::engine::Value::List(_)
+                                    | crate::engine::Value::ZSet(_)
+                                    | crate::engine::Value::Stream(_)
+                            )
+                        );
+                        if blockable {
+                            ready.push((db, k.to_vec()));
+                        }
+                    }
+                }
+            }
         }
+        ctx.ks.ready.append(&mut ready);
     }
     ctx.ks.dirty += 1;
     ctx.reply.ok();

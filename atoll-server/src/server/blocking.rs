@@ -142,8 +142,9 @@ pub fn deadline_from_ms(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError
 pub fn signal_ready(ks: &mut KsView, key: &[u8]) {
     let shard = ks.shard(key);
     let waited = shard.blocked.as_ref().is_some_and(|b| b.contains_key(key));
-    if waited && !ks.ready.iter().any(|k| k == key) {
-        ks.ready.push(key.to_vec());
+    let db = ks.db;
+    if waited && !ks.ready.iter().any(|(d, k)| *d == db && k == key) {
+        ks.ready.push((db, key.to_vec()));
     }
 }
 
@@ -184,9 +185,14 @@ pub fn serve_ready(ks: &mut KsView, srv: &super::Server) {
     while !ks.ready.is_empty() && rounds < 1000 {
         rounds += 1;
         let ready = std::mem::take(&mut ks.ready);
-        for key in ready {
+        let saved = ks.db;
+        for (db, key) in ready {
+            // The key's database (MOVE, COPY … DB, SWAPDB and SELECT inside MULTI write
+            // outside the client's current one).
+            ks.db = db;
             serve_key(ks, srv, &key);
         }
+        ks.db = saved;
     }
 }
 

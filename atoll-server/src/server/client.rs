@@ -129,8 +129,8 @@ pub struct Client {
     pub blocked: Option<crate::server::blocking::BlockRequest>,
     /// The wait this client is suspended in.
     pub waiting: Option<Arc<crate::server::blocking::Waiter>>,
-    /// Keys made ready inside a transaction, served when EXEC ends.
-    pub ready: Vec<Vec<u8>>,
+    /// (db, key) made ready inside a transaction, served when EXEC ends.
+    pub ready: Vec<(usize, Vec<u8>)>,
     /// How a waiter wakes this client's worker (set by the event loop).
     pub wake: Option<crate::server::blocking::WakeFn>,
 }

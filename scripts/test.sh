@@ -20,8 +20,16 @@ echo "==> $(redis-server --version)"
 # Python client tests need redis-py and pytest.
 python3 -m pip install -q -r tests/python/requirements.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
 
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
 # Each test starts its own servers on ports from a per-process allocator.
-cargo test --workspace -- --test-threads=2
+cargo test --workspace -- --test-threads=2 2>&1 | tee "$log"
 
 # Real client libraries beyond the Rust one: redis-py against the debug binary built above.
-python3 -m pytest -q tests/python
+python3 -m pytest -q tests/python 2>&1 | tee -a "$log"
+
+# One closing line for the whole run (cargo's per-binary lines and pytest's summed).
+awk '/^test result:/ { p += $4; f += $6 }
+     / passed in / { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^passed/) p += $i }
+     END { printf "total: %d passed, %d failed\n", p, f }' "$log"

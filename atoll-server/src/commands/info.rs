@@ -169,16 +169,17 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 let tsm = total_system_memory();
                 f!("total_system_memory:{}", tsm);
                 f!("total_system_memory_human:{}", human(tsm));
-                f!("used_memory_lua:31744");
-                f!("used_memory_vm_eval:31744");
-                f!("used_memory_lua_human:31.00K");
+                // No scripting engine yet: nothing is allocated for one.
+                f!("used_memory_lua:0");
+                f!("used_memory_vm_eval:0");
+                f!("used_memory_lua_human:0B");
                 f!("used_memory_scripts_eval:0");
                 f!("number_of_cached_scripts:0");
                 f!("number_of_functions:0");
                 f!("number_of_libraries:0");
-                f!("used_memory_vm_functions:32768");
-                f!("used_memory_vm_total:64512");
-                f!("used_memory_vm_total_human:63.00K");
+                f!("used_memory_vm_functions:0");
+                f!("used_memory_vm_total:0");
+                f!("used_memory_vm_total_human:0B");
                 f!("used_memory_functions:0");
                 f!("used_memory_scripts:0");
                 f!("used_memory_scripts_human:0B");

@@ -377,7 +377,8 @@ struct ScanOptions<'a> {
 
 /// Parses a SCAN cursor as Redis does with `strtoul`: an optional sign and decimal digits, no
 /// leading space, nothing after; a negative number wraps around; the empty string is 0.
-fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
+/// Shared by SCAN, HSCAN, SSCAN and ZSCAN.
+pub(crate) fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
     let invalid = || CmdError::msg("ERR invalid cursor");
     let (neg, digits) = match arg.first() {
         None => return Ok(0),

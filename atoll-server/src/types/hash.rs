@@ -614,27 +614,7 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// Parses a SCAN cursor as Redis does with `strtoul` (same rules as the keyspace SCAN).
-fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::msg("ERR invalid cursor");
-    let (neg, digits) = match arg.first() {
-        None => return Ok(0),
-        Some(b'-') => (true, &arg[1..]),
-        Some(b'+') => (false, &arg[1..]),
-        Some(_) => (false, arg),
-    };
-    if digits.is_empty() {
-        return Err(invalid());
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return Err(invalid());
-        }
-        v = v.checked_mul(10).and_then(|v| v.checked_add((c - b'0') as u64)).ok_or_else(invalid)?;
-    }
-    Ok(if neg { v.wrapping_neg() } else { v })
-}
+use crate::commands::keys::parse_scan_cursor;
 
 // HSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn hscan(ctx: &mut Ctx) -> CmdResult {

@@ -389,25 +389,7 @@ pub(crate) fn parse_scan_opts<'a>(args: &[&'a [u8]]) -> Result<ScanOpts<'a>, Cmd
     Ok(o)
 }
 
-/// Redis's `parseScanCursorOrReply`: an unsigned 64-bit decimal.
-pub(crate) fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let s = std::str::from_utf8(arg).map_err(|_| CmdError::msg("ERR invalid cursor"))?;
-    // strtoull accepts leading spaces and a sign; a fully numeric cursor is what clients send.
-    let t = s.trim_start();
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty() && !s.is_empty() {
-        return Err(CmdError::msg("ERR invalid cursor"));
-    }
-    if s.is_empty() {
-        return Ok(0);
-    }
-    let v: u64 = digits.parse().map_err(|_| CmdError::msg("ERR invalid cursor"))?;
-    Ok(if neg { v.wrapping_neg() } else { v })
-}
+pub(crate) use crate::commands::keys::parse_scan_cursor;
 
 /// Reads `numkeys` for SINTERCARD/ZINTERCARD-style commands: Redis's wording for each error.
 pub(crate) fn parse_numkeys(ctx: &Ctx, idx: usize) -> Result<usize, CmdError> {

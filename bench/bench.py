@@ -90,9 +90,10 @@ TYPE_WORKLOADS = {
 }
 
 
-def run_bench(port, test, requests, pipeline, clients=50):
+def run_bench(port, test, requests, pipeline, clients=50, sock=None):
     spec = TYPE_WORKLOADS.get(test, ["-t", test])
-    cmd = ["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-c", str(clients),
+    target = ["-s", sock] if sock else ["-p", str(port)]
+    cmd = ["taskset", "-c", "1", "redis-benchmark"] + target + ["-c", str(clients),
            "-n", str(requests), "-r", "100000", "-d", "32", "-P", str(pipeline), "-q", "--csv"]
     cmd += spec if spec[0] == "-t" else spec
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -104,8 +105,9 @@ def run_bench(port, test, requests, pipeline, clients=50):
     raise SystemExit(f"unexpected redis-benchmark output: {out}")
 
 
-def measure(kind, test, requests, pipeline):
-    p, port = start(kind)
+def measure(kind, test, requests, pipeline, unix=False):
+    sock = f"/tmp/atoll-bench-{kind}.sock" if unix else None
+    p, port = start(kind, extra=["--unixsocket", sock] if unix else ())
     try:
         # Preload the keyspace so GETs hit (and the sorted set ZRANGE reads).
         subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", "set", "-r", "100000",
@@ -115,7 +117,7 @@ def measure(kind, test, requests, pipeline):
                             "-P", "64", "-q", "ZADD", "zbench", "__rand_int__", "m__rand_int__"],
                            capture_output=True, check=True)
         c0, m0, t0 = proc_cpu_ticks(p.pid), machine_busy_ticks(), time.time()
-        ops, lat = run_bench(port, test, requests, pipeline)
+        ops, lat = run_bench(port, test, requests, pipeline, sock=sock)
         c1, m1, t1 = proc_cpu_ticks(p.pid), machine_busy_ticks(), time.time()
         server_us = (c1 - c0) / HZ * 1e6 / requests
         machine_us = (m1 - m0) / HZ * 1e6 / requests
@@ -126,7 +128,7 @@ def measure(kind, test, requests, pipeline):
         p.wait()
 
 
-def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16)):
+def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16), unix=False):
     rows = []
     for test in tests:
         for pipeline in pipelines:
@@ -135,11 +137,12 @@ def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16)):
                 order = ("redis", "atoll") if r % 2 == 0 else ("atoll", "redis")
                 for kind in order:
                     n = requests if pipeline == 1 else requests * 4
-                    res[kind].append(measure(kind, test, n, pipeline))
+                    res[kind].append(measure(kind, test, n, pipeline, unix=unix))
             med = {k: [statistics.median(x[i] for x in v) for i in range(4)] for k, v in res.items()}
             rows.append((test.upper(), pipeline, med))
             a, r = med["atoll"], med["redis"]
-            print(f"{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms"
+            via = "unix " if unix else ""
+            print(f"{via}{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms"
                   f" | atoll {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv {a[2]:6.2f} us/op mach p99 {a[3]:.3f}ms"
                   f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x", flush=True)
     return rows
@@ -258,7 +261,7 @@ def main():
     ap.add_argument("--requests", type=int, default=1000000)
     ap.add_argument("--keys", type=int, default=1000000)
     ap.add_argument("--conns", type=int, default=10000)
-    ap.add_argument("--only", choices=["cpu", "mem", "types", "elements"])
+    ap.add_argument("--only", choices=["cpu", "mem", "types", "elements", "unix"])
     ap.add_argument("--tests", help="comma-separated subset of the type workloads, e.g. zadd,xadd")
     a = ap.parse_args()
     if not os.path.exists(ATOLL):
@@ -268,6 +271,8 @@ def main():
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
     if a.only in (None, "cpu"):
         cpu_suite(a.rounds, a.requests)
+    if a.only in (None, "unix"):
+        cpu_suite(a.rounds, a.requests, unix=True)
     if a.only in (None, "mem"):
         mem_suite(a.keys, a.conns)
     if a.only in (None, "types"):

@@ -381,7 +381,23 @@ fn random_type_command(r: &mut Rng) -> (Mode, Vec<String>) {
     let sc = |r: &mut Rng| r.pick(SCORES).to_string();
     let idx = |r: &mut Rng| (r.below(12) as i64 - 6).to_string();
     let mut mode = Mode::Exact;
-    let cmd: Vec<String> = match r.below(40) {
+    let cmd: Vec<String> = match r.below(50) {
+        40 => vec!["PFADD".into(), k(r), m(r), m(r)],
+        41 => vec!["PFCOUNT".into(), k(r), k(r)],
+        42 => vec!["PFMERGE".into(), k(r), k(r)],
+        43 => vec!["XADD".into(), k(r), r.pick(&["1-1", "2-0", "2-5", "7-1", "0-0", "x"]).into(), "f".into(), m(r)],
+        44 => vec!["XRANGE".into(), k(r), "-".into(), "+".into()],
+        45 => vec![r.pick(&["XLEN", "PFCOUNT", "LLEN"]).into(), k(r)],
+        46 => vec!["XDEL".into(), k(r), r.pick(&["1-1", "2-0", "7-1"]).into()],
+        47 => vec![
+            "GEOADD".into(),
+            k(r),
+            r.pick(&["13.361389", "15.087269", "2.35", "200"]).into(),
+            r.pick(&["38.115556", "37.502669", "48.85"]).into(),
+            m(r),
+        ],
+        48 => vec!["GEODIST".into(), k(r), m(r), m(r), r.pick(&["m", "km", "mi"]).into()],
+        49 => vec!["GEOHASH".into(), k(r), m(r), m(r)],
         0 | 1 => vec![r.pick(&["LPUSH", "RPUSH"]).into(), k(r), m(r), m(r)],
         2 => vec![r.pick(&["LPOP", "RPOP"]).into(), k(r)],
         3 => vec![r.pick(&["LPOP", "RPOP"]).into(), k(r), r.below(4).to_string()],

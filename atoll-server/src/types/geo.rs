@@ -109,10 +109,23 @@ fn decode_area(h: Hash) -> Area {
     }
 }
 
+/// `(uint64_t)d` as Redis's C compiles on x86-64, for scores that are not geohashes (a member
+/// added with ZADD -1 or +inf): negative values wrap through int64, and out-of-range values
+/// and NaN become cvttsd2si's "integer indefinite". Rust's `as u64` saturates instead.
+fn c_double_to_u64(d: f64) -> u64 {
+    const TWO63: f64 = 9_223_372_036_854_775_808.0;
+    let cvttsd2si = |x: f64| if x.is_nan() || !(-TWO63..TWO63).contains(&x) { i64::MIN } else { x as i64 };
+    if d < TWO63 {
+        cvttsd2si(d) as u64
+    } else {
+        (cvttsd2si(d - TWO63) as u64) ^ (1 << 63)
+    }
+}
+
 /// The point a 52-bit score stands for: the centre of its cell, clamped to the valid ranges
 /// (Redis's `geohashDecodeToLongLatWGS84`).
 pub fn decode_score(score: f64) -> (f64, f64) {
-    let a = decode_area(Hash { bits: score as u64, step: GEO_STEP_MAX });
+    let a = decode_area(Hash { bits: c_double_to_u64(score), step: GEO_STEP_MAX });
     let lon = ((a.lon.0 + a.lon.1) / 2.0).clamp(GEO_LONG_MIN, GEO_LONG_MAX);
     let lat = ((a.lat.0 + a.lat.1) / 2.0).clamp(GEO_LAT_MIN, GEO_LAT_MAX);
     (lon, lat)

@@ -321,6 +321,16 @@ fn sparse_set(h: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Res
     let mut scan = 5;
     while q < h.len() && scan > 0 {
         scan -= 1;
+        // Like Redis, step over ZERO/XZERO by their first byte alone: trailing bytes that are
+        // not a complete opcode (a value APPENDed to) are left as they are, not an error.
+        if h[q] & 0xc0 == 0x40 {
+            q += 2;
+            continue;
+        }
+        if h[q] & 0x80 == 0 {
+            q += 1;
+            continue;
+        }
         match Op::decode(h, q).ok_or(Corrupt)? {
             Op::XZero(_) => q += 2,
             Op::Zero(_) => q += 1,

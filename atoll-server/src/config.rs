@@ -79,7 +79,8 @@ pub static DEFS: &[Def] = &[
     d("client-query-buffer-limit", Kind::Memory { min: 1024 * 1024, max: I64MAX }, "1073741824", true),
     d("hz", Kind::Int { min: 0, max: i32::MAX as i64 }, "10", true),
     d("enable-debug-command", Kind::Enum(YESNO_LOCAL), "no", false),
-    d("daemonize", Kind::Bool, "no", false),
+    // Accepted so stock configs load; Atoll always runs in the foreground (use a supervisor).
+    Def { name: "daemonize", alias: None, kind: Kind::Bool, default: "no", mutable: false, stored: true },
     // Accepted and reported; they take effect as their features land.
     s("save", Kind::Words, "3600 1 300 100 60 10000"),
     s("appendonly", Kind::Bool, "no"),

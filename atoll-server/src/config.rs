@@ -149,7 +149,7 @@ pub static DEFS: &[Def] = &[
     s("io-threads-do-reads", Kind::Bool, "no"),
     s("syslog-enabled", Kind::Bool, "no"),
     s("crash-log-enabled", Kind::Bool, "yes"),
-    s("jemalloc-bg-thread", Kind::Bool, "yes"),
+    d("jemalloc-bg-thread", Kind::Bool, "yes", true),
 ];
 
 /// Values read on hot paths, mirrored into atomics whenever the table changes.
@@ -489,6 +489,12 @@ impl Config {
         h.protected_mode.store(get("protected-mode") == "yes", Ordering::Relaxed);
         h.has_password.store(!get("requirepass").is_empty(), Ordering::Relaxed);
         h.hz.store(get("hz").parse::<u32>().unwrap_or(10).clamp(1, 500), Ordering::Relaxed);
+        // As in Redis, jemalloc's background thread returns freed pages (old hash tables after a
+        // rehash, deleted values) to the OS without waiting for the next allocation to notice.
+        let bg = get("jemalloc-bg-thread") == "yes";
+        if tikv_jemalloc_ctl::background_thread::read().is_ok_and(|cur| cur != bg) {
+            let _ = tikv_jemalloc_ctl::background_thread::write(bg);
+        }
         let num = |n: &str| get(n).parse::<i64>().unwrap_or(0);
         h.list_max_listpack_size.store(num("list-max-listpack-size"), Ordering::Relaxed);
         for (a, n) in [

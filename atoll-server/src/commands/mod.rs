@@ -125,7 +125,10 @@ impl<'a, 'k> KsView<'a, 'k> {
         match self.shard(key).keys.get_mut(key) {
             Some(o) => {
                 crate::server::stats::bump(&stats.keyspace_hits, 1);
-                if touch {
+                // Written only when it changes (once a second at most): an unconditional store
+                // would make every read dirty the key's cache line, which then bounces between
+                // the cores reading it.
+                if touch && o.lru != clock {
                     o.lru = clock;
                 }
                 Some(o)
@@ -142,7 +145,9 @@ impl<'a, 'k> KsView<'a, 'k> {
         self.expire_if_needed(key);
         let clock = self.lru_clock;
         let o = self.shard(key).keys.get_mut(key)?;
-        o.lru = clock;
+        if o.lru != clock {
+            o.lru = clock;
+        }
         Some(o)
     }
 

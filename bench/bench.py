@@ -47,8 +47,14 @@ def wait_ready(port, proc):
 
 def start(kind, cpu="0", extra=()):
     port = free_port()
-    if kind == "atoll":
-        cmd = [ATOLL, "--port", str(port), "--threads", "1", "--save", "", "--loglevel", "warning"]
+    if kind.startswith("atoll") or kind == "base":
+        # "atoll" is this build; "atoll-io_uring" the same binary with that backend; "base" an
+        # older build named by $ATOLL_BASE, for before/after comparisons in one run.
+        backend = kind.split("-", 1)[1] if "-" in kind else "epoll"
+        binary = os.environ["ATOLL_BASE"] if kind == "base" else ATOLL
+        cmd = [binary, "--port", str(port), "--threads", "1", "--save", "", "--loglevel", "warning"]
+        if backend != "epoll":
+            cmd += ["--io-backend", backend]
     else:
         cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--loglevel", "warning"]
     cmd += list(extra)
@@ -128,23 +134,27 @@ def measure(kind, test, requests, pipeline, unix=False):
         p.wait()
 
 
-def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16), unix=False):
+def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16), unix=False, kinds=("redis", "atoll")):
     rows = []
     for test in tests:
         for pipeline in pipelines:
-            res = {"atoll": [], "redis": []}
+            res = {k: [] for k in kinds}
             for r in range(rounds):
-                order = ("redis", "atoll") if r % 2 == 0 else ("atoll", "redis")
+                # Alternate the order so drift on the machine does not favour one server.
+                order = kinds if r % 2 == 0 else tuple(reversed(kinds))
                 for kind in order:
                     n = requests if pipeline == 1 else requests * 4
                     res[kind].append(measure(kind, test, n, pipeline, unix=unix))
             med = {k: [statistics.median(x[i] for x in v) for i in range(4)] for k, v in res.items()}
             rows.append((test.upper(), pipeline, med))
-            a, r = med["atoll"], med["redis"]
+            r = med["redis"]
             via = "unix " if unix else ""
-            print(f"{via}{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms"
-                  f" | atoll {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv {a[2]:6.2f} us/op mach p99 {a[3]:.3f}ms"
-                  f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x", flush=True)
+            line = f"{via}{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms"
+            for k in kinds[1:]:
+                a = med[k]
+                line += (f" | {k} {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv {a[2]:6.2f} us/op mach p99 {a[3]:.3f}ms"
+                         f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x")
+            print(line, flush=True)
     return rows
 
 
@@ -262,22 +272,28 @@ def main():
     ap.add_argument("--keys", type=int, default=1000000)
     ap.add_argument("--conns", type=int, default=10000)
     ap.add_argument("--only", choices=["cpu", "mem", "types", "elements", "unix"])
+    ap.add_argument("--pipelines", default="1,16", help="comma-separated pipeline depths for --only cpu/unix")
     ap.add_argument("--tests", help="comma-separated subset of the type workloads, e.g. zadd,xadd")
+    ap.add_argument("--backends", default="epoll",
+                    help="comma-separated Atoll io-backends to measure beside Redis (epoll,io_uring); "
+                         "'base' adds the build named by $ATOLL_BASE")
     a = ap.parse_args()
     if not os.path.exists(ATOLL):
         sys.exit("build first: cargo build --release")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, a.conns + 1000), hard))
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
+    pipelines = tuple(int(p) for p in a.pipelines.split(","))
+    kinds = ("redis",) + tuple({"epoll": "atoll", "base": "base"}.get(b, f"atoll-{b}") for b in a.backends.split(","))
     if a.only in (None, "cpu"):
-        cpu_suite(a.rounds, a.requests)
+        cpu_suite(a.rounds, a.requests, kinds=kinds, pipelines=pipelines)
     if a.only in (None, "unix"):
-        cpu_suite(a.rounds, a.requests, unix=True)
+        cpu_suite(a.rounds, a.requests, unix=True, kinds=kinds, pipelines=pipelines)
     if a.only in (None, "mem"):
         mem_suite(a.keys, a.conns)
     if a.only in (None, "types"):
         tests = tuple(a.tests.split(",")) if a.tests else tuple(TYPE_WORKLOADS)
-        cpu_suite(a.rounds, a.requests, tests=tests, pipelines=(1,))
+        cpu_suite(a.rounds, a.requests, tests=tests, pipelines=(1,), kinds=kinds)
     if a.only in (None, "elements"):
         element_suite(a.keys)
 

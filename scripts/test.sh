@@ -26,6 +26,11 @@ trap 'rm -f "$log"' EXIT
 # Each test starts its own servers on ports from a per-process allocator.
 cargo test --workspace -- --test-threads=2 2>&1 | tee "$log"
 
+# The black-box suites again on the io_uring worker backend (the server must not fall back to
+# epoll: `runs_the_requested_io_backend` checks INFO's multiplexing_api).
+ATOLL_TEST_IO_BACKEND=io_uring cargo test -p atoll-server --test blackbox --test blocking --test scan \
+  -- --test-threads=2 2>&1 | tee -a "$log"
+
 # Real client libraries beyond the Rust one: redis-py against the debug binary built above.
 python3 -m pytest -q tests/python 2>&1 | tee -a "$log"
 

@@ -115,7 +115,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
                 f!("arch_bits:64");
                 f!("monotonic_clock:POSIX clock_gettime");
-                f!("multiplexing_api:epoll");
+                f!("multiplexing_api:{}", if srv.io_uring.load(Ordering::Relaxed) { "io_uring" } else { "epoll" });
                 f!("atomicvar_api:c11-builtin");
                 f!("gcc_version:0.0.0");
                 f!("process_id:{}", std::process::id());

@@ -76,6 +76,18 @@ impl std::fmt::Debug for KeyBytes {
     }
 }
 
+/// A cache prefetch hint; never faults, whatever the address.
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 only hints the cache; it cannot fault or change memory.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 struct Node<V> {
     next: Option<Box<Node<V>>>,
     key: KeyBytes,
@@ -251,6 +263,27 @@ impl<V> Dict<V> {
             2
         } else {
             1
+        }
+    }
+
+    /// Asks the CPU to start loading the bucket slot(s) `hash` maps to, so that a lookup issued
+    /// a little later does not wait for that cache miss (see `Keyspace::prefetch_keys`).
+    #[inline]
+    pub fn prefetch_bucket(&self, hash: u64) {
+        for t in &self.t[..self.tables_to_search()] {
+            if let Some(slot) = t.buckets.get(hash as usize & t.mask()) {
+                prefetch(slot as *const _ as *const u8);
+            }
+        }
+    }
+
+    /// Same for the first node of `hash`'s chain (its bucket slot should be cached by now).
+    #[inline]
+    pub fn prefetch_node(&self, hash: u64) {
+        for t in &self.t[..self.tables_to_search()] {
+            if let Some(Some(n)) = t.buckets.get(hash as usize & t.mask()) {
+                prefetch(&**n as *const Node<V> as *const u8);
+            }
         }
     }
 

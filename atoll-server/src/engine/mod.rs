@@ -156,6 +156,31 @@ impl Keyspace {
         self.dbs[i].get_or_init(Db::new)
     }
 
+    /// Batch prefetching for pipelined requests: a lookup is two dependent cache misses (bucket
+    /// slot, then node), and a batch of GETs over a large keyspace spends most of its time
+    /// waiting on them one after another. Here the misses of the next commands' keys are
+    /// started together, in three passes (shard header, bucket slot, first node), so they
+    /// overlap; the commands then find their data in cache. Each pass takes the shard's lock
+    /// only if it is free and only to read the table; a busy shard is simply not prefetched.
+    pub fn prefetch_keys(&self, db: usize, keys: &[&[u8]]) {
+        let Some(d) = self.dbs.get(db).and_then(|d| d.get()) else { return };
+        let spots: SmallVec<[(usize, u64); 32]> =
+            keys.iter().map(|k| (slot::key_shard(k), dict::hash_key(k))).collect();
+        for &(s, _) in &spots {
+            dict::prefetch(&d.shards[s] as *const _ as *const u8);
+        }
+        for &(s, h) in &spots {
+            if let Some(g) = d.shards[s].try_lock() {
+                g.keys.prefetch_bucket(h);
+            }
+        }
+        for &(s, h) in &spots {
+            if let Some(g) = d.shards[s].try_lock() {
+                g.keys.prefetch_node(h);
+            }
+        }
+    }
+
     /// The database if it has ever been used (readers need not create it).
     pub fn db_if_exists(&self, i: usize) -> Option<&Db> {
         self.dbs[i].get()

@@ -4,12 +4,13 @@
 //! `}` when that part is non-empty (a hash tag), modulo 16384 — exactly Redis Cluster's rule, so
 //! keys sharing a tag share a shard, and the mapping is stable across restarts and thread counts.
 
-use crc::{Crc, Table, CRC_16_XMODEM};
+use crc::{Crc, CRC_16_XMODEM};
 
-/// Slice-by-16 tables (8 KB, hot in L1/L2): a byte-wise table makes every byte wait for the
-/// previous one, and the shard of every command is computed here — with 16-byte keys the
-/// byte-wise loop was 14 % of a SET's CPU in the in-process benchmark.
-const CRC16: Crc<u16, Table<16>> = Crc::<u16, Table<16>>::new(&CRC_16_XMODEM);
+/// The byte-wise table (512 bytes) stays in L1 even between unpipelined requests, when the
+/// kernel's network path has evicted everything else. Slice-by-16 (8 KB of tables) was faster
+/// in the hot-cache in-process benchmark but measured slower unpipelined over TCP
+/// (docs/BENCHMARKS.md).
+const CRC16: Crc<u16> = Crc::<u16>::new(&CRC_16_XMODEM);
 
 pub const SLOTS: usize = 16384;
 /// Shards per database (DESIGN §1): fixed, independent of the thread count.

@@ -141,6 +141,11 @@ impl Parser {
         Parser { state: State::Idle, source: ArgSource::Buffer, ranges: Vec::new(), inline_args: Vec::new() }
     }
 
+    /// Forgets a partly parsed request (for a parser used only to look ahead).
+    pub fn reset(&mut self) {
+        self.state = State::Idle;
+    }
+
     /// True when a request has been started but not finished.
     pub fn in_progress(&self) -> bool {
         self.state != State::Idle

@@ -9,6 +9,8 @@ pub mod log;
 pub mod net;
 pub mod session;
 pub mod stats;
+pub mod uring;
+pub mod worker;
 
 use crate::commands::{CommandTable, Effect};
 use crate::config::Config;
@@ -43,6 +45,8 @@ pub struct Server {
     pub active_expire: AtomicBool,
     pub lastsave: AtomicI64,
     pub shutting_down: AtomicBool,
+    /// Workers run the io_uring backend (INFO's multiplexing_api).
+    pub io_uring: AtomicBool,
     /// Clients suspended in a blocking command (INFO blocked_clients).
     pub blocked_clients: std::sync::atomic::AtomicUsize,
     /// Time of the last INFO stats reset etc. are derived from these.
@@ -120,6 +124,7 @@ impl Server {
             active_expire: AtomicBool::new(true),
             lastsave: AtomicI64::new(now / 1000),
             shutting_down: AtomicBool::new(false),
+            io_uring: AtomicBool::new(false),
             blocked_clients: Default::default(),
             effects_on: AtomicBool::new(false),
             sink: Mutex::new(None),

@@ -7,7 +7,7 @@
 //! bounded inboxes; it also waits for SIGTERM/SIGINT and SHUTDOWN.
 
 use super::client::ClientHandle;
-use super::evloop::{Conn, Inbox};
+use super::worker::{Conn, Inbox};
 use super::{Server, ShutdownMode};
 use crate::{log_notice, log_verbose, log_warning};
 use std::io;
@@ -192,28 +192,45 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let _ = SHUTDOWN.set(sd_tx);
     let ready = Arc::new(AtomicUsize::new(0));
     let mut workers: Vec<Arc<Inbox>> = Vec::new();
+    let mut uring = srv.config.get("io-backend") == "io_uring";
+    if uring && !super::uring::available() {
+        log_warning!("io_uring is not available on this system: falling back to epoll.");
+        uring = false;
+    }
+    srv.io_uring.store(uring, Ordering::Relaxed);
     for id in 0..threads {
-        let (poll, inbox) = match super::evloop::new_worker() {
-            Ok(p) => p,
+        let (srv2, ready2) = (srv.clone(), ready.clone());
+        let builder = std::thread::Builder::new().name(format!("atoll-w{id}"));
+        let made = if uring {
+            super::uring::new_worker().inspect(|inbox| {
+                let i = inbox.clone();
+                builder.spawn(move || super::uring::run(id, srv2, i, ready2)).expect("spawn worker");
+            })
+        } else {
+            super::evloop::new_worker().map(|(poll, inbox)| {
+                let i = inbox.clone();
+                builder.spawn(move || super::evloop::run(id, srv2, poll, i, ready2)).expect("spawn worker");
+                inbox
+            })
+        };
+        let inbox = match made {
+            Ok(i) => i,
             Err(e) => {
                 log_warning!("Failed creating the event loop: {e}");
                 return 1;
             }
         };
-        let (srv2, ready2) = (srv.clone(), ready.clone());
-        std::thread::Builder::new()
-            .name(format!("atoll-w{id}"))
-            .spawn({
-                let inbox = inbox.clone();
-                move || super::evloop::run(id, srv2, poll, inbox, ready2)
-            })
-            .expect("spawn worker");
         workers.push(inbox);
     }
     while ready.load(Ordering::Acquire) < threads {
         std::thread::yield_now();
     }
-    log_notice!("Running mode=standalone, port={}, threads={}.", port, threads);
+    log_notice!(
+        "Running mode=standalone, port={}, threads={}, io-backend={}.",
+        port,
+        threads,
+        if uring { "io_uring" } else { "epoll" }
+    );
     log_notice!("Server initialized");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("main runtime");
     let code = rt.block_on(async move {

@@ -76,6 +76,8 @@ impl Session {
             unauthenticated: !self.client.authenticated,
             ..Limits::default()
         };
+        // Commands left before the next look-ahead (see `prefetch`).
+        let mut until_prefetch = 0usize;
         while pos < buf.len()
             && !self.client.close_after_reply
             && self.client.shutdown.is_none()
@@ -88,6 +90,13 @@ impl Session {
                         ArgSource::Inline => self.parser.inline_args.iter().map(|a| a.as_slice()).collect(),
                     };
                     pos += consumed;
+                    // More requests behind this one: start the cache misses of their keys now,
+                    // so they overlap with each other and with this command's execution.
+                    if until_prefetch == 0 && pos < buf.len() && self.client.authenticated {
+                        until_prefetch = prefetch(srv, self.client.db, &buf[pos..], &limits);
+                    } else {
+                        until_prefetch = until_prefetch.saturating_sub(1);
+                    }
                     // Browsers and HTTP proxies tricked into talking to us: close silently.
                     if argv[0].eq_ignore_ascii_case(b"post") || argv[0].eq_ignore_ascii_case(b"host:") {
                         crate::log_warning!(
@@ -120,6 +129,47 @@ impl Session {
         }
         pos
     }
+}
+
+/// Commands looked at per prefetch pass: enough to overlap the misses of a typical pipeline
+/// (redis-benchmark -P 16), few enough that the keys are still cached when their turn comes.
+const PREFETCH_AHEAD: usize = 16;
+
+thread_local! {
+    /// The look-ahead parser of this worker thread (one per thread, not per connection, so idle
+    /// connections do not pay for it).
+    static SCAN: std::cell::RefCell<Parser> = std::cell::RefCell::new(Parser::new());
+}
+
+/// Pipelined requests: finds the first argument (the key of most commands) of the next
+/// complete requests in `buf` and prefetches where they live in the keyspace. A guess that is
+/// not a key costs one useless prefetch. Returns the number of requests looked at (at least 1,
+/// so an incomplete tail is not rescanned for every command).
+fn prefetch(srv: &Server, db: usize, buf: &[u8], limits: &Limits) -> usize {
+    SCAN.with(|scan| {
+        let mut p = scan.borrow_mut();
+        let mut keys: SmallVec<[&[u8]; PREFETCH_AHEAD]> = SmallVec::new();
+        let (mut pos, mut seen) = (0, 0);
+        while seen < PREFETCH_AHEAD && pos < buf.len() {
+            match p.parse(&buf[pos..], limits) {
+                Parsed::Command { consumed } => {
+                    if matches!(p.source, ArgSource::Buffer) && p.ranges.len() >= 2 {
+                        let (s, e) = p.ranges[1];
+                        keys.push(&buf[pos + s..pos + e]);
+                    }
+                    pos += consumed;
+                    seen += 1;
+                }
+                Parsed::Skip { consumed } => pos += consumed,
+                Parsed::Incomplete | Parsed::Error(_) => break,
+            }
+        }
+        p.reset();
+        if !keys.is_empty() && db < srv.ks.num_dbs() {
+            srv.ks.prefetch_keys(db, &keys);
+        }
+        seen.max(1)
+    })
 }
 
 /// Formats Redis's unknown-command error, quoting up to the first arguments.

@@ -67,7 +67,12 @@ fn wait_ready(child: &mut Child, port: u16, name: &str) {
 pub fn start_atoll(extra: &[&str]) -> ServerProc {
     let port = free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_atoll-server"));
-    cmd.args(["--port", &port.to_string(), "--loglevel", "warning"]).args(extra);
+    cmd.args(["--port", &port.to_string(), "--loglevel", "warning"]);
+    // scripts/test.sh runs the black-box suites a second time on the io_uring backend.
+    if let Ok(b) = std::env::var("ATOLL_TEST_IO_BACKEND") {
+        cmd.args(["--io-backend", &b]);
+    }
+    cmd.args(extra);
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().expect("start atoll-server");
     wait_ready(&mut child, port, "atoll-server");

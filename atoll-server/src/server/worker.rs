@@ -1,0 +1,350 @@
+//! What a worker thread does whatever moves its bytes: the part of the event loop shared by the
+//! epoll backend (`evloop.rs`) and the io_uring backend (`uring.rs`).
+//!
+//! A worker owns its connections for their whole life. Each round it takes in what the
+//! connections sent, runs every complete request (replies accumulate in the connection's
+//! output), and only then writes all output ("beforeSleep"): peers wake once for many replies.
+//! Between rounds it expires blocked clients' deadlines and runs the cron (`hz`): active expiry,
+//! idle timeouts. The backends differ only in how bytes arrive and leave.
+//!
+//! Other threads talk to a worker through its [`Inbox`]: new connections from the acceptor, and
+//! blocked clients whose wait ended (served by another worker's write, CLIENT UNBLOCK), each
+//! followed by a wake of the loop.
+
+use super::blocking::WaitState;
+use super::client::{Client, ClientHandle};
+use super::session::Session;
+use super::Server;
+use crate::protocol::Reply;
+use parking_lot::Mutex;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A connection keeps its reply buffer between rounds only up to this size.
+pub const KEEP_OUT: usize = 4096;
+/// Connections waiting in a worker's inbox before the acceptor backs off.
+pub const INBOX_LIMIT: usize = 65536;
+
+/// A connection handed from the acceptor to a worker.
+pub enum Conn {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+/// How another thread wakes a worker's loop.
+pub enum Wake {
+    Mio(mio::Waker),
+    /// An eventfd the io_uring loop keeps a read posted on.
+    EventFd(OwnedFd),
+}
+
+impl Wake {
+    fn wake(&self) {
+        match self {
+            Wake::Mio(w) => {
+                let _ = w.wake();
+            }
+            Wake::EventFd(fd) => {
+                let one = 1u64;
+                // SAFETY: writes 8 bytes from a live u64 to an eventfd this struct owns.
+                unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+            }
+        }
+    }
+}
+
+/// The mailbox of a worker: what other threads hand it, plus the way to wake its loop.
+pub struct Inbox {
+    conns: Mutex<VecDeque<Conn>>,
+    /// (token, client id) of blocked clients whose wait ended.
+    resumed: Mutex<Vec<(usize, u64)>>,
+    wake: Wake,
+}
+
+impl Inbox {
+    pub fn new(wake: Wake) -> Arc<Inbox> {
+        Arc::new(Inbox { conns: Mutex::new(VecDeque::new()), resumed: Mutex::new(Vec::new()), wake })
+    }
+
+    pub fn waker(&self) -> &Wake {
+        &self.wake
+    }
+
+    /// Hands a new connection to the worker; gives it back when the inbox is full.
+    pub fn try_push(&self, c: Conn) -> Option<Conn> {
+        let mut q = self.conns.lock();
+        if q.len() >= INBOX_LIMIT {
+            return Some(c);
+        }
+        q.push_back(c);
+        drop(q);
+        self.wake.wake();
+        None
+    }
+
+    fn resume(&self, token: usize, client: u64) {
+        self.resumed.lock().push((token, client));
+        self.wake.wake();
+    }
+}
+
+/// The backend-independent state of one connection.
+pub struct Link {
+    pub session: Session,
+    /// Replies not yet handed to the socket.
+    pub out: Vec<u8>,
+    /// Close once the output is written.
+    pub closing: bool,
+    /// Already queued for this round's flush.
+    pub queued: bool,
+}
+
+/// Gives the core access to the link inside a backend's connection type.
+pub trait HasLink {
+    fn link(&mut self) -> &mut Link;
+}
+
+/// A new connection as a backend sees it: the socket, made non-blocking, and who is on the
+/// other end.
+pub struct Accepted {
+    pub fd: OwnedFd,
+    pub unix: bool,
+    pub addr: String,
+    pub laddr: String,
+}
+
+impl Accepted {
+    pub fn new(conn: Conn, srv: &Server) -> Accepted {
+        match conn {
+            Conn::Tcp(s) => {
+                let _ = s.set_nodelay(true);
+                let _ = s.set_nonblocking(true);
+                Accepted {
+                    addr: s.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
+                    laddr: s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+                    unix: false,
+                    fd: s.into(),
+                }
+            }
+            Conn::Unix(s) => {
+                let _ = s.set_nonblocking(true);
+                let path = srv.config.get("unixsocket");
+                Accepted { addr: format!("{path}:0"), laddr: path, unix: true, fd: s.into() }
+            }
+        }
+    }
+}
+
+/// Deadlines of blocked clients: (deadline ms, token, client id).
+type Timers = BinaryHeap<Reverse<(i64, usize, u64)>>;
+
+pub struct Core {
+    pub id: usize,
+    pub srv: Arc<Server>,
+    pub inbox: Arc<Inbox>,
+    /// Connections with output to write at the end of this round.
+    pub to_flush: Vec<usize>,
+    timers: Timers,
+    next_cron: i64,
+}
+
+impl Core {
+    pub fn new(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>) -> Core {
+        let next_cron = srv.now_ms();
+        Core { id, srv, inbox, to_flush: Vec::new(), timers: BinaryHeap::new(), next_cron }
+    }
+
+    /// How long the loop may sleep: until the next blocked client's deadline or cron tick.
+    pub fn timeout(&self) -> Duration {
+        let now = self.srv.now_ms();
+        let mut wake_at = self.next_cron;
+        if let Some(Reverse((d, _, _))) = self.timers.peek() {
+            wake_at = wake_at.min(*d);
+        }
+        Duration::from_millis((wake_at - now).clamp(0, 1000) as u64)
+    }
+
+    /// The session of a new connection, registered with the server once the backend has
+    /// taken the socket (`publish`).
+    pub fn new_link(&self, token: usize, a: &Accepted) -> Link {
+        let srv = &self.srv;
+        let needs_auth = srv.config.hot.has_password.load(Ordering::Relaxed);
+        let handle = Arc::new(ClientHandle::new(
+            srv.clients.next_id(),
+            a.addr.clone(),
+            a.laddr.clone(),
+            a.fd.as_raw_fd(),
+            a.unix,
+            srv.now_ms(),
+        ));
+        let mut client = Client::new(handle, self.id, needs_auth);
+        let inbox = self.inbox.clone();
+        let id = client.id();
+        client.wake = Some(Arc::new(move || inbox.resume(token, id)));
+        Link { session: Session::new(client), out: Vec::new(), closing: false, queued: false }
+    }
+
+    /// The connection is live: CLIENT LIST shows it and CLIENT KILL may shut it down.
+    pub fn publish(&self, link: &Link) {
+        let handle = link.session.client.handle.clone();
+        *handle.closed.lock() = false;
+        self.srv.clients.add(handle);
+    }
+
+    /// Bytes arrived on connection `t`: runs every complete request. Returns false if the
+    /// connection must be closed now (it sent more than a blocked client may buffer).
+    pub fn ingest(&mut self, l: &mut Link, t: usize, data: &[u8]) -> bool {
+        let srv = &*self.srv;
+        if l.closing {
+            // Replies are being flushed before closing; the rest is ignored, as Redis.
+        } else if l.session.waiting().is_some() {
+            // Blocked: keep the bytes for when the wait ends.
+            if !l.session.buffer_input(data, srv) {
+                return false;
+            }
+        } else {
+            let ws = &srv.stats.workers[self.id];
+            let mut reply = Reply { buf: std::mem::take(&mut l.out), proto: l.session.client.proto };
+            let keep = l.session.feed(srv, ws, data, &mut reply);
+            l.out = reply.buf;
+            if !keep {
+                l.closing = true;
+            }
+            self.after_commands(l, t);
+        }
+        true
+    }
+
+    /// Queues `t` for this round's flush if it has output (or must close).
+    pub fn queue(&mut self, l: &mut Link, t: usize, pending_out: bool) {
+        if (pending_out || l.closing) && !l.queued {
+            l.queued = true;
+            self.to_flush.push(t);
+        }
+    }
+
+    /// A blocked client's wait ended: append its reply, run what queued behind it.
+    fn resume(&mut self, l: &mut Link, t: usize) {
+        let Some(w) = l.session.waiting() else { return };
+        if *w.state.lock() == WaitState::Waiting {
+            return;
+        }
+        let srv = self.srv.clone();
+        let mut reply = Reply { buf: std::mem::take(&mut l.out), proto: l.session.client.proto };
+        let keep = l.session.resume(&srv, &srv.stats.workers[self.id], &mut reply);
+        l.out = reply.buf;
+        if !keep {
+            l.closing = true;
+        }
+        self.after_commands(l, t);
+        self.queue(l, t, true);
+    }
+
+    /// Takes the inbox: new connections are returned for the backend to add; resumed clients
+    /// are run here.
+    pub fn drain_inbox<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) -> Vec<Conn> {
+        let new: Vec<Conn> = self.inbox.conns.lock().drain(..).collect();
+        let resumed: Vec<(usize, u64)> = std::mem::take(&mut *self.inbox.resumed.lock());
+        for (t, id) in resumed {
+            if let Some(c) = conns.get_mut(t) {
+                let l = c.link();
+                if l.session.client.id() == id {
+                    self.resume(l, t);
+                }
+            }
+        }
+        new
+    }
+
+    /// End of a round: deadlines that passed, then the cron when it is due.
+    pub fn tick<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) {
+        let now = self.srv.now_ms();
+        while let Some(Reverse((d, t, id))) = self.timers.peek().copied() {
+            if d > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(c) = conns.get_mut(t) else { continue };
+            let l = c.link();
+            if l.session.client.id() != id {
+                continue;
+            }
+            if let Some(w) = l.session.waiting() {
+                if w.deadline_ms == Some(d) && w.finish(WaitState::TimedOut) {
+                    self.srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                    self.resume(l, t);
+                }
+            }
+        }
+        // Resumes queued by `finish` for these clients find them no longer waiting.
+        if now >= self.next_cron {
+            let srv = self.srv.clone();
+            super::expire::cycle(&srv, &srv.stats.workers[self.id].counters);
+            if self.id == 0 {
+                srv.clock.resync();
+                srv.sample_ops();
+                super::net::close_idle_clients(&srv);
+            }
+            let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as i64;
+            self.next_cron = now + 1000 / hz;
+        }
+    }
+
+    /// All output of `l` reached the socket: recycle the buffer, act on SHUTDOWN, give back
+    /// idle memory. Returns false if the connection must now close.
+    pub fn flushed(&self, l: &mut Link) -> bool {
+        l.out.clear();
+        if l.out.capacity() > KEEP_OUT {
+            l.out = Vec::new();
+        }
+        if l.closing {
+            return false;
+        }
+        if let Some(mode) = l.session.client.shutdown.take() {
+            super::net::request_shutdown(mode);
+        }
+        if !l.session.has_pending() {
+            l.session.shrink();
+        }
+        true
+    }
+
+    /// The connection is gone: its watches and blocking wait end, it leaves the client list.
+    /// `drop_socket` closes the descriptor — under the handle's lock, so a concurrent CLIENT
+    /// KILL cannot shut down a descriptor number the OS has already reused.
+    pub fn release(&self, l: &mut Link, drop_socket: impl FnOnce()) {
+        super::session::disconnect(&self.srv, &mut l.session.client);
+        let handle = l.session.client.handle.clone();
+        self.srv.clients.remove(handle.id);
+        let mut closed = handle.closed.lock();
+        *closed = true;
+        drop_socket();
+        drop(closed);
+    }
+
+    /// After commands ran for a connection: DEBUG SLEEP, SHUTDOWN, and a new blocking deadline.
+    fn after_commands(&mut self, l: &mut Link, t: usize) {
+        let client = &mut l.session.client;
+        if client.sleep_ms > 0 {
+            // DEBUG SLEEP: Redis blocks the whole server; we block this worker.
+            std::thread::sleep(Duration::from_millis(client.sleep_ms));
+            client.sleep_ms = 0;
+        }
+        if let Some(mode) = client.shutdown {
+            // Write what is pending first; with nothing pending the main thread exits now.
+            if l.out.is_empty() {
+                client.shutdown = None;
+                super::net::request_shutdown(mode);
+            }
+        }
+        if let Some(w) = l.session.waiting() {
+            if let Some(d) = w.deadline_ms {
+                self.timers.push(Reverse((d, t, l.session.client.id())));
+            }
+        }
+    }
+}

@@ -65,10 +65,14 @@ def start(kind, cpu="0", extra=()):
     return p, port
 
 
-def proc_cpu_ticks(pid):
+def proc_user_sys_ticks(pid):
     with open(f"/proc/{pid}/stat") as f:
         parts = f.read().rsplit(")", 1)[1].split()
-    return int(parts[11]) + int(parts[12])  # utime + stime
+    return int(parts[11]), int(parts[12])  # utime, stime
+
+
+def proc_cpu_ticks(pid):
+    return sum(proc_user_sys_ticks(pid))
 
 
 def machine_busy_ticks():
@@ -122,13 +126,13 @@ def measure(kind, test, requests, pipeline, unix=False):
             subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-r", "100000", "-n", "1000",
                             "-P", "64", "-q", "ZADD", "zbench", "__rand_int__", "m__rand_int__"],
                            capture_output=True, check=True)
-        c0, m0, t0 = proc_cpu_ticks(p.pid), machine_busy_ticks(), time.time()
+        (u0, s0), m0 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
         ops, lat = run_bench(port, test, requests, pipeline, sock=sock)
-        c1, m1, t1 = proc_cpu_ticks(p.pid), machine_busy_ticks(), time.time()
-        server_us = (c1 - c0) / HZ * 1e6 / requests
-        machine_us = (m1 - m0) / HZ * 1e6 / requests
+        (u1, s1), m1 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
+        per_op = lambda ticks: ticks / HZ * 1e6 / requests
         p99 = lat[4] if len(lat) >= 5 else float("nan")  # avg,min,p50,p95,p99,max (ms)
-        return ops, server_us, machine_us, p99
+        # server CPU µs/op, whole-machine µs/op, p99 ms, and the server's user-space share
+        return ops, per_op(u1 - u0 + s1 - s0), per_op(m1 - m0), p99, per_op(u1 - u0)
     finally:
         p.kill()
         p.wait()
@@ -145,14 +149,16 @@ def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16), unix=Fa
                 for kind in order:
                     n = requests if pipeline == 1 else requests * 4
                     res[kind].append(measure(kind, test, n, pipeline, unix=unix))
-            med = {k: [statistics.median(x[i] for x in v) for i in range(4)] for k, v in res.items()}
+            med = {k: [statistics.median(x[i] for x in v) for i in range(5)] for k, v in res.items()}
             rows.append((test.upper(), pipeline, med))
             r = med["redis"]
             via = "unix " if unix else ""
-            line = f"{via}{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms"
+            line = (f"{via}{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv "
+                    f"(user {r[4]:.2f}) {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms")
             for k in kinds[1:]:
                 a = med[k]
-                line += (f" | {k} {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv {a[2]:6.2f} us/op mach p99 {a[3]:.3f}ms"
+                line += (f" | {k} {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv (user {a[4]:.2f}) {a[2]:6.2f} us/op mach "
+                         f"p99 {a[3]:.3f}ms"
                          f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x")
             print(line, flush=True)
     return rows
@@ -207,36 +213,45 @@ def element_suite(n):
     return res
 
 
-def load_keys(port, n):
-    """SET key:%012d (16 bytes) to a 32-byte value, pipelined."""
+def load_keys(port, n, hashes=False):
+    """SET key:%012d (16 bytes) to a 32-byte value, pipelined; or, with `hashes`, HSET a small
+    hash of 5 fields (f1..f5, 8-byte values) under each key."""
     val = b"v" * 32
+    fields = b"".join(b"$2\r\nf%d\r\n$8\r\nvalue-%02d\r\n" % (j, j) for j in range(1, 6))
+    reply = b":5\r\n" if hashes else b"+OK\r\n"
     with socket.create_connection(("127.0.0.1", port)) as s:
         batch = 1000
         for start_i in range(0, n, batch):
             buf = bytearray()
             for i in range(start_i, min(n, start_i + batch)):
                 k = b"key:%012d" % i
-                buf += b"*3\r\n$3\r\nSET\r\n$16\r\n" + k + b"\r\n$32\r\n" + val + b"\r\n"
+                if hashes:
+                    buf += b"*12\r\n$4\r\nHSET\r\n$16\r\n" + k + b"\r\n" + fields
+                else:
+                    buf += b"*3\r\n$3\r\nSET\r\n$16\r\n" + k + b"\r\n$32\r\n" + val + b"\r\n"
             s.sendall(buf)
-            need = 5 * (min(n, start_i + batch) - start_i)
+            need = len(reply) * (min(n, start_i + batch) - start_i)
             got = 0
             while got < need:
                 got += len(s.recv(1 << 20))
 
 
-def mem_suite(keys, conns):
+def mem_suite(keys, conns, kinds=("redis", "atoll")):
     out = {}
-    for kind in ("redis", "atoll"):
-        p, port = start(kind, cpu=None)
-        try:
-            time.sleep(0.3)
-            r0 = rss(p.pid)
-            load_keys(port, keys)
-            time.sleep(0.5)
-            per_key = (rss(p.pid) - r0) / keys
-        finally:
-            p.kill()
-            p.wait()
+    for kind in kinds:
+        per = []
+        for hashes in (False, True):
+            p, port = start(kind, cpu=None)
+            try:
+                time.sleep(0.3)
+                r0 = rss(p.pid)
+                load_keys(port, keys, hashes)
+                time.sleep(0.5)
+                per.append((rss(p.pid) - r0) / keys)
+            finally:
+                p.kill()
+                p.wait()
+        per_key, per_hash = per
         extra = ["--maxclients", str(conns + 100)]
         p, port = start(kind, cpu=None, extra=extra)
         try:
@@ -258,10 +273,11 @@ def mem_suite(keys, conns):
         finally:
             p.kill()
             p.wait()
-        out[kind] = (per_key, per_conn, served)
-        print(f"{kind:5} RSS/key {per_key:7.1f} B   RSS/idle-conn {per_conn:7.0f} B   served {served}/{conns}", flush=True)
-    a, r = out["atoll"], out["redis"]
-    print(f"ratio RSS/key {a[0]/r[0]:.2f}x   RSS/conn {a[1]/max(r[1],1):.2f}x")
+        out[kind] = (per_key, per_conn, served, per_hash)
+        print(f"{kind:5} RSS/key {per_key:7.1f} B   RSS/5-field-hash {per_hash:7.1f} B   "
+              f"RSS/idle-conn {per_conn:7.0f} B   served {served}/{conns}", flush=True)
+    a, r = out[kinds[1]], out["redis"]
+    print(f"ratio RSS/key {a[0]/r[0]:.2f}x   RSS/5-field-hash {a[3]/r[3]:.2f}x   RSS/conn {a[1]/max(r[1],1):.2f}x")
     return out
 
 
@@ -290,7 +306,7 @@ def main():
     if a.only in (None, "unix"):
         cpu_suite(a.rounds, a.requests, unix=True, kinds=kinds, pipelines=pipelines)
     if a.only in (None, "mem"):
-        mem_suite(a.keys, a.conns)
+        mem_suite(a.keys, a.conns, kinds)
     if a.only in (None, "types"):
         tests = tuple(a.tests.split(",")) if a.tests else tuple(TYPE_WORKLOADS)
         cpu_suite(a.rounds, a.requests, tests=tests, pipelines=(1,), kinds=kinds)

@@ -5,7 +5,8 @@ Runs `cargo bench --bench scaling` (criterion: GET, SET and INCR through the who
 on one shared keyspace, with 1 and with 2 threads pinned to their own cores) several times and
 prints, per command, the throughput ratio 2 threads / 1 thread of every round and the median.
 CEILING is private arithmetic with no shared memory at all: what
-this machine gives two threads, the bound for the others. This machine's two vCPUs are shared with other tenants, so single rounds vary; the median of
+this machine gives two threads, the bound for the others. GET-own-db is GET with each thread
+in its own database: no keyspace cache line shared, the control for the contention model. This machine's two vCPUs are shared with other tenants, so single rounds vary; the median of
 several is the figure to quote.
 
     python3 bench/scaling.py --rounds 5
@@ -30,7 +31,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--measurement-time", type=int, default=3)
     a = ap.parse_args()
-    ratios = {c: [] for c in ("CEILING", "GET", "SET", "INCR")}
+    ratios = {c: [] for c in ("CEILING", "GET", "SET", "INCR", "GET-own-db")}
     for r in range(a.rounds):
         subprocess.run(["cargo", "bench", "-q", "--bench", "scaling", "--", "--warm-up-time", "1",
                         "--measurement-time", str(a.measurement_time), "--noplot"],

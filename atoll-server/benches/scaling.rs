@@ -90,8 +90,11 @@ fn ceiling(threads: usize, iters: u64) -> Duration {
     handles.into_iter().map(|h| h.join().unwrap()).max().unwrap()
 }
 
-/// Runs `iters` batches on each of `threads` threads at once; returns the wall time.
-fn run(srv: &Arc<Server>, cmd: &str, threads: usize, iters: u64) -> Duration {
+/// Runs `iters` batches on each of `threads` threads at once; returns the wall time. With
+/// `own_db`, thread t works in database t: the same work with no shard (and so no cache line
+/// of the keyspace) shared between threads — the control for the contention model in
+/// docs/ARCHITECTURE.md.
+fn run(srv: &Arc<Server>, cmd: &str, threads: usize, iters: u64, own_db: bool) -> Duration {
     let start = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
         .map(|t| {
@@ -104,6 +107,10 @@ fn run(srv: &Arc<Server>, cmd: &str, threads: usize, iters: u64) -> Duration {
                 let mut session = Session::new(Client::new(h, t, false));
                 let mut out = Reply::new(session.client.proto);
                 let ws = &srv.stats.workers[t];
+                if own_db {
+                    session.feed(&srv, ws, format!("SELECT {t}\r\n").as_bytes(), &mut out);
+                    out.buf.clear();
+                }
                 start.wait();
                 let t0 = Instant::now();
                 for i in 0..iters as usize {
@@ -125,8 +132,11 @@ fn cores() -> usize {
 fn scaling(c: &mut Criterion) {
     let srv = Arc::new(Server::new(Config::defaults(), 2, 0));
     // Preload both keyspaces so GET hits and SET overwrites, as in the network benchmark.
-    run(&srv, "SET", 1, (KEYSPACE as usize * 3 / BATCH) as u64);
-    run(&srv, "INCR", 1, (KEYSPACE as usize * 3 / BATCH) as u64);
+    for db in [false, true] {
+        for cmd in ["SET", "INCR"] {
+            run(&srv, cmd, 2, (KEYSPACE as usize * 2 / BATCH) as u64, db);
+        }
+    }
     let mut g = c.benchmark_group("scaling/CEILING");
     for threads in [1usize, 2] {
         g.throughput(Throughput::Elements((BATCH * threads) as u64));
@@ -135,12 +145,14 @@ fn scaling(c: &mut Criterion) {
         });
     }
     g.finish();
-    for cmd in ["GET", "SET", "INCR"] {
-        let mut g = c.benchmark_group(format!("scaling/{cmd}"));
+    for (name, cmd, own_db) in
+        [("GET", "GET", false), ("SET", "SET", false), ("INCR", "INCR", false), ("GET-own-db", "GET", true)]
+    {
+        let mut g = c.benchmark_group(format!("scaling/{name}"));
         for threads in [1usize, 2] {
             g.throughput(Throughput::Elements((BATCH * threads) as u64));
             g.bench_with_input(BenchmarkId::from_parameter(threads), &threads, |b, &threads| {
-                b.iter_custom(|iters| run(&srv, cmd, threads, iters))
+                b.iter_custom(|iters| run(&srv, cmd, threads, iters, own_db))
             });
         }
         g.finish();

@@ -1,5 +1,6 @@
 //! Stored values. Each data type has its own module under `types/`; this enum is the one place
-//! that knows them all. Aggregates are boxed so the enum stays 24 bytes.
+//! that knows them all. Aggregates are boxed so the enum stays 40 bytes, except `Hash`, which
+//! is small enough (a packed buffer or a boxed table) to sit inline and save an allocation.
 
 use crate::types::{hash::Hash, list::List, set::Set, stream::Stream, zset::ZSet};
 
@@ -25,7 +26,7 @@ pub enum Value {
     /// A string that is a canonical 64-bit integer (`int` encoding).
     Int(i64),
     List(Box<List>),
-    Hash(Box<Hash>),
+    Hash(Hash),
     Set(Box<Set>),
     ZSet(Box<ZSet>),
     Stream(Box<Stream>),

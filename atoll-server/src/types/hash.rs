@@ -1,8 +1,8 @@
 //! Hashes (Redis's `t_hash.c`): the hash type API, then the hash commands.
 //!
-//! Two encodings, as OBJECT ENCODING reports them: `listpack`, a small vector of pairs searched
-//! linearly, and `hashtable`, our [`Dict`] (reverse-binary SCAN cursor, random sampling,
-//! incremental rehash). A hash converts once it has more than `hash-max-listpack-entries`
+//! Two encodings, as OBJECT ENCODING reports them: `listpack`, the pairs packed into one byte
+//! buffer searched linearly, and `hashtable`, our [`Dict`] (reverse-binary SCAN cursor, random
+//! sampling, incremental rehash). A hash converts once it has more than `hash-max-listpack-entries`
 //! fields or a field or value longer than `hash-max-listpack-value` bytes, and never converts
 //! back, like Redis.
 //!
@@ -53,13 +53,159 @@ impl HVal {
     }
 }
 
-/// Field/value pairs of a small hash.
-type Pairs = Vec<(Box<[u8]>, Box<[u8]>)>;
+/// Room for a LEB128 length prefix of any `usize`.
+const LEN_MAX: usize = 10;
+
+/// Writes `n` as a LEB128 varint (7 bits a byte, low first, high bit = more): one byte below
+/// 128, two below 16384, so short fields and values pay a single byte of overhead.
+fn put_len(n: usize, out: &mut [u8; LEN_MAX]) -> &[u8] {
+    let mut n = n as u64;
+    let mut i = 0;
+    while n >= 0x80 {
+        out[i] = (n as u8) | 0x80;
+        n >>= 7;
+        i += 1;
+    }
+    out[i] = n as u8;
+    &out[..=i]
+}
+
+/// Reads a length written by [`put_len`] at `pos`; returns it and the offset after it. None on
+/// a truncated or oversized prefix, which only a bug could produce (the buffer is ours).
+fn get_len(buf: &[u8], mut pos: usize) -> Option<(usize, usize)> {
+    let mut n = 0u64;
+    let mut shift = 0;
+    while shift < 64 {
+        let b = *buf.get(pos)?;
+        pos += 1;
+        n |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some((usize::try_from(n).ok()?, pos));
+        }
+        shift += 7;
+    }
+    None
+}
+
+/// Replaces `buf[at..at + old]` with the concatenation of `parts`, leaving the box exactly as
+/// long as its contents. Resizing goes through `realloc` (Vec::reserve_exact, then
+/// into_boxed_slice's shrink), which jemalloc does in place within a size class, so appending
+/// a field to a small hash is usually no copy at all.
+fn splice(buf: &mut Box<[u8]>, at: usize, old: usize, parts: &[&[u8]]) {
+    let add: usize = parts.iter().map(|p| p.len()).sum();
+    let end = at + old;
+    if add != old {
+        let mut v = std::mem::take(buf).into_vec();
+        let len = v.len();
+        if add > old {
+            v.reserve_exact(add - old);
+            v.resize(len + add - old, 0);
+            v.copy_within(end..len, at + add);
+        } else {
+            v.copy_within(end..len, at + add);
+            v.truncate(len - (old - add));
+        }
+        *buf = v.into_boxed_slice();
+    }
+    let mut p = at;
+    for part in parts {
+        buf[p..p + part.len()].copy_from_slice(part);
+        p += part.len();
+    }
+}
+
+/// The entries of a `listpack`-encoded hash in one allocation, like Redis's listpack: for each
+/// pair, in insertion order, the field's length ([`put_len`]), the field, the value's length,
+/// the value. Five 2-byte fields with 8-byte values take 60 bytes in one block, where a vector
+/// of boxed pairs took a 256-byte pair array plus ten small allocations.
+#[derive(Clone, Default)]
+struct Packed {
+    buf: Box<[u8]>,
+    /// Number of pairs, kept so HLEN and the entry-limit check need no walk.
+    len: usize,
+}
+
+/// One pair of a [`Packed`] and where it sits in the buffer.
+struct Entry<'a> {
+    field: &'a [u8],
+    value: &'a [u8],
+    /// Offset of the field's length prefix.
+    start: usize,
+    /// Offset of the value's length prefix.
+    vstart: usize,
+    /// Offset just past the value.
+    end: usize,
+}
+
+/// Walks a [`Packed`] buffer from the start; stops early only on a malformed buffer.
+struct Entries<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Entry<'a>;
+
+    fn next(&mut self) -> Option<Entry<'a>> {
+        let buf = self.buf;
+        let start = self.pos;
+        let (flen, p) = get_len(buf, start)?;
+        let vstart = p.checked_add(flen)?;
+        let field = buf.get(p..vstart)?;
+        let (vlen, p) = get_len(buf, vstart)?;
+        let end = p.checked_add(vlen)?;
+        let value = buf.get(p..end)?;
+        self.pos = end;
+        Some(Entry { field, value, start, vstart, end })
+    }
+}
+
+impl Packed {
+    fn iter(&self) -> Entries<'_> {
+        Entries { buf: &self.buf, pos: 0 }
+    }
+
+    fn find(&self, field: &[u8]) -> Option<Entry<'_>> {
+        self.iter().find(|e| e.field == field)
+    }
+
+    /// Sets `field`; true if it is new. A new field goes to the end (insertion order).
+    fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
+        let mut vl = [0u8; LEN_MAX];
+        let vhdr = put_len(value.len(), &mut vl);
+        match self.find(field).map(|e| (e.vstart, e.end)) {
+            Some((vstart, end)) => {
+                splice(&mut self.buf, vstart, end - vstart, &[vhdr, value]);
+                false
+            }
+            None => {
+                let mut fl = [0u8; LEN_MAX];
+                let fhdr = put_len(field.len(), &mut fl);
+                let at = self.buf.len();
+                splice(&mut self.buf, at, 0, &[fhdr, field, vhdr, value]);
+                self.len += 1;
+                true
+            }
+        }
+    }
+
+    fn remove(&mut self, field: &[u8]) -> bool {
+        match self.find(field).map(|e| (e.start, e.end)) {
+            Some((start, end)) => {
+                splice(&mut self.buf, start, end - start, &[]);
+                self.len -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 enum Repr {
-    /// Field/value pairs in insertion order (Redis's listpack keeps that order too).
-    Listpack(Pairs),
-    Table(Dict<HVal>),
+    /// Pairs in insertion order (Redis's listpack keeps that order too).
+    Listpack(Packed),
+    /// Boxed so `Hash` stays small enough to sit inside `Value` unboxed.
+    Table(Box<Dict<HVal>>),
 }
 
 /// Conversion thresholds, read from the configuration by each command.
@@ -86,18 +232,18 @@ pub struct Hash {
 
 impl Default for Hash {
     fn default() -> Self {
-        Hash { repr: Repr::Listpack(Vec::new()) }
+        Hash { repr: Repr::Listpack(Packed::default()) }
     }
 }
 
 impl Clone for Hash {
     fn clone(&self) -> Self {
         match &self.repr {
-            Repr::Listpack(v) => Hash { repr: Repr::Listpack(v.clone()) },
+            Repr::Listpack(p) => Hash { repr: Repr::Listpack(p.clone()) },
             Repr::Table(d) => {
                 let mut c = Dict::new();
                 d.for_each(|f, v| c.insert_new_slice(f, v.clone()));
-                Hash { repr: Repr::Table(c) }
+                Hash { repr: Repr::Table(Box::new(c)) }
             }
         }
     }
@@ -139,7 +285,7 @@ impl Hash {
 
     pub fn len(&self) -> usize {
         match &self.repr {
-            Repr::Listpack(v) => v.len(),
+            Repr::Listpack(p) => p.len,
             Repr::Table(d) => d.len(),
         }
     }
@@ -150,7 +296,7 @@ impl Hash {
 
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match &self.repr {
-            Repr::Listpack(v) => v.iter().find(|(f, _)| &**f == field).map(|(_, v)| &**v),
+            Repr::Listpack(p) => p.find(field).map(|e| e.value),
             Repr::Table(d) => d.get(field).map(|v| v.bytes()),
         }
     }
@@ -168,13 +314,14 @@ impl Hash {
     }
 
     fn convert(&mut self) {
-        if let Repr::Listpack(v) = &mut self.repr {
-            let mut d = Dict::new();
-            for (f, val) in std::mem::take(v) {
-                d.insert_new(f, HVal::new(&val));
-            }
-            self.repr = Repr::Table(d);
+        let Repr::Listpack(p) = &self.repr else {
+            return;
+        };
+        let mut d = Dict::new();
+        for e in p.iter() {
+            d.insert_new_slice(e.field, HVal::new(e.value));
         }
+        self.repr = Repr::Table(Box::new(d));
     }
 
     /// Sets `field` to `value`; true if the field is new. Converts as Redis's `hashTypeSet`
@@ -182,16 +329,7 @@ impl Hash {
     pub fn set(&mut self, field: &[u8], value: &[u8], lim: Limits) -> bool {
         self.convert_for([field.len(), value.len()], lim);
         let new = match &mut self.repr {
-            Repr::Listpack(v) => match v.iter_mut().find(|(f, _)| &**f == field) {
-                Some((_, old)) => {
-                    *old = value.into();
-                    false
-                }
-                None => {
-                    v.push((field.into(), value.into()));
-                    true
-                }
-            },
+            Repr::Listpack(p) => p.set(field, value),
             Repr::Table(d) => match d.get_mut(field) {
                 Some(old) => {
                     *old = HVal::new(value);
@@ -212,13 +350,7 @@ impl Hash {
     /// Removes `field`; true if it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match &mut self.repr {
-            Repr::Listpack(v) => match v.iter().position(|(f, _)| &**f == field) {
-                Some(i) => {
-                    v.remove(i);
-                    true
-                }
-                None => false,
-            },
+            Repr::Listpack(p) => p.remove(field),
             Repr::Table(d) => d.remove(field).is_some(),
         }
     }
@@ -226,7 +358,7 @@ impl Hash {
     /// Visits every pair (listpack: insertion order; hashtable: table order).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
         match &self.repr {
-            Repr::Listpack(v) => v.iter().for_each(|(k, val)| f(k, val)),
+            Repr::Listpack(p) => p.iter().for_each(|e| f(e.field, e.value)),
             Repr::Table(d) => d.for_each(|k, val| f(k, val.bytes())),
         }
     }
@@ -246,11 +378,22 @@ impl Hash {
     /// A random pair (the hash must not be empty).
     pub fn random<R: Rng>(&self, rng: &mut R) -> Option<(&[u8], &[u8])> {
         match &self.repr {
-            Repr::Listpack(v) if v.is_empty() => None,
-            Repr::Listpack(v) => {
-                let (f, val) = &v[rng.gen_range(0..v.len())];
-                Some((f, val))
-            }
+            Repr::Listpack(p) if p.len == 0 => None,
+            Repr::Listpack(p) => p.iter().nth(rng.gen_range(0..p.len)).map(|e| (e.field, e.value)),
+            Repr::Table(d) => d.random(rng).map(|(k, v)| (k, v.bytes())),
+        }
+    }
+
+    /// Random pairs for repeated picks (None if the hash is empty). A listpack has no index to
+    /// jump into, so its pairs are listed once here instead of walked on every pick.
+    pub fn sampler<'a, R: Rng>(&'a self) -> impl FnMut(&mut R) -> Option<(&'a [u8], &'a [u8])> + 'a {
+        let pairs: Vec<(&'a [u8], &'a [u8])> = match &self.repr {
+            Repr::Listpack(p) => p.iter().map(|e| (e.field, e.value)).collect(),
+            Repr::Table(_) => Vec::new(),
+        };
+        move |rng| match &self.repr {
+            Repr::Listpack(_) if pairs.is_empty() => None,
+            Repr::Listpack(_) => Some(pairs[rng.gen_range(0..pairs.len())]),
             Repr::Table(d) => d.random(rng).map(|(k, v)| (k, v.bytes())),
         }
     }
@@ -259,12 +402,9 @@ impl Hash {
     pub fn heap_size(&self) -> usize {
         let mut n = 0;
         match &self.repr {
-            Repr::Listpack(v) => {
-                n += v.capacity() * 32;
-                v.iter().for_each(|(f, val)| n += f.len() + val.len());
-            }
+            Repr::Listpack(p) => n += p.buf.len(),
             Repr::Table(d) => {
-                n += d.buckets() * 8;
+                n += std::mem::size_of::<Dict<HVal>>() + d.buckets() * 8;
                 d.for_each(|f, v| {
                     n += 48 + f.len();
                     if let HVal::Heap(b) = v {
@@ -305,7 +445,7 @@ fn hash_mut<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v mut
 /// caller must leave it non-empty (or delete it) before returning.
 fn hash_or_create<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<&'v mut Hash, CmdError> {
     if hash_mut(ks, key)?.is_none() {
-        ks.insert_new(key, Value::Hash(Box::default()));
+        ks.insert_new(key, Value::Hash(Hash::default()));
     }
     Ok(hash_mut(ks, key)?.expect("just created"))
 }
@@ -583,9 +723,10 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
     let mut rng = rand::thread_rng();
     if !unique || count == 1 {
         // Independent picks, repeats allowed.
+        let mut pick = h.sampler();
         header(reply, count);
         for _ in 0..count {
-            let (f, v) = h.random(&mut rng).expect("non-empty hash");
+            let (f, v) = pick(&mut rng).expect("non-empty hash");
             emit(reply, f, v);
         }
     } else if count >= size {
@@ -603,9 +744,10 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
     } else {
         // A small part of a big hash: sample until enough distinct fields were seen.
         let mut seen = std::collections::HashSet::with_capacity(count);
+        let mut pick = h.sampler();
         header(reply, count);
         while seen.len() < count {
-            let (f, v) = h.random(&mut rng).expect("non-empty hash");
+            let (f, v) = pick(&mut rng).expect("non-empty hash");
             if seen.insert(f) {
                 emit(reply, f, v);
             }
@@ -702,6 +844,111 @@ mod tests {
         assert!(h.remove(b"f4"));
         assert_ne!(c, h);
         assert_eq!(h.encoding(), "hashtable");
+    }
+
+    /// Pairs in visiting order, as owned vectors.
+    fn pairs(h: &Hash) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut v = Vec::new();
+        h.for_each(|f, val| v.push((f.to_vec(), val.to_vec())));
+        v
+    }
+
+    /// The exact packed size of these pairs: each field and value plus its length prefix.
+    fn packed_size(p: &[(Vec<u8>, Vec<u8>)]) -> usize {
+        let mut b = [0u8; LEN_MAX];
+        p.iter().map(|(f, v)| put_len(f.len(), &mut b).len() + f.len() + put_len(v.len(), &mut b).len() + v.len()).sum()
+    }
+
+    fn packed(h: &Hash) -> &Packed {
+        match &h.repr {
+            Repr::Listpack(p) => p,
+            Repr::Table(_) => panic!("not packed"),
+        }
+    }
+
+    #[test]
+    fn hash_sits_inside_value() {
+        assert!(std::mem::size_of::<Hash>() <= 24, "{}", std::mem::size_of::<Hash>());
+        assert_eq!(std::mem::size_of::<Value>(), 40);
+    }
+
+    #[test]
+    fn length_prefix_round_trips() {
+        let mut b = [0u8; LEN_MAX];
+        for (n, width) in [(0, 1), (1, 1), (127, 1), (128, 2), (300, 2), (16383, 2), (16384, 3), (70000, 3)] {
+            let enc = put_len(n, &mut b).to_vec();
+            assert_eq!(enc.len(), width, "{n}");
+            assert_eq!(get_len(&enc, 0), Some((n, width)));
+            assert_eq!(get_len(&enc[..width - 1], 0), None, "truncated {n}");
+        }
+        let enc = put_len(usize::MAX, &mut b).to_vec();
+        assert_eq!(get_len(&enc, 0), Some((usize::MAX, enc.len())));
+        assert_eq!(get_len(&[0x80; 11], 0), None);
+    }
+
+    #[test]
+    fn packed_round_trips_any_length() {
+        let lim = Limits { max_entries: 128, max_value: 100_000 };
+        let mut h = Hash::new();
+        let mut want = Vec::new();
+        for (i, n) in [0usize, 1, 127, 128, 300, 70000].into_iter().enumerate() {
+            let v: Vec<u8> = (0..n).map(|j| (i * 31 + j) as u8).collect();
+            assert!(h.set(&v, &v, lim)); // field of that length too
+            want.push((v.clone(), v.clone()));
+            let f = format!("f{i}").into_bytes();
+            assert!(h.set(&f, b"", lim));
+            want.push((f, Vec::new()));
+        }
+        assert_eq!(h.encoding(), "listpack");
+        assert_eq!(h.len(), want.len());
+        assert_eq!(pairs(&h), want);
+        for (f, v) in &want {
+            assert_eq!(h.get(f), Some(&v[..]));
+        }
+        assert_eq!(h.get(b"missing"), None);
+        assert_eq!(packed(&h).buf.len(), packed_size(&want));
+        assert_eq!(h.clone(), h);
+    }
+
+    #[test]
+    fn packed_keeps_order_through_edits() {
+        let lim = Limits { max_entries: 128, max_value: 1000 };
+        let mut h = Hash::new();
+        for f in ["a", "b", "c", "d", "e"] {
+            h.set(f.as_bytes(), format!("{f}-value").as_bytes(), lim);
+        }
+        let big = vec![b'x'; 200];
+        assert!(!h.set(b"b", &big, lim)); // longer, and a wider length prefix
+        assert!(!h.set(b"d", b"", lim)); // shorter
+        assert!(!h.set(b"e", b"e-VALUE", lim)); // same length: in place
+        assert!(h.remove(b"c")); // from the middle
+        assert!(!h.remove(b"c"));
+        assert!(h.set(b"c", b"again", lim)); // re-added at the end
+        assert!(!h.set(b"b", b"short", lim));
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            [("a", "a-value"), ("b", "short"), ("d", ""), ("e", "e-VALUE"), ("c", "again")]
+                .iter()
+                .map(|(f, v)| (f.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect();
+        assert_eq!(pairs(&h), want);
+        assert_eq!(h.len(), 5);
+        assert_eq!(packed(&h).buf.len(), packed_size(&want));
+        let mut rng = rand::thread_rng();
+        let mut pick = h.sampler();
+        for _ in 0..50 {
+            let (f, v) = pick(&mut rng).unwrap();
+            assert_eq!(h.get(f), Some(v));
+            let (f, v) = h.random(&mut rng).unwrap();
+            assert_eq!(h.get(f), Some(v));
+        }
+        drop(pick);
+        for f in ["e", "a", "c", "d", "b"] {
+            assert!(h.remove(f.as_bytes()));
+        }
+        assert!(h.is_empty());
+        assert!(packed(&h).buf.is_empty());
+        assert_eq!(h.random(&mut rng), None);
+        assert_eq!(h.sampler()(&mut rng), None);
     }
 
     #[test]

@@ -213,22 +213,26 @@ def element_suite(n):
     return res
 
 
-def load_keys(port, n, hashes=False):
-    """SET key:%012d (16 bytes) to a 32-byte value, pipelined; or, with `hashes`, HSET a small
-    hash of 5 fields (f1..f5, 8-byte values) under each key."""
-    val = b"v" * 32
-    fields = b"".join(b"$2\r\nf%d\r\n$8\r\nvalue-%02d\r\n" % (j, j) for j in range(1, 6))
-    reply = b":5\r\n" if hashes else b"+OK\r\n"
+# What each key holds in the memory suite: a 32-byte string, or a small aggregate of 5
+# elements (Redis keeps those in one listpack/intset): the request for key k, and its reply.
+SMALL = {
+    "string": (lambda k: [b"SET", k, b"v" * 32], b"+OK\r\n"),
+    "hash": (lambda k: [b"HSET", k] + [x for j in range(1, 6) for x in (b"f%d" % j, b"value-%02d" % j)], b":5\r\n"),
+    "set": (lambda k: [b"SADD", k] + [b"member-%02d" % j for j in range(1, 6)], b":5\r\n"),
+    "zset": (lambda k: [b"ZADD", k] + [x for j in range(1, 6) for x in (b"%d" % j, b"member-%02d" % j)], b":5\r\n"),
+}
+
+
+def load_keys(port, n, what="string"):
+    """Creates key:%012d (16 bytes) for i < n holding `what` (see SMALL), pipelined."""
+    make, reply = SMALL[what]
     with socket.create_connection(("127.0.0.1", port)) as s:
         batch = 1000
         for start_i in range(0, n, batch):
             buf = bytearray()
             for i in range(start_i, min(n, start_i + batch)):
-                k = b"key:%012d" % i
-                if hashes:
-                    buf += b"*12\r\n$4\r\nHSET\r\n$16\r\n" + k + b"\r\n" + fields
-                else:
-                    buf += b"*3\r\n$3\r\nSET\r\n$16\r\n" + k + b"\r\n$32\r\n" + val + b"\r\n"
+                args = make(b"key:%012d" % i)
+                buf += b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
             s.sendall(buf)
             need = len(reply) * (min(n, start_i + batch) - start_i)
             got = 0
@@ -239,19 +243,18 @@ def load_keys(port, n, hashes=False):
 def mem_suite(keys, conns, kinds=("redis", "atoll")):
     out = {}
     for kind in kinds:
-        per = []
-        for hashes in (False, True):
+        per = {}
+        for what in SMALL:
             p, port = start(kind, cpu=None)
             try:
                 time.sleep(0.3)
                 r0 = rss(p.pid)
-                load_keys(port, keys, hashes)
+                load_keys(port, keys, what)
                 time.sleep(0.5)
-                per.append((rss(p.pid) - r0) / keys)
+                per[what] = (rss(p.pid) - r0) / keys
             finally:
                 p.kill()
                 p.wait()
-        per_key, per_hash = per
         extra = ["--maxclients", str(conns + 100)]
         p, port = start(kind, cpu=None, extra=extra)
         try:
@@ -273,11 +276,14 @@ def mem_suite(keys, conns, kinds=("redis", "atoll")):
         finally:
             p.kill()
             p.wait()
-        out[kind] = (per_key, per_conn, served, per_hash)
-        print(f"{kind:5} RSS/key {per_key:7.1f} B   RSS/5-field-hash {per_hash:7.1f} B   "
-              f"RSS/idle-conn {per_conn:7.0f} B   served {served}/{conns}", flush=True)
-    a, r = out[kinds[1]], out["redis"]
-    print(f"ratio RSS/key {a[0]/r[0]:.2f}x   RSS/5-field-hash {a[3]/r[3]:.2f}x   RSS/conn {a[1]/max(r[1],1):.2f}x")
+        out[kind] = (per, per_conn, served)
+        print(f"{kind:5} RSS per key holding: " + "  ".join(f"{w} {v:6.1f} B" for w, v in per.items()) +
+              f"   RSS/idle-conn {per_conn:7.0f} B   served {served}/{conns}", flush=True)
+    r = out["redis"]
+    for k in kinds[1:]:
+        a = out[k]
+        print(f"ratio {k}: " + "  ".join(f"{w} {a[0][w] / r[0][w]:.2f}x" for w in SMALL) +
+              f"   RSS/conn {a[1] / max(r[1], 1):.2f}x")
     return out
 
 

@@ -412,8 +412,38 @@ fn runs_the_requested_io_backend() {
     let s = start_atoll(&[]);
     let mut c = client(s.port);
     let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
-    let want = std::env::var("ATOLL_TEST_IO_BACKEND").unwrap_or_else(|_| "epoll".into());
+    let want = std::env::var("ATOLL_TEST_IO_BACKEND").unwrap_or_else(|_| "io_uring".into());
     assert!(info.contains(&format!("multiplexing_api:{want}\r\n")), "{info}");
+}
+
+/// Where the kernel refuses io_uring (simulated here), the server says so and serves on epoll.
+#[test]
+fn falls_back_to_epoll_without_io_uring() {
+    let port = free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+        .args(["--port", &port.to_string(), "--io-backend", "io_uring"])
+        .env("ATOLL_NO_IO_URING", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut c = None;
+    for _ in 0..200 {
+        if let Ok(conn) = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection() {
+            c = Some(conn);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = c.expect("server did not start");
+    let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
+    assert!(info.contains("multiplexing_api:epoll\r\n"), "{info}");
+    let _: () = c.set("k", "v").unwrap();
+    assert_eq!(c.get::<_, String>("k").unwrap(), "v");
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(log.contains("io_uring is not available on this system: falling back to epoll."), "{log}");
 }
 
 /// Large requests and replies cross many receive buffers and short sends (io_uring provides

@@ -1,6 +1,7 @@
 //! Stored values. Each data type has its own module under `types/`; this enum is the one place
-//! that knows them all. Aggregates are boxed so the enum stays 40 bytes, except `Hash`, which
-//! is small enough (a packed buffer or a boxed table) to sit inline and save an allocation.
+//! that knows them all. Aggregates are boxed so the enum stays 40 bytes, except hashes, sets
+//! and sorted sets, which are small enough (a packed buffer, or their big encoding boxed) to
+//! sit inline and save an allocation.
 
 use crate::types::{hash::Hash, list::List, set::Set, stream::Stream, zset::ZSet};
 
@@ -27,8 +28,8 @@ pub enum Value {
     Int(i64),
     List(Box<List>),
     Hash(Hash),
-    Set(Box<Set>),
-    ZSet(Box<ZSet>),
+    Set(Set),
+    ZSet(ZSet),
     Stream(Box<Stream>),
 }
 

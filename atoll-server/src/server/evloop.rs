@@ -99,16 +99,11 @@ impl Worker {
                 }
             }
             // beforeSleep: write everything this round produced.
-            let pending = std::mem::take(&mut self.core.to_flush);
+            let pending = self.core.take_flush(&mut self.conns);
             for &t in &pending {
-                if let Some(c) = self.conns.get_mut(t) {
-                    c.link.queued = false;
-                }
                 self.flush(t);
             }
-            self.core.to_flush = pending;
-            self.core.to_flush.clear();
-            self.core.tick(&mut self.conns);
+            self.core.end_round(pending, &mut self.conns);
         }
     }
 

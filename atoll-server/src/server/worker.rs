@@ -260,8 +260,29 @@ impl Core {
         new
     }
 
-    /// End of a round: deadlines that passed, then the cron when it is due.
-    pub fn tick<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) {
+    /// beforeSleep, first half: the connections to write, each unmarked so the writes may
+    /// queue it again. The backend writes them, then hands the list back to `end_round`.
+    pub fn take_flush<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) -> Vec<usize> {
+        let pending = std::mem::take(&mut self.to_flush);
+        for &t in &pending {
+            if let Some(c) = conns.get_mut(t) {
+                c.link().queued = false;
+            }
+        }
+        pending
+    }
+
+    /// End of a round: recycles the flush list, then deadlines that passed and the cron.
+    pub fn end_round<C: HasLink>(&mut self, mut flushed: Vec<usize>, conns: &mut slab::Slab<C>) {
+        flushed.clear();
+        if self.to_flush.is_empty() {
+            self.to_flush = flushed;
+        }
+        self.tick(conns);
+    }
+
+    /// Deadlines that passed, then the cron when it is due.
+    fn tick<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) {
         let now = self.srv.now_ms();
         while let Some(Reverse((d, t, id))) = self.timers.peek().copied() {
             if d > now {

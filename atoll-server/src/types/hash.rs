@@ -16,6 +16,7 @@ use crate::engine::dict::Dict;
 use crate::engine::glob::glob_match;
 use crate::engine::Value;
 use crate::protocol::Proto;
+use crate::types::packed::{get_str, put_len, Packed, Slot, Walk, LEN_MAX};
 use rand::Rng;
 use std::sync::atomic::Ordering;
 
@@ -53,157 +54,63 @@ impl HVal {
     }
 }
 
-/// Room for a LEB128 length prefix of any `usize`.
-const LEN_MAX: usize = 10;
-
-/// Writes `n` as a LEB128 varint (7 bits a byte, low first, high bit = more): one byte below
-/// 128, two below 16384, so short fields and values pay a single byte of overhead.
-fn put_len(n: usize, out: &mut [u8; LEN_MAX]) -> &[u8] {
-    let mut n = n as u64;
-    let mut i = 0;
-    while n >= 0x80 {
-        out[i] = (n as u8) | 0x80;
-        n >>= 7;
-        i += 1;
-    }
-    out[i] = n as u8;
-    &out[..=i]
-}
-
-/// Reads a length written by [`put_len`] at `pos`; returns it and the offset after it. None on
-/// a truncated or oversized prefix, which only a bug could produce (the buffer is ours).
-fn get_len(buf: &[u8], mut pos: usize) -> Option<(usize, usize)> {
-    let mut n = 0u64;
-    let mut shift = 0;
-    while shift < 64 {
-        let b = *buf.get(pos)?;
-        pos += 1;
-        n |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some((usize::try_from(n).ok()?, pos));
-        }
-        shift += 7;
-    }
-    None
-}
-
-/// Replaces `buf[at..at + old]` with the concatenation of `parts`, leaving the box exactly as
-/// long as its contents. Resizing goes through `realloc` (Vec::reserve_exact, then
-/// into_boxed_slice's shrink), which jemalloc does in place within a size class, so appending
-/// a field to a small hash is usually no copy at all.
-fn splice(buf: &mut Box<[u8]>, at: usize, old: usize, parts: &[&[u8]]) {
-    let add: usize = parts.iter().map(|p| p.len()).sum();
-    let end = at + old;
-    if add != old {
-        let mut v = std::mem::take(buf).into_vec();
-        let len = v.len();
-        if add > old {
-            v.reserve_exact(add - old);
-            v.resize(len + add - old, 0);
-            v.copy_within(end..len, at + add);
-        } else {
-            v.copy_within(end..len, at + add);
-            v.truncate(len - (old - add));
-        }
-        *buf = v.into_boxed_slice();
-    }
-    let mut p = at;
-    for part in parts {
-        buf[p..p + part.len()].copy_from_slice(part);
-        p += part.len();
-    }
-}
-
-/// The entries of a `listpack`-encoded hash in one allocation, like Redis's listpack: for each
-/// pair, in insertion order, the field's length ([`put_len`]), the field, the value's length,
-/// the value. Five 2-byte fields with 8-byte values take 60 bytes in one block, where a vector
-/// of boxed pairs took a 256-byte pair array plus ten small allocations.
+/// The pairs of a `listpack`-encoded hash, like Redis's listpack: for each pair, in insertion
+/// order, the field and then the value, each with its length prefix. Five 2-byte fields with
+/// 8-byte values take 60 bytes in one block, where a vector of boxed pairs took a 256-byte
+/// pair array plus ten small allocations.
 #[derive(Clone, Default)]
-struct Packed {
-    buf: Box<[u8]>,
-    /// Number of pairs, kept so HLEN and the entry-limit check need no walk.
-    len: usize,
-}
+struct Pairs(Packed);
 
-/// One pair of a [`Packed`] and where it sits in the buffer.
-struct Entry<'a> {
+/// One pair of a [`Pairs`] buffer.
+struct Pair<'a> {
     field: &'a [u8],
     value: &'a [u8],
-    /// Offset of the field's length prefix.
-    start: usize,
     /// Offset of the value's length prefix.
     vstart: usize,
-    /// Offset just past the value.
-    end: usize,
 }
 
-/// Walks a [`Packed`] buffer from the start; stops early only on a malformed buffer.
-struct Entries<'a> {
-    buf: &'a [u8],
-    pos: usize,
+fn pair(buf: &[u8], pos: usize) -> Option<(Pair<'_>, usize)> {
+    let (field, vstart) = get_str(buf, pos)?;
+    let (value, end) = get_str(buf, vstart)?;
+    Some((Pair { field, value, vstart }, end))
 }
 
-impl<'a> Iterator for Entries<'a> {
-    type Item = Entry<'a>;
-
-    fn next(&mut self) -> Option<Entry<'a>> {
-        let buf = self.buf;
-        let start = self.pos;
-        let (flen, p) = get_len(buf, start)?;
-        let vstart = p.checked_add(flen)?;
-        let field = buf.get(p..vstart)?;
-        let (vlen, p) = get_len(buf, vstart)?;
-        let end = p.checked_add(vlen)?;
-        let value = buf.get(p..end)?;
-        self.pos = end;
-        Some(Entry { field, value, start, vstart, end })
-    }
-}
-
-impl Packed {
-    fn iter(&self) -> Entries<'_> {
-        Entries { buf: &self.buf, pos: 0 }
+impl Pairs {
+    fn iter(&self) -> Walk<'_, Pair<'_>> {
+        self.0.walk(pair)
     }
 
-    fn find(&self, field: &[u8]) -> Option<Entry<'_>> {
-        self.iter().find(|e| e.field == field)
+    fn find(&self, field: &[u8]) -> Option<Slot<Pair<'_>>> {
+        self.iter().find(|e| e.item.field == field)
     }
 
     /// Sets `field`; true if it is new. A new field goes to the end (insertion order).
     fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
         let mut vl = [0u8; LEN_MAX];
         let vhdr = put_len(value.len(), &mut vl);
-        match self.find(field).map(|e| (e.vstart, e.end)) {
+        match self.find(field).map(|e| (e.item.vstart, e.end)) {
             Some((vstart, end)) => {
-                splice(&mut self.buf, vstart, end - vstart, &[vhdr, value]);
+                self.0.rewrite(vstart, end - vstart, &[vhdr, value]);
                 false
             }
             None => {
                 let mut fl = [0u8; LEN_MAX];
                 let fhdr = put_len(field.len(), &mut fl);
-                let at = self.buf.len();
-                splice(&mut self.buf, at, 0, &[fhdr, field, vhdr, value]);
-                self.len += 1;
+                self.0.push(&[fhdr, field, vhdr, value]);
                 true
             }
         }
     }
 
     fn remove(&mut self, field: &[u8]) -> bool {
-        match self.find(field).map(|e| (e.start, e.end)) {
-            Some((start, end)) => {
-                splice(&mut self.buf, start, end - start, &[]);
-                self.len -= 1;
-                true
-            }
-            None => false,
-        }
+        let span = self.find(field).map(|e| (e.start, e.end));
+        self.0.delete_found(span)
     }
 }
 
 enum Repr {
     /// Pairs in insertion order (Redis's listpack keeps that order too).
-    Listpack(Packed),
+    Listpack(Pairs),
     /// Boxed so `Hash` stays small enough to sit inside `Value` unboxed.
     Table(Box<Dict<HVal>>),
 }
@@ -232,7 +139,7 @@ pub struct Hash {
 
 impl Default for Hash {
     fn default() -> Self {
-        Hash { repr: Repr::Listpack(Packed::default()) }
+        Hash { repr: Repr::Listpack(Pairs::default()) }
     }
 }
 
@@ -285,7 +192,7 @@ impl Hash {
 
     pub fn len(&self) -> usize {
         match &self.repr {
-            Repr::Listpack(p) => p.len,
+            Repr::Listpack(p) => p.0.len(),
             Repr::Table(d) => d.len(),
         }
     }
@@ -296,7 +203,7 @@ impl Hash {
 
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match &self.repr {
-            Repr::Listpack(p) => p.find(field).map(|e| e.value),
+            Repr::Listpack(p) => p.find(field).map(|e| e.item.value),
             Repr::Table(d) => d.get(field).map(|v| v.bytes()),
         }
     }
@@ -319,7 +226,7 @@ impl Hash {
         };
         let mut d = Dict::new();
         for e in p.iter() {
-            d.insert_new_slice(e.field, HVal::new(e.value));
+            d.insert_new_slice(e.item.field, HVal::new(e.item.value));
         }
         self.repr = Repr::Table(Box::new(d));
     }
@@ -358,7 +265,7 @@ impl Hash {
     /// Visits every pair (listpack: insertion order; hashtable: table order).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
         match &self.repr {
-            Repr::Listpack(p) => p.iter().for_each(|e| f(e.field, e.value)),
+            Repr::Listpack(p) => p.iter().for_each(|e| f(e.item.field, e.item.value)),
             Repr::Table(d) => d.for_each(|k, val| f(k, val.bytes())),
         }
     }
@@ -378,8 +285,8 @@ impl Hash {
     /// A random pair (the hash must not be empty).
     pub fn random<R: Rng>(&self, rng: &mut R) -> Option<(&[u8], &[u8])> {
         match &self.repr {
-            Repr::Listpack(p) if p.len == 0 => None,
-            Repr::Listpack(p) => p.iter().nth(rng.gen_range(0..p.len)).map(|e| (e.field, e.value)),
+            Repr::Listpack(p) if p.0.len() == 0 => None,
+            Repr::Listpack(p) => p.iter().nth(rng.gen_range(0..p.0.len())).map(|e| (e.item.field, e.item.value)),
             Repr::Table(d) => d.random(rng).map(|(k, v)| (k, v.bytes())),
         }
     }
@@ -388,7 +295,7 @@ impl Hash {
     /// jump into, so its pairs are listed once here instead of walked on every pick.
     pub fn sampler<'a, R: Rng>(&'a self) -> impl FnMut(&mut R) -> Option<(&'a [u8], &'a [u8])> + 'a {
         let pairs: Vec<(&'a [u8], &'a [u8])> = match &self.repr {
-            Repr::Listpack(p) => p.iter().map(|e| (e.field, e.value)).collect(),
+            Repr::Listpack(p) => p.iter().map(|e| (e.item.field, e.item.value)).collect(),
             Repr::Table(_) => Vec::new(),
         };
         move |rng| match &self.repr {
@@ -402,7 +309,7 @@ impl Hash {
     pub fn heap_size(&self) -> usize {
         let mut n = 0;
         match &self.repr {
-            Repr::Listpack(p) => n += p.buf.len(),
+            Repr::Listpack(p) => n += p.0.bytes().len(),
             Repr::Table(d) => {
                 n += std::mem::size_of::<Dict<HVal>>() + d.buckets() * 8;
                 d.for_each(|f, v| {
@@ -813,6 +720,7 @@ pub fn hscan(ctx: &mut Ctx) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::packed::str_size;
 
     const LIM: Limits = Limits { max_entries: 4, max_value: 8 };
 
@@ -855,13 +763,12 @@ mod tests {
 
     /// The exact packed size of these pairs: each field and value plus its length prefix.
     fn packed_size(p: &[(Vec<u8>, Vec<u8>)]) -> usize {
-        let mut b = [0u8; LEN_MAX];
-        p.iter().map(|(f, v)| put_len(f.len(), &mut b).len() + f.len() + put_len(v.len(), &mut b).len() + v.len()).sum()
+        p.iter().map(|(f, v)| str_size(f) + str_size(v)).sum()
     }
 
-    fn packed(h: &Hash) -> &Packed {
+    fn packed(h: &Hash) -> &[u8] {
         match &h.repr {
-            Repr::Listpack(p) => p,
+            Repr::Listpack(p) => p.0.bytes(),
             Repr::Table(_) => panic!("not packed"),
         }
     }
@@ -870,20 +777,6 @@ mod tests {
     fn hash_sits_inside_value() {
         assert!(std::mem::size_of::<Hash>() <= 24, "{}", std::mem::size_of::<Hash>());
         assert_eq!(std::mem::size_of::<Value>(), 40);
-    }
-
-    #[test]
-    fn length_prefix_round_trips() {
-        let mut b = [0u8; LEN_MAX];
-        for (n, width) in [(0, 1), (1, 1), (127, 1), (128, 2), (300, 2), (16383, 2), (16384, 3), (70000, 3)] {
-            let enc = put_len(n, &mut b).to_vec();
-            assert_eq!(enc.len(), width, "{n}");
-            assert_eq!(get_len(&enc, 0), Some((n, width)));
-            assert_eq!(get_len(&enc[..width - 1], 0), None, "truncated {n}");
-        }
-        let enc = put_len(usize::MAX, &mut b).to_vec();
-        assert_eq!(get_len(&enc, 0), Some((usize::MAX, enc.len())));
-        assert_eq!(get_len(&[0x80; 11], 0), None);
     }
 
     #[test]
@@ -906,7 +799,7 @@ mod tests {
             assert_eq!(h.get(f), Some(&v[..]));
         }
         assert_eq!(h.get(b"missing"), None);
-        assert_eq!(packed(&h).buf.len(), packed_size(&want));
+        assert_eq!(packed(&h).len(), packed_size(&want));
         assert_eq!(h.clone(), h);
     }
 
@@ -932,7 +825,7 @@ mod tests {
                 .collect();
         assert_eq!(pairs(&h), want);
         assert_eq!(h.len(), 5);
-        assert_eq!(packed(&h).buf.len(), packed_size(&want));
+        assert_eq!(packed(&h).len(), packed_size(&want));
         let mut rng = rand::thread_rng();
         let mut pick = h.sampler();
         for _ in 0..50 {
@@ -946,7 +839,7 @@ mod tests {
             assert!(h.remove(f.as_bytes()));
         }
         assert!(h.is_empty());
-        assert!(packed(&h).buf.is_empty());
+        assert!(packed(&h).is_empty());
         assert_eq!(h.random(&mut rng), None);
         assert_eq!(h.sampler()(&mut rng), None);
     }

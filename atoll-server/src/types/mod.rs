@@ -5,6 +5,7 @@ pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod list;
+pub mod packed;
 pub mod set;
 pub mod sort;
 pub mod stream;

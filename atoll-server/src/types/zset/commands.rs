@@ -59,7 +59,7 @@ pub(crate) fn store_zset(ks: &mut KsView, dst: &[u8], z: ZSet) -> usize {
     if n == 0 {
         ks.delete(dst);
     } else {
-        ks.set(dst, Value::ZSet(Box::new(z)), false);
+        ks.set(dst, Value::ZSet(z), false);
         ks.signal_ready(dst);
     }
     n
@@ -72,16 +72,26 @@ fn score_arg(b: &[u8]) -> Result<f64, CmdError> {
 
 /// Replies (member, score) pairs: flat in RESP2 or without scores, nested pairs in RESP3.
 fn reply_elements(reply: &mut Reply, items: &[(Box<[u8]>, f64)], withscores: bool) {
-    let nested = withscores && reply.proto == Proto::Resp3;
-    reply.array(if withscores && !nested { items.len() * 2 } else { items.len() });
+    elements_header(reply, items.len(), withscores);
     for (m, s) in items {
-        if nested {
-            reply.array(2);
-        }
-        reply.bulk(m);
-        if withscores {
-            reply.double(*s);
-        }
+        reply_element(reply, m, *s, withscores);
+    }
+}
+
+/// The array header for `n` elements: RESP2 flattens scores into it, RESP3 nests pairs.
+fn elements_header(reply: &mut Reply, n: usize, withscores: bool) {
+    let flat = withscores && reply.proto != Proto::Resp3;
+    reply.array(if flat { n * 2 } else { n });
+}
+
+fn reply_element(reply: &mut Reply, m: &[u8], s: f64, withscores: bool) {
+    let nested = withscores && reply.proto == Proto::Resp3;
+    if nested {
+        reply.array(2);
+    }
+    reply.bulk(m);
+    if withscores {
+        reply.double(s);
     }
 }
 
@@ -155,7 +165,7 @@ pub(crate) fn zadd_apply(ctx: &mut Ctx, key: &[u8], f: AddFlags, ch: bool, pairs
             return Ok(());
         }
         let max_len = pairs.iter().map(|(_, m)| m.len()).max().unwrap_or(0);
-        ctx.ks.insert_new(key, Value::ZSet(Box::new(ZSet::create(n, max_len, &lim))));
+        ctx.ks.insert_new(key, Value::ZSet(ZSet::create(n, max_len, &lim)));
     }
     let z = zset_write(&mut ctx.ks, key)?.expect("just ensured");
     let (mut added, mut updated, mut processed) = (0i64, 0i64, 0);
@@ -816,12 +826,14 @@ pub fn zrandmember(ctx: &mut Ctx) -> CmdResult {
             ctx.reply.bulk(&m);
             return Ok(());
         }
-        Some(c) if c < 0 => (0..c.unsigned_abs())
-            .map(|_| {
-                let (m, s) = z.random(&mut rng).unwrap();
-                (m.into_boxed_slice(), s)
-            })
-            .collect(),
+        Some(c) if c < 0 => {
+            // Streamed: the reply grows with the data, never sized up front by the count.
+            let n = c.unsigned_abs();
+            let reply = &mut *ctx.reply;
+            elements_header(reply, n as usize, withscores);
+            z.sample(n, &mut rng, |m, s| reply_element(reply, m, s, withscores));
+            return Ok(());
+        }
         Some(c) => {
             let c = c as usize;
             let mut all = Vec::with_capacity(z.len());

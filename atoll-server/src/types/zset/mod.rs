@@ -2,8 +2,9 @@
 //! [`commands`], the order-statistic structure in [`skiplist`].
 //!
 //! Two encodings, as OBJECT ENCODING reports them:
-//! * `listpack`: a sorted `Vec` of (score, member) while there are at most
-//!   `zset-max-listpack-entries` members of at most `zset-max-listpack-value` bytes;
+//! * `listpack`: (score, member) entries packed in order into one byte buffer ([`Sorted`])
+//!   while there are at most `zset-max-listpack-entries` members of at most
+//!   `zset-max-listpack-value` bytes; ranks and ranges walk it, as Redis walks its listpack;
 //! * `skiplist`: the [`SkipList`] (rank and ranges in O(log n)) plus a member → score [`Dict`]
 //!   (ZSCORE, membership in O(1)), like Redis's `zset` struct.
 //!
@@ -17,6 +18,7 @@ pub use commands::*;
 
 use crate::commands::Ctx;
 use crate::engine::dict::Dict;
+use crate::types::packed::{get_len, get_str, push_str, put_len, str_size, Packed, Slot, Walk, LEN_MAX};
 use skiplist::SkipList;
 use std::sync::atomic::Ordering;
 
@@ -43,9 +45,104 @@ struct Big {
     scores: Dict<f64>,
 }
 
+/// The entries of a `listpack`-encoded sorted set, sorted by (score, member), in one
+/// allocation like Redis's listpack: each entry is the score ([`put_score`]) then the member
+/// with its length prefix. Five 9-byte members with scores 1 to 5 take 55 bytes, where a
+/// vector of pairs took a 120-byte array plus five small allocations.
+#[derive(Clone, Default)]
+struct Sorted(Packed);
+
+/// Integral scores up to this magnitude are stored as integers (every one is an exact f64).
+const INT_SCORE_MAX: f64 = (1u64 << 53) as f64;
+
+/// The marker of a score stored as its 8 raw bytes: the one-byte varint 1 (integers are
+/// stored as even numbers).
+const RAW_SCORE: u8 = 1;
+
+/// Encodes a score: an integral score (ranks, counters, timestamps — the usual case) as the
+/// length-prefix varint of twice its zigzag form (1 byte from -32 to 31, 7 for a millisecond
+/// timestamp); anything else as [`RAW_SCORE`] then the f64's bits, little endian. Both are
+/// exact: the integer form is only used when converting back gives the same bits, so -0
+/// keeps its sign.
+fn put_score(s: f64, out: &mut [u8; LEN_MAX]) -> &[u8] {
+    let i = s as i64;
+    if usize::BITS >= 64 && s.abs() <= INT_SCORE_MAX && (i as f64).to_bits() == s.to_bits() {
+        let zigzag = ((i << 1) ^ (i >> 63)) as u64;
+        put_len((zigzag << 1) as usize, out)
+    } else {
+        out[0] = RAW_SCORE;
+        out[1..9].copy_from_slice(&s.to_le_bytes());
+        &out[..9]
+    }
+}
+
+/// Reads a score written by [`put_score`]; returns it and the offset after it.
+fn get_score(buf: &[u8], pos: usize) -> Option<(f64, usize)> {
+    let (v, p) = get_len(buf, pos)?;
+    if v == usize::from(RAW_SCORE) {
+        let end = p.checked_add(8)?;
+        let bits: [u8; 8] = buf.get(p..end)?.try_into().ok()?;
+        return Some((f64::from_le_bytes(bits), end));
+    }
+    if v & 1 != 0 {
+        return None;
+    }
+    let zigzag = (v >> 1) as u64;
+    let i = (zigzag >> 1) as i64 ^ -((zigzag & 1) as i64);
+    Some((i as f64, p))
+}
+
+/// Bytes an entry takes.
+fn entry_size(s: f64, m: &[u8]) -> usize {
+    let mut b = [0u8; LEN_MAX];
+    put_score(s, &mut b).len() + str_size(m)
+}
+
+fn entry(buf: &[u8], pos: usize) -> Option<((f64, &[u8]), usize)> {
+    let (score, at) = get_score(buf, pos)?;
+    let (m, end) = get_str(buf, at)?;
+    Some(((score, m), end))
+}
+
+impl Sorted {
+    /// Entries in ascending order, as (score, member).
+    fn iter(&self) -> Walk<'_, (f64, &[u8])> {
+        self.0.walk(entry)
+    }
+
+    fn find(&self, m: &[u8]) -> Option<Slot<(f64, &[u8])>> {
+        self.iter().find(|e| e.item.1 == m)
+    }
+
+    /// Entries sorted by (score, member), distinct members, encoded in one pass.
+    fn build(items: &[(f64, Box<[u8]>)]) -> Sorted {
+        let mut bytes = Vec::with_capacity(items.iter().map(|(s, m)| entry_size(*s, m)).sum());
+        let mut b = [0u8; LEN_MAX];
+        for (s, m) in items {
+            bytes.extend_from_slice(put_score(*s, &mut b));
+            push_str(&mut bytes, m);
+        }
+        Sorted(Packed::from_vec(bytes, items.len()))
+    }
+
+    /// Inserts a member known to be absent at its place in the order.
+    fn insert(&mut self, score: f64, m: &[u8]) {
+        let at = match self.iter().find(|e| !before(e.item.0, e.item.1, score, m)) {
+            Some(e) => e.start,
+            None => self.0.bytes().len(),
+        };
+        let (mut b, mut l) = ([0u8; LEN_MAX], [0u8; LEN_MAX]);
+        self.0.insert(at, &[put_score(score, &mut b), put_len(m.len(), &mut l), m]);
+    }
+
+    fn remove(&mut self, m: &[u8]) -> bool {
+        let span = self.find(m).map(|e| (e.start, e.end));
+        self.0.delete_found(span)
+    }
+}
+
 enum Repr {
-    /// Sorted by (score, member).
-    Pack(Vec<(f64, Box<[u8]>)>),
+    Pack(Sorted),
     Skip(Box<Big>),
 }
 
@@ -57,7 +154,7 @@ pub struct ZSet {
 impl Clone for ZSet {
     fn clone(&self) -> Self {
         match &self.repr {
-            Repr::Pack(v) => ZSet { repr: Repr::Pack(v.clone()) },
+            Repr::Pack(p) => ZSet { repr: Repr::Pack(p.clone()) },
             Repr::Skip(_) => {
                 let mut z = ZSet::new_skip();
                 self.for_each(|m, s| z.insert_absent(s, m));
@@ -128,7 +225,7 @@ pub struct NanScore;
 
 impl ZSet {
     pub fn new_pack() -> ZSet {
-        ZSet { repr: Repr::Pack(Vec::new()) }
+        ZSet { repr: Repr::Pack(Sorted::default()) }
     }
 
     pub fn new_skip() -> ZSet {
@@ -152,7 +249,7 @@ impl ZSet {
         if items.len() <= lim.entries && max_len <= lim.value {
             // partial_cmp, not total_cmp: -0 and 0 are the same score, ordered by member.
             items.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then_with(|| a.1.cmp(&b.1)));
-            ZSet { repr: Repr::Pack(items) }
+            ZSet { repr: Repr::Pack(Sorted::build(&items)) }
         } else {
             let mut z = ZSet::new_skip();
             for (s, m) in items {
@@ -172,7 +269,7 @@ impl ZSet {
 
     pub fn len(&self) -> usize {
         match &self.repr {
-            Repr::Pack(v) => v.len(),
+            Repr::Pack(p) => p.0.len(),
             Repr::Skip(b) => b.list.len(),
         }
     }
@@ -183,17 +280,16 @@ impl ZSet {
 
     pub fn score(&self, m: &[u8]) -> Option<f64> {
         match &self.repr {
-            Repr::Pack(v) => v.iter().find(|(_, e)| &**e == m).map(|(s, _)| *s),
+            Repr::Pack(p) => p.find(m).map(|e| e.item.0),
             Repr::Skip(b) => b.scores.get(m).copied(),
         }
     }
 
     fn convert_to_skip(&mut self) {
-        if let Repr::Pack(v) = &mut self.repr {
-            let items = std::mem::take(v);
+        if let Repr::Pack(p) = &self.repr {
             let mut z = ZSet::new_skip();
-            for (s, m) in items {
-                z.insert_absent(s, &m);
+            for e in p.iter() {
+                z.insert_absent(e.item.0, e.item.1);
             }
             *self = z;
         }
@@ -202,10 +298,7 @@ impl ZSet {
     /// Inserts a member known to be absent, keeping the current encoding.
     pub fn insert_absent(&mut self, score: f64, m: &[u8]) {
         match &mut self.repr {
-            Repr::Pack(v) => {
-                let pos = v.partition_point(|(s, e)| before(*s, e, score, m));
-                v.insert(pos, (score, m.into()));
-            }
+            Repr::Pack(p) => p.insert(score, m),
             Repr::Skip(b) => {
                 b.list.insert(score, m);
                 b.scores.insert_new_slice(m, score);
@@ -216,11 +309,9 @@ impl ZSet {
     /// Moves an existing member to a new score.
     fn rescore(&mut self, m: &[u8], old: f64, new: f64) {
         match &mut self.repr {
-            Repr::Pack(v) => {
-                let pos = v.partition_point(|(s, e)| before(*s, e, old, m));
-                let (_, ele) = v.remove(pos);
-                let pos = v.partition_point(|(s, e)| before(*s, e, new, m));
-                v.insert(pos, (new, ele));
+            Repr::Pack(p) => {
+                p.remove(m);
+                p.insert(new, m);
             }
             Repr::Skip(b) => {
                 b.list.update_score(old, m, new);
@@ -261,8 +352,8 @@ impl ZSet {
             }
             None if f.xx => Ok(AddOutcome::Nop),
             None => {
-                if let Repr::Pack(v) = &self.repr {
-                    if v.len() + 1 > lim.entries || m.len() > lim.value {
+                if let Repr::Pack(p) = &self.repr {
+                    if p.0.len() + 1 > lim.entries || m.len() > lim.value {
                         self.convert_to_skip();
                     }
                 }
@@ -275,13 +366,7 @@ impl ZSet {
     /// Removes `m`; returns true if it was there.
     pub fn remove(&mut self, m: &[u8]) -> bool {
         match &mut self.repr {
-            Repr::Pack(v) => match v.iter().position(|(_, e)| &**e == m) {
-                Some(p) => {
-                    v.remove(p);
-                    true
-                }
-                None => false,
-            },
+            Repr::Pack(p) => p.remove(m),
             Repr::Skip(b) => match b.scores.remove(m) {
                 Some((_, s)) => {
                     b.list.delete(s, m);
@@ -293,10 +378,10 @@ impl ZSet {
     }
 
     /// Number of leading elements (in ascending order) for which `pred` holds; `pred` must
-    /// hold for a prefix of the order. O(log n).
+    /// hold for a prefix of the order. O(log n) in a skiplist, a walk in a listpack.
     pub fn count_while(&self, pred: impl Fn(f64, &[u8]) -> bool) -> usize {
         match &self.repr {
-            Repr::Pack(v) => v.partition_point(|(s, e)| pred(*s, e)),
+            Repr::Pack(p) => p.iter().take_while(|e| pred(e.item.0, e.item.1)).count(),
             Repr::Skip(b) => b.list.count_while(pred),
         }
     }
@@ -310,7 +395,7 @@ impl ZSet {
     /// Element at 0-based ascending `rank`.
     pub fn get(&self, rank: usize) -> Option<(&[u8], f64)> {
         match &self.repr {
-            Repr::Pack(v) => v.get(rank).map(|(s, e)| (&**e, *s)),
+            Repr::Pack(p) => p.iter().nth(rank).map(|e| (e.item.1, e.item.0)),
             Repr::Skip(b) => b.list.get(rank),
         }
     }
@@ -321,12 +406,14 @@ impl ZSet {
             return;
         }
         match &self.repr {
-            Repr::Pack(v) => {
-                let slice = &v[start..=end];
+            Repr::Pack(p) => {
+                let range = p.iter().skip(start).take(end - start + 1);
                 if rev {
-                    slice.iter().rev().for_each(|(s, e)| f(e, *s));
+                    // Entries can only be walked forwards: list the range, then go back.
+                    let items: Vec<(f64, &[u8])> = range.map(|e| e.item).collect();
+                    items.iter().rev().for_each(|&(s, m)| f(m, s));
                 } else {
-                    slice.iter().for_each(|(s, e)| f(e, *s));
+                    range.for_each(|e| f(e.item.1, e.item.0));
                 }
             }
             Repr::Skip(b) => b.list.for_range(start, end, rev, f),
@@ -346,7 +433,19 @@ impl ZSet {
             return;
         }
         match &mut self.repr {
-            Repr::Pack(v) => v.drain(start..=end).for_each(|(s, e)| f(e, s)),
+            Repr::Pack(p) => {
+                let (mut from, mut to) = (0, 0);
+                let mut out = Vec::with_capacity(end - start + 1);
+                for e in p.iter().skip(start).take(end - start + 1) {
+                    if out.is_empty() {
+                        from = e.start;
+                    }
+                    to = e.end;
+                    out.push((Box::<[u8]>::from(e.item.1), e.item.0));
+                }
+                p.0.delete(from, to, out.len());
+                out.into_iter().for_each(|(m, s)| f(m, s));
+            }
             Repr::Skip(b) => {
                 let Big { list, scores } = &mut **b;
                 list.remove_range(start, end, |e, s| {
@@ -382,12 +481,24 @@ impl ZSet {
         }
     }
 
+    /// Visits `n` uniformly random elements, repeats allowed. A listpack's entries are listed
+    /// once (it has no index to jump into) rather than walked for every pick.
+    pub fn sample<R: rand::Rng>(&self, n: u64, rng: &mut R, mut f: impl FnMut(&[u8], f64)) {
+        use rand::seq::SliceRandom;
+        if let Repr::Pack(p) = &self.repr {
+            let all: Vec<(f64, &[u8])> = p.iter().map(|e| e.item).collect();
+            (0..n).map_while(|_| all.choose(rng)).for_each(|&(s, m)| f(m, s));
+            return;
+        }
+        (0..n).map_while(|_| self.random(rng)).for_each(|(m, s)| f(&m, s));
+    }
+
     /// A random element (uniform).
     pub fn random<R: rand::Rng>(&self, rng: &mut R) -> Option<(Vec<u8>, f64)> {
         match &self.repr {
-            Repr::Pack(v) if !v.is_empty() => {
-                let (s, e) = &v[rng.gen_range(0..v.len())];
-                Some((e.to_vec(), *s))
+            Repr::Pack(p) if p.0.len() > 0 => {
+                let e = p.iter().nth(rng.gen_range(0..p.0.len()))?;
+                Some((e.item.1.to_vec(), e.item.0))
             }
             Repr::Skip(b) => b.scores.random(rng).map(|(k, s)| (k.to_vec(), *s)),
             _ => None,
@@ -689,6 +800,151 @@ mod tests {
         let mut inf = ZSet::new_skip();
         inf.add(f64::INFINITY, b"x", f, &LIM).unwrap();
         assert_eq!(inf.add(f64::NEG_INFINITY, b"x", AddFlags { incr: true, ..f }, &LIM), Err(NanScore));
+    }
+
+    /// Elements in ascending order, as (member, score bits) so -0 and 0 differ.
+    fn items(z: &ZSet) -> Vec<(Vec<u8>, u64)> {
+        let mut v = Vec::new();
+        z.for_each(|m, s| v.push((m.to_vec(), s.to_bits())));
+        v
+    }
+
+    fn packed(z: &ZSet) -> &[u8] {
+        match &z.repr {
+            Repr::Pack(p) => p.0.bytes(),
+            Repr::Skip(_) => panic!("not a listpack"),
+        }
+    }
+
+    #[test]
+    fn zset_sits_inside_value() {
+        assert!(std::mem::size_of::<ZSet>() <= 24, "{}", std::mem::size_of::<ZSet>());
+        assert_eq!(std::mem::size_of::<crate::engine::Value>(), 40);
+    }
+
+    #[test]
+    fn score_encoding_is_exact_and_compact() {
+        let ms = 1_700_000_000_123.0;
+        let cases = [
+            (0.0, 1),
+            (-0.0, 9),
+            (1.0, 1),
+            (-1.0, 1),
+            (31.0, 1),
+            (-32.0, 1),
+            (32.0, 2),
+            (ms, 7),
+            (INT_SCORE_MAX, 8),
+            (-INT_SCORE_MAX, 8),
+            (INT_SCORE_MAX * 2.0, 9),
+            (0.5, 9),
+            (-1e300, 9),
+            (f64::INFINITY, 9),
+            (f64::NEG_INFINITY, 9),
+            (f64::MIN_POSITIVE / 8.0, 9),
+        ];
+        let mut b = [0u8; LEN_MAX];
+        for (sc, width) in cases {
+            let enc = put_score(sc, &mut b).to_vec();
+            assert_eq!(enc.len(), width, "{sc}");
+            let (back, end) = get_score(&enc, 0).unwrap();
+            assert_eq!((back.to_bits(), end), (sc.to_bits(), width), "{sc}");
+            assert_eq!(get_score(&enc[..width - 1], 0), None, "truncated {sc}");
+        }
+        assert_eq!(get_score(&[3], 0), None);
+    }
+
+    #[test]
+    fn packed_scores_round_trip_exactly() {
+        let lim = ZLimits { entries: 128, value: 1000 };
+        let scores = [
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            9007199254740993.0,
+            -((1u64 << 62) as f64),
+            0.1,
+            -2.5e-300,
+            f64::MIN_POSITIVE / 4.0,
+            f64::MAX,
+        ];
+        let mut z = ZSet::new_pack();
+        for (i, &sc) in scores.iter().enumerate() {
+            let m = vec![b'a' + i as u8; if i == 0 { 0 } else { [300, 127, 128, 5][i % 4] }];
+            assert_eq!(z.add(sc, &m, AddFlags::default(), &lim), Ok(AddOutcome::Added(sc)));
+            assert_eq!(z.score(&m).map(f64::to_bits), Some(sc.to_bits()));
+        }
+        assert_eq!(z.encoding(), "listpack");
+        let mut want: Vec<(f64, Vec<u8>)> = Vec::new();
+        z.for_each(|m, s| want.push((s, m.to_vec())));
+        for w in want.windows(2) {
+            assert!(before(w[0].0, &w[0].1, w[1].0, &w[1].1), "{:?} {:?}", w[0].0, w[1].0);
+        }
+        let size: usize = want.iter().map(|(s, m)| entry_size(*s, m)).sum();
+        assert_eq!(packed(&z).len(), size);
+        // The same set built whole, and its clone, encode identically.
+        let built = ZSet::build(want.iter().rev().map(|(s, m)| (*s, m.clone().into())).collect(), &lim);
+        assert_eq!(packed(&built), packed(&z));
+        assert_eq!(z.clone(), z);
+        // -0 and 0 compare equal: ordered by member, each keeping its own bits.
+        assert_eq!(items(&z)[3..5], [(vec![], 0.0f64.to_bits()), (vec![b'b'; 127], (-0.0f64).to_bits())]);
+        // Converting keeps every bit too.
+        let mut big = z.clone();
+        big.convert_to_skip();
+        assert_eq!(big.encoding(), "skiplist");
+        assert_eq!(items(&big), items(&z));
+    }
+
+    #[test]
+    fn packed_ranks_ranges_and_edits() {
+        let lim = ZLimits { entries: 128, value: 64 };
+        let mut z = ZSet::new_pack();
+        for i in (0..10).rev() {
+            z.add(i as f64 / 2.0, format!("m{i}").as_bytes(), AddFlags::default(), &lim).unwrap();
+        }
+        let name = |i: usize| format!("m{i}").into_bytes();
+        for i in 0..10 {
+            assert_eq!(z.rank(&name(i)), Some((i, i as f64 / 2.0)));
+            assert_eq!(z.get(i), Some((&name(i)[..], i as f64 / 2.0)));
+        }
+        assert_eq!(z.get(10), None);
+        let mut fwd = Vec::new();
+        z.for_range(2, 5, false, |m, _| fwd.push(m.to_vec()));
+        let mut rev = Vec::new();
+        z.for_range(2, 5, true, |m, _| rev.push(m.to_vec()));
+        assert_eq!(fwd, (2..=5).map(name).collect::<Vec<_>>());
+        assert_eq!(rev, (2..=5).rev().map(name).collect::<Vec<_>>());
+        // Delete from the middle; move one to the front, another to the end, one in place.
+        assert!(z.remove(&name(4)));
+        assert!(!z.remove(&name(4)));
+        assert_eq!(z.add(-1.0, &name(7), AddFlags::default(), &lim), Ok(AddOutcome::Updated(-1.0)));
+        assert_eq!(z.add(10.0, &name(0), AddFlags::default(), &lim), Ok(AddOutcome::Updated(10.0)));
+        let incr = AddFlags { incr: true, ..AddFlags::default() };
+        assert_eq!(z.add(0.25, &name(5), incr, &lim), Ok(AddOutcome::Updated(2.75)));
+        let order: Vec<Vec<u8>> = items(&z).into_iter().map(|(m, _)| m).collect();
+        assert_eq!(order, [7, 1, 2, 3, 5, 6, 8, 9, 0].map(name));
+        assert_eq!(z.len(), 9);
+        assert_eq!(z.rank(&name(0)), Some((8, 10.0)));
+        let r = ScoreRange::parse(b"(1", b"3").unwrap();
+        assert_eq!(z.score_span(&r), (3, 6));
+        // Ranks 1..=3 out, handed over in order; the rest closes up.
+        let mut gone = Vec::new();
+        z.remove_range(1, 3, |m, s| gone.push((m.into_vec(), s)));
+        assert_eq!(gone, vec![(name(1), 0.5), (name(2), 1.0), (name(3), 1.5)]);
+        let order: Vec<Vec<u8>> = items(&z).into_iter().map(|(m, _)| m).collect();
+        assert_eq!(order, [7, 5, 6, 8, 9, 0].map(name));
+        let size: usize = items(&z).iter().map(|(m, s)| entry_size(f64::from_bits(*s), m)).sum();
+        assert_eq!(packed(&z).len(), size);
+        let mut rng = rand::thread_rng();
+        for _ in 0..20 {
+            let (m, s) = z.random(&mut rng).unwrap();
+            assert_eq!(z.score(&m), Some(s));
+        }
+        let n = z.len();
+        z.remove_range(0, n - 1, |_, _| ());
+        assert!(z.is_empty() && packed(&z).is_empty());
+        assert_eq!(z.random(&mut rng), None);
     }
 
     #[test]

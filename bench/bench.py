@@ -11,7 +11,11 @@ to whoever runs it), medians over rounds, and the Atoll/Redis ratios.
 Memory: RSS growth per key after loading 1M string keys (16-byte keys, 32-byte values), and RSS
 per idle connection with 10,000 connections open.
 
-Usage: python3 bench/bench.py [--rounds 3] [--requests 1000000] [--only cpu|mem]
+Usage: python3 bench/bench.py [--rounds 3] [--requests 1000000] [--only cpu|unix|mem|types|elements]
+                              [--backends io_uring,epoll,base] [--pipelines 1,16]
+Atoll runs as "atoll-io_uring" (the default backend) and/or "atoll-epoll"; "base" is an older
+build given by $ATOLL_BASE, for before/after comparisons in one run. Server CPU is also split
+into user space and kernel ("user" column): loopback TCP costs both servers the same kernel work.
 Needs: redis-server, redis-benchmark (apt-get install redis-server redis-tools), taskset, and
 a release build (cargo build --release).
 """
@@ -48,12 +52,12 @@ def wait_ready(port, proc):
 def start(kind, cpu="0", extra=()):
     port = free_port()
     if kind.startswith("atoll") or kind == "base":
-        # "atoll" is this build; "atoll-io_uring" the same binary with that backend; "base" an
-        # older build named by $ATOLL_BASE, for before/after comparisons in one run.
-        backend = kind.split("-", 1)[1] if "-" in kind else "epoll"
+        # "atoll-epoll" / "atoll-io_uring": this build on that backend ("atoll": the default,
+        # io_uring); "base": an older build named by $ATOLL_BASE, for before/after comparisons.
+        backend = kind.split("-", 1)[1] if "-" in kind else "io_uring"
         binary = os.environ["ATOLL_BASE"] if kind == "base" else ATOLL
         cmd = [binary, "--port", str(port), "--threads", "1", "--save", "", "--loglevel", "warning"]
-        if backend != "epoll":
+        if kind != "base":
             cmd += ["--io-backend", backend]
     else:
         cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--loglevel", "warning"]
@@ -296,7 +300,7 @@ def main():
     ap.add_argument("--only", choices=["cpu", "mem", "types", "elements", "unix"])
     ap.add_argument("--pipelines", default="1,16", help="comma-separated pipeline depths for --only cpu/unix")
     ap.add_argument("--tests", help="comma-separated subset of the type workloads, e.g. zadd,xadd")
-    ap.add_argument("--backends", default="epoll",
+    ap.add_argument("--backends", default="io_uring",
                     help="comma-separated Atoll io-backends to measure beside Redis (epoll,io_uring); "
                          "'base' adds the build named by $ATOLL_BASE")
     a = ap.parse_args()
@@ -306,7 +310,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, a.conns + 1000), hard))
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
     pipelines = tuple(int(p) for p in a.pipelines.split(","))
-    kinds = ("redis",) + tuple({"epoll": "atoll", "base": "base"}.get(b, f"atoll-{b}") for b in a.backends.split(","))
+    kinds = ("redis",) + tuple("base" if b == "base" else f"atoll-{b}" for b in a.backends.split(","))
     if a.only in (None, "cpu"):
         cpu_suite(a.rounds, a.requests, kinds=kinds, pipelines=pipelines)
     if a.only in (None, "unix"):

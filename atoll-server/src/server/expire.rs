@@ -16,6 +16,12 @@ use std::time::{Duration, Instant};
 static CURSOR: AtomicUsize = AtomicUsize::new(0);
 
 const KEYS_PER_LOOP: usize = 20;
+/// Shards a worker visits per cycle at most. Visiting every shard each cycle (1024 per
+/// database, a lock and a cold cache line each even when the shard has no TTLs) stalled the
+/// worker ~100 µs ten times a second and showed in its p99 latency; in slices, a sweep of a
+/// database takes 4 cycles per worker and a cycle costs tens of µs. Each visited shard still
+/// samples 20 keys and repeats while more than a quarter had expired, as Redis does per DB.
+const SHARDS_PER_CYCLE: usize = 256;
 
 /// Runs one bounded expiry cycle. Returns the number of keys reclaimed.
 pub fn cycle(srv: &Server, stats: &super::stats::Counters) -> usize {
@@ -27,8 +33,8 @@ pub fn cycle(srv: &Server, stats: &super::stats::Counters) -> usize {
     let start = Instant::now();
     let total = srv.ks.num_dbs() * SHARDS;
     let mut reclaimed = 0;
-    // Visit at most every shard once per cycle.
-    for _ in 0..total {
+    // Visit at most every shard once per cycle, and at most SHARDS_PER_CYCLE of them.
+    for _ in 0..total.min(SHARDS_PER_CYCLE) {
         if start.elapsed() > budget {
             break;
         }

@@ -63,8 +63,9 @@ pub static DEFS: &[Def] = &[
     d("requirepass", Kind::Str, "", true),
     d("databases", Kind::Int { min: 1, max: 65535 }, "16", false),
     d("threads", Kind::Int { min: 0, max: 1024 }, "0", false),
-    // Atoll's own: how workers move bytes. io_uring (less server CPU than epoll pipelined
-    // and over unix sockets, the same unpipelined over TCP; docs/BENCHMARKS.md) falls back to epoll where the kernel refuses it.
+    // Atoll's own: how workers move bytes. io_uring (less server CPU than epoll pipelined and
+    // over unix sockets, the same unpipelined over TCP; docs/BENCHMARKS.md) falls back to
+    // epoll where the kernel refuses it.
     d("io-backend", Kind::Enum(&["epoll", "io_uring"]), "io_uring", false),
     Def {
         name: "io-threads",

@@ -196,10 +196,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// A key that now holds a list, zset or stream (RENAME, MOVE, COPY, SORT STORE, SET of a
     /// whole value) may serve blocked clients, as in Redis's dbAdd.
     pub fn ready_if_aggregate(&mut self, key: &[u8]) {
-        let blockable = matches!(
-            self.shard(key).keys.get(key).map(|o| &o.val),
-            Some(Value::List(_) | Value::ZSet(_) | Value::Stream(_))
-        );
+        let blockable = self.shard(key).keys.get(key).is_some_and(|o| is_blockable(&o.val));
         if blockable {
             self.signal_ready(key);
         }
@@ -272,7 +269,7 @@ impl<'a, 'k> KsView<'a, 'k> {
 
 /// Lists, sorted sets and streams can serve blocked clients.
 #[inline]
-fn is_blockable(v: &Value) -> bool {
+pub(crate) fn is_blockable(v: &Value) -> bool {
     matches!(v, Value::List(_) | Value::ZSet(_) | Value::Stream(_))
 }
 

@@ -134,15 +134,7 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
             for (db, sh) in [(a, &*x), (b, &*y)] {
                 if let Some(blocked) = &sh.blocked {
                     for k in blocked.keys() {
-                        let blockable = matches!(
-                            sh.keys.get(k).map(|o| &o.val),
-                            Some(
-                                crate::engine::Value::List(_)
-                                    | crate::engine::Value::ZSet(_)
-                                    | crate::engine::Value::Stream(_)
-                            )
-                        );
-                        if blockable {
+                        if sh.keys.get(k).is_some_and(|o| crate::commands::is_blockable(&o.val)) {
                             ready.push((db, k.to_vec()));
                         }
                     }

@@ -165,6 +165,8 @@ fn prefetch(srv: &Server, db: usize, buf: &[u8], limits: &Limits) -> usize {
             }
         }
         p.reset();
+        // A huge multibulk must not leave its argument table allocated for the thread's life.
+        p.shrink();
         if !keys.is_empty() && db < srv.ks.num_dbs() {
             srv.ks.prefetch_keys(db, &keys);
         }

@@ -127,10 +127,6 @@ impl HasLink for Connection {
     }
 }
 
-fn c_dead(conns: &slab::Slab<Connection>, t: usize) -> bool {
-    conns.get(t).is_some_and(|c| c.dead)
-}
-
 struct Worker {
     // Field order is drop order: the ring (and its registration of `bufs`) goes first.
     ring: IoUring,
@@ -299,9 +295,9 @@ impl Worker {
             c.recv_armed = false;
         }
         if res > 0 {
-            let keep = if c.dead {
-                true
-            } else if c.link.session.client.handle.killed.load(Ordering::Acquire) {
+            // Bytes for a connection already closing (or killed) are dropped; the buffer is
+            // recycled either way.
+            let keep = if c.dead || c.link.session.client.handle.killed.load(Ordering::Acquire) {
                 false
             } else {
                 let data = self.bufs.buf(bid.unwrap_or(0), res as usize);
@@ -310,7 +306,7 @@ impl Worker {
             if let Some(b) = bid {
                 self.bufs.put(b);
             }
-            if !keep || c_dead(&self.conns, t) {
+            if !keep {
                 return self.close(t);
             }
             let c = &mut self.conns[t];

@@ -43,7 +43,7 @@ fn bit_at(s: &[u8], offset: u64) -> u8 {
 fn string_for_bit_write<'v>(ks: &'v mut KsView, key: &[u8], max_bit: u64) -> Result<(&'v mut Vec<u8>, bool), CmdError> {
     let need = (max_bit >> 3) as usize + 1;
     let created = match ks.lookup_write(key) {
-        Some(o) if !o.val.is_string() => return Err(CmdError::WrongType),
+        Some(o) if !o.is_string() => return Err(CmdError::WrongType),
         Some(_) => false,
         None => {
             // Added without counting a change: the caller counts one only if a bit changed.
@@ -52,7 +52,7 @@ fn string_for_bit_write<'v>(ks: &'v mut KsView, key: &[u8], max_bit: u64) -> Res
         }
     };
     let o = ks.lookup_write(key).expect("key just looked up or created");
-    let v = o.val.make_raw().expect("string value");
+    let v = o.into_mut().make_raw().expect("string value");
     let mut grown = false;
     if v.len() < need {
         reserve_sds(v, need - v.len());
@@ -331,7 +331,8 @@ pub fn bitop(ctx: &mut Ctx) -> CmdResult {
     let mut ibuf = itoa::Buffer::new();
     for (j, &key) in args[3..].iter().enumerate() {
         // Missing keys are empty strings; a key of another type aborts before any write.
-        let src = match ctx.ks.get_string(key)? {
+        let v = ctx.ks.get_string(key)?;
+        let src = match &v {
             Some(v) => v.as_bytes(&mut ibuf).unwrap_or(b""),
             None => b"",
         };
@@ -599,7 +600,8 @@ fn bitfield_generic(ctx: &mut Ctx, read_only_cmd: bool) -> CmdResult {
 
     if read_only {
         let mut ibuf = itoa::Buffer::new();
-        let s = match ctx.ks.get_string(key)? {
+        let v = ctx.ks.get_string(key)?;
+        let s = match &v {
             Some(v) => v.as_bytes(&mut ibuf).unwrap_or(b""),
             None => b"",
         };

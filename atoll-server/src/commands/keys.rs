@@ -11,6 +11,7 @@
 use super::connection::help_reply;
 use super::*;
 use crate::engine::glob::glob_match;
+use crate::engine::keytable::Entry;
 use crate::engine::{LockPlan, Locks, SHARDS};
 use crate::server::stats::Counters;
 use rand::Rng;
@@ -37,7 +38,7 @@ const ERR_DB_RANGE: &str = "ERR DB index is out of range";
 
 /// Redis's `lookupKeyReadWithFlags(LOOKUP_NOTOUCH)`: lazily expires and counts keyspace hits and
 /// misses, but leaves the access clock alone (EXISTS, TYPE, TTL, OBJECT …).
-fn lookup_notouch<'v>(ks: &'v mut KsView, key: &[u8]) -> Option<&'v mut Obj> {
+fn lookup_notouch<'v>(ks: &'v mut KsView, key: &[u8]) -> Option<Entry<'v>> {
     let stats = ks.stats;
     let o = ks.peek(key);
     let counter = if o.is_some() { &stats.keyspace_hits } else { &stats.keyspace_misses };
@@ -137,7 +138,7 @@ pub fn exists(ctx: &mut Ctx) -> CmdResult {
 
 // TYPE key
 pub fn type_(ctx: &mut Ctx) -> CmdResult {
-    let name = lookup_notouch(&mut ctx.ks, ctx.args[1]).map_or("none", |o| o.val.type_name());
+    let name = lookup_notouch(&mut ctx.ks, ctx.args[1]).map_or("none", |o| o.type_name());
     ctx.reply.simple(name);
     Ok(())
 }
@@ -257,7 +258,7 @@ pub fn copy(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     };
     // A copy is a new object: same value and encoding, fresh access clock.
-    let val = o.val.clone();
+    let val = o.clone();
     let expire = ctx.ks.get_expire(src);
     let copied = in_db(&mut ctx.ks, dst_db, |ks| {
         if ks.lookup_write(dst).is_some() && !replace {
@@ -325,7 +326,7 @@ fn for_each_live_key(
     locks: &mut Locks,
     db: usize,
     now: i64,
-    mut f: impl FnMut(&[u8], &Obj),
+    mut f: impl FnMut(&[u8], &Value),
 ) {
     if srv.ks.db_if_exists(db).is_none() {
         return;
@@ -470,7 +471,7 @@ fn scan_keys(
                     if let Some(t) = opts.type_name {
                         // Redis looks the key up to learn its type: a keyspace hit.
                         stats.keyspace_hits.fetch_add(1, Ordering::Relaxed);
-                        if !t.eq_ignore_ascii_case(o.val.type_name().as_bytes()) {
+                        if !t.eq_ignore_ascii_case(o.type_name().as_bytes()) {
                             return;
                         }
                     }
@@ -544,7 +545,7 @@ fn random_key<R: Rng>(
             shard += 1;
         }
         let (found, len) = locks.with_shard(db, shard, |s| {
-            let Some(k) = s.keys.random(rng).map(|(k, _)| Box::<[u8]>::from(k)) else {
+            let Some(k) = s.keys.random(rng).map(Box::<[u8]>::from) else {
                 return (None, 0);
             };
             if s.is_expired(&k, now) {
@@ -817,7 +818,7 @@ pub fn object_help(ctx: &mut Ctx) -> CmdResult {
 pub fn object_encoding(ctx: &mut Ctx) -> CmdResult {
     match lookup_notouch(&mut ctx.ks, ctx.args[2]) {
         Some(o) => {
-            let enc = o.val.encoding();
+            let enc = o.encoding();
             ctx.reply.bulk(enc.as_bytes());
         }
         None => ctx.reply.null(),
@@ -829,7 +830,7 @@ pub fn object_encoding(ctx: &mut Ctx) -> CmdResult {
 pub fn object_freq(ctx: &mut Ctx) -> CmdResult {
     let lru_clock = ctx.ks.lru_clock;
     // A missing key answers null before the policy is looked at, as in Redis.
-    let Some(idle_secs) = lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru)) else {
+    let Some(idle_secs) = lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru())) else {
         ctx.reply.null();
         return Ok(());
     };
@@ -850,7 +851,7 @@ pub fn object_freq(ctx: &mut Ctx) -> CmdResult {
 // OBJECT IDLETIME key
 pub fn object_idletime(ctx: &mut Ctx) -> CmdResult {
     let lru_clock = ctx.ks.lru_clock;
-    let Some(idle_secs) = lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru)) else {
+    let Some(idle_secs) = lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru())) else {
         ctx.reply.null();
         return Ok(());
     };
@@ -866,7 +867,7 @@ pub fn object_idletime(ctx: &mut Ctx) -> CmdResult {
 // OBJECT REFCOUNT key
 pub fn object_refcount(ctx: &mut Ctx) -> CmdResult {
     let Some(small_int) = lookup_notouch(&mut ctx.ks, ctx.args[2])
-        .map(|o| matches!(o.val, Value::Int(i) if (0..OBJ_SHARED_INTEGERS).contains(&i)))
+        .map(|o| matches!(*o, Value::Int(i) if (0..OBJ_SHARED_INTEGERS).contains(&i)))
     else {
         ctx.reply.null();
         return Ok(());

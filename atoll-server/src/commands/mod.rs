@@ -15,6 +15,7 @@ pub mod server;
 pub mod string;
 pub mod table;
 
+use crate::engine::keytable::Entry;
 use crate::engine::{key_shard, Locks, Obj, Shard, Value};
 use crate::protocol::Reply;
 use crate::server::client::Client;
@@ -118,18 +119,18 @@ impl<'a, 'k> KsView<'a, 'k> {
     }
 
     /// Lookup for reading: counts keyspace hits/misses and updates the access clock.
-    pub fn lookup_read(&mut self, key: &[u8]) -> Option<&mut Obj> {
+    pub fn lookup_read(&mut self, key: &[u8]) -> Option<Entry<'_>> {
         self.expire_if_needed(key);
         let (clock, touch) = (self.lru_clock, !self.no_touch);
         let stats = self.stats;
         match self.shard(key).keys.get_mut(key) {
-            Some(o) => {
+            Some(mut o) => {
                 crate::server::stats::bump(&stats.keyspace_hits, 1);
                 // Written only when it changes (once a second at most): an unconditional store
                 // would make every read dirty the key's cache line, which then bounces between
                 // the cores reading it.
-                if touch && o.lru != clock {
-                    o.lru = clock;
+                if touch && o.lru() != clock {
+                    o.set_lru(clock);
                 }
                 Some(o)
             }
@@ -141,18 +142,18 @@ impl<'a, 'k> KsView<'a, 'k> {
     }
 
     /// Lookup for writing: no statistics, but the access clock is updated.
-    pub fn lookup_write(&mut self, key: &[u8]) -> Option<&mut Obj> {
+    pub fn lookup_write(&mut self, key: &[u8]) -> Option<Entry<'_>> {
         self.expire_if_needed(key);
         let clock = self.lru_clock;
-        let o = self.shard(key).keys.get_mut(key)?;
-        if o.lru != clock {
-            o.lru = clock;
+        let mut o = self.shard(key).keys.get_mut(key)?;
+        if o.lru() != clock {
+            o.set_lru(clock);
         }
         Some(o)
     }
 
     /// Lookup that changes nothing but lazily expires (TYPE, OBJECT, TTL …).
-    pub fn peek(&mut self, key: &[u8]) -> Option<&mut Obj> {
+    pub fn peek(&mut self, key: &[u8]) -> Option<Entry<'_>> {
         self.expire_if_needed(key);
         self.shard(key).keys.get_mut(key)
     }
@@ -162,10 +163,10 @@ impl<'a, 'k> KsView<'a, 'k> {
     }
 
     /// A string value for reading: Ok(None) if missing, WRONGTYPE for other types.
-    pub fn get_string(&mut self, key: &[u8]) -> Result<Option<&Value>, CmdError> {
+    pub fn get_string(&mut self, key: &[u8]) -> Result<Option<Entry<'_>>, CmdError> {
         match self.lookup_read(key) {
             None => Ok(None),
-            Some(o) if o.val.is_string() => Ok(Some(&o.val)),
+            Some(o) if o.is_string() => Ok(Some(o)),
             Some(_) => Err(CmdError::WrongType),
         }
     }
@@ -178,14 +179,14 @@ impl<'a, 'k> KsView<'a, 'k> {
         let lru = self.lru_clock;
         let shard = self.shard(key);
         match shard.keys.get_mut(key) {
-            Some(o) => {
-                o.val = val;
-                o.lru = lru;
+            Some(mut o) => {
+                o.set(val);
+                o.set_lru(lru);
                 if !keep_ttl && !shard.expires.is_empty() {
                     shard.expires.remove(key);
                 }
             }
-            None => shard.keys.insert_new_slice(key, Obj { val, lru }),
+            None => shard.keys.insert_new(key, Obj { val, lru }),
         }
         self.modified(key);
         if blockable {
@@ -196,7 +197,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// A key that now holds a list, zset or stream (RENAME, MOVE, COPY, SORT STORE, SET of a
     /// whole value) may serve blocked clients, as in Redis's dbAdd.
     pub fn ready_if_aggregate(&mut self, key: &[u8]) {
-        let blockable = self.shard(key).keys.get(key).is_some_and(|o| is_blockable(&o.val));
+        let blockable = self.shard(key).keys.get(key).is_some_and(|o| is_blockable(&o));
         if blockable {
             self.signal_ready(key);
         }
@@ -206,7 +207,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     pub fn insert_new(&mut self, key: &[u8], val: Value) {
         let blockable = is_blockable(&val);
         let lru = self.lru_clock;
-        self.shard(key).keys.insert_new_slice(key, Obj { val, lru });
+        self.shard(key).keys.insert_new(key, Obj { val, lru });
         if blockable {
             self.signal_ready(key);
         }

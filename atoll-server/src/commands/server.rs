@@ -134,7 +134,7 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
             for (db, sh) in [(a, &*x), (b, &*y)] {
                 if let Some(blocked) = &sh.blocked {
                     for k in blocked.keys() {
-                        if sh.keys.get(k).is_some_and(|o| crate::commands::is_blockable(&o.val)) {
+                        if sh.keys.get(k).is_some_and(|o| crate::commands::is_blockable(&o)) {
                             ready.push((db, k.to_vec()));
                         }
                     }

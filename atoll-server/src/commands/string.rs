@@ -52,7 +52,7 @@ fn reply_value(reply: &mut Reply, v: &Value) {
 fn get_generic(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
     match ctx.ks.get_string(key)? {
         Some(v) => {
-            reply_value(ctx.reply, v);
+            reply_value(ctx.reply, &v);
             Ok(true)
         }
         None => {
@@ -306,13 +306,13 @@ pub fn getex(ctx: &mut Ctx) -> CmdResult {
             ctx.reply.null();
             return Ok(());
         }
-        Some(o) if !o.val.is_string() => return Err(CmdError::WrongType),
+        Some(o) if !o.is_string() => return Err(CmdError::WrongType),
         Some(o) => {
             let when = match expire {
                 Some(e) => Some(expire_at_ms(now, name, e, f, unit)?),
                 None => None,
             };
-            reply_value(ctx.reply, &o.val);
+            reply_value(ctx.reply, &o);
             when
         }
     };
@@ -345,7 +345,7 @@ pub fn mget(ctx: &mut Ctx) -> CmdResult {
     for &key in &args[1..] {
         // Keys of other types read as null here, not WRONGTYPE.
         match ctx.ks.lookup_read(key) {
-            Some(o) if o.val.is_string() => reply_value(ctx.reply, &o.val),
+            Some(o) if o.is_string() => reply_value(ctx.reply, &o),
             _ => ctx.reply.null(),
         }
     }
@@ -401,10 +401,10 @@ fn incr_decr(ctx: &mut Ctx, incr: i64) -> CmdResult {
             ctx.ks.insert_new(key, Value::Int(incr));
             incr
         }
-        Some(o) if !o.val.is_string() => return Err(CmdError::WrongType),
-        Some(o) => {
-            let new = value_as_i64(&o.val)?.checked_add(incr).ok_or(CmdError::Overflow)?;
-            o.val = Value::Int(new);
+        Some(o) if !o.is_string() => return Err(CmdError::WrongType),
+        Some(mut o) => {
+            let new = value_as_i64(&o)?.checked_add(incr).ok_or(CmdError::Overflow)?;
+            o.set(Value::Int(new));
             new
         }
     };
@@ -446,7 +446,7 @@ pub fn incrbyfloat(ctx: &mut Ctx) -> CmdResult {
     let mut ibuf = itoa::Buffer::new();
     let result = match ctx.ks.lookup_write(key) {
         None => ldouble::incr_by(&LongDoubleSource::Int(0), incr),
-        Some(o) => match &o.val {
+        Some(o) => match &*o {
             // An int-encoded value converts exactly; text is parsed as Redis's string2ld.
             Value::Int(i) => ldouble::incr_by(&LongDoubleSource::Int(*i), incr),
             v => match v.as_bytes(&mut ibuf) {
@@ -481,11 +481,11 @@ pub fn append(ctx: &mut Ctx) -> CmdResult {
             ctx.ks.set(key, Value::from_bytes(val), false);
             val.len()
         }
-        Some(o) if !o.val.is_string() => return Err(CmdError::WrongType),
-        Some(o) => {
-            let cur = o.val.str_len().unwrap_or(0);
+        Some(o) if !o.is_string() => return Err(CmdError::WrongType),
+        Some(mut o) => {
+            let cur = o.str_len().unwrap_or(0);
             check_string_length(max, cur as u64, val.len() as u64)?;
-            let v = o.val.make_raw().expect("string value");
+            let v = o.val_mut().make_raw().expect("string value");
             reserve_sds(v, val.len());
             v.extend_from_slice(val);
             let total = v.len();
@@ -571,15 +571,15 @@ pub fn setrange(ctx: &mut Ctx) -> CmdResult {
             ctx.ks.set(key, Value::Raw(v), false);
             len
         }
-        Some(o) if !o.val.is_string() => return Err(CmdError::WrongType),
-        Some(o) => {
-            let cur = o.val.str_len().unwrap_or(0);
+        Some(o) if !o.is_string() => return Err(CmdError::WrongType),
+        Some(mut o) => {
+            let cur = o.str_len().unwrap_or(0);
             if val.is_empty() {
                 ctx.reply.int(cur as i64);
                 return Ok(());
             }
             check_string_length(max, offset_u, val.len() as u64)?;
-            let v = o.val.make_raw().expect("string value");
+            let v = o.val_mut().make_raw().expect("string value");
             let end = offset as usize + val.len();
             if end > v.len() {
                 reserve_sds(v, end - v.len());
@@ -710,7 +710,7 @@ pub fn lcs(ctx: &mut Ctx) -> CmdResult {
     let mut fetch = |key: &[u8]| -> Result<Vec<u8>, CmdError> {
         match ctx.ks.lookup_read(key) {
             None => Ok(Vec::new()),
-            Some(o) => o.val.to_vec().ok_or_else(wrong),
+            Some(o) => o.to_vec().ok_or_else(wrong),
         }
     };
     let a = fetch(ctx.args[1]);

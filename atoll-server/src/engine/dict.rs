@@ -6,8 +6,14 @@
 //! active expiry, eviction); and incremental growth, so a shard holding a huge hash-tagged key
 //! set never stops the world to rehash. Like Redis's `dict.c`: chained buckets, two tables
 //! while rehashing, and a few buckets moved on each write.
+//!
+//! The table algorithms (`RawDict`) are generic over the node they chain (`Chained`), because
+//! the keyspace stores its nodes differently from every other dict: one variable-size
+//! allocation holding key and small value together (`engine::keytable`), where hashes, sets
+//! and sorted sets use the fixed `Node<V>` behind the `Dict<V>` map API.
 
 use rand::Rng;
+use std::ptr::NonNull;
 use std::sync::LazyLock;
 
 /// One seeded hasher for the process: keys hash differently on every start (no hash flooding
@@ -88,25 +94,46 @@ pub fn prefetch(p: *const u8) {
     let _ = p;
 }
 
-struct Node<V> {
-    next: Option<Box<Node<V>>>,
-    key: KeyBytes,
-    val: V,
+/// An owning link to a chained node (a bucket slot or a node's successor).
+pub type Link<N> = Option<NonNull<N>>;
+
+/// A node that a `RawDict` chains. The dict owns its nodes through raw links, so that a node's
+/// allocation may be larger than the Rust type that heads it.
+///
+/// # Safety
+/// `key` and `next` must only read the node `p` (a live node made by the implementor), `next`
+/// must point at the node's own successor link, and `free` must release exactly what the
+/// implementor allocated, dropping the node's contents. The dict calls `free` once per node,
+/// after unlinking it.
+pub unsafe trait Chained: Sized {
+    /// The node's key; valid while the node lives.
+    ///
+    /// # Safety
+    /// `p` is a live node of this type.
+    unsafe fn key<'a>(p: NonNull<Self>) -> &'a [u8];
+    /// The node's successor link.
+    ///
+    /// # Safety
+    /// `p` is a live node of this type.
+    unsafe fn next(p: NonNull<Self>) -> *mut Link<Self>;
+    /// Drops the node's contents and frees it.
+    ///
+    /// # Safety
+    /// `p` is a live node no longer reachable from any dict.
+    unsafe fn free(p: NonNull<Self>);
 }
 
-struct Table<V> {
-    buckets: Vec<Option<Box<Node<V>>>>,
+struct Table<N> {
+    buckets: Vec<Link<N>>,
     used: usize,
 }
 
-impl<V> Table<V> {
+impl<N> Table<N> {
     const fn empty() -> Self {
         Table { buckets: Vec::new(), used: 0 }
     }
     fn with_size(n: usize) -> Self {
-        let mut buckets = Vec::with_capacity(n);
-        buckets.resize_with(n, || None);
-        Table { buckets, used: 0 }
+        Table { buckets: vec![None; n], used: 0 }
     }
     #[inline]
     fn mask(&self) -> usize {
@@ -118,27 +145,35 @@ impl<V> Table<V> {
 const REHASH_STEP: usize = 1;
 const INITIAL_SIZE: usize = 4;
 
-pub struct Dict<V> {
-    t: [Table<V>; 2],
+/// The table algorithms over any `Chained` node: lookup, incremental rehash, SCAN cursor,
+/// random sampling. It hands out node pointers; the typed wrappers (`Dict<V>`,
+/// `engine::keytable::KeyTable`) turn them into references with the right lifetimes.
+pub struct RawDict<N: Chained> {
+    t: [Table<N>; 2],
     /// Next bucket of `t[0]` to move to `t[1]`, or `None` when not rehashing.
     rehash_idx: Option<usize>,
 }
 
-impl<V> Default for Dict<V> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+// SAFETY: a RawDict owns its nodes exactly as a `Vec<Box<N>>` would.
+unsafe impl<N: Chained + Send> Send for RawDict<N> {}
+// SAFETY: shared access only reads nodes.
+unsafe impl<N: Chained + Sync> Sync for RawDict<N> {}
 
-impl<V> Drop for Dict<V> {
+impl<N: Chained> Drop for RawDict<N> {
     fn drop(&mut self) {
         self.clear();
     }
 }
 
-impl<V> Dict<V> {
+impl<N: Chained> Default for RawDict<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<N: Chained> RawDict<N> {
     pub const fn new() -> Self {
-        Dict { t: [Table::empty(), Table::empty()], rehash_idx: None }
+        RawDict { t: [Table::empty(), Table::empty()], rehash_idx: None }
     }
 
     pub fn len(&self) -> usize {
@@ -164,8 +199,13 @@ impl<V> Dict<V> {
         for t in self.t.iter_mut() {
             for b in t.buckets.iter_mut() {
                 let mut cur = b.take();
-                while let Some(mut n) = cur {
-                    cur = n.next.take();
+                while let Some(p) = cur {
+                    // SAFETY: every linked node is live and owned by this dict; it is unlinked
+                    // (its successor taken) before being freed.
+                    unsafe {
+                        cur = (*N::next(p)).take();
+                        N::free(p);
+                    }
                 }
             }
             *t = Table::empty();
@@ -189,11 +229,15 @@ impl<V> Dict<V> {
                 }
             }
             let mut cur = self.t[0].buckets[idx].take();
-            while let Some(mut node) = cur {
-                cur = node.next.take();
-                let h = hash_key(&node.key) as usize & self.t[1].mask();
-                node.next = self.t[1].buckets[h].take();
-                self.t[1].buckets[h] = Some(node);
+            while let Some(p) = cur {
+                // SAFETY: `p` is a live node of this dict, moved between its own chains.
+                let h = unsafe { hash_key(N::key(p)) } as usize & self.t[1].mask();
+                unsafe {
+                    let next = N::next(p);
+                    cur = (*next).take();
+                    *next = self.t[1].buckets[h].take();
+                }
+                self.t[1].buckets[h] = Some(p);
                 self.t[0].used -= 1;
                 self.t[1].used += 1;
             }
@@ -282,12 +326,13 @@ impl<V> Dict<V> {
     pub fn prefetch_node(&self, hash: u64) {
         for t in &self.t[..self.tables_to_search()] {
             if let Some(Some(n)) = t.buckets.get(hash as usize & t.mask()) {
-                prefetch(&**n as *const Node<V> as *const u8);
+                prefetch(n.as_ptr() as *const u8);
             }
         }
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<&V> {
+    /// The node holding `key`, if any.
+    pub fn find(&self, key: &[u8]) -> Option<NonNull<N>> {
         if self.is_empty() {
             return None;
         }
@@ -296,120 +341,97 @@ impl<V> Dict<V> {
             if t.buckets.is_empty() {
                 continue;
             }
-            let mut cur = t.buckets[h & t.mask()].as_deref();
-            while let Some(n) = cur {
-                if &*n.key == key {
-                    return Some(&n.val);
+            let mut cur = t.buckets[h & t.mask()];
+            while let Some(p) = cur {
+                // SAFETY: linked nodes are live while the dict is borrowed.
+                unsafe {
+                    if N::key(p) == key {
+                        return Some(p);
+                    }
+                    cur = *N::next(p);
                 }
-                cur = n.next.as_deref();
             }
         }
         None
     }
 
-    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
+    /// The link (bucket slot or predecessor's `next`) that holds `key`'s node, so the caller
+    /// can read, replace or resize the node in place. Advances a pending rehash first, as
+    /// every write does. The pointer is valid until the dict is next modified.
+    pub fn find_link(&mut self, key: &[u8]) -> Option<NonNull<Link<N>>> {
+        self.find_link_in(key).map(|(link, _)| link)
+    }
+
+    /// `find_link`, plus the index of the table holding the node.
+    fn find_link_in(&mut self, key: &[u8]) -> Option<(NonNull<Link<N>>, usize)> {
         if self.is_empty() {
             return None;
         }
         self.step();
         let h = hash_key(key) as usize;
         let ntables = self.tables_to_search();
-        for t in &mut self.t[..ntables] {
+        for (ti, t) in self.t[..ntables].iter_mut().enumerate() {
             if t.buckets.is_empty() {
                 continue;
             }
             let m = t.mask();
-            let mut cur = t.buckets[h & m].as_deref_mut();
-            while let Some(n) = cur {
-                if &*n.key == key {
-                    return Some(&mut n.val);
+            let mut link: *mut Link<N> = &mut t.buckets[h & m];
+            // SAFETY: `link` always points at a slot of this dict's chains, which live while
+            // `self` is borrowed mutably.
+            unsafe {
+                while let Some(p) = *link {
+                    if N::key(p) == key {
+                        return NonNull::new(link).map(|l| (l, ti));
+                    }
+                    link = N::next(p);
                 }
-                cur = n.next.as_deref_mut();
             }
         }
         None
     }
 
-    pub fn contains_key(&self, key: &[u8]) -> bool {
-        self.get(key).is_some()
-    }
-
-    /// Inserts or replaces; returns the previous value.
-    pub fn insert(&mut self, key: &[u8], val: V) -> Option<V> {
-        if let Some(v) = self.get_mut(key) {
-            return Some(std::mem::replace(v, val));
-        }
-        self.insert_key(KeyBytes::from_slice(key), val);
-        None
-    }
-
-    /// Inserts a key known to be absent.
-    pub fn insert_new(&mut self, key: Box<[u8]>, val: V) {
-        self.insert_key(KeyBytes::from_box(key), val);
-    }
-
-    /// Inserts a key known to be absent, from a borrowed slice (no intermediate allocation).
-    pub fn insert_new_slice(&mut self, key: &[u8], val: V) {
-        self.insert_key(KeyBytes::from_slice(key), val);
-    }
-
-    fn insert_key(&mut self, key: KeyBytes, val: V) {
+    /// Links a node whose key is known to be absent.
+    pub fn link_new(&mut self, node: NonNull<N>) {
         self.expand_if_needed();
         self.step();
         let ti = if self.rehash_idx.is_some() { 1 } else { 0 };
         let t = &mut self.t[ti];
-        let h = hash_key(&key) as usize & t.mask();
-        let node = Box::new(Node { next: t.buckets[h].take(), key, val });
+        // SAFETY: the caller hands over a live, unlinked node.
+        let h = unsafe { hash_key(N::key(node)) } as usize & t.mask();
+        unsafe { *N::next(node) = t.buckets[h].take() };
         t.buckets[h] = Some(node);
         t.used += 1;
     }
 
-    /// Removes a key, returning its owned key and value.
-    pub fn remove(&mut self, key: &[u8]) -> Option<(Box<[u8]>, V)> {
+    /// Unlinks `key`'s node and hands it to the caller, who must free it.
+    pub fn unlink(&mut self, key: &[u8]) -> Option<NonNull<N>> {
+        let (link, ti) = self.find_link_in(key)?;
+        // SAFETY: `find_link_in` returned a slot holding the node; the node is live.
+        let p = unsafe {
+            let p = (*link.as_ptr()).take().expect("find_link returns an occupied link");
+            *link.as_ptr() = (*N::next(p)).take();
+            p
+        };
+        self.t[ti].used -= 1;
         if self.is_empty() {
-            return None;
+            // Give all buckets back at once.
+            self.clear();
+        } else {
+            self.shrink_if_needed();
         }
-        self.step();
-        let h = hash_key(key) as usize;
-        let ntables = self.tables_to_search();
-        for ti in 0..ntables {
-            let t = &mut self.t[ti];
-            if t.buckets.is_empty() {
-                continue;
-            }
-            let m = t.mask();
-            let mut link = &mut t.buckets[h & m];
-            loop {
-                match link {
-                    None => break,
-                    Some(n) if &*n.key == key => {
-                        let mut node = link.take().unwrap();
-                        *link = node.next.take();
-                        t.used -= 1;
-                        let Node { key, val, .. } = *node;
-                        if self.is_empty() {
-                            // Give all buckets back at once.
-                            self.clear();
-                        } else {
-                            self.shrink_if_needed();
-                        }
-                        return Some((key.into_box(), val));
-                    }
-                    Some(n) => link = &mut n.next,
-                }
-            }
-        }
-        None
+        Some(p)
     }
 
-    /// Visits every element (no particular order).
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], &V)) {
+    /// Visits every node (no particular order).
+    pub fn for_each(&self, mut f: impl FnMut(NonNull<N>)) {
         for t in &self.t {
             for b in &t.buckets {
-                let mut cur = b.as_deref();
-                while let Some(n) = cur {
-                    f(&n.key, &n.val);
-                    cur = n.next.as_deref();
+                let mut cur = *b;
+                while let Some(p) = cur {
+                    // SAFETY: linked nodes are live while the dict is borrowed; `f` cannot
+                    // modify the dict (it is borrowed shared).
+                    cur = unsafe { *N::next(p) };
+                    f(p);
                 }
             }
         }
@@ -419,16 +441,17 @@ impl<V> Dict<V> {
     /// bucket (and, while rehashing, of the buckets of the larger table that expand it) and
     /// returns the next cursor; 0 means the scan is complete. Elements present during the whole
     /// scan are returned at least once, however the table is resized between calls.
-    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &V)) -> u64 {
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(NonNull<N>)) -> u64 {
         if self.is_empty() {
             return 0;
         }
         let mut v = cursor;
-        let emit = |t: &Table<V>, idx: usize, f: &mut dyn FnMut(&[u8], &V)| {
-            let mut cur = t.buckets[idx].as_deref();
-            while let Some(n) = cur {
-                f(&n.key, &n.val);
-                cur = n.next.as_deref();
+        let emit = |t: &Table<N>, idx: usize, f: &mut dyn FnMut(NonNull<N>)| {
+            let mut cur = t.buckets[idx];
+            while let Some(p) = cur {
+                // SAFETY: as in `for_each`.
+                cur = unsafe { *N::next(p) };
+                f(p);
             }
         };
         if self.rehash_idx.is_none() {
@@ -461,7 +484,7 @@ impl<V> Dict<V> {
 
     /// A uniformly chosen bucket's random element (Redis's `dictGetFairRandomKey` idea is not
     /// needed here: callers only need "some random element").
-    pub fn random<R: Rng>(&self, rng: &mut R) -> Option<(&[u8], &V)> {
+    pub fn random<R: Rng>(&self, rng: &mut R) -> Option<NonNull<N>> {
         if self.is_empty() {
             return None;
         }
@@ -480,22 +503,169 @@ impl<V> Dict<V> {
             } else {
                 (&self.t[0], rng.gen_range(0..self.t[0].buckets.len()))
             };
-            if let Some(head) = t.buckets[idx].as_deref() {
-                let mut len = 0;
-                let mut cur = Some(head);
-                while let Some(n) = cur {
-                    len += 1;
-                    cur = n.next.as_deref();
-                }
-                let mut pick = rng.gen_range(0..len);
-                let mut cur = head;
-                while pick > 0 {
-                    cur = cur.next.as_deref().unwrap();
-                    pick -= 1;
-                }
-                return Some((&cur.key, &cur.val));
+            if let Some(head) = t.buckets[idx] {
+                let chain = || {
+                    std::iter::successors(Some(head), |&p| {
+                        // SAFETY: as in `for_each`.
+                        unsafe { *N::next(p) }
+                    })
+                };
+                let len = chain().count();
+                return chain().nth(rng.gen_range(0..len));
             }
         }
+    }
+
+    /// Lengths of the non-empty chains of the main table (tests and diagnostics).
+    #[cfg(test)]
+    fn chain_lengths(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for b in &self.t[0].buckets {
+            let mut n = 0;
+            let mut cur = *b;
+            while let Some(p) = cur {
+                n += 1;
+                cur = unsafe { *N::next(p) };
+            }
+            if n > 0 {
+                out.push(n);
+            }
+        }
+        out
+    }
+}
+
+/// The node of a `Dict<V>`: key and value in one fixed-size allocation.
+pub struct Node<V> {
+    next: Link<Node<V>>,
+    key: KeyBytes,
+    val: V,
+}
+
+// SAFETY: a node owns its key and value; its link is owned by the dict.
+unsafe impl<V: Send> Send for Node<V> {}
+// SAFETY: as above.
+unsafe impl<V: Sync> Sync for Node<V> {}
+
+// SAFETY: nodes are boxes made by `Dict::link`, freed once as boxes.
+unsafe impl<V> Chained for Node<V> {
+    #[inline]
+    unsafe fn key<'a>(p: NonNull<Self>) -> &'a [u8] {
+        &(*p.as_ptr()).key
+    }
+    #[inline]
+    unsafe fn next(p: NonNull<Self>) -> *mut Link<Self> {
+        std::ptr::addr_of_mut!((*p.as_ptr()).next)
+    }
+    unsafe fn free(p: NonNull<Self>) {
+        drop(Box::from_raw(p.as_ptr()));
+    }
+}
+
+/// A map from byte-string keys to `V` (the big encodings of hashes, sets and sorted sets, and
+/// the keyspace's expiry times).
+pub struct Dict<V>(RawDict<Node<V>>);
+
+impl<V> Default for Dict<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V> Dict<V> {
+    pub const fn new() -> Self {
+        Dict(RawDict::new())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Number of buckets (both tables), for memory reporting.
+    pub fn buckets(&self) -> usize {
+        self.0.buckets()
+    }
+
+    pub fn is_rehashing(&self) -> bool {
+        self.0.is_rehashing()
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear()
+    }
+
+    /// Moves up to `n` buckets of a pending rehash; true while more remains.
+    pub fn rehash(&mut self, n: usize) -> bool {
+        self.0.rehash(n)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&V> {
+        // SAFETY: the node lives as long as `self` is borrowed.
+        self.0.find(key).map(|p| unsafe { &(*p.as_ptr()).val })
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
+        let link = self.0.find_link(key)?;
+        // SAFETY: the link holds a live node, exclusively ours while `self` is borrowed.
+        unsafe { (*link.as_ptr()).map(|p| &mut (*p.as_ptr()).val) }
+    }
+
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        self.0.find(key).is_some()
+    }
+
+    /// Inserts or replaces; returns the previous value.
+    pub fn insert(&mut self, key: &[u8], val: V) -> Option<V> {
+        if let Some(v) = self.get_mut(key) {
+            return Some(std::mem::replace(v, val));
+        }
+        self.link(KeyBytes::from_slice(key), val);
+        None
+    }
+
+    /// Inserts a key known to be absent.
+    pub fn insert_new(&mut self, key: Box<[u8]>, val: V) {
+        self.link(KeyBytes::from_box(key), val);
+    }
+
+    /// Inserts a key known to be absent, from a borrowed slice (no intermediate allocation).
+    pub fn insert_new_slice(&mut self, key: &[u8], val: V) {
+        self.link(KeyBytes::from_slice(key), val);
+    }
+
+    fn link(&mut self, key: KeyBytes, val: V) {
+        let node = Box::new(Node { next: None, key, val });
+        self.0.link_new(NonNull::from(Box::leak(node)));
+    }
+
+    /// Removes a key, returning its owned key and value.
+    pub fn remove(&mut self, key: &[u8]) -> Option<(Box<[u8]>, V)> {
+        let p = self.0.unlink(key)?;
+        // SAFETY: unlinked nodes are handed to us; this one was made by `link` as a box.
+        let Node { key, val, .. } = *unsafe { Box::from_raw(p.as_ptr()) };
+        Some((key.into_box(), val))
+    }
+
+    /// Visits every element (no particular order).
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &V)) {
+        // SAFETY: nodes live while `self` is borrowed.
+        self.0.for_each(|p| unsafe { f(&(*p.as_ptr()).key, &(*p.as_ptr()).val) })
+    }
+
+    /// One step of a SCAN (see `RawDict::scan`).
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &V)) -> u64 {
+        // SAFETY: as in `for_each`.
+        self.0.scan(cursor, |p| unsafe { f(&(*p.as_ptr()).key, &(*p.as_ptr()).val) })
+    }
+
+    /// Some random element.
+    pub fn random<R: Rng>(&self, rng: &mut R) -> Option<(&[u8], &V)> {
+        // SAFETY: as in `get`.
+        self.0.random(rng).map(|p| unsafe { (&*(*p.as_ptr()).key, &(*p.as_ptr()).val) })
     }
 }
 
@@ -559,7 +729,7 @@ mod tests {
     #[test]
     fn short_keys_live_in_the_node() {
         assert_eq!(std::mem::size_of::<KeyBytes>(), 24);
-        assert_eq!(std::mem::size_of::<Node<crate::engine::Obj>>(), 80);
+        assert_eq!(std::mem::size_of::<Node<i64>>(), 40);
         let mut d: Dict<u8> = Dict::new();
         let long = vec![b'x'; 100];
         d.insert(b"", 1);
@@ -602,19 +772,9 @@ mod chain_probe {
             }
         }
         while d.rehash(100) {}
-        let mut max = 0;
-        let mut nonempty = 0;
-        for b in &d.t[0].buckets {
-            let mut n = 0;
-            let mut cur = b.as_deref();
-            while let Some(x) = cur {
-                n += 1;
-                cur = x.next.as_deref();
-            }
-            max = max.max(n);
-            nonempty += (n > 0) as usize;
-        }
-        println!("len {} buckets {} nonempty {} max chain {}", d.len(), d.buckets(), nonempty, max);
+        let chains = d.0.chain_lengths();
+        let max = chains.iter().copied().max().unwrap_or(0);
+        println!("len {} buckets {} nonempty {} max chain {}", d.len(), d.buckets(), chains.len(), max);
         assert!(max <= 8);
     }
 }

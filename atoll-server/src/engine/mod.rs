@@ -7,10 +7,12 @@
 
 pub mod dict;
 pub mod glob;
+pub mod keytable;
 pub mod slot;
 pub mod value;
 
 use dict::Dict;
+use keytable::KeyTable;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -31,7 +33,7 @@ pub type WatchRegistry = HashMap<Box<[u8]>, Vec<Arc<WatchFlag>>>;
 
 #[derive(Default)]
 pub struct Shard {
-    pub keys: Dict<Obj>,
+    pub keys: KeyTable,
     /// Absolute expiry times in Unix milliseconds, for keys that have one. Kept apart from
     /// `keys` (as Redis does) so active expiry samples only keys that can expire.
     pub expires: Dict<i64>,
@@ -113,7 +115,7 @@ impl Shard {
 
     /// Removes a key and its expiry; returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<Obj> {
-        let (_, obj) = self.keys.remove(key)?;
+        let obj = self.keys.remove(key)?;
         if !self.expires.is_empty() {
             self.expires.remove(key);
         }

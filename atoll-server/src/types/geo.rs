@@ -436,8 +436,8 @@ fn radius_arg(r: &[u8], u: &[u8]) -> Result<(f64, f64), CmdError> {
 fn zset_of<'v>(ctx: &'v mut Ctx, key: &[u8]) -> Result<Option<&'v ZSet>, CmdError> {
     match ctx.ks.lookup_read(key) {
         None => Ok(None),
-        Some(o) => match &o.val {
-            Value::ZSet(z) => Ok(Some(z)),
+        Some(o) => match o.into_obj() {
+            Some(Value::ZSet(z)) => Ok(Some(z)),
             _ => Err(CmdError::WrongType),
         },
     }

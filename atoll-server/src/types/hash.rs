@@ -331,8 +331,8 @@ impl Hash {
 fn hash_read<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v Hash>, CmdError> {
     match ks.lookup_read(key) {
         None => Ok(None),
-        Some(o) => match &o.val {
-            Value::Hash(h) => Ok(Some(h)),
+        Some(o) => match o.into_obj() {
+            Some(Value::Hash(h)) => Ok(Some(h)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -341,8 +341,8 @@ fn hash_read<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v Ha
 fn hash_mut<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v mut Hash>, CmdError> {
     match ks.lookup_write(key) {
         None => Ok(None),
-        Some(o) => match &mut o.val {
-            Value::Hash(h) => Ok(Some(h)),
+        Some(o) => match o.into_obj() {
+            Some(Value::Hash(h)) => Ok(Some(h)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -359,7 +359,7 @@ fn hash_or_create<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<&'v mut 
 
 /// Deletes `key` if its hash is empty, else just counts the change.
 fn after_removal(ks: &mut KsView, key: &[u8]) {
-    let empty = matches!(ks.peek(key).map(|o| &o.val), Some(Value::Hash(h)) if h.is_empty());
+    let empty = matches!(ks.peek(key).and_then(|o| o.into_obj()), Some(Value::Hash(h)) if h.is_empty());
     if empty {
         ks.delete(key);
     } else {

@@ -484,7 +484,7 @@ fn hll_bytes(v: &Value) -> Result<&[u8], CmdError> {
 fn read_hll<'a>(ctx: &'a mut Ctx, key: &[u8]) -> Result<Option<&'a [u8]>, CmdError> {
     match ctx.ks.lookup_read(key) {
         None => Ok(None),
-        Some(o) => hll_bytes(&o.val).map(Some),
+        Some(o) => hll_bytes(o.into_mut()).map(Some),
     }
 }
 
@@ -500,12 +500,12 @@ pub fn pfadd(ctx: &mut Ctx) -> CmdResult {
             ctx.ks.lookup_write(key).unwrap()
         }
         Some(o) => {
-            hll_bytes(&o.val)?;
+            hll_bytes(&o)?;
             o
         }
     };
     // Modified in place from now on: a raw string, as Redis's unshared sds.
-    let h = h.val.make_raw().expect("checked to be a string");
+    let h = h.into_mut().make_raw().expect("checked to be a string");
     let args = ctx.args;
     for ele in &args[2..] {
         match hll_add(h, ele, max_bytes) {
@@ -542,9 +542,9 @@ pub fn pfcount(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     };
-    hll_bytes(&o.val)?;
+    hll_bytes(&o)?;
     // Redis unshares the string first, so it is a raw string from here on.
-    let h = o.val.make_raw().expect("checked to be a string");
+    let h = o.into_mut().make_raw().expect("checked to be a string");
     if let Some(card) = cached_card(h) {
         ctx.reply.int(card as i64);
         return Ok(());
@@ -575,7 +575,7 @@ pub fn pfmerge(ctx: &mut Ctx) -> CmdResult {
         ctx.ks.insert_new(dest, Value::Raw(new_hll()));
     }
     let o = ctx.ks.lookup_write(dest).unwrap();
-    let h = o.val.make_raw().expect("checked to be a string");
+    let h = o.into_mut().make_raw().expect("checked to be a string");
     if use_dense {
         sparse_to_dense(h).map_err(|_| CmdError::msg(INVALID_HLL))?;
     }

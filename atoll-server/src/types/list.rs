@@ -332,8 +332,8 @@ fn cached_fill() -> i64 {
 fn list_mut<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v mut List>, CmdError> {
     match ks.lookup_write(key) {
         None => Ok(None),
-        Some(o) => match &mut o.val {
-            Value::List(l) => Ok(Some(l)),
+        Some(o) => match o.into_obj() {
+            Some(Value::List(l)) => Ok(Some(l)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -343,8 +343,8 @@ fn list_mut<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v mut
 fn list_read<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v List>, CmdError> {
     match ks.lookup_read(key) {
         None => Ok(None),
-        Some(o) => match &o.val {
-            Value::List(l) => Ok(Some(l)),
+        Some(o) => match o.into_obj() {
+            Some(Value::List(l)) => Ok(Some(l)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -374,7 +374,7 @@ fn positive_long(arg: &[u8]) -> Result<i64, CmdError> {
 /// After elements were removed from the list at `key`: deletes the key if the list is empty,
 /// otherwise lets it shrink back to a listpack; counts the change either way.
 fn after_removal(ks: &mut KsView, key: &[u8], fill: i64) {
-    let empty = match ks.peek(key).map(|o| &mut o.val) {
+    let empty = match ks.peek(key).and_then(|o| o.into_obj()) {
         Some(Value::List(l)) => {
             l.try_convert_quicklist(fill, true);
             l.is_empty()
@@ -391,7 +391,7 @@ fn after_removal(ks: &mut KsView, key: &[u8], fill: i64) {
 /// Pops up to `count` elements from `end` of the list at `key` (which exists, is a list and
 /// is not empty) and adds them to `reply` as an array, in pop order. Returns how many.
 fn pop_range(ks: &mut KsView, key: &[u8], end: End, count: usize, reply: &mut Reply, fill: i64) -> usize {
-    let n = match ks.peek(key).map(|o| &mut o.val) {
+    let n = match ks.peek(key).and_then(|o| o.into_obj()) {
         Some(Value::List(l)) => {
             let n = count.min(l.len());
             reply.array(n);
@@ -409,7 +409,7 @@ fn pop_range(ks: &mut KsView, key: &[u8], end: End, count: usize, reply: &mut Re
 
 /// Pops one element from `end` of the list at `key` (existing, non-empty).
 fn pop_one(ks: &mut KsView, key: &[u8], end: End, fill: i64) -> Box<[u8]> {
-    let v = match ks.peek(key).map(|o| &mut o.val) {
+    let v = match ks.peek(key).and_then(|o| o.into_obj()) {
         Some(Value::List(l)) => l.pop(end).expect("non-empty list"),
         _ => unreachable!("pop_one on a missing list"),
     };
@@ -420,7 +420,7 @@ fn pop_one(ks: &mut KsView, key: &[u8], end: End, fill: i64) -> Box<[u8]> {
 /// Pushes `v` onto `end` of the list at `dst`, creating it (LMOVE's destination, Redis's
 /// `lmoveHandlePush`). The caller checked that `dst` is missing or a list.
 fn push_to(ks: &mut KsView, dst: &[u8], v: &[u8], end: End, fill: i64) {
-    match ks.peek(dst).map(|o| &mut o.val) {
+    match ks.peek(dst).and_then(|o| o.into_obj()) {
         Some(Value::List(l)) => {
             l.before_append(fill, v.len(), 1);
             l.push(v, end);
@@ -438,7 +438,7 @@ fn push_to(ks: &mut KsView, dst: &[u8], v: &[u8], end: End, fill: i64) {
 
 /// Whether `key` holds something other than a list.
 fn is_other_type(ks: &mut KsView, key: &[u8]) -> bool {
-    ks.lookup_write(key).is_some_and(|o| !matches!(o.val, Value::List(_)))
+    ks.lookup_write(key).is_some_and(|o| !matches!(*o, Value::List(_)))
 }
 
 /// Non-empty list at `key`? (Err for another type.)
@@ -782,7 +782,7 @@ fn lmove_now(
     if is_other_type(ks, dst) {
         return Err(CmdError::WrongType);
     }
-    let v = match ks.peek(src).map(|o| &mut o.val) {
+    let v = match ks.peek(src).and_then(|o| o.into_obj()) {
         Some(Value::List(l)) => l.pop(from).expect("non-empty"),
         _ => unreachable!(),
     };

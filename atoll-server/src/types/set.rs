@@ -421,7 +421,7 @@ impl<'a> Loaned<'a> {
                 map.push(j);
                 continue;
             }
-            let v = ks.lookup_read(k).map(|o| std::mem::replace(&mut o.val, Value::Int(0)));
+            let v = ks.lookup_read(k).map(|mut o| std::mem::replace(o.val_mut(), Value::Int(0)));
             index.insert(k, slots.len());
             map.push(slots.len());
             slots.push((k, v));
@@ -441,8 +441,8 @@ impl<'a> Loaned<'a> {
     pub fn restore(self, ks: &mut KsView) {
         for (k, v) in self.slots {
             if let Some(v) = v {
-                if let Some(o) = ks.shard(k).keys.get_mut(k) {
-                    o.val = v;
+                if let Some(mut o) = ks.shard(k).keys.get_mut(k) {
+                    o.set(v);
                 }
             }
         }
@@ -503,8 +503,8 @@ pub(crate) fn parse_numkeys(ctx: &Ctx, idx: usize) -> Result<usize, CmdError> {
 fn set_for_write<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut Set>, CmdError> {
     match ks.lookup_write(key) {
         None => Ok(None),
-        Some(o) => match &mut o.val {
-            Value::Set(s) => Ok(Some(s)),
+        Some(o) => match o.into_obj() {
+            Some(Value::Set(s)) => Ok(Some(s)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -514,8 +514,8 @@ fn set_for_write<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut Se
 fn set_for_read<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut Set>, CmdError> {
     match ks.lookup_read(key) {
         None => Ok(None),
-        Some(o) => match &mut o.val {
-            Value::Set(s) => Ok(Some(s)),
+        Some(o) => match o.into_obj() {
+            Some(Value::Set(s)) => Ok(Some(s)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -531,7 +531,7 @@ fn reply_members(ctx: &mut Ctx, members: &[Vec<u8>]) {
 
 /// After removals: deletes the key if the set became empty (Redis never keeps empty sets).
 fn delete_if_empty(ks: &mut KsView, key: &[u8]) -> bool {
-    let empty = matches!(ks.peek(key), Some(o) if matches!(&o.val, Value::Set(s) if s.is_empty()));
+    let empty = matches!(ks.peek(key), Some(o) if matches!(&*o, Value::Set(s) if s.is_empty()));
     if empty {
         ks.delete(key);
     }

@@ -83,11 +83,11 @@ fn lookup_by_pattern(ks: &mut KsView, pattern: &[u8], subst: &[u8]) -> Option<Ve
     key.extend_from_slice(&pattern[star + 1..key_end]);
     let o = ks.lookup_read(&key)?;
     match field {
-        Some(f) => match &o.val {
+        Some(f) => match &*o {
             Value::Hash(h) => h.get(f).map(|v| v.to_vec()),
             _ => None,
         },
-        None => o.val.to_vec(),
+        None => o.to_vec(),
     }
 }
 
@@ -163,7 +163,7 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
     let mut o = parse_options(ctx.args, readonly)?;
     let key = ctx.arg(1);
     // A missing key sorts like an empty list.
-    let kind = ctx.ks.lookup_read(key).map_or(Kind::List, |o| kind_of(&o.val));
+    let kind = ctx.ks.lookup_read(key).map_or(Kind::List, |o| kind_of(&o));
     if kind == Kind::Other {
         return Err(CmdError::WrongType);
     }
@@ -174,7 +174,7 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
         o.alpha = true;
         o.by = None;
     }
-    let len = match ctx.ks.peek(key).map(|o| &o.val) {
+    let len = match ctx.ks.peek(key).and_then(|o| o.into_obj()) {
         Some(Value::List(l)) => l.len(),
         Some(Value::Set(s)) => s.len(),
         Some(Value::ZSet(z)) => z.len(),
@@ -194,11 +194,11 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
     // Ordered containers with nothing to sort load just the requested range.
     let direct = o.dont_sort && matches!(kind, Kind::List | Kind::ZSet);
     let elements = {
-        let v = ctx.ks.peek(key).map(|o| &o.val);
+        let v = ctx.ks.peek(key).and_then(|o| o.into_obj());
         if direct {
             let r = (end >= start).then_some((start as usize, end as usize));
             if r.is_some() {
-                let e = load_elements(v, r, o.desc);
+                let e = load_elements(v.map(|v| &*v), r, o.desc);
                 end -= start;
                 start = 0;
                 e
@@ -206,7 +206,7 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
                 Vec::new()
             }
         } else {
-            load_elements(v, None, false)
+            load_elements(v.map(|v| &*v), None, false)
         }
     };
     let mut items: Vec<Item> = elements.into_iter().map(|obj| Item { obj, score: 0.0, cmp: None }).collect();

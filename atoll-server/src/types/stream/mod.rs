@@ -676,8 +676,8 @@ impl Stream {
 pub(crate) fn read_stream<'a>(ks: &'a mut KsView, key: &[u8]) -> Result<Option<&'a mut Stream>, CmdError> {
     match ks.lookup_read(key) {
         None => Ok(None),
-        Some(o) => match &mut o.val {
-            crate::engine::Value::Stream(s) => Ok(Some(s)),
+        Some(o) => match o.into_obj() {
+            Some(crate::engine::Value::Stream(s)) => Ok(Some(s)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -687,8 +687,8 @@ pub(crate) fn read_stream<'a>(ks: &'a mut KsView, key: &[u8]) -> Result<Option<&
 pub(crate) fn write_stream<'a>(ks: &'a mut KsView, key: &[u8]) -> Result<Option<&'a mut Stream>, CmdError> {
     match ks.lookup_write(key) {
         None => Ok(None),
-        Some(o) => match &mut o.val {
-            crate::engine::Value::Stream(s) => Ok(Some(s)),
+        Some(o) => match o.into_obj() {
+            Some(crate::engine::Value::Stream(s)) => Ok(Some(s)),
             _ => Err(CmdError::WrongType),
         },
     }

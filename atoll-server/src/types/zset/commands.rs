@@ -25,8 +25,8 @@ const LEX_ERR: &str = "ERR min or max not valid string range item";
 fn zset_read<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut ZSet>, CmdError> {
     match ks.lookup_read(key) {
         None => Ok(None),
-        Some(o) => match &mut o.val {
-            Value::ZSet(z) => Ok(Some(z)),
+        Some(o) => match o.into_obj() {
+            Some(Value::ZSet(z)) => Ok(Some(z)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -35,8 +35,8 @@ fn zset_read<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut ZSet>,
 fn zset_write<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut ZSet>, CmdError> {
     match ks.lookup_write(key) {
         None => Ok(None),
-        Some(o) => match &mut o.val {
-            Value::ZSet(z) => Ok(Some(z)),
+        Some(o) => match o.into_obj() {
+            Some(Value::ZSet(z)) => Ok(Some(z)),
             _ => Err(CmdError::WrongType),
         },
     }
@@ -44,7 +44,7 @@ fn zset_write<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut ZSet>
 
 /// After removals: deletes the key when the zset became empty, else counts the change.
 fn finish_removal(ks: &mut KsView, key: &[u8]) {
-    let empty = matches!(ks.peek(key), Some(o) if matches!(&o.val, Value::ZSet(z) if z.is_empty()));
+    let empty = matches!(ks.peek(key), Some(o) if matches!(&*o, Value::ZSet(z) if z.is_empty()));
     if empty {
         ks.delete(key);
     } else {

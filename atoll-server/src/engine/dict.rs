@@ -311,7 +311,7 @@ impl<N: Chained> RawDict<N> {
     }
 
     /// Asks the CPU to start loading the bucket slot(s) `hash` maps to, so that a lookup issued
-    /// a little later does not wait for that cache miss (see `Keyspace::prefetch_keys`).
+    /// a little later does not wait for that cache miss (see `Keyspace::prefetch_spots`).
     #[inline]
     pub fn prefetch_bucket(&self, hash: u64) {
         for t in &self.t[..self.tables_to_search()] {

@@ -160,23 +160,22 @@ impl Keyspace {
 
     /// Batch prefetching for pipelined requests: a lookup is two dependent cache misses (bucket
     /// slot, then node), and a batch of GETs over a large keyspace spends most of its time
-    /// waiting on them one after another. Here the misses of the next commands' keys are
+    /// waiting on them one after another. Here the misses of the next commands' keys (their shard
+    /// and hash, `spots`, computed once by the look-ahead) are
     /// started together, in three passes (shard header, bucket slot, first node), so they
     /// overlap; the commands then find their data in cache. Each pass takes the shard's lock
     /// only if it is free and only to read the table; a busy shard is simply not prefetched.
-    pub fn prefetch_keys(&self, db: usize, keys: &[&[u8]]) {
+    pub fn prefetch_spots(&self, db: usize, spots: &[(usize, u64)]) {
         let Some(d) = self.dbs.get(db).and_then(|d| d.get()) else { return };
-        let spots: SmallVec<[(usize, u64); 32]> =
-            keys.iter().map(|k| (slot::key_shard(k), dict::hash_key(k))).collect();
-        for &(s, _) in &spots {
+        for &(s, _) in spots {
             dict::prefetch(&d.shards[s] as *const _ as *const u8);
         }
-        for &(s, h) in &spots {
+        for &(s, h) in spots {
             if let Some(g) = d.shards[s].try_lock() {
                 g.keys.prefetch_bucket(h);
             }
         }
-        for &(s, h) in &spots {
+        for &(s, h) in spots {
             if let Some(g) = d.shards[s].try_lock() {
                 g.keys.prefetch_node(h);
             }
@@ -224,6 +223,10 @@ pub struct LockPlan {
 impl LockPlan {
     pub fn key(&mut self, db: usize, key: &[u8]) {
         self.ids.push(shard_id(db, key_shard(key)));
+    }
+    /// A plan for one shard already known (the key's shard computed earlier).
+    pub fn one(db: usize, shard: usize) -> LockPlan {
+        LockPlan { ids: smallvec::smallvec![shard_id(db, shard)] }
     }
     pub fn whole_db(&mut self, db: usize) {
         self.ids.extend((0..SHARDS).map(|s| shard_id(db, s)));

@@ -76,26 +76,32 @@ impl Session {
             unauthenticated: !self.client.authenticated,
             ..Limits::default()
         };
-        // Commands left before the next look-ahead (see `prefetch`).
-        let mut until_prefetch = 0usize;
+        // Requests already parsed by the look-ahead (see `prefetch`), replayed below.
+        let mut ahead = Ahead::default();
         while pos < buf.len()
             && !self.client.close_after_reply
             && self.client.shutdown.is_none()
             && self.client.waiting.is_none()
         {
-            match self.parser.parse(&buf[pos..], &limits) {
+            let (parsed, hint) = match ahead.take(pos) {
+                Some(r) => (Parsed::Command { consumed: r.consumed }, Some(r)),
+                None => (self.parser.parse(&buf[pos..], &limits), None),
+            };
+            match parsed {
                 Parsed::Command { consumed } => {
-                    let argv: Argv = match self.parser.source {
-                        ArgSource::Buffer => self.parser.ranges.iter().map(|&(s, e)| &buf[pos + s..pos + e]).collect(),
-                        ArgSource::Inline => self.parser.inline_args.iter().map(|a| a.as_slice()).collect(),
+                    let argv: Argv = match (&hint, self.parser.source) {
+                        (Some(r), _) => ahead.args[r.args.clone()].iter().map(|&(s, e)| &buf[s..e]).collect(),
+                        (None, ArgSource::Buffer) => {
+                            self.parser.ranges.iter().map(|&(s, e)| &buf[pos + s..pos + e]).collect()
+                        }
+                        (None, ArgSource::Inline) => self.parser.inline_args.iter().map(|a| a.as_slice()).collect(),
                     };
                     pos += consumed;
-                    // More requests behind this one: start the cache misses of their keys now,
-                    // so they overlap with each other and with this command's execution.
-                    if until_prefetch == 0 && pos < buf.len() && self.client.authenticated {
-                        until_prefetch = prefetch(srv, self.client.db, &buf[pos..], &limits);
-                    } else {
-                        until_prefetch = until_prefetch.saturating_sub(1);
+                    // More requests behind this one: parse them now and start the cache misses
+                    // of their keys, so they overlap with each other and with this command's
+                    // execution.
+                    if ahead.exhausted(pos) && pos < buf.len() && self.client.authenticated {
+                        prefetch(srv, self.client.db, buf, pos, &limits, &mut ahead);
                     }
                     // Browsers and HTTP proxies tricked into talking to us: close silently.
                     if argv[0].eq_ignore_ascii_case(b"post") || argv[0].eq_ignore_ascii_case(b"host:") {
@@ -105,7 +111,8 @@ impl Session {
                         self.client.close_after_reply = true;
                         break;
                     }
-                    dispatch(srv, ws, &mut self.client, &argv, out);
+                    let shard_hint = hint.and_then(|r| r.shard);
+                    dispatch_hinted(srv, ws, &mut self.client, &argv, shard_hint, out);
                     if self.client.waiting.is_some() {
                         // Blocked: later requests wait in the buffer until it is served.
                         break;
@@ -141,24 +148,78 @@ thread_local! {
     static SCAN: std::cell::RefCell<Parser> = std::cell::RefCell::new(Parser::new());
 }
 
-/// Pipelined requests: finds the first argument (the key of most commands) of the next
-/// complete requests in `buf` and prefetches where they live in the keyspace. A guess that is
-/// not a key costs one useless prefetch. Returns the number of requests looked at (at least 1,
-/// so an incomplete tail is not rescanned for every command).
-fn prefetch(srv: &Server, db: usize, buf: &[u8], limits: &Limits) -> usize {
+/// Requests parsed ahead by `prefetch`, so the main loop neither parses them nor hashes their
+/// first key again.
+#[derive(Default)]
+struct Ahead {
+    reqs: SmallVec<[AheadReq; PREFETCH_AHEAD]>,
+    /// Arguments of the recorded requests, as absolute spans of the batch.
+    args: SmallVec<[(usize, usize); 4 * PREFETCH_AHEAD]>,
+    /// Index in `reqs` of the next request to replay.
+    next: usize,
+    /// Where the look-ahead stopped: the next one starts there, not before (requests it did
+    /// not record must not be parsed ahead again for every command).
+    end: usize,
+}
+
+#[derive(Clone)]
+struct AheadReq {
+    /// Where the request starts in the batch, and its length.
+    at: usize,
+    consumed: usize,
+    /// Its arguments in `Ahead::args`.
+    args: std::ops::Range<usize>,
+    /// The shard of its first argument (the key of most commands).
+    shard: Option<usize>,
+}
+
+/// Requests with more arguments than this are parsed again by the main loop rather than
+/// recorded (their argument spans would not fit the look-ahead's fixed storage).
+const AHEAD_MAX_ARGS: usize = 8;
+
+impl Ahead {
+    fn exhausted(&self, pos: usize) -> bool {
+        self.next >= self.reqs.len() && pos >= self.end
+    }
+
+    /// The recorded request starting at `pos`, if the look-ahead parsed it.
+    #[inline]
+    fn take(&mut self, pos: usize) -> Option<AheadReq> {
+        let r = self.reqs.get(self.next)?;
+        if r.at != pos {
+            return None;
+        }
+        self.next += 1;
+        Some(r.clone())
+    }
+}
+
+/// Pipelined requests: parses the next complete requests of `buf` after `pos` (recording them
+/// in `ahead` for the main loop) and prefetches where their first argument (the key of most
+/// commands) lives in the keyspace. A guess that is not a key costs one useless prefetch.
+fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits, ahead: &mut Ahead) {
+    ahead.reqs.clear();
+    ahead.args.clear();
+    ahead.next = 0;
+    let mut spots: SmallVec<[(usize, u64); PREFETCH_AHEAD]> = SmallVec::new();
     SCAN.with(|scan| {
         let mut p = scan.borrow_mut();
-        let mut keys: SmallVec<[&[u8]; PREFETCH_AHEAD]> = SmallVec::new();
-        let (mut pos, mut seen) = (0, 0);
-        while seen < PREFETCH_AHEAD && pos < buf.len() {
+        while ahead.reqs.len() < PREFETCH_AHEAD && pos < buf.len() {
             match p.parse(&buf[pos..], limits) {
                 Parsed::Command { consumed } => {
-                    if matches!(p.source, ArgSource::Buffer) && p.ranges.len() >= 2 {
-                        let (s, e) = p.ranges[1];
-                        keys.push(&buf[pos + s..pos + e]);
+                    let n = p.ranges.len();
+                    if matches!(p.source, ArgSource::Buffer) && n <= AHEAD_MAX_ARGS {
+                        let first = ahead.args.len();
+                        ahead.args.extend(p.ranges.iter().map(|&(s, e)| (pos + s, pos + e)));
+                        let shard = (n >= 2).then(|| {
+                            let (s, e) = ahead.args[first + 1];
+                            let key = &buf[s..e];
+                            spots.push((crate::engine::key_shard(key), crate::engine::dict::hash_key(key)));
+                            spots[spots.len() - 1].0
+                        });
+                        ahead.reqs.push(AheadReq { at: pos, consumed, args: first..first + n, shard });
                     }
                     pos += consumed;
-                    seen += 1;
                 }
                 Parsed::Skip { consumed } => pos += consumed,
                 Parsed::Incomplete | Parsed::Error(_) => break,
@@ -167,11 +228,11 @@ fn prefetch(srv: &Server, db: usize, buf: &[u8], limits: &Limits) -> usize {
         p.reset();
         // A huge multibulk must not leave its argument table allocated for the thread's life.
         p.shrink();
-        if !keys.is_empty() && db < srv.ks.num_dbs() {
-            srv.ks.prefetch_keys(db, &keys);
-        }
-        seen.max(1)
-    })
+    });
+    ahead.end = pos;
+    if !spots.is_empty() && db < srv.ks.num_dbs() {
+        srv.ks.prefetch_spots(db, &spots);
+    }
 }
 
 /// Formats Redis's unknown-command error, quoting up to the first arguments.
@@ -239,13 +300,25 @@ pub fn resolve<'t>(srv: &'t Server, argv: &[&[u8]]) -> Result<&'t Arc<Command>, 
 
 /// The generic gates (Redis's `processCommand`), then the command.
 pub fn dispatch(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], out: &mut Reply) {
+    dispatch_hinted(srv, ws, client, argv, None, out)
+}
+
+/// `dispatch`, with the shard of `argv[1]` when the look-ahead already computed it.
+fn dispatch_hinted(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    argv: &[&[u8]],
+    shard_hint: Option<usize>,
+    out: &mut Reply,
+) {
     out.proto = client.proto;
     // CLIENT REPLY OFF/SKIP: run the command but drop what it replies.
     let mark = out.buf.len();
     if client.reply_mode == ReplyMode::SkipNext {
         client.reply_mode = ReplyMode::Skipping;
     }
-    gated(srv, ws, client, argv, out);
+    gated(srv, ws, client, argv, shard_hint, out);
     match client.reply_mode {
         ReplyMode::Off => out.buf.truncate(mark),
         ReplyMode::Skipping => {
@@ -256,7 +329,14 @@ pub fn dispatch(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u
     }
 }
 
-fn gated(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], out: &mut Reply) {
+fn gated(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    argv: &[&[u8]],
+    shard_hint: Option<usize>,
+    out: &mut Reply,
+) {
     let cmd = match resolve(srv, argv) {
         Ok(c) => c,
         Err((cmd, e)) => return reject(ws, client, out, cmd, e),
@@ -293,9 +373,13 @@ fn gated(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], ou
             return;
         }
     }
-    let plan = match lock_plan(cmd, argv, client.db, false, srv.ks.num_dbs()) {
-        Ok(p) => p,
-        Err(e) => return reject(ws, client, out, Some(cmd), e),
+    let plan = match (shard_hint, cmd.scope, cmd.single_key) {
+        // GET, SET, INCR … whose key the look-ahead already hashed to its shard.
+        (Some(shard), Scope::Keys, Some(1)) => LockPlan::one(client.db, shard),
+        _ => match lock_plan(cmd, argv, client.db, false, srv.ks.num_dbs()) {
+            Ok(p) => p,
+            Err(e) => return reject(ws, client, out, Some(cmd), e),
+        },
     };
     let mut locks = Locks::acquire(&srv.ks, plan);
     call(srv, ws, client, out, cmd, argv, &mut locks);

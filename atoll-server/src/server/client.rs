@@ -133,6 +133,10 @@ pub struct Client {
     pub ready: Vec<(usize, Vec<u8>)>,
     /// How a waiter wakes this client's worker (set by the event loop).
     pub wake: Option<crate::server::blocking::WakeFn>,
+    /// When the previous command of the current pipelined batch ended: the next one's start,
+    /// so a pipeline reads the clock once per command, not twice. The session clears it
+    /// between batches.
+    pub clock: Option<quanta::Instant>,
 }
 
 impl Client {
@@ -155,6 +159,7 @@ impl Client {
             waiting: None,
             ready: Vec::new(),
             wake: None,
+            clock: None,
         }
     }
 

@@ -78,6 +78,8 @@ impl Session {
         };
         // Requests already parsed by the look-ahead (see `prefetch`), replayed below.
         let mut ahead = Ahead::default();
+        // A clock reading from an earlier batch is stale (see `Client::clock`).
+        self.client.clock = None;
         while pos < buf.len()
             && !self.client.close_after_reply
             && self.client.shutdown.is_none()
@@ -134,6 +136,7 @@ impl Session {
                 return pos + self.process(srv, ws, &buf[pos..], out);
             }
         }
+        self.client.clock = None;
         pos
     }
 }
@@ -447,8 +450,8 @@ pub fn call(
     locks: &mut Locks<'_>,
 ) -> bool {
     // One clock read gives both the command's fixed time (7.2 semantics) and the start of
-    // its duration measurement.
-    let start = quanta::Instant::now();
+    // its duration measurement; within a pipelined batch it is the previous command's end.
+    let start = client.clock.take().unwrap_or_else(quanta::Instant::now);
     let now = srv.clock.ms_at(start);
     let emit = srv.effects_enabled();
     let db = client.db;
@@ -532,7 +535,9 @@ pub fn call(
     }
     let st = &ws.cmds[cmd.id];
     super::stats::bump(&st.calls, 1);
-    super::stats::bump(&st.usec, start.elapsed().as_micros() as u64);
+    let end = quanta::Instant::now();
+    super::stats::bump(&st.usec, end.duration_since(start).as_micros() as u64);
+    ctx.client.clock = Some(end);
     super::stats::bump(&ws.counters.commands, 1);
     ok
 }
@@ -569,6 +574,7 @@ impl Session {
         match state {
             crate::server::blocking::WaitState::Served(bytes) => out.raw(&bytes),
             crate::server::blocking::WaitState::Retry => {
+                self.client.clock = None;
                 let argv: Vec<&[u8]> = w.argv.iter().map(|a| a.as_slice()).collect();
                 dispatch(srv, ws, &mut self.client, &argv, out);
                 if self.client.waiting.is_some() {

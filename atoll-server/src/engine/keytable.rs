@@ -258,6 +258,12 @@ impl KeyTable {
         self.0.prefetch_node(hash)
     }
 
+    /// See `RawDict::prefetch_second`.
+    #[inline]
+    pub fn prefetch_second(&self, hash: u64, key: &[u8]) {
+        self.0.prefetch_second(hash, key)
+    }
+
     /// The key's value, for reading.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<ValRef<'_>> {

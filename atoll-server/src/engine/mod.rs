@@ -165,19 +165,24 @@ impl Keyspace {
     /// started together, in three passes (shard header, bucket slot, first node), so they
     /// overlap; the commands then find their data in cache. Each pass takes the shard's lock
     /// only if it is free and only to read the table; a busy shard is simply not prefetched.
-    pub fn prefetch_spots(&self, db: usize, spots: &[(usize, u64)]) {
+    pub fn prefetch_spots(&self, db: usize, spots: &[(usize, u64, &[u8])]) {
         let Some(d) = self.dbs.get(db).and_then(|d| d.get()) else { return };
-        for &(s, _) in spots {
+        for &(s, _, _) in spots {
             dict::prefetch(&d.shards[s] as *const _ as *const u8);
         }
-        for &(s, h) in spots {
+        for &(s, h, _) in spots {
             if let Some(g) = d.shards[s].try_lock() {
                 g.keys.prefetch_bucket(h);
             }
         }
-        for &(s, h) in spots {
+        for &(s, h, _) in spots {
             if let Some(g) = d.shards[s].try_lock() {
                 g.keys.prefetch_node(h);
+            }
+        }
+        for &(s, h, k) in spots {
+            if let Some(g) = d.shards[s].try_lock() {
+                g.keys.prefetch_second(h, k);
             }
         }
     }

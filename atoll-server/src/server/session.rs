@@ -204,7 +204,7 @@ fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits
     ahead.reqs.clear();
     ahead.args.clear();
     ahead.next = 0;
-    let mut spots: SmallVec<[(usize, u64); PREFETCH_AHEAD]> = SmallVec::new();
+    let mut spots: SmallVec<[(usize, u64, &[u8]); PREFETCH_AHEAD]> = SmallVec::new();
     SCAN.with(|scan| {
         let mut p = scan.borrow_mut();
         while ahead.reqs.len() < PREFETCH_AHEAD && pos < buf.len() {
@@ -217,7 +217,7 @@ fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits
                         let shard = (n >= 2).then(|| {
                             let (s, e) = ahead.args[first + 1];
                             let key = &buf[s..e];
-                            spots.push((crate::engine::key_shard(key), crate::engine::dict::hash_key(key)));
+                            spots.push((crate::engine::key_shard(key), crate::engine::dict::hash_key(key), key));
                             spots[spots.len() - 1].0
                         });
                         ahead.reqs.push(AheadReq { at: pos, consumed, args: first..first + n, shard });

@@ -457,6 +457,12 @@ fn random_type_command(r: &mut Rng) -> (Mode, Vec<String>) {
     (mode, cmd)
 }
 
+/// A generated command's arguments, without the empty placeholder options the generators may
+/// produce.
+fn to_args(cmd: &[String]) -> Vec<Vec<u8>> {
+    cmd.iter().enumerate().filter(|(j, a)| *j < 3 || !a.is_empty()).map(|(_, a)| a.clone().into_bytes()).collect()
+}
+
 #[test]
 fn seeded_random_streams_match_redis() {
     let (_r, _a, mut pair) = start_pair();
@@ -473,13 +479,7 @@ fn seeded_random_streams_match_redis() {
         let mut rng = Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
         for step in 0..1500 {
             let (mode, cmd) = random_command(&mut rng);
-            // Drop the empty placeholder options the generator may produce.
-            let args: Vec<Vec<u8>> = cmd
-                .iter()
-                .enumerate()
-                .filter(|(j, a)| *j < 3 || !a.is_empty())
-                .map(|(_, a)| a.clone().into_bytes())
-                .collect();
+            let args = to_args(&cmd);
             let text = cmd.join(" ");
             checked += 1;
             if let Some(m) = pair.check(mode, &args, &text, "random", proto, &known) {
@@ -552,12 +552,7 @@ fn pipelined_streams_match_redis() {
                     (m, c, false)
                 }
             };
-            let args: Vec<Vec<u8>> = cmd
-                .iter()
-                .enumerate()
-                .filter(|(j, a)| *j < 3 || !a.is_empty())
-                .map(|(_, a)| a.clone().into_bytes())
-                .collect();
+            let args = to_args(&cmd);
             if inline {
                 stream.extend_from_slice(cmd.join(" ").as_bytes());
                 stream.extend_from_slice(b"\r\n");

@@ -45,8 +45,8 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(len(xs) * p))] / 1000.0
 
 
-def run(kind, keys):
-    p, port = bench.start(kind)
+def run(kind, keys, extra=()):
+    p, port = bench.start(kind, extra=extra)
     try:
         s = socket.create_connection(("127.0.0.1", port))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -71,12 +71,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=10_000_000)
     ap.add_argument("--servers", default="atoll,redis")
+    ap.add_argument("--server-args", default="", help="extra arguments for every server, e.g. "
+                    "'--jemalloc-bg-thread no'")
     a = ap.parse_args()
     os.sched_setaffinity(0, {1})
     gc.disable()
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} keys={a.keys} batch={BATCH}")
     for kind in a.servers.split(","):
-        run(kind, a.keys)
+        run(kind, a.keys, a.server_args.split())
 
 
 if __name__ == "__main__":

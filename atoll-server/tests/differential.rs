@@ -578,3 +578,79 @@ fn pipelined_streams_match_redis() {
     println!("pipelined differential: {checked} replies compared");
     assert!(failures.is_empty(), "{} of {checked} replies differ:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// Keys of every length class the key table stores differently (inline in one node up to
+/// 65,534 bytes, with an outside length from 65,535), taken through every value layout: short
+/// strings, integers, longer strings, raw strings modified in place, aggregates, and back.
+#[test]
+fn key_layouts_match_redis() {
+    let (_r, _a, mut pair) = start_pair();
+    let known = known_differences();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for len in [0usize, 1, 16, 22, 23, 100, 65_534, 65_535, 70_000] {
+        pair.reset(2);
+        let k = "k".repeat(len);
+        let k2 = format!("{k}2");
+        let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<String>>();
+        let v38 = "v".repeat(38);
+        let v39 = "v".repeat(39);
+        let x40 = "x".repeat(40);
+        let script: Vec<Vec<String>> = vec![
+            s(&["SET", &k, "abc"]),
+            s(&["OBJECT", "ENCODING", &k]),
+            s(&["GET", &k]),
+            s(&["SET", &k, "xyz"]),
+            s(&["APPEND", &k, &x40]),
+            s(&["OBJECT", "ENCODING", &k]),
+            s(&["STRLEN", &k]),
+            s(&["SET", &k, "12345"]),
+            s(&["OBJECT", "ENCODING", &k]),
+            s(&["INCR", &k]),
+            s(&["INCRBYFLOAT", &k, "1.5"]),
+            s(&["GET", &k]),
+            s(&["SET", &k, &v38]),
+            s(&["OBJECT", "ENCODING", &k]),
+            s(&["GETRANGE", &k, "30", "-1"]),
+            s(&["SET", &k, &v39]),
+            s(&["OBJECT", "ENCODING", &k]),
+            s(&["SETRANGE", &k, "1", "zz"]),
+            s(&["GET", &k]),
+            s(&["HSET", &k, "f", "v"]),
+            s(&["LPUSH", &k, "a"]),
+            s(&["SET", &k, "7"]),
+            s(&["SETBIT", &k, "100", "1"]),
+            s(&["BITCOUNT", &k]),
+            s(&["SET", &k, "7"]),
+            s(&["EXPIRE", &k, "1000"]),
+            s(&["SET", &k, "8", "KEEPTTL"]),
+            s(&["TTL", &k]),
+            s(&["COPY", &k, &k2]),
+            s(&["GET", &k2]),
+            s(&["RENAME", &k2, &k]),
+            s(&["GET", &k]),
+            s(&["DEL", &k]),
+            s(&["HSET", &k, "f", "v"]),
+            s(&["TYPE", &k]),
+            s(&["GET", &k]),
+            s(&["SET", &k, "short"]),
+            s(&["TYPE", &k]),
+            s(&["GETDEL", &k]),
+            s(&["EXISTS", &k]),
+            s(&["PFADD", &k, "a", "b"]),
+            s(&["PFCOUNT", &k]),
+            s(&["SET", &k, "abc"]),
+            s(&["PFCOUNT", &k]),
+        ];
+        for cmd in script {
+            let args = to_args(&cmd);
+            let text: String = cmd.join(" ").chars().take(120).collect();
+            checked += 1;
+            if let Some(m) = pair.check(Mode::Exact, &args, &text, "layouts", 2, &known) {
+                failures.push(format!("key length {len}: {m}"));
+            }
+        }
+    }
+    println!("key layout differential: {checked} replies compared");
+    assert!(failures.is_empty(), "{} of {checked} replies differ:\n{}", failures.len(), failures.join("\n"));
+}

@@ -7,52 +7,18 @@
 
 use redis::{Commands, Connection};
 use std::collections::HashSet;
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// The server process; killed when the test ends, whether it passes or panics.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use std::time::Duration;
 
 mod common;
-use common::free_port;
+use common::{start_atoll, ServerProc};
 
-fn start() -> Server {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_atoll-server"))
-        .args(["--port", &port.to_string(), "--save", "", "--enable-debug-command", "yes"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start atoll-server");
-    let mut server = Server { child, port };
-    let started = Instant::now();
-    loop {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            panic!("atoll-server exited during start-up: {status}");
-        }
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            let mut con = connect(&server);
-            if redis::cmd("PING").query::<String>(&mut con).map(|p| p == "PONG").unwrap_or(false) {
-                return server;
-            }
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "atoll-server did not accept connections on port {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// A server for these tests (the common start-up waits until it answers PING, and honours
+/// `ATOLL_TEST_IO_BACKEND`).
+fn start() -> ServerProc {
+    start_atoll(&["--save", "", "--enable-debug-command", "yes"])
 }
 
-fn connect(server: &Server) -> Connection {
+fn connect(server: &ServerProc) -> Connection {
     let client = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap();
     client.get_connection().expect("connect to atoll-server")
 }

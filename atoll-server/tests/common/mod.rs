@@ -14,15 +14,18 @@ static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 /// A port nobody listens on. Each test process starts from its own pid-derived range and
 /// counts up, checking with a bind, so parallel tests and processes do not collide.
 pub fn free_port() -> u16 {
+    // Below the kernel's ephemeral range (32768–60999 by default): a port in that range can be
+    // handed to an outgoing connection, and a connect to a port nobody listens on yet can even
+    // connect to itself (TCP simultaneous open), which looks like a server that is up.
     let _ = NEXT_PORT.compare_exchange(
         0,
-        20000 + (std::process::id() % 2000) as u16 * 10,
+        10000 + (std::process::id() % 2000) as u16 * 10,
         Ordering::SeqCst,
         Ordering::SeqCst,
     );
     loop {
         let p = NEXT_PORT.fetch_add(1, Ordering::SeqCst);
-        let p = if p > 60000 { 20000 + p % 40000 } else { p };
+        let p = 10000 + p % 22000;
         if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
             return p;
         }

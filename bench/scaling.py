@@ -10,6 +10,14 @@ in its own database: no keyspace cache line shared, the control for the contenti
 several is the figure to quote.
 
     python3 bench/scaling.py --rounds 5
+
+By default it runs the paired measurement instead (`benches/scaling_paired.rs`): each
+2-thread run timed right next to a 1-thread run, the median over many pairs, and the
+contention of a shared keyspace against a database per thread. On a host whose speed drifts
+within seconds that is the steadier figure; `--criterion` gives the rounds above.
+
+    python3 bench/scaling.py            # paired, 41 pairs per workload
+    python3 bench/scaling.py --criterion --rounds 5
 """
 import argparse
 import json
@@ -30,7 +38,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--measurement-time", type=int, default=3)
+    ap.add_argument("--criterion", action="store_true")
+    ap.add_argument("--pairs", type=int, default=41)
     a = ap.parse_args()
+    if not a.criterion:
+        subprocess.run(["cargo", "bench", "-q", "--bench", "scaling_paired", "--", str(a.pairs)],
+                       cwd=ROOT, check=True)
+        return
     ratios = {c: [] for c in ("CEILING", "GET", "SET", "INCR", "GET-own-db")}
     for r in range(a.rounds):
         subprocess.run(["cargo", "bench", "-q", "--bench", "scaling", "--", "--warm-up-time", "1",

@@ -168,7 +168,7 @@ impl Keyspace {
     pub fn prefetch_spots(&self, db: usize, spots: &[(usize, u64, &[u8])]) {
         let Some(d) = self.dbs.get(db).and_then(|d| d.get()) else { return };
         for &(s, _, _) in spots {
-            dict::prefetch(&d.shards[s] as *const _ as *const u8);
+            dict::prefetch_write(&d.shards[s] as *const _ as *const u8);
         }
         for &(s, h, _) in spots {
             if let Some(g) = d.shards[s].try_lock() {

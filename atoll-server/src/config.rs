@@ -67,6 +67,10 @@ pub static DEFS: &[Def] = &[
     // over unix sockets, the same unpipelined over TCP; docs/BENCHMARKS.md) falls back to
     // epoll where the kernel refuses it.
     d("io-backend", Kind::Enum(&["epoll", "io_uring"]), "io_uring", false),
+    // Atoll's own: the longest an io_uring worker waits for more requests before serving those
+    // it has, in microseconds (0: never waits). The wait actually used adapts to the load; see
+    // `server::uring::Pacing`.
+    d("io-batch-wait", Kind::Int { min: 0, max: 1000 }, "50", true),
     Def {
         name: "io-threads",
         alias: None,
@@ -166,6 +170,7 @@ pub struct Hot {
     pub protected_mode: AtomicBool,
     pub has_password: AtomicBool,
     pub hz: AtomicU32,
+    pub io_batch_wait: AtomicU32,
     pub loglevel: AtomicU32,
     // Encoding thresholds of the aggregate types (CONFIG SET-able, read on every write).
     pub list_max_listpack_size: AtomicI64,
@@ -492,6 +497,7 @@ impl Config {
         h.timeout.store(get("timeout").parse().unwrap_or(0), Ordering::Relaxed);
         h.protected_mode.store(get("protected-mode") == "yes", Ordering::Relaxed);
         h.has_password.store(!get("requirepass").is_empty(), Ordering::Relaxed);
+        h.io_batch_wait.store(get("io-batch-wait").parse().unwrap_or(0), Ordering::Relaxed);
         h.hz.store(get("hz").parse::<u32>().unwrap_or(10).clamp(1, 500), Ordering::Relaxed);
         // As in Redis, jemalloc's background thread returns freed pages (old hash tables after a
         // rehash, deleted values) to the OS without waiting for the next allocation to notice.

@@ -450,6 +450,66 @@ fn falls_back_to_epoll_without_io_uring() {
     assert!(log.contains("io_uring is not available on this system: falling back to epoll."), "{log}");
 }
 
+fn info_field(c: &mut redis::Connection, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+    let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).unwrap_or_else(|| panic!("{info}"));
+    line[name.len() + 1..].parse().unwrap()
+}
+
+/// `threads` clients each INCR a shared counter `n` times, round trip by round trip.
+fn busy_clients(port: u16, threads: usize, n: usize) {
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = client(port);
+                for _ in 0..n {
+                    let _: i64 = c.incr("counter", 1).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// Many busy unpipelined clients make an io_uring worker hold its wake-ups for batches of
+/// requests (`io-batch-wait`): every reply still arrives, in order, and CONFIG SET 0 turns the
+/// waits off. The epoll backend never holds a wake-up.
+#[test]
+fn batched_waits_under_many_busy_clients() {
+    let s = start_atoll(&["--io-batch-wait", "1000"]);
+    let mut c = client(s.port);
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("io-batch-wait").query(&mut c).unwrap();
+    assert_eq!(got, ["io-batch-wait", "1000"]);
+    let reads0 = info_field(&mut c, "total_reads_processed");
+    let writes0 = info_field(&mut c, "total_writes_processed");
+    busy_clients(s.port, 64, 600);
+    assert_eq!(c.get::<_, i64>("counter").unwrap(), 64 * 600);
+    // Every request was its own read and its reply its own write (no pipelining here).
+    assert!(info_field(&mut c, "total_reads_processed") - reads0 >= 64 * 600);
+    assert!(info_field(&mut c, "total_writes_processed") - writes0 >= 64 * 600);
+    let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
+    let batched = info_field(&mut c, "io_batched_waits");
+    if info.contains("multiplexing_api:io_uring\r\n") && atoll::server::uring::batch_waits_available() {
+        assert!(batched > 0, "64 busy clients and no batched wait");
+    } else {
+        assert_eq!(batched, 0);
+    }
+
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("io-batch-wait").arg("0").query(&mut c).unwrap();
+    // The setting applies from the next 10 ms epoch of each worker.
+    busy_clients(s.port, 8, 300);
+    std::thread::sleep(Duration::from_millis(30));
+    busy_clients(s.port, 8, 100);
+    let before = info_field(&mut c, "io_batched_waits");
+    busy_clients(s.port, 64, 300);
+    assert_eq!(info_field(&mut c, "io_batched_waits"), before);
+    assert_eq!(c.get::<_, i64>("counter").unwrap(), 64 * 600 + 8 * 400 + 64 * 300);
+    let err = redis::cmd("CONFIG").arg("SET").arg("io-batch-wait").arg("-1").query::<()>(&mut c).unwrap_err();
+    assert!(err.to_string().contains("argument must be between 0 and 1000"), "{err}");
+}
+
 /// Large requests and replies cross many receive buffers and short sends (io_uring provides
 /// 4 KB buffers; a 1 MB value spans hundreds of them), pipelined with small ones.
 #[test]

@@ -286,8 +286,8 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("unexpected_error_replies:{}", st.sum(|c| &c.unexpected_error_replies));
                 f!("total_error_replies:{}", st.sum(|c| &c.error_replies));
                 f!("dump_payload_sanitizations:0");
-                f!("total_reads_processed:0");
-                f!("total_writes_processed:0");
+                f!("total_reads_processed:{}", st.sum(|c| &c.reads_processed));
+                f!("total_writes_processed:{}", st.sum(|c| &c.writes_processed));
                 f!("io_threaded_reads_processed:0");
                 f!("io_threaded_writes_processed:0");
                 f!("reply_buffer_shrinks:0");
@@ -296,6 +296,8 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("acl_access_denied_cmd:0");
                 f!("acl_access_denied_key:0");
                 f!("acl_access_denied_channel:0");
+                // Atoll's own (io_uring backend): waits that held the wake-up for more requests.
+                f!("io_batched_waits:{}", st.sum(|c| &c.batched_waits));
             }
             "replication" => {
                 o.push_str("# Replication\r\n");

@@ -175,6 +175,7 @@ impl Worker {
                 }
                 Ok(n) => {
                     bump(&ws.counters.net_output_bytes, n as u64);
+                    bump(&ws.counters.writes_processed, 1);
                     c.out_pos += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

@@ -20,6 +20,12 @@ pub struct Counters {
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// Chunks of input processed and reply writes (send calls), as Redis counts its read and
+    /// write events.
+    pub reads_processed: AtomicU64,
+    pub writes_processed: AtomicU64,
+    /// io_uring waits that let the kernel hold the wake-up for more requests (`Pacing`).
+    pub batched_waits: AtomicU64,
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub expired_keys: AtomicU64,
@@ -62,6 +68,9 @@ impl WorkerStats {
             &c.rejected_connections,
             &c.net_input_bytes,
             &c.net_output_bytes,
+            &c.reads_processed,
+            &c.writes_processed,
+            &c.batched_waits,
             &c.keyspace_hits,
             &c.keyspace_misses,
             &c.expired_keys,

@@ -11,6 +11,9 @@
 //! - the ring is created with `DEFER_TASKRUN` and `SINGLE_ISSUER`: receive work queued by
 //!   arriving data runs when the worker enters the kernel, not as interruptions.
 //!
+//! - when many connections are active, a worker waits a little for more requests before it
+//!   serves a round (`Pacing`), so one wake-up serves several of them.
+//!
 //! A send's buffer must stay put until its completion arrives, so a connection has two:
 //! `sending` (owned by the kernel while a send is in flight) and `link.out`, where new replies
 //! accumulate meanwhile. A connection is freed only once no operation of it is in flight.
@@ -36,6 +39,94 @@ const OP_RECV: u64 = 0;
 const OP_SEND: u64 = 1;
 const OP_CANCEL: u64 = 2;
 const WAKE: u64 = u64::MAX;
+
+/// Adaptive batching of a worker's wake-ups (`io-batch-wait`).
+///
+/// Unpipelined over loopback TCP, most of a request's server CPU is the kernel's, and a large
+/// share of it is waking the worker: with 50 busy clients a round served ~1.8 requests, each
+/// round paying for a sleep, a cross-CPU wake-up and a reschedule (docs/BENCHMARKS.md). So
+/// after a round has sent replies, the worker asks the kernel to wake it only once as many
+/// requests have arrived as it just answered — those clients are the ones about to send
+/// again — or after a short timer, whichever comes first (`IORING_FEAT_MIN_TIMEOUT`: past
+/// `min_wait_usec` one completion is enough). The timer is the price: a request can wait that
+/// long. It is set every epoch to an eighth of the clients' cycle time — active connections ÷
+/// arrival rate (Little's law), which is roughly what each request already waits at this load —
+/// capped by `io-batch-wait`. It is zero when fewer than `MIN_ACTIVE` connections sent
+/// anything, or when requests arrive too sparsely for the timer to gather two more on average,
+/// so a lone client, a handful of them, or many idle ones never wait.
+struct Pacing {
+    /// False when the kernel lacks min-timeout waits (before 6.12).
+    supported: bool,
+    epoch: u32,
+    epoch_start: quanta::Instant,
+    /// Receive completions and distinct connections seen in this epoch.
+    arrivals: u32,
+    active: u32,
+    /// The timer the next waits use, in microseconds (0: plain waits).
+    wait_us: u32,
+}
+
+const EPOCH: std::time::Duration = std::time::Duration::from_millis(10);
+const MIN_ACTIVE: u32 = 4;
+/// Below this a timer costs more than the batching saves.
+const MIN_WAIT_US: u32 = 5;
+
+/// The timer of the next epoch's waits, from what the last one saw: `active` connections sent
+/// `arrivals` receives in `elapsed_us`.
+fn batch_wait_us(active: u32, arrivals: u32, elapsed_us: u64, max_us: u32) -> u32 {
+    if active < MIN_ACTIVE || arrivals == 0 {
+        return 0;
+    }
+    let cycle_us = elapsed_us * active as u64 / arrivals as u64;
+    let w = (cycle_us / 8).min(max_us as u64);
+    // Worth a timer only if it gathers at least two more requests on average.
+    if w < MIN_WAIT_US as u64 || w * (arrivals as u64) < 2 * elapsed_us {
+        0
+    } else {
+        w as u32
+    }
+}
+
+impl Pacing {
+    fn new(ring: &IoUring) -> Pacing {
+        Pacing {
+            supported: ring.params().is_feature_min_timeout(),
+            epoch: 1,
+            epoch_start: quanta::Instant::now(),
+            arrivals: 0,
+            active: 0,
+            wait_us: 0,
+        }
+    }
+
+    /// A receive completion for a connection last seen in epoch `*seen`.
+    #[inline]
+    fn arrival(&mut self, seen: &mut u32) {
+        self.arrivals += 1;
+        if *seen != self.epoch {
+            *seen = self.epoch;
+            self.active += 1;
+        }
+    }
+
+    /// Once per round: at the end of an epoch, the timer for the next one.
+    fn tick(&mut self, max_us: u32) {
+        let elapsed = self.epoch_start.elapsed();
+        if elapsed < EPOCH {
+            return;
+        }
+        self.wait_us = if self.supported {
+            batch_wait_us(self.active, self.arrivals, elapsed.as_micros() as u64, max_us)
+        } else {
+            0
+        };
+        // Epoch 0 is never current, so a new connection (seen = 0) counts as active.
+        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.epoch_start = quanta::Instant::now();
+        self.arrivals = 0;
+        self.active = 0;
+    }
+}
 
 /// The ring of provided buffers: entries the kernel consumes from the head, that the worker
 /// refills at the tail once it has used a buffer's bytes.
@@ -115,6 +206,8 @@ struct Connection {
     /// send); new replies go to `link.out` meanwhile.
     sending: Vec<u8>,
     sent: usize,
+    /// The `Pacing` epoch this connection last sent something in.
+    seen: u32,
     send_inflight: bool,
     recv_armed: bool,
     /// Closing: waiting for the operations in flight to finish before freeing.
@@ -136,6 +229,9 @@ struct Worker {
     wake_fd: i32,
     wake_buf: Box<u64>,
     cqes: Vec<(u64, i32, u32)>,
+    pacing: Pacing,
+    /// Sends queued this round: the replies whose clients the next wait expects back.
+    sends: u32,
 }
 
 /// Creates a worker's inbox, woken through an eventfd; `run` then builds the ring on the worker
@@ -158,6 +254,12 @@ pub fn available() -> bool {
         return false;
     }
     build_ring().and_then(|r| BufRing::new(&r).map(|_| ())).is_ok()
+}
+
+/// True if the io_uring backend can also hold a wait's wake-up for a batch (`Pacing`): the
+/// kernel has min-timeout waits (Linux 6.12).
+pub fn batch_waits_available() -> bool {
+    available() && build_ring().is_ok_and(|r| r.params().is_feature_min_timeout())
 }
 
 fn build_ring() -> io::Result<IoUring> {
@@ -184,6 +286,7 @@ pub fn run(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>, ready: Arc<AtomicUsiz
             std::process::exit(1);
         }
     };
+    let pacing = Pacing::new(&ring);
     let mut w = Worker {
         ring,
         bufs,
@@ -192,6 +295,8 @@ pub fn run(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>, ready: Arc<AtomicUsiz
         wake_fd,
         wake_buf: Box::new(0),
         cqes: Vec::with_capacity(1024),
+        pacing,
+        sends: 0,
     };
     w.post_wake_read();
     ready.fetch_add(1, Ordering::Release);
@@ -227,8 +332,16 @@ impl Worker {
     fn main_loop(&mut self) {
         loop {
             let ts = types::Timespec::from(self.core.timeout());
-            let args = types::SubmitArgs::new().timespec(&ts);
-            if let Err(e) = self.ring.submitter().submit_with_args(1, &args) {
+            let mut args = types::SubmitArgs::new().timespec(&ts);
+            let mut want = 1;
+            if self.pacing.wait_us > 0 && self.sends > 0 {
+                // The sends' own completions usually arrive at once and count too.
+                want = (2 * self.sends as usize).min(CQ_ENTRIES as usize / 2);
+                args = args.min_wait_usec(self.pacing.wait_us);
+                bump(&self.core.srv.stats.workers[self.core.id].counters.batched_waits, 1);
+            }
+            self.sends = 0;
+            if let Err(e) = self.ring.submitter().submit_with_args(want, &args) {
                 match e.raw_os_error() {
                     Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) => {}
                     _ => crate::log_warning!("io_uring_enter failed: {e}"),
@@ -261,6 +374,7 @@ impl Worker {
                 self.flush(t);
             }
             self.core.end_round(pending, &mut self.conns);
+            self.pacing.tick(self.core.srv.config.hot.io_batch_wait.load(Ordering::Relaxed));
         }
     }
 
@@ -275,6 +389,7 @@ impl Worker {
             link,
             sending: Vec::new(),
             sent: 0,
+            seen: 0,
             send_inflight: false,
             recv_armed: false,
             dead: false,
@@ -295,6 +410,7 @@ impl Worker {
             c.recv_armed = false;
         }
         if res > 0 {
+            self.pacing.arrival(&mut c.seen);
             // Bytes for a connection already closing (or killed) are dropped; the buffer is
             // recycled either way.
             let keep = if c.dead || c.link.session.client.handle.killed.load(Ordering::Acquire) {
@@ -330,7 +446,9 @@ impl Worker {
         if res <= 0 || c.dead {
             return self.close(t);
         }
-        bump(&self.core.srv.stats.workers[self.core.id].counters.net_output_bytes, res as u64);
+        let counters = &self.core.srv.stats.workers[self.core.id].counters;
+        bump(&counters.net_output_bytes, res as u64);
+        bump(&counters.writes_processed, 1);
         c.sent += res as usize;
         self.flush(t);
     }
@@ -361,6 +479,7 @@ impl Worker {
             .build()
             .user_data((t as u64) << 2 | OP_SEND);
         c.send_inflight = true;
+        self.sends += 1;
         self.push(e);
     }
 
@@ -382,5 +501,29 @@ impl Worker {
         let mut c = self.conns.remove(t);
         let fd = c.fd;
         self.core.release(&mut c.link, move || drop(fd));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_wait_us;
+
+    #[test]
+    fn batch_wait_follows_the_load() {
+        // 50 clients at 80k requests/s (10 ms epoch): cycle 625 µs, an eighth is 78, capped.
+        assert_eq!(batch_wait_us(50, 800, 10_000, 50), 50);
+        assert_eq!(batch_wait_us(50, 800, 10_000, 100), 78);
+        assert_eq!(batch_wait_us(50, 800, 10_000, 0), 0);
+        // A lone client or three never wait, however fast they go.
+        assert_eq!(batch_wait_us(1, 3000, 10_000, 50), 0);
+        assert_eq!(batch_wait_us(3, 3000, 10_000, 50), 0);
+        // 8 clients at 80k/s: cycle 100 µs, a 12 µs timer would gather one request on average.
+        assert_eq!(batch_wait_us(8, 800, 10_000, 50), 0);
+        // 1000 mostly idle clients, 10k requests/s: a 50 µs timer would gather half a request.
+        assert_eq!(batch_wait_us(1000, 100, 10_000, 50), 0);
+        // 200 clients at 200k/s: cycle 1 ms, 50 µs gathers ten.
+        assert_eq!(batch_wait_us(200, 2000, 10_000, 50), 50);
+        // Nothing arrived.
+        assert_eq!(batch_wait_us(50, 0, 10_000, 50), 0);
     }
 }

@@ -119,7 +119,7 @@ def run_bench(port, test, requests, pipeline, clients=50, sock=None):
     raise SystemExit(f"unexpected redis-benchmark output: {out}")
 
 
-def measure(kind, test, requests, pipeline, unix=False):
+def measure(kind, test, requests, pipeline, unix=False, clients=50):
     sock = f"/tmp/atoll-bench-{kind}.sock" if unix else None
     p, port = start(kind, extra=["--unixsocket", sock] if unix else ())
     try:
@@ -131,40 +131,44 @@ def measure(kind, test, requests, pipeline, unix=False):
                             "-P", "64", "-q", "ZADD", "zbench", "__rand_int__", "m__rand_int__"],
                            capture_output=True, check=True)
         (u0, s0), m0 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
-        ops, lat = run_bench(port, test, requests, pipeline, sock=sock)
+        ops, lat = run_bench(port, test, requests, pipeline, clients=clients, sock=sock)
         (u1, s1), m1 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
         per_op = lambda ticks: ticks / HZ * 1e6 / requests
         p99 = lat[4] if len(lat) >= 5 else float("nan")  # avg,min,p50,p95,p99,max (ms)
-        # server CPU µs/op, whole-machine µs/op, p99 ms, and the server's user-space share
-        return ops, per_op(u1 - u0 + s1 - s0), per_op(m1 - m0), p99, per_op(u1 - u0)
+        avg = lat[0] if lat else float("nan")
+        # server CPU µs/op, whole-machine µs/op, p99 ms, the server's user-space share, mean latency ms
+        return ops, per_op(u1 - u0 + s1 - s0), per_op(m1 - m0), p99, per_op(u1 - u0), avg
     finally:
         p.kill()
         p.wait()
 
 
-def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16), unix=False, kinds=("redis", "atoll")):
+def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16), unix=False, kinds=("redis", "atoll"),
+              clients=(50,)):
     rows = []
-    for test in tests:
-        for pipeline in pipelines:
-            res = {k: [] for k in kinds}
-            for r in range(rounds):
-                # Alternate the order so drift on the machine does not favour one server.
-                order = kinds if r % 2 == 0 else tuple(reversed(kinds))
-                for kind in order:
-                    n = requests if pipeline == 1 else requests * 4
-                    res[kind].append(measure(kind, test, n, pipeline, unix=unix))
-            med = {k: [statistics.median(x[i] for x in v) for i in range(5)] for k, v in res.items()}
-            rows.append((test.upper(), pipeline, med))
-            r = med["redis"]
-            via = "unix " if unix else ""
-            line = (f"{via}{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv "
-                    f"(user {r[4]:.2f}) {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms")
-            for k in kinds[1:]:
-                a = med[k]
-                line += (f" | {k} {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv (user {a[4]:.2f}) {a[2]:6.2f} us/op mach "
-                         f"p99 {a[3]:.3f}ms"
-                         f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x")
-            print(line, flush=True)
+    for test, pipeline, nclients in ((t, p, c) for t in tests for p in pipelines for c in clients):
+        res = {k: [] for k in kinds}
+        for r in range(rounds):
+            # Alternate the order so drift on the machine does not favour one server.
+            order = kinds if r % 2 == 0 else tuple(reversed(kinds))
+            for kind in order:
+                n = requests if pipeline == 1 else requests * 4
+                res[kind].append(measure(kind, test, n, pipeline, unix=unix, clients=nclients))
+        med = {k: [statistics.median(x[i] for x in v) for i in range(6)] for k, v in res.items()}
+        rows.append((test.upper(), pipeline, med))
+        r = med["redis"]
+        via = "unix " if unix else ""
+        via += "" if clients == (50,) else f"-c {nclients:<3} "
+        line = (f"{via}{test.upper():4} -P {pipeline:<2} | redis {r[0]:>10.0f} ops/s {r[1]:6.2f} us/op srv "
+                f"(user {r[4]:.2f}) {r[2]:6.2f} us/op mach p99 {r[3]:.3f}ms")
+        if clients != (50,):
+            line += f" avg {r[5]:.3f}ms"
+        for k in kinds[1:]:
+            a = med[k]
+            line += (f" | {k} {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv (user {a[4]:.2f}) {a[2]:6.2f} us/op mach "
+                     f"p99 {a[3]:.3f}ms" + (f" avg {a[5]:.3f}ms" if clients != (50,) else "") +
+                     f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x")
+        print(line, flush=True)
     return rows
 
 
@@ -299,6 +303,7 @@ def main():
     ap.add_argument("--conns", type=int, default=10000)
     ap.add_argument("--only", choices=["cpu", "mem", "types", "elements", "unix"])
     ap.add_argument("--pipelines", default="1,16", help="comma-separated pipeline depths for --only cpu/unix")
+    ap.add_argument("--clients", default="50", help="comma-separated client counts for --only cpu/unix")
     ap.add_argument("--tests", help="comma-separated subset of the type workloads, e.g. zadd,xadd")
     ap.add_argument("--backends", default="io_uring",
                     help="comma-separated Atoll io-backends to measure beside Redis (epoll,io_uring); "
@@ -311,10 +316,11 @@ def main():
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
     pipelines = tuple(int(p) for p in a.pipelines.split(","))
     kinds = ("redis",) + tuple("base" if b == "base" else f"atoll-{b}" for b in a.backends.split(","))
+    clients = tuple(int(c) for c in a.clients.split(","))
     if a.only in (None, "cpu"):
-        cpu_suite(a.rounds, a.requests, kinds=kinds, pipelines=pipelines)
+        cpu_suite(a.rounds, a.requests, kinds=kinds, pipelines=pipelines, clients=clients)
     if a.only in (None, "unix"):
-        cpu_suite(a.rounds, a.requests, unix=True, kinds=kinds, pipelines=pipelines)
+        cpu_suite(a.rounds, a.requests, unix=True, kinds=kinds, pipelines=pipelines, clients=clients)
     if a.only in (None, "mem"):
         mem_suite(a.keys, a.conns, kinds)
     if a.only in (None, "types"):

@@ -478,7 +478,8 @@ fn busy_clients(port: u16, threads: usize, n: usize) {
 /// waits off. The epoll backend never holds a wake-up.
 #[test]
 fn batched_waits_under_many_busy_clients() {
-    let s = start_atoll(&["--io-batch-wait", "1000"]);
+    // Two workers whatever the core count: each must see ≥ 16 busy clients (`Pacing`).
+    let s = start_atoll(&["--io-batch-wait", "1000", "--threads", "2"]);
     let mut c = client(s.port);
     let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("io-batch-wait").query(&mut c).unwrap();
     assert_eq!(got, ["io-batch-wait", "1000"]);

@@ -45,8 +45,6 @@ impl Session {
     /// Processes bytes read from the connection, appending replies to `out`. Returns false if
     /// the connection must be closed once `out` is written.
     pub fn feed(&mut self, srv: &Server, ws: &WorkerStats, input: &[u8], out: &mut Reply) -> bool {
-        super::stats::bump(&ws.counters.net_input_bytes, input.len() as u64);
-        super::stats::bump(&ws.counters.reads_processed, 1);
         self.client.handle.last_ms.store(srv.now_ms(), Ordering::Relaxed);
         if self.pending.is_empty() {
             let used = self.process(srv, ws, input, out);

@@ -20,8 +20,8 @@ pub struct Counters {
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
-    /// Chunks of input processed and reply writes (send calls), as Redis counts its read and
-    /// write events.
+    /// Chunks of input received and reply writes (one per write or send call): Redis counts
+    /// read events and `writeToClient` calls, which is the same one per request unpipelined.
     pub reads_processed: AtomicU64,
     pub writes_processed: AtomicU64,
     /// io_uring waits that let the kernel hold the wake-up for more requests (`Pacing`).

@@ -45,15 +45,16 @@ const WAKE: u64 = u64::MAX;
 /// Unpipelined over loopback TCP, most of a request's server CPU is the kernel's, and a large
 /// share of it is waking the worker: with 50 busy clients a round served ~1.8 requests, each
 /// round paying for a sleep, a cross-CPU wake-up and a reschedule (docs/BENCHMARKS.md). So
-/// after a round has sent replies, the worker asks the kernel to wake it only once as many
-/// requests have arrived as it just answered — those clients are the ones about to send
+/// after a round has answered requests, the worker asks the kernel to wake it only once as many
+/// new requests have arrived as it just answered — those clients are the ones about to send
 /// again — or after a short timer, whichever comes first (`IORING_FEAT_MIN_TIMEOUT`: past
 /// `min_wait_usec` one completion is enough). The timer is the price: a request can wait that
 /// long. It is set every epoch to an eighth of the clients' cycle time — active connections ÷
 /// arrival rate (Little's law), which is roughly what each request already waits at this load —
-/// capped by `io-batch-wait`. It is zero when fewer than `MIN_ACTIVE` connections sent
-/// anything, or when requests arrive too sparsely for the timer to gather two more on average,
-/// so a lone client, a handful of them, or many idle ones never wait.
+/// capped by `io-batch-wait`, and it is zero unless it gathers at least two more requests on
+/// average. Since timer × rate ≤ active ÷ 8, that takes at least 16 connections of this worker
+/// sending in the epoch, and at the 50 µs cap a rate of 40k requests/s: a lone client, a few
+/// busy ones, or many sparse ones never wait.
 struct Pacing {
     /// False when the kernel lacks min-timeout waits (before 6.12).
     supported: bool,
@@ -67,14 +68,13 @@ struct Pacing {
 }
 
 const EPOCH: std::time::Duration = std::time::Duration::from_millis(10);
-const MIN_ACTIVE: u32 = 4;
 /// Below this a timer costs more than the batching saves.
 const MIN_WAIT_US: u32 = 5;
 
 /// The timer of the next epoch's waits, from what the last one saw: `active` connections sent
 /// `arrivals` receives in `elapsed_us`.
 fn batch_wait_us(active: u32, arrivals: u32, elapsed_us: u64, max_us: u32) -> u32 {
-    if active < MIN_ACTIVE || arrivals == 0 {
+    if arrivals == 0 {
         return 0;
     }
     let cycle_us = elapsed_us * active as u64 / arrivals as u64;
@@ -208,6 +208,8 @@ struct Connection {
     sent: usize,
     /// The `Pacing` epoch this connection last sent something in.
     seen: u32,
+    /// Sent a request since its last reply was queued (see `Worker::answered`).
+    received: bool,
     send_inflight: bool,
     recv_armed: bool,
     /// Closing: waiting for the operations in flight to finish before freeing.
@@ -230,8 +232,12 @@ struct Worker {
     wake_buf: Box<u64>,
     cqes: Vec<(u64, i32, u32)>,
     pacing: Pacing,
-    /// Sends queued this round: the replies whose clients the next wait expects back.
+    /// Sends queued this round (each brings a completion), and how many of them answer
+    /// requests received this round: those clients the next wait expects back. Replies that
+    /// answer nothing new (pub/sub pushes, resumed blocked clients, the rest of a short send)
+    /// bring no request back.
     sends: u32,
+    answered: u32,
 }
 
 /// Creates a worker's inbox, woken through an eventfd; `run` then builds the ring on the worker
@@ -297,6 +303,7 @@ pub fn run(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>, ready: Arc<AtomicUsiz
         cqes: Vec::with_capacity(1024),
         pacing,
         sends: 0,
+        answered: 0,
     };
     w.post_wake_read();
     ready.fetch_add(1, Ordering::Release);
@@ -334,13 +341,16 @@ impl Worker {
             let ts = types::Timespec::from(self.core.timeout());
             let mut args = types::SubmitArgs::new().timespec(&ts);
             let mut want = 1;
-            if self.pacing.wait_us > 0 && self.sends > 0 {
+            // Work already queued for the next round (a blocked client's timeout reply) must
+            // not wait for the timer.
+            if self.pacing.wait_us > 0 && self.answered > 0 && self.core.to_flush.is_empty() {
                 // The sends' own completions usually arrive at once and count too.
-                want = (2 * self.sends as usize).min(CQ_ENTRIES as usize / 2);
+                want = ((self.sends + self.answered) as usize).min(CQ_ENTRIES as usize / 2);
                 args = args.min_wait_usec(self.pacing.wait_us);
                 bump(&self.core.srv.stats.workers[self.core.id].counters.batched_waits, 1);
             }
             self.sends = 0;
+            self.answered = 0;
             if let Err(e) = self.ring.submitter().submit_with_args(want, &args) {
                 match e.raw_os_error() {
                     Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) => {}
@@ -390,6 +400,7 @@ impl Worker {
             sending: Vec::new(),
             sent: 0,
             seen: 0,
+            received: false,
             send_inflight: false,
             recv_armed: false,
             dead: false,
@@ -411,6 +422,7 @@ impl Worker {
         }
         if res > 0 {
             self.pacing.arrival(&mut c.seen);
+            c.received = true;
             // Bytes for a connection already closing (or killed) are dropped; the buffer is
             // recycled either way.
             let keep = if c.dead || c.link.session.client.handle.killed.load(Ordering::Acquire) {
@@ -480,6 +492,9 @@ impl Worker {
             .user_data((t as u64) << 2 | OP_SEND);
         c.send_inflight = true;
         self.sends += 1;
+        if std::mem::take(&mut c.received) {
+            self.answered += 1;
+        }
         self.push(e);
     }
 
@@ -514,7 +529,9 @@ mod tests {
         assert_eq!(batch_wait_us(50, 800, 10_000, 50), 50);
         assert_eq!(batch_wait_us(50, 800, 10_000, 100), 78);
         assert_eq!(batch_wait_us(50, 800, 10_000, 0), 0);
-        // A lone client or three never wait, however fast they go.
+        // Timer × rate ≤ active ÷ 8: fewer than 16 clients never wait, however fast they go.
+        assert_eq!(batch_wait_us(16, 800, 10_000, 50), 25);
+        assert_eq!(batch_wait_us(15, 800, 10_000, 50), 0);
         assert_eq!(batch_wait_us(1, 3000, 10_000, 50), 0);
         assert_eq!(batch_wait_us(3, 3000, 10_000, 50), 0);
         // 8 clients at 80k/s: cycle 100 µs, a 12 µs timer would gather one request on average.

@@ -14,6 +14,7 @@
 use super::blocking::WaitState;
 use super::client::{Client, ClientHandle};
 use super::session::Session;
+use super::stats::bump;
 use super::Server;
 use crate::protocol::Reply;
 use parking_lot::Mutex;
@@ -199,6 +200,11 @@ impl Core {
     /// connection must be closed now (it sent more than a blocked client may buffer).
     pub fn ingest(&mut self, l: &mut Link, t: usize, data: &[u8]) -> bool {
         let srv = &*self.srv;
+        // Counted here, where the network delivers bytes, so input a blocked or closing client
+        // receives counts too (as in Redis), and a resumed client's replay does not.
+        let counters = &srv.stats.workers[self.id].counters;
+        bump(&counters.net_input_bytes, data.len() as u64);
+        bump(&counters.reads_processed, 1);
         if l.closing {
             // Replies are being flushed before closing; the rest is ignored, as Redis.
         } else if l.session.waiting().is_some() {

@@ -87,6 +87,9 @@ pub struct KsView<'a, 'k> {
     pub stats: &'a crate::server::stats::Counters,
     /// (db, key) signalled ready for blocked clients by this command (see `server::blocking`).
     pub ready: Vec<(usize, Vec<u8>)>,
+    /// The keyspace hash of one argument (address, length, hash), computed by the pipeline
+    /// look-ahead: a lookup of that very slice need not hash it again.
+    pub key_hint: Option<(usize, usize, u64)>,
 }
 
 impl<'a, 'k> KsView<'a, 'k> {
@@ -99,6 +102,22 @@ impl<'a, 'k> KsView<'a, 'k> {
             return self.locks.only(self.db).unwrap();
         }
         self.locks.shard(self.db, key_shard(key))
+    }
+
+    /// `dict::hash_key(key)`, from the look-ahead's hint when `key` is the slice it hashed.
+    #[inline]
+    fn hash_of(&self, key: &[u8]) -> u64 {
+        match self.key_hint {
+            Some((at, len, h)) if at == key.as_ptr() as usize && len == key.len() => h,
+            _ => crate::engine::dict::hash_key(key),
+        }
+    }
+
+    /// The key's entry in its shard (no expiry, no access clock).
+    #[inline]
+    fn entry(&mut self, key: &[u8]) -> Option<Entry<'_>> {
+        let h = self.hash_of(key);
+        self.shard(key).keys.get_mut_hashed(key, h)
     }
 
     /// Deletes `key` if its time has passed (lazy expiry). Returns true if it was deleted.
@@ -123,7 +142,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         self.expire_if_needed(key);
         let (clock, touch) = (self.lru_clock, !self.no_touch);
         let stats = self.stats;
-        match self.shard(key).keys.get_mut(key) {
+        match self.entry(key) {
             Some(mut o) => {
                 crate::server::stats::bump(&stats.keyspace_hits, 1);
                 // Written only when it changes (once a second at most): an unconditional store
@@ -145,7 +164,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     pub fn lookup_write(&mut self, key: &[u8]) -> Option<Entry<'_>> {
         self.expire_if_needed(key);
         let clock = self.lru_clock;
-        let mut o = self.shard(key).keys.get_mut(key)?;
+        let mut o = self.entry(key)?;
         if o.lru() != clock {
             o.set_lru(clock);
         }
@@ -155,7 +174,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// Lookup that changes nothing but lazily expires (TYPE, OBJECT, TTL …).
     pub fn peek(&mut self, key: &[u8]) -> Option<Entry<'_>> {
         self.expire_if_needed(key);
-        self.shard(key).keys.get_mut(key)
+        self.entry(key)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
@@ -177,8 +196,9 @@ impl<'a, 'k> KsView<'a, 'k> {
         self.expire_if_needed(key);
         let blockable = is_blockable(&val);
         let lru = self.lru_clock;
+        let h = self.hash_of(key);
         let shard = self.shard(key);
-        match shard.keys.get_mut(key) {
+        match shard.keys.get_mut_hashed(key, h) {
             Some(mut o) => {
                 o.set(val);
                 o.set_lru(lru);

@@ -160,6 +160,7 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
             effects: Vec::new(),
             stats: ctx.ks.stats,
             ready: std::mem::take(&mut ctx.client.ready),
+            key_hint: None,
         };
         crate::server::blocking::serve_ready(&mut ks, srv);
         if !ks.effects.is_empty() {

@@ -52,7 +52,11 @@ fn reply_value(reply: &mut Reply, v: &Value) {
 fn get_generic(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
     match ctx.ks.get_string(key)? {
         Some(v) => {
-            reply_value(ctx.reply, &v);
+            let mut ibuf = itoa::Buffer::new();
+            match v.as_bytes(&mut ibuf) {
+                Some(s) => ctx.reply.bulk(s),
+                None => ctx.reply.null(),
+            }
             Ok(true)
         }
         None => {

@@ -400,16 +400,23 @@ impl<N: Chained> RawDict<N> {
     /// can read, replace or resize the node in place. Advances a pending rehash first, as
     /// every write does. The pointer is valid until the dict is next modified.
     pub fn find_link(&mut self, key: &[u8]) -> Option<NonNull<Link<N>>> {
-        self.find_link_in(key).map(|(link, _)| link)
+        self.find_link_in(key, hash_key(key)).map(|(link, _)| link)
+    }
+
+    /// `find_link` for a key whose `hash_key` the caller already has.
+    #[inline]
+    pub fn find_link_hashed(&mut self, key: &[u8], hash: u64) -> Option<NonNull<Link<N>>> {
+        debug_assert_eq!(hash, hash_key(key));
+        self.find_link_in(key, hash).map(|(link, _)| link)
     }
 
     /// `find_link`, plus the index of the table holding the node.
-    fn find_link_in(&mut self, key: &[u8]) -> Option<(NonNull<Link<N>>, usize)> {
+    fn find_link_in(&mut self, key: &[u8], hash: u64) -> Option<(NonNull<Link<N>>, usize)> {
         if self.is_empty() {
             return None;
         }
         self.step();
-        let h = hash_key(key) as usize;
+        let h = hash as usize;
         let ntables = self.tables_to_search();
         for (ti, t) in self.t[..ntables].iter_mut().enumerate() {
             if t.buckets.is_empty() {
@@ -446,7 +453,7 @@ impl<N: Chained> RawDict<N> {
 
     /// Unlinks `key`'s node and hands it to the caller, who must free it.
     pub fn unlink(&mut self, key: &[u8]) -> Option<NonNull<N>> {
-        let (link, ti) = self.find_link_in(key)?;
+        let (link, ti) = self.find_link_in(key, hash_key(key))?;
         // SAFETY: `find_link_in` returned a slot holding the node; the node is live.
         let p = unsafe {
             let p = (*link.as_ptr()).take().expect("find_link returns an occupied link");

@@ -185,6 +185,33 @@ impl KNode {
         dealloc(p.as_ptr() as *mut u8, node_layout(size));
     }
 
+    /// Whether `p` holds a string, without materializing an inline value.
+    ///
+    /// # Safety
+    /// `p` is a live node.
+    #[inline]
+    unsafe fn is_string(p: NonNull<KNode>) -> bool {
+        match Self::hdr(p).kind {
+            STR | INT => true,
+            _ => (*Self::value_ptr(p)).is_string(),
+        }
+    }
+
+    /// `p`'s string bytes read in place (integers rendered into `buf`); None if not a string.
+    /// GET replies from here: materializing the inline value first would copy it twice.
+    ///
+    /// # Safety
+    /// `p` is a live node that outlives the returned slice.
+    #[inline]
+    unsafe fn str_bytes(p: NonNull<KNode>, buf: &mut itoa::Buffer) -> Option<&[u8]> {
+        let h = Self::hdr(p);
+        match h.kind {
+            STR => Some(std::slice::from_raw_parts(Self::at(p, HDR + h.klen as usize), h.vlen as usize)),
+            INT => Some(buf.format(*(Self::at(p, HDR) as *const i64)).as_bytes()),
+            _ => (*Self::value_ptr(p)).as_bytes(buf),
+        }
+    }
+
     /// `p`'s value as `&Value`: `OBJ` nodes lend theirs; `STR` and `INT` nodes materialize it
     /// into `cell` on first use.
     ///
@@ -280,6 +307,12 @@ impl KeyTable {
         self.0.find_link(key).map(|link| Entry { link, cell: OnceCell::new(), _t: PhantomData })
     }
 
+    /// `get_mut` for a key whose `dict::hash_key` the caller already has.
+    #[inline]
+    pub fn get_mut_hashed(&mut self, key: &[u8], hash: u64) -> Option<Entry<'_>> {
+        self.0.find_link_hashed(key, hash).map(|link| Entry { link, cell: OnceCell::new(), _t: PhantomData })
+    }
+
     /// Adds a key known to be absent.
     pub fn insert_new(&mut self, key: &[u8], obj: Obj) {
         self.0.link_new(KNode::new_node(key, obj.lru, obj.val, false));
@@ -354,6 +387,20 @@ impl std::ops::Deref for ValRef<'_> {
 }
 
 impl ValRef<'_> {
+    /// `Value::is_string` without materializing an inline value.
+    #[inline]
+    pub fn is_string(&self) -> bool {
+        // SAFETY: as in `deref`.
+        unsafe { KNode::is_string(self.node) }
+    }
+
+    /// `Value::as_bytes`, read in place.
+    #[inline]
+    pub fn as_bytes<'b>(&'b self, buf: &'b mut itoa::Buffer) -> Option<&'b [u8]> {
+        // SAFETY: as in `deref`.
+        unsafe { KNode::str_bytes(self.node, buf) }
+    }
+
     /// The access clock.
     pub fn lru(&self) -> u32 {
         // SAFETY: as in `deref`.
@@ -386,6 +433,20 @@ impl<'a> Entry<'a> {
         // SAFETY: the link was found occupied, and only this guard can change it, always to
         // another node.
         unsafe { (*self.link.as_ptr()).unwrap_unchecked() }
+    }
+
+    /// `Value::is_string` without materializing an inline value.
+    #[inline]
+    pub fn is_string(&self) -> bool {
+        // SAFETY: the node lives (see `deref`).
+        unsafe { KNode::is_string(self.node()) }
+    }
+
+    /// `Value::as_bytes`, read in place.
+    #[inline]
+    pub fn as_bytes<'b>(&'b self, buf: &'b mut itoa::Buffer) -> Option<&'b [u8]> {
+        // SAFETY: the node lives (see `deref`).
+        unsafe { KNode::str_bytes(self.node(), buf) }
     }
 
     /// The access clock.

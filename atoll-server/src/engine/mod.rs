@@ -162,28 +162,41 @@ impl Keyspace {
     /// slot, then node), and a batch of GETs over a large keyspace spends most of its time
     /// waiting on them one after another. Here the misses of the next commands' keys (their shard
     /// and hash, `spots`, computed once by the look-ahead) are
-    /// started together, in three passes (shard header, bucket slot, first node), so they
-    /// overlap; the commands then find their data in cache. Each pass takes the shard's lock
-    /// only if it is free and only to read the table; a busy shard is simply not prefetched.
+    /// started together, in passes (shard header, bucket slot, first node, second node), so
+    /// they overlap; the commands then find their data in cache. Each distinct shard is locked
+    /// once for all the passes, only if it is free and only to read its table (a locked
+    /// instruction costs as much as the prefetch it enables); a busy shard is simply not
+    /// prefetched.
     pub fn prefetch_spots(&self, db: usize, spots: &[(usize, u64, &[u8])]) {
         let Some(d) = self.dbs.get(db).and_then(|d| d.get()) else { return };
         for &(s, _, _) in spots {
             dict::prefetch_write(&d.shards[s] as *const _ as *const u8);
         }
-        for &(s, h, _) in spots {
-            if let Some(g) = d.shards[s].try_lock() {
-                g.keys.prefetch_bucket(h);
-            }
+        // (shard, its guard) per distinct shard, and for each spot the index of its guard.
+        let mut guards: SmallVec<[(usize, MutexGuard<'_, Shard>); 16]> = SmallVec::new();
+        let mut of_spot: SmallVec<[u8; 16]> = SmallVec::new();
+        for &(s, _, _) in spots {
+            let i = match guards.iter().position(|(g, _)| *g == s) {
+                Some(i) => i,
+                None => match d.shards[s].try_lock() {
+                    Some(g) if guards.len() < u8::MAX as usize => {
+                        guards.push((s, g));
+                        guards.len() - 1
+                    }
+                    _ => u8::MAX as usize,
+                },
+            };
+            of_spot.push(i as u8);
         }
-        for &(s, h, _) in spots {
-            if let Some(g) = d.shards[s].try_lock() {
-                g.keys.prefetch_node(h);
-            }
+        let locked = || spots.iter().zip(&of_spot).filter(|(_, &i)| i != u8::MAX);
+        for (&(_, h, _), &i) in locked() {
+            guards[i as usize].1.keys.prefetch_bucket(h);
         }
-        for &(s, h, k) in spots {
-            if let Some(g) = d.shards[s].try_lock() {
-                g.keys.prefetch_second(h, k);
-            }
+        for (&(_, h, _), &i) in locked() {
+            guards[i as usize].1.keys.prefetch_node(h);
+        }
+        for (&(_, h, k), &i) in locked() {
+            guards[i as usize].1.keys.prefetch_second(h, k);
         }
     }
 
@@ -254,6 +267,14 @@ impl<'k> Locks<'k> {
 
     /// Locks every shard of the plan in ascending order (so no two commands can deadlock).
     pub fn acquire(ks: &'k Keyspace, mut plan: LockPlan) -> Locks<'k> {
+        // Most commands lock one shard: no sorting, no loop.
+        if let [id] = plan.ids[..] {
+            let mut held = SmallVec::new();
+            if let Some(db) = ks.dbs.get((id >> 16) as usize) {
+                held.push((id, db.get_or_init(Db::new).shards[(id & 0xffff) as usize].lock()));
+            }
+            return Locks { ks, held };
+        }
         if plan.ids.len() > 1 {
             plan.ids.sort_unstable();
             plan.ids.dedup();

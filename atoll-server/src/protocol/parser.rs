@@ -101,6 +101,27 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// The common header line, read in one pass: up to 9 decimal digits (no sign, no leading
+/// zero) then CRLF, starting at `from`. Returns the value and the index of the `\r`; None for
+/// anything else (a longer number, a sign, a missing CRLF), which the general path then
+/// handles with its exact errors. It accepts exactly what `find_crlf` + `parse_i64` would,
+/// with the same result, for the lines it accepts.
+#[inline]
+fn short_count(buf: &[u8], from: usize) -> Option<(usize, usize)> {
+    let d = buf.get(from..)?;
+    let (mut v, mut i) = (0usize, 0usize);
+    while i < 9 && i < d.len() {
+        let c = d[i].wrapping_sub(b'0');
+        if c > 9 {
+            break;
+        }
+        v = v * 10 + c as usize;
+        i += 1;
+    }
+    let crlf = d.get(i..i + 2) == Some(b"\r\n");
+    (crlf && i > 0 && (d[0] != b'0' || i == 1)).then_some((v, from + i))
+}
+
 /// Parses a signed decimal integer exactly as Redis's `string2ll` does (no spaces, no '+').
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() > 20 {
@@ -187,6 +208,14 @@ impl Parser {
     }
 
     fn parse_multibulk_header(&mut self, buf: &[u8], limits: &Limits) -> Parsed {
+        if let Some((n, nl)) = short_count(buf, 1) {
+            if n > 0 && (n <= 10 || !limits.unauthenticated) && n as i64 <= limits.max_multibulk_len {
+                self.ranges.clear();
+                self.source = ArgSource::Buffer;
+                self.state = State::Multibulk { remaining: n as i64, pos: nl + 2 };
+                return self.parse_bulks(buf, limits);
+            }
+        }
         let nl = match find_crlf(buf, 1) {
             Some(p) => p,
             None => {
@@ -224,6 +253,18 @@ impl Parser {
             if buf[pos] != b'$' {
                 self.state = State::Idle;
                 return Parsed::Error(expected_dollar(buf[pos]));
+            }
+            if let Some((len, nl)) = short_count(buf, pos + 1) {
+                if len as i64 <= limits.max_bulk_len && (len <= 16384 || !limits.unauthenticated) {
+                    let start = nl + 2;
+                    if buf.len() < start + len + 2 {
+                        break;
+                    }
+                    self.ranges.push((start, start + len));
+                    pos = start + len + 2;
+                    remaining -= 1;
+                    continue;
+                }
             }
             let nl = match find_crlf(buf, pos + 1) {
                 Some(p) => p,
@@ -580,5 +621,54 @@ mod tests {
         assert_eq!(parse_i64(b"-0"), None);
         assert_eq!(parse_i64(b"+1"), None);
         assert_eq!(parse_i64(b" 1"), None);
+    }
+
+    /// The one-pass header reader agrees with the general path on every line it accepts, and
+    /// declines everything the general path would reject or treat specially.
+    #[test]
+    fn short_count_agrees_with_the_general_path() {
+        let lines: &[&[u8]] = &[
+            b"0\r\n",
+            b"1\r\n",
+            b"16\r\n",
+            b"123456789\r\n",
+            b"1234567890\r\n",
+            b"00\r\n",
+            b"01\r\n",
+            b"-1\r\n",
+            b"+1\r\n",
+            b"\r\n",
+            b"1\r",
+            b"1",
+            b"",
+            b"1\rx",
+            b" 1\r\n",
+            b"1 \r\n",
+            b"99999999999999999999\r\n",
+        ];
+        for line in lines {
+            let general = find_crlf(line, 0).and_then(|nl| parse_i64(&line[..nl]).map(|v| (v, nl)));
+            match short_count(line, 0) {
+                Some((v, nl)) => assert_eq!(general, Some((v as i64, nl)), "{:?}", String::from_utf8_lossy(line)),
+                None => assert!(
+                    general.is_none_or(|(v, _)| !(0..=999_999_999).contains(&v) || line[0] == b'0'),
+                    "declined {:?}",
+                    String::from_utf8_lossy(line)
+                ),
+            }
+        }
+        // Whole requests through both paths give the same arguments.
+        let l = Limits::default();
+        let mut p = Parser::new();
+        let req = b"*3\r\n$3\r\nSET\r\n$0\r\n\r\n$10\r\n0123456789\r\n";
+        assert_eq!(p.parse(req, &l), Parsed::Command { consumed: req.len() });
+        assert_eq!(args(&p, req), vec![b"SET".to_vec(), b"".to_vec(), b"0123456789".to_vec()]);
+        let mut p = Parser::new();
+        assert_eq!(p.parse(b"*1\r\n$01\r\nx\r\n", &l), Parsed::Error("Protocol error: invalid bulk length"));
+        let mut p = Parser::new();
+        let auth = Limits { unauthenticated: true, ..Limits::default() };
+        assert_eq!(p.parse(b"*11\r\n", &auth), Parsed::Error("Protocol error: unauthenticated multibulk length"));
+        let mut p = Parser::new();
+        assert_eq!(p.parse(b"*1\r\n$16385\r\n", &auth), Parsed::Error("Protocol error: unauthenticated bulk length"));
     }
 }

@@ -137,6 +137,10 @@ pub struct Client {
     /// so a pipeline reads the clock once per command, not twice. The session clears it
     /// between batches.
     pub clock: Option<quanta::Instant>,
+    /// `Command::id + 1` of the last top-level command this client ran by name (0: none), tried
+    /// first when resolving the next request: pipelines repeat one command, and comparing a
+    /// name costs less than hashing it.
+    pub memo_cmd: usize,
 }
 
 impl Client {
@@ -160,6 +164,7 @@ impl Client {
             ready: Vec::new(),
             wake: None,
             clock: None,
+            memo_cmd: 0,
         }
     }
 

@@ -91,7 +91,14 @@ impl Session {
             match parsed {
                 Parsed::Command { consumed } => {
                     let argv: Argv = match (&hint, self.parser.source) {
-                        (Some(r), _) => ahead.args[r.args.clone()].iter().map(|&(s, e)| &buf[s..e]).collect(),
+                        (Some(r), _) => {
+                            // A plain loop: `collect` into a SmallVec costs several times more.
+                            let mut argv = Argv::new();
+                            for &(s, e) in &ahead.args[r.args.clone()] {
+                                argv.push(&buf[s..e]);
+                            }
+                            argv
+                        }
                         (None, ArgSource::Buffer) => {
                             self.parser.ranges.iter().map(|&(s, e)| &buf[pos + s..pos + e]).collect()
                         }
@@ -112,8 +119,8 @@ impl Session {
                         self.client.close_after_reply = true;
                         break;
                     }
-                    let shard_hint = hint.and_then(|r| r.shard);
-                    dispatch_hinted(srv, ws, &mut self.client, &argv, shard_hint, out);
+                    let key_hint = hint.and_then(|r| r.key);
+                    dispatch_hinted(srv, ws, &mut self.client, &argv, key_hint, out);
                     if self.client.waiting.is_some() {
                         // Blocked: later requests wait in the buffer until it is served.
                         break;
@@ -171,8 +178,16 @@ struct AheadReq {
     consumed: usize,
     /// Its arguments in `Ahead::args`.
     args: std::ops::Range<usize>,
-    /// The shard of its first argument (the key of most commands).
-    shard: Option<usize>,
+    /// The shard and keyspace hash of its first argument (the key of most commands).
+    key: Option<KeyHint>,
+}
+
+/// Where the look-ahead found a request's first argument would live: its shard, and its hash
+/// in the shard's table.
+#[derive(Clone, Copy)]
+struct KeyHint {
+    shard: usize,
+    hash: u64,
 }
 
 /// Requests with more arguments than this are parsed again by the main loop rather than
@@ -213,13 +228,17 @@ fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits
                     if matches!(p.source, ArgSource::Buffer) && n <= AHEAD_MAX_ARGS {
                         let first = ahead.args.len();
                         ahead.args.extend(p.ranges.iter().map(|&(s, e)| (pos + s, pos + e)));
-                        let shard = (n >= 2).then(|| {
+                        let key = (n >= 2).then(|| {
                             let (s, e) = ahead.args[first + 1];
                             let key = &buf[s..e];
-                            spots.push((crate::engine::key_shard(key), crate::engine::dict::hash_key(key), key));
-                            spots[spots.len() - 1].0
+                            let hint = KeyHint {
+                                shard: crate::engine::key_shard(key),
+                                hash: crate::engine::dict::hash_key(key),
+                            };
+                            spots.push((hint.shard, hint.hash, key));
+                            hint
                         });
-                        ahead.reqs.push(AheadReq { at: pos, consumed, args: first..first + n, shard });
+                        ahead.reqs.push(AheadReq { at: pos, consumed, args: first..first + n, key });
                     }
                     pos += consumed;
                 }
@@ -300,18 +319,38 @@ pub fn resolve<'t>(srv: &'t Server, argv: &[&[u8]]) -> Result<&'t Arc<Command>, 
     Ok(cmd)
 }
 
+/// `resolve`, trying the client's previous command first (see `Client::memo_cmd`).
+fn resolve_memo<'t>(
+    srv: &'t Server,
+    client: &mut Client,
+    argv: &[&[u8]],
+) -> Result<&'t Arc<Command>, (Option<&'t Command>, CmdError)> {
+    if let Some(c) = client.memo_cmd.checked_sub(1).and_then(|i| srv.table.all.get(i)) {
+        if argv[0].eq_ignore_ascii_case(c.name.as_bytes()) && c.arity_ok(argv.len()) {
+            return Ok(c);
+        }
+    }
+    let c = resolve(srv, argv)?;
+    // Only a plain top-level command: a container resolves by its second argument, and a
+    // subcommand's name ("config|get") is not something a request can name.
+    if !c.is_container && argv[0].eq_ignore_ascii_case(c.name.as_bytes()) {
+        client.memo_cmd = c.id + 1;
+    }
+    Ok(c)
+}
+
 /// The generic gates (Redis's `processCommand`), then the command.
 pub fn dispatch(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], out: &mut Reply) {
     dispatch_hinted(srv, ws, client, argv, None, out)
 }
 
-/// `dispatch`, with the shard of `argv[1]` when the look-ahead already computed it.
+/// `dispatch`, with the shard and hash of `argv[1]` when the look-ahead already computed them.
 fn dispatch_hinted(
     srv: &Server,
     ws: &WorkerStats,
     client: &mut Client,
     argv: &[&[u8]],
-    shard_hint: Option<usize>,
+    key_hint: Option<KeyHint>,
     out: &mut Reply,
 ) {
     out.proto = client.proto;
@@ -320,7 +359,7 @@ fn dispatch_hinted(
     if client.reply_mode == ReplyMode::SkipNext {
         client.reply_mode = ReplyMode::Skipping;
     }
-    gated(srv, ws, client, argv, shard_hint, out);
+    gated(srv, ws, client, argv, key_hint, out);
     match client.reply_mode {
         ReplyMode::Off => out.buf.truncate(mark),
         ReplyMode::Skipping => {
@@ -336,10 +375,10 @@ fn gated(
     ws: &WorkerStats,
     client: &mut Client,
     argv: &[&[u8]],
-    shard_hint: Option<usize>,
+    key_hint: Option<KeyHint>,
     out: &mut Reply,
 ) {
-    let cmd = match resolve(srv, argv) {
+    let cmd = match resolve_memo(srv, client, argv) {
         Ok(c) => c,
         Err((cmd, e)) => return reject(ws, client, out, cmd, e),
     };
@@ -375,16 +414,16 @@ fn gated(
             return;
         }
     }
-    let plan = match (shard_hint, cmd.scope, cmd.single_key) {
+    let plan = match (key_hint, cmd.scope, cmd.single_key) {
         // GET, SET, INCR … whose key the look-ahead already hashed to its shard.
-        (Some(shard), Scope::Keys, Some(1)) => LockPlan::one(client.db, shard),
+        (Some(k), Scope::Keys, Some(1)) => LockPlan::one(client.db, k.shard),
         _ => match lock_plan(cmd, argv, client.db, false, srv.ks.num_dbs()) {
             Ok(p) => p,
             Err(e) => return reject(ws, client, out, Some(cmd), e),
         },
     };
     let mut locks = Locks::acquire(&srv.ks, plan);
-    call(srv, ws, client, out, cmd, argv, &mut locks);
+    call_hinted(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
 }
 
 /// The shards a command must lock. `in_exec`: walkers lock their whole database.
@@ -448,6 +487,21 @@ pub fn call(
     argv: &[&[u8]],
     locks: &mut Locks<'_>,
 ) -> bool {
+    call_hinted(srv, ws, client, out, cmd, argv, locks, None)
+}
+
+/// `call`, with the keyspace hash of `argv[1]` if the look-ahead computed it.
+#[allow(clippy::too_many_arguments)]
+fn call_hinted(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    out: &mut Reply,
+    cmd: &Command,
+    argv: &[&[u8]],
+    locks: &mut Locks<'_>,
+    arg1_hash: Option<u64>,
+) -> bool {
     // One clock read gives both the command's fixed time (7.2 semantics) and the start of
     // its duration measurement; within a pipelined batch it is the previous command's end.
     let start = client.clock.take().unwrap_or_else(quanta::Instant::now);
@@ -473,6 +527,7 @@ pub fn call(
             effects: Vec::new(),
             stats: &ws.counters,
             ready: Vec::new(),
+            key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
         },
         client,
     };

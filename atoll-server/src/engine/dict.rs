@@ -25,6 +25,27 @@ pub fn hash_key(key: &[u8]) -> u64 {
     HASHER.hash_one(key)
 }
 
+/// Key equality without a call into libc's `memcmp` for keys of 4 to 16 bytes (most keys):
+/// after the lengths, two overlapping words from each end cover every byte.
+#[inline]
+pub fn key_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        8..=16 => {
+            let w = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+            w(a, 0) == w(b, 0) && w(a, n - 8) == w(b, n - 8)
+        }
+        4..=7 => {
+            let w = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4 bytes"));
+            w(a, 0) == w(b, 0) && w(a, n - 4) == w(b, n - 4)
+        }
+        _ => a == b,
+    }
+}
+
 /// A key stored in a dict node: up to 22 bytes live inside the node itself, longer keys in
 /// their own allocation. The enum is 24 bytes (a boxed slice would be 16), and most keys cost
 /// no allocation and no extra cache miss on lookup.
@@ -362,7 +383,7 @@ impl<N: Chained> RawDict<N> {
             if let Some(&Some(n)) = t.buckets.get(hash as usize & t.mask()) {
                 // SAFETY: linked nodes are live while the dict is borrowed.
                 unsafe {
-                    if N::key(n) != key {
+                    if !key_eq(N::key(n), key) {
                         if let Some(next) = *N::next(n) {
                             prefetch(next.as_ptr() as *const u8);
                         }
@@ -386,7 +407,7 @@ impl<N: Chained> RawDict<N> {
             while let Some(p) = cur {
                 // SAFETY: linked nodes are live while the dict is borrowed.
                 unsafe {
-                    if N::key(p) == key {
+                    if key_eq(N::key(p), key) {
                         return Some(p);
                     }
                     cur = *N::next(p);
@@ -428,7 +449,7 @@ impl<N: Chained> RawDict<N> {
             // `self` is borrowed mutably.
             unsafe {
                 while let Some(p) = *link {
-                    if N::key(p) == key {
+                    if key_eq(N::key(p), key) {
                         return NonNull::new(link).map(|l| (l, ti));
                     }
                     link = N::next(p);
@@ -719,6 +740,21 @@ impl<V> Dict<V> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn key_eq_is_slice_equality() {
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
+            assert!(key_eq(&a, &a.clone()));
+            assert!(!key_eq(&a, &a[..n.saturating_sub(1)]) || n == 0);
+            for i in 0..n {
+                let mut b = a.clone();
+                b[i] ^= 0x40;
+                assert!(!key_eq(&a, &b), "len {n}, byte {i}");
+            }
+        }
+    }
+
     use super::*;
     use std::collections::HashSet;
 

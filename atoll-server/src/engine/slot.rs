@@ -8,15 +8,16 @@
 //! On x86-64 with carry-less multiplication (PCLMULQDQ, detected at run time) the CRC takes
 //! eight bytes per step with two multiplies and no table; elsewhere it is the `crc` crate's
 //! byte-wise table. Written here rather than taken from a crate because the SIMD CRC crates
-//! are built for long buffers: for a 16-byte key `crc-fast` measured 17.9 ns, the byte-wise
-//! table 21 ns, slice-by-16 13.5 ns (8 KB of tables), this 5 ns (docs/BENCHMARKS.md).
+//! are built for long buffers. Per 16-byte key, in a chain of dependent lookups on the
+//! development machine: the byte-wise table 42 ns, `crc-fast` 15–19 ns, slice-by-16 7 ns (but
+//! 8 KB of tables to keep cached), this 10 ns with no table (docs/BENCHMARKS.md).
 
 use crc::{Crc, CRC_16_XMODEM};
 
-/// The byte-wise table (512 bytes) stays in L1 even between unpipelined requests, when the
-/// kernel's network path has evicted everything else. Slice-by-16 (8 KB of tables) was faster
-/// in the hot-cache in-process benchmark but measured slower unpipelined over TCP
-/// (docs/BENCHMARKS.md).
+/// The fallback. The byte-wise table (512 bytes) stays in L1 even between unpipelined
+/// requests, when the kernel's network path has evicted everything else. Slice-by-16 (8 KB of
+/// tables) was faster in the hot-cache in-process benchmark but measured slower unpipelined
+/// over TCP (docs/BENCHMARKS.md).
 const CRC16: Crc<u16> = Crc::<u16>::new(&CRC_16_XMODEM);
 
 pub const SLOTS: usize = 16384;

@@ -144,7 +144,7 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
     ctx.client.in_exec = true;
     for (cmd, argv) in cmds.iter().zip(&m.queued) {
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-        session::call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks);
+        session::call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks, None);
     }
     ctx.client.in_exec = false;
     // Clients blocked on keys the transaction made ready are served now that it is complete.

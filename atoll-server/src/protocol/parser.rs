@@ -254,39 +254,36 @@ impl Parser {
                 self.state = State::Idle;
                 return Parsed::Error(expected_dollar(buf[pos]));
             }
-            if let Some((len, nl)) = short_count(buf, pos + 1) {
-                if len as i64 <= limits.max_bulk_len && (len <= 16384 || !limits.unauthenticated) {
-                    let start = nl + 2;
-                    if buf.len() < start + len + 2 {
-                        break;
-                    }
-                    self.ranges.push((start, start + len));
-                    pos = start + len + 2;
-                    remaining -= 1;
-                    continue;
+            let (len, nl) = match short_count(buf, pos + 1) {
+                Some((len, nl)) if len as i64 <= limits.max_bulk_len && (len <= 16384 || !limits.unauthenticated) => {
+                    (len, nl)
                 }
-            }
-            let nl = match find_crlf(buf, pos + 1) {
-                Some(p) => p,
-                None => {
-                    if buf.len() - pos > limits.max_inline {
-                        self.state = State::Idle;
-                        return Parsed::Error("Protocol error: too big bulk count string");
-                    }
-                    break;
-                }
-            };
-            let len = match parse_i64(&buf[pos + 1..nl]) {
-                Some(l) if l >= 0 && l <= limits.max_bulk_len => l as usize,
+                // The general path, with its exact errors.
                 _ => {
-                    self.state = State::Idle;
-                    return Parsed::Error("Protocol error: invalid bulk length");
+                    let nl = match find_crlf(buf, pos + 1) {
+                        Some(p) => p,
+                        None => {
+                            if buf.len() - pos > limits.max_inline {
+                                self.state = State::Idle;
+                                return Parsed::Error("Protocol error: too big bulk count string");
+                            }
+                            break;
+                        }
+                    };
+                    let len = match parse_i64(&buf[pos + 1..nl]) {
+                        Some(l) if l >= 0 && l <= limits.max_bulk_len => l as usize,
+                        _ => {
+                            self.state = State::Idle;
+                            return Parsed::Error("Protocol error: invalid bulk length");
+                        }
+                    };
+                    if len > 16384 && limits.unauthenticated {
+                        self.state = State::Idle;
+                        return Parsed::Error("Protocol error: unauthenticated bulk length");
+                    }
+                    (len, nl)
                 }
             };
-            if len > 16384 && limits.unauthenticated {
-                self.state = State::Idle;
-                return Parsed::Error("Protocol error: unauthenticated bulk length");
-            }
             let start = nl + 2;
             // Wait until the whole argument and its CRLF are here.
             if buf.len() < start + len + 2 {

@@ -423,7 +423,7 @@ fn gated(
         },
     };
     let mut locks = Locks::acquire(&srv.ks, plan);
-    call_hinted(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
+    call(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
 }
 
 /// The shards a command must lock. `in_exec`: walkers lock their whole database.
@@ -478,21 +478,9 @@ pub fn lock_plan(cmd: &Command, argv: &[&[u8]], db: usize, in_exec: bool, ndbs: 
 }
 
 /// Runs one command with the locks held (used directly and by EXEC for queued commands).
-pub fn call(
-    srv: &Server,
-    ws: &WorkerStats,
-    client: &mut Client,
-    out: &mut Reply,
-    cmd: &Command,
-    argv: &[&[u8]],
-    locks: &mut Locks<'_>,
-) -> bool {
-    call_hinted(srv, ws, client, out, cmd, argv, locks, None)
-}
-
-/// `call`, with the keyspace hash of `argv[1]` if the look-ahead computed it.
+/// `arg1_hash`: the keyspace hash of `argv[1]`, when the look-ahead computed it.
 #[allow(clippy::too_many_arguments)]
-fn call_hinted(
+pub fn call(
     srv: &Server,
     ws: &WorkerStats,
     client: &mut Client,

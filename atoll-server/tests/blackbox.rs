@@ -132,6 +132,12 @@ fn requirepass_limits_unauthenticated_clients() {
     let mut raw = RawConn::connect(s.port);
     raw.send_raw(b"*2\r\n$4\r\nAUTH\r\n$20000\r\n");
     assert_eq!(raw.read_to_close(), b"-ERR Protocol error: unauthenticated bulk length\r\n");
+    // RESET in the middle of a pipeline makes the client unauthenticated again, and the
+    // requests after it in the same read are held to the limits again.
+    let mut raw = RawConn::connect(s.port);
+    assert_eq!(raw.cmd(&[b"AUTH", b"secret"]), b"+OK\r\n");
+    raw.send_raw(b"*1\r\n$4\r\nPING\r\n*1\r\n$5\r\nRESET\r\n*11\r\n");
+    assert_eq!(raw.read_to_close(), b"+PONG\r\n+RESET\r\n-ERR Protocol error: unauthenticated multibulk length\r\n");
     let c = redis::Client::open(format!("redis://:secret@127.0.0.1:{}/", s.port)).unwrap();
     let mut c = c.get_connection().unwrap();
     let pong: String = redis::cmd("PING").query(&mut c).unwrap();

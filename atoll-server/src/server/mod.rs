@@ -66,19 +66,29 @@ pub fn unix_ms() -> i64 {
 /// The monotonic clock is `quanta`'s: the CPU's time-stamp counter where it is invariant, a
 /// few nanoseconds per read instead of a clock_gettime call (two per command add up).
 pub struct Clock {
+    /// Read directly rather than through `quanta::Instant::now`, which first checks a
+    /// thread-local test override and a lazily initialized global clock on every call.
+    src: quanta::Clock,
     base: quanta::Instant,
     wall_at_base: AtomicI64,
 }
 
 impl Clock {
     pub fn new() -> Clock {
-        let c = Clock { base: quanta::Instant::now(), wall_at_base: AtomicI64::new(0) };
+        let src = quanta::Clock::new();
+        let c = Clock { base: src.now(), src, wall_at_base: AtomicI64::new(0) };
         c.resync();
         c
     }
 
+    /// The monotonic time now (the per-command clock read).
+    #[inline]
+    pub fn instant(&self) -> quanta::Instant {
+        self.src.now()
+    }
+
     pub fn resync(&self) {
-        let el = self.base.elapsed().as_millis() as i64;
+        let el = self.instant().saturating_duration_since(self.base).as_millis() as i64;
         self.wall_at_base.store(unix_ms() - el, Ordering::Relaxed);
     }
 
@@ -89,7 +99,7 @@ impl Clock {
 
     #[inline]
     pub fn now_ms(&self) -> i64 {
-        self.ms_at(quanta::Instant::now())
+        self.ms_at(self.instant())
     }
 }
 

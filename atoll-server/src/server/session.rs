@@ -137,8 +137,9 @@ impl Session {
                     break;
                 }
             }
-            // AUTH inside this batch changes the limits for the rest of it.
-            if limits.unauthenticated && self.client.authenticated {
+            // AUTH (or RESET, which logs the client out) inside this batch changes the limits
+            // for the rest of it.
+            if limits.unauthenticated == self.client.authenticated {
                 return pos + self.process(srv, ws, &buf[pos..], out);
             }
         }
@@ -492,7 +493,7 @@ pub fn call(
 ) -> bool {
     // One clock read gives both the command's fixed time (7.2 semantics) and the start of
     // its duration measurement; within a pipelined batch it is the previous command's end.
-    let start = client.clock.take().unwrap_or_else(quanta::Instant::now);
+    let start = client.clock.take().unwrap_or_else(|| srv.clock.instant());
     let now = srv.clock.ms_at(start);
     let emit = srv.effects_enabled();
     let db = client.db;
@@ -577,7 +578,7 @@ pub fn call(
     }
     let st = &ws.cmds[cmd.id];
     super::stats::bump(&st.calls, 1);
-    let end = quanta::Instant::now();
+    let end = srv.clock.instant();
     super::stats::bump(&st.usec, end.duration_since(start).as_micros() as u64);
     ctx.client.clock = Some(end);
     super::stats::bump(&ws.counters.commands, 1);

@@ -16,7 +16,7 @@ pub mod string;
 pub mod table;
 
 use crate::engine::keytable::Entry;
-use crate::engine::{key_shard, Locks, Obj, Shard, Value};
+use crate::engine::{Locks, Obj, Shard, Value};
 use crate::protocol::Reply;
 use crate::server::client::Client;
 use crate::server::Server;
@@ -97,11 +97,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
         // With a single shard locked, every key the command touches in this database is in it
         // (the lock plan put it there): no need to hash the key again on every access.
-        if self.locks.only(self.db).is_some() {
-            debug_assert!(self.locks.holds(self.db, key_shard(key)), "key outside the lock plan");
-            return self.locks.only(self.db).unwrap();
-        }
-        self.locks.shard(self.db, key_shard(key))
+        self.locks.shard_of_key(self.db, key)
     }
 
     /// `dict::hash_key(key)`, from the look-ahead's hint when `key` is the slice it hashed.

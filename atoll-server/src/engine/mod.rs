@@ -315,15 +315,17 @@ impl<'k> Locks<'k> {
         }
     }
 
-    /// The only held shard, when the command locked exactly one and it belongs to `db`. A
-    /// single-key command reaches its shard through this without hashing the key again.
+    /// The locked shard of `key` in `db`. With a single shard locked, every key the command
+    /// touches in this database is in it (the lock plan put it there), so the key is not hashed
+    /// again on every access.
     #[inline]
-    pub fn only(&mut self, db: usize) -> Option<&mut Shard> {
-        if self.held.len() == 1 && (self.held[0].0 >> 16) as usize == db {
-            Some(&mut self.held[0].1)
-        } else {
-            None
+    pub fn shard_of_key(&mut self, db: usize, key: &[u8]) -> &mut Shard {
+        let held = self.held.as_slice();
+        if held.len() == 1 && (held[0].0 >> 16) as usize == db {
+            debug_assert!(self.holds(db, key_shard(key)), "key outside the lock plan");
+            return &mut self.held.as_mut_slice()[0].1;
         }
+        self.shard(db, key_shard(key))
     }
 
     /// Two distinct locked shards at once (SWAPDB, MOVE).

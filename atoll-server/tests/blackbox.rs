@@ -138,6 +138,15 @@ fn requirepass_limits_unauthenticated_clients() {
     assert_eq!(raw.cmd(&[b"AUTH", b"secret"]), b"+OK\r\n");
     raw.send_raw(b"*1\r\n$4\r\nPING\r\n*1\r\n$5\r\nRESET\r\n*11\r\n");
     assert_eq!(raw.read_to_close(), b"+PONG\r\n+RESET\r\n-ERR Protocol error: unauthenticated multibulk length\r\n");
+    // Any number of switches in one read, without the server going deeper for each.
+    let mut raw = RawConn::connect(s.port);
+    let round = b"*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n*1\r\n$5\r\nRESET\r\n";
+    raw.send_raw(&round.repeat(5_000));
+    for _ in 0..5_000 {
+        assert_eq!(raw.read_reply(), b"+OK\r\n");
+        assert_eq!(raw.read_reply(), b"+RESET\r\n");
+    }
+    assert_eq!(raw.cmd(&[b"PING"]), b"-NOAUTH Authentication required.\r\n");
     let c = redis::Client::open(format!("redis://:secret@127.0.0.1:{}/", s.port)).unwrap();
     let mut c = c.get_connection().unwrap();
     let pong: String = redis::cmd("PING").query(&mut c).unwrap();

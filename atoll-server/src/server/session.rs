@@ -70,7 +70,7 @@ impl Session {
     /// Runs every complete request in `buf`; returns the bytes consumed.
     fn process(&mut self, srv: &Server, ws: &WorkerStats, buf: &[u8], out: &mut Reply) -> usize {
         let mut pos = 0;
-        let limits = Limits {
+        let mut limits = Limits {
             max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
             unauthenticated: !self.client.authenticated,
             ..Limits::default()
@@ -138,9 +138,11 @@ impl Session {
                 }
             }
             // AUTH (or RESET, which logs the client out) inside this batch changes the limits
-            // for the rest of it.
+            // for the rest of it, and what the look-ahead parsed under the old ones is dropped.
+            // (A loop, not a recursive call: a batch may switch any number of times.)
             if limits.unauthenticated == self.client.authenticated {
-                return pos + self.process(srv, ws, &buf[pos..], out);
+                limits.unauthenticated = !self.client.authenticated;
+                ahead = Ahead::default();
             }
         }
         self.client.clock = None;

@@ -70,13 +70,15 @@ pub struct Clock {
     /// thread-local test override and a lazily initialized global clock on every call.
     src: quanta::Clock,
     base: quanta::Instant,
-    wall_at_base: AtomicI64,
+    /// The wall clock at `base`, in microseconds: kept finer than the milliseconds it yields,
+    /// so that truncating twice cannot put a command's time a millisecond behind the wall clock.
+    wall_us_at_base: AtomicI64,
 }
 
 impl Clock {
     pub fn new() -> Clock {
         let src = quanta::Clock::new();
-        let c = Clock { base: src.now(), src, wall_at_base: AtomicI64::new(0) };
+        let c = Clock { base: src.now(), src, wall_us_at_base: AtomicI64::new(0) };
         c.resync();
         c
     }
@@ -88,13 +90,18 @@ impl Clock {
     }
 
     pub fn resync(&self) {
-        let el = self.instant().saturating_duration_since(self.base).as_millis() as i64;
-        self.wall_at_base.store(unix_ms() - el, Ordering::Relaxed);
+        let el = self.instant().saturating_duration_since(self.base).as_micros() as i64;
+        let wall_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0);
+        self.wall_us_at_base.store(wall_us - el, Ordering::Relaxed);
     }
 
     #[inline]
     pub fn ms_at(&self, t: quanta::Instant) -> i64 {
-        self.wall_at_base.load(Ordering::Relaxed) + t.saturating_duration_since(self.base).as_millis() as i64
+        (self.wall_us_at_base.load(Ordering::Relaxed) + t.saturating_duration_since(self.base).as_micros() as i64)
+            / 1000
     }
 
     #[inline]

@@ -95,8 +95,6 @@ pub struct KsView<'a, 'k> {
 impl<'a, 'k> KsView<'a, 'k> {
     #[inline]
     pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
-        // With a single shard locked, every key the command touches in this database is in it
-        // (the lock plan put it there): no need to hash the key again on every access.
         self.locks.shard_of_key(self.db, key)
     }
 

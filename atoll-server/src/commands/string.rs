@@ -38,8 +38,8 @@ pub(crate) fn reserve_sds(v: &mut Vec<u8>, extra: usize) {
     }
 }
 
-/// Adds a string value as a bulk reply.
-fn reply_value(reply: &mut Reply, v: &Value) {
+/// Adds a string value as a bulk reply, read in place from the key (`Entry::as_bytes`).
+fn reply_value(reply: &mut Reply, v: &Entry) {
     let mut ibuf = itoa::Buffer::new();
     match v.as_bytes(&mut ibuf) {
         Some(s) => reply.bulk(s),
@@ -52,11 +52,7 @@ fn reply_value(reply: &mut Reply, v: &Value) {
 fn get_generic(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
     match ctx.ks.get_string(key)? {
         Some(v) => {
-            let mut ibuf = itoa::Buffer::new();
-            match v.as_bytes(&mut ibuf) {
-                Some(s) => ctx.reply.bulk(s),
-                None => ctx.reply.null(),
-            }
+            reply_value(ctx.reply, &v);
             Ok(true)
         }
         None => {

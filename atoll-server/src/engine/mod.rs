@@ -267,27 +267,17 @@ impl<'k> Locks<'k> {
 
     /// Locks every shard of the plan in ascending order (so no two commands can deadlock).
     pub fn acquire(ks: &'k Keyspace, mut plan: LockPlan) -> Locks<'k> {
-        // Most commands lock one shard: no sorting, no loop.
-        if let [id] = plan.ids[..] {
-            let mut held = SmallVec::new();
-            if let Some(db) = ks.dbs.get((id >> 16) as usize) {
-                held.push((id, db.get_or_init(Db::new).shards[(id & 0xffff) as usize].lock()));
-            }
-            return Locks { ks, held };
-        }
         if plan.ids.len() > 1 {
             plan.ids.sort_unstable();
             plan.ids.dedup();
         }
-        let mut held = SmallVec::with_capacity(plan.ids.len());
-        for id in plan.ids {
-            // A plan may name a database that does not exist (SWAPDB 0 99): the command itself
-            // reports the error, nothing is locked for it.
-            if (id >> 16) as usize >= ks.num_dbs() {
-                continue;
+        // A plan may name a database that does not exist (SWAPDB 0 99): the command itself
+        // reports the error, nothing is locked for it.
+        let mut held = SmallVec::new();
+        for &id in plan.ids.as_slice() {
+            if let Some(db) = ks.dbs.get((id >> 16) as usize) {
+                held.push((id, db.get_or_init(Db::new).shards[(id & 0xffff) as usize].lock()));
             }
-            let db = ks.db((id >> 16) as usize);
-            held.push((id, db.shards[(id & 0xffff) as usize].lock()));
         }
         Locks { ks, held }
     }

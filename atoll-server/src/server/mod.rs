@@ -57,7 +57,11 @@ pub struct Server {
 }
 
 pub fn unix_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    unix_us() / 1000
+}
+
+pub fn unix_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
 }
 
 /// Wall-clock milliseconds derived from the monotonic clock, so a command needs a single clock
@@ -91,11 +95,7 @@ impl Clock {
 
     pub fn resync(&self) {
         let el = self.instant().saturating_duration_since(self.base).as_micros() as i64;
-        let wall_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros() as i64)
-            .unwrap_or(0);
-        self.wall_us_at_base.store(wall_us - el, Ordering::Relaxed);
+        self.wall_us_at_base.store(unix_us() - el, Ordering::Relaxed);
     }
 
     #[inline]

@@ -92,6 +92,25 @@ pub struct KsView<'a, 'k> {
     pub key_hint: Option<(usize, usize, u64)>,
 }
 
+/// Lazy expiry's slow path: deletes a key whose time has passed, signals its watchers, counts
+/// it and records the DEL effect (Redis's `deleteExpiredKeyAndPropagate`).
+#[cold]
+fn expire_now(
+    shard: &mut Shard,
+    key: &[u8],
+    db: usize,
+    stats: &crate::server::stats::Counters,
+    emit: bool,
+    effects: &mut Vec<Effect>,
+) {
+    shard.remove(key);
+    shard.touch_watched(key);
+    stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+    if emit {
+        effects.push(Effect { db, argv: vec![b"DEL".to_vec(), key.to_vec()] });
+    }
+}
+
 impl<'a, 'k> KsView<'a, 'k> {
     #[inline]
     pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
@@ -107,36 +126,37 @@ impl<'a, 'k> KsView<'a, 'k> {
         }
     }
 
-    /// The key's entry in its shard (no expiry, no access clock).
+    /// The key's entry, deleted first if its time has passed (lazy expiry): one hash and one
+    /// shard lookup serve both the expiry check and the lookup.
     #[inline]
-    fn entry(&mut self, key: &[u8]) -> Option<Entry<'_>> {
+    fn live_entry(&mut self, key: &[u8]) -> Option<Entry<'_>> {
         let h = self.hash_of(key);
-        self.shard(key).keys.get_mut_hashed(key, h)
+        let (db, now) = (self.db, self.now);
+        let shard = self.locks.shard_of_key(db, key);
+        if shard.expired_hashed(key, h, now) {
+            expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
+            return None;
+        }
+        shard.keys.get_mut_hashed(key, h)
     }
 
     /// Deletes `key` if its time has passed (lazy expiry). Returns true if it was deleted.
     fn expire_if_needed(&mut self, key: &[u8]) -> bool {
-        let now = self.now;
-        let db = self.db;
-        let shard = self.shard(key);
-        if !shard.is_expired(key, now) {
+        let h = self.hash_of(key);
+        let (db, now) = (self.db, self.now);
+        let shard = self.locks.shard_of_key(db, key);
+        if !shard.expired_hashed(key, h, now) {
             return false;
         }
-        shard.remove(key);
-        shard.touch_watched(key);
-        self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
-        if self.emit {
-            self.effects.push(Effect { db, argv: vec![b"DEL".to_vec(), key.to_vec()] });
-        }
+        expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
         true
     }
 
     /// Lookup for reading: counts keyspace hits/misses and updates the access clock.
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<Entry<'_>> {
-        self.expire_if_needed(key);
         let (clock, touch) = (self.lru_clock, !self.no_touch);
         let stats = self.stats;
-        match self.entry(key) {
+        match self.live_entry(key) {
             Some(mut o) => {
                 crate::server::stats::bump(&stats.keyspace_hits, 1);
                 // Written only when it changes (once a second at most): an unconditional store
@@ -156,9 +176,8 @@ impl<'a, 'k> KsView<'a, 'k> {
 
     /// Lookup for writing: no statistics, but the access clock is updated.
     pub fn lookup_write(&mut self, key: &[u8]) -> Option<Entry<'_>> {
-        self.expire_if_needed(key);
         let clock = self.lru_clock;
-        let mut o = self.entry(key)?;
+        let mut o = self.live_entry(key)?;
         if o.lru() != clock {
             o.set_lru(clock);
         }
@@ -167,8 +186,7 @@ impl<'a, 'k> KsView<'a, 'k> {
 
     /// Lookup that changes nothing but lazily expires (TYPE, OBJECT, TTL …).
     pub fn peek(&mut self, key: &[u8]) -> Option<Entry<'_>> {
-        self.expire_if_needed(key);
-        self.entry(key)
+        self.live_entry(key)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
@@ -187,11 +205,13 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// Creates or overwrites `key` (Redis's `setKey`): the TTL is dropped unless `keep_ttl`,
     /// watchers are signalled and the change is counted.
     pub fn set(&mut self, key: &[u8], val: Value, keep_ttl: bool) {
-        self.expire_if_needed(key);
         let blockable = is_blockable(&val);
-        let lru = self.lru_clock;
+        let (db, now, lru) = (self.db, self.now, self.lru_clock);
         let h = self.hash_of(key);
-        let shard = self.shard(key);
+        let shard = self.locks.shard_of_key(db, key);
+        if shard.expired_hashed(key, h, now) {
+            expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
+        }
         match shard.keys.get_mut_hashed(key, h) {
             Some(mut o) => {
                 o.set(val);
@@ -202,7 +222,9 @@ impl<'a, 'k> KsView<'a, 'k> {
             }
             None => shard.keys.insert_new(key, Obj { val, lru }),
         }
-        self.modified(key);
+        // `modified`, with the shard at hand.
+        shard.touch_watched(key);
+        self.dirty += 1;
         if blockable {
             self.signal_ready(key);
         }

@@ -398,7 +398,13 @@ impl<N: Chained> RawDict<N> {
         if self.is_empty() {
             return None;
         }
-        let h = hash_key(key) as usize;
+        self.find_hashed(key, hash_key(key))
+    }
+
+    /// `find` for a key whose `hash_key` the caller already has.
+    pub fn find_hashed(&self, key: &[u8], hash: u64) -> Option<NonNull<N>> {
+        debug_assert_eq!(hash, hash_key(key));
+        let h = hash as usize;
         for t in &self.t[..self.tables_to_search()] {
             if t.buckets.is_empty() {
                 continue;
@@ -675,6 +681,15 @@ impl<V> Dict<V> {
     pub fn get(&self, key: &[u8]) -> Option<&V> {
         // SAFETY: the node lives as long as `self` is borrowed.
         self.0.find(key).map(|p| unsafe { &(*p.as_ptr()).val })
+    }
+
+    /// `get` for a key whose `hash_key` the caller already has.
+    pub fn get_hashed(&self, key: &[u8], hash: u64) -> Option<&V> {
+        if self.0.is_empty() {
+            return None;
+        }
+        // SAFETY: the node lives as long as `self` is borrowed.
+        self.0.find_hashed(key, hash).map(|p| unsafe { &(*p.as_ptr()).val })
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {

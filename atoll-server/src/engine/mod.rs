@@ -107,6 +107,13 @@ impl Shard {
         }
     }
 
+    /// `is_expired` for a key whose `dict::hash_key` the caller has. A shard with no TTLs (the
+    /// common case) answers with one test.
+    #[inline]
+    pub fn expired_hashed(&self, key: &[u8], hash: u64, now: i64) -> bool {
+        !self.expires.is_empty() && matches!(self.expires.get_hashed(key, hash), Some(&t) if t <= now)
+    }
+
     /// True if the key exists but its time has passed.
     #[inline]
     pub fn is_expired(&self, key: &[u8], now: i64) -> bool {

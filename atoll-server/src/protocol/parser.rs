@@ -122,6 +122,55 @@ fn short_count(buf: &[u8], from: usize) -> Option<(usize, usize)> {
     (crlf && i > 0 && (d[0] != b'0' || i == 1)).then_some((v, from + i))
 }
 
+/// The pipeline look-ahead's parser: one complete request of the common form starting at
+/// `from` — `*<n>` with 1 ≤ n ≤ `max_args`, then n bulk strings, every count in
+/// `short_count`'s form and within `limits`. Appends the arguments' spans in `buf` to `out` and
+/// returns the request's length; None, with `out` unchanged, for anything else (incomplete,
+/// inline, empty, an error). It accepts nothing [`Parser::parse`] would not, and gives the
+/// same arguments (tested below), so the main loop can take its result as parsed; whatever
+/// it declines, the main loop parses with the general path. Unlike `Parser` it keeps no
+/// state between calls, which is what lets it write the spans straight to the look-ahead's
+/// storage with no per-request copy.
+#[inline]
+pub fn scan_request<A: smallvec::Array<Item = (usize, usize)>>(
+    buf: &[u8],
+    from: usize,
+    max_args: usize,
+    limits: &Limits,
+    out: &mut smallvec::SmallVec<A>,
+) -> Option<usize> {
+    if buf.get(from) != Some(&b'*') {
+        return None;
+    }
+    let (n, nl) = short_count(buf, from + 1)?;
+    if n == 0 || n > max_args || (n > 10 && limits.unauthenticated) || n as i64 > limits.max_multibulk_len {
+        return None;
+    }
+    let first = out.len();
+    let mut pos = nl + 2;
+    for _ in 0..n {
+        let bulk = match buf.get(pos) {
+            Some(b'$') => short_count(buf, pos + 1),
+            _ => None,
+        };
+        match bulk {
+            Some((len, nl))
+                if len as i64 <= limits.max_bulk_len
+                    && (len <= 16384 || !limits.unauthenticated)
+                    && nl + 4 + len <= buf.len() =>
+            {
+                out.push((nl + 2, nl + 2 + len));
+                pos = nl + 4 + len;
+            }
+            _ => {
+                out.truncate(first);
+                return None;
+            }
+        }
+    }
+    Some(pos - from)
+}
+
 /// Parses a signed decimal integer exactly as Redis's `string2ll` does (no spaces, no '+').
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() > 20 {
@@ -160,11 +209,6 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 impl Parser {
     pub fn new() -> Self {
         Parser { state: State::Idle, source: ArgSource::Buffer, ranges: Vec::new(), inline_args: Vec::new() }
-    }
-
-    /// Forgets a partly parsed request (for a parser used only to look ahead).
-    pub fn reset(&mut self) {
-        self.state = State::Idle;
     }
 
     /// True when a request has been started but not finished.
@@ -622,6 +666,63 @@ mod tests {
 
     /// The one-pass header reader agrees with the general path on every line it accepts, and
     /// declines everything the general path would reject or treat specially.
+    /// `scan_request` against `Parser::parse` on well-formed, truncated and mutated requests:
+    /// whatever it accepts, the parser accepts with the same length and arguments.
+    #[test]
+    fn scan_request_agrees_with_the_parser() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let limit_sets = [
+            Limits::default(),
+            Limits { unauthenticated: true, ..Limits::default() },
+            Limits { max_bulk_len: 5, max_multibulk_len: 3, ..Limits::default() },
+        ];
+        let (mut accepted, mut declined) = (0, 0);
+        for round in 0..20_000 {
+            let mut buf = b"xx".to_vec();
+            let from = buf.len();
+            let n = rng.gen_range(0..12);
+            buf.extend_from_slice(format!("*{n}\r\n").as_bytes());
+            for _ in 0..n {
+                let len = if rng.gen_bool(0.05) { 16385 } else { rng.gen_range(0..20) };
+                buf.extend_from_slice(format!("${len}\r\n").as_bytes());
+                buf.extend((0..len).map(|_| rng.gen_range(b'a'..=b'z')));
+                buf.extend_from_slice(b"\r\n");
+            }
+            buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+            match round % 4 {
+                1 => buf.truncate(rng.gen_range(from..buf.len())),
+                2 => {
+                    let i = rng.gen_range(from..buf.len());
+                    let bytes = b"*$\r\n0123456789-+ a";
+                    buf[i] = bytes[rng.gen_range(0..bytes.len())];
+                }
+                _ => {}
+            }
+            let limits = &limit_sets[round % limit_sets.len()];
+            let mut out: smallvec::SmallVec<[(usize, usize); 4]> = smallvec::smallvec![(0, 0)];
+            let scanned = scan_request(&buf, from, 8, limits, &mut out);
+            let mut p = Parser::new();
+            let parsed = p.parse(&buf[from..], limits);
+            match scanned {
+                Some(consumed) => {
+                    accepted += 1;
+                    assert_eq!(parsed, Parsed::Command { consumed }, "{:?}", String::from_utf8_lossy(&buf));
+                    let mine: Vec<&[u8]> = out[1..].iter().map(|&(s, e)| &buf[s..e]).collect();
+                    let theirs: Vec<&[u8]> = p.ranges.iter().map(|&(s, e)| &buf[from + s..from + e]).collect();
+                    assert_eq!(mine, theirs);
+                    assert_eq!(p.source, ArgSource::Buffer);
+                }
+                None => {
+                    declined += 1;
+                    assert_eq!(out.len(), 1, "a declined request leaves no spans behind");
+                }
+            }
+        }
+        // Both outcomes were exercised.
+        assert!(accepted > 5_000 && declined > 5_000, "{accepted} accepted, {declined} declined");
+    }
+
     #[test]
     fn short_count_agrees_with_the_general_path() {
         let lines: &[&[u8]] = &[

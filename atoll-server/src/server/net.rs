@@ -222,8 +222,10 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         };
         workers.push(inbox);
     }
+    // Sleeping, not spinning: start-up takes milliseconds, and a spinning thread can starve the
+    // others under valgrind's one-thread-at-a-time scheduler.
     while ready.load(Ordering::Acquire) < threads {
-        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
     log_notice!(
         "Running mode=standalone, port={}, threads={}, io-backend={}.",

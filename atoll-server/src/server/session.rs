@@ -8,7 +8,7 @@ use super::Server;
 use crate::commands::table::{flags, Scope};
 use crate::commands::{keyspec, CmdError, CmdResult, Command, Ctx, KsView};
 use crate::engine::{LockPlan, Locks};
-use crate::protocol::parser::ArgSource;
+use crate::protocol::parser::{scan_request, ArgSource};
 use crate::protocol::{Limits, Parsed, Parser, Reply};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
@@ -90,20 +90,26 @@ impl Session {
             };
             match parsed {
                 Parsed::Command { consumed } => {
-                    let argv: Argv = match (&hint, self.parser.source) {
+                    // Filled in place by plain loops: a SmallVec returned from a `match` arm
+                    // or built by `collect` is copied (136 bytes) or costs several times more.
+                    let mut argv = Argv::new();
+                    match (&hint, self.parser.source) {
                         (Some(r), _) => {
-                            // A plain loop: `collect` into a SmallVec costs several times more.
-                            let mut argv = Argv::new();
                             for &(s, e) in &ahead.args[r.args.clone()] {
                                 argv.push(&buf[s..e]);
                             }
-                            argv
                         }
                         (None, ArgSource::Buffer) => {
-                            self.parser.ranges.iter().map(|&(s, e)| &buf[pos + s..pos + e]).collect()
+                            for &(s, e) in &self.parser.ranges {
+                                argv.push(&buf[pos + s..pos + e]);
+                            }
                         }
-                        (None, ArgSource::Inline) => self.parser.inline_args.iter().map(|a| a.as_slice()).collect(),
-                    };
+                        (None, ArgSource::Inline) => {
+                            for a in &self.parser.inline_args {
+                                argv.push(a.as_slice());
+                            }
+                        }
+                    }
                     pos += consumed;
                     // More requests behind this one: parse them now and start the cache misses
                     // of their keys, so they overlap with each other and with this command's
@@ -154,12 +160,6 @@ impl Session {
 /// (redis-benchmark -P 16), few enough that the keys are still cached when their turn comes.
 const PREFETCH_AHEAD: usize = 16;
 
-thread_local! {
-    /// The look-ahead parser of this worker thread (one per thread, not per connection, so idle
-    /// connections do not pay for it).
-    static SCAN: std::cell::RefCell<Parser> = std::cell::RefCell::new(Parser::new());
-}
-
 /// Requests parsed ahead by `prefetch`, so the main loop neither parses them nor hashes their
 /// first key again.
 #[derive(Default)]
@@ -193,8 +193,8 @@ struct KeyHint {
     hash: u64,
 }
 
-/// Requests with more arguments than this are parsed again by the main loop rather than
-/// recorded (their argument spans would not fit the look-ahead's fixed storage).
+/// Requests with more arguments than this end the look-ahead; the main loop parses them (their
+/// argument spans would not fit the look-ahead's fixed storage).
 const AHEAD_MAX_ARGS: usize = 8;
 
 impl Ahead {
@@ -222,37 +222,24 @@ fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits
     ahead.args.clear();
     ahead.next = 0;
     let mut spots: SmallVec<[(usize, u64, &[u8]); PREFETCH_AHEAD]> = SmallVec::new();
-    SCAN.with(|scan| {
-        let mut p = scan.borrow_mut();
-        while ahead.reqs.len() < PREFETCH_AHEAD && pos < buf.len() {
-            match p.parse(&buf[pos..], limits) {
-                Parsed::Command { consumed } => {
-                    let n = p.ranges.len();
-                    if matches!(p.source, ArgSource::Buffer) && n <= AHEAD_MAX_ARGS {
-                        let first = ahead.args.len();
-                        ahead.args.extend(p.ranges.iter().map(|&(s, e)| (pos + s, pos + e)));
-                        let key = (n >= 2).then(|| {
-                            let (s, e) = ahead.args[first + 1];
-                            let key = &buf[s..e];
-                            let hint = KeyHint {
-                                shard: crate::engine::key_shard(key),
-                                hash: crate::engine::dict::hash_key(key),
-                            };
-                            spots.push((hint.shard, hint.hash, key));
-                            hint
-                        });
-                        ahead.reqs.push(AheadReq { at: pos, consumed, args: first..first + n, key });
-                    }
-                    pos += consumed;
-                }
-                Parsed::Skip { consumed } => pos += consumed,
-                Parsed::Incomplete | Parsed::Error(_) => break,
-            }
-        }
-        p.reset();
-        // A huge multibulk must not leave its argument table allocated for the thread's life.
-        p.shrink();
-    });
+    // Stops at the first request `scan_request` declines: the main loop parses that one, and
+    // the look-ahead resumes behind it.
+    while ahead.reqs.len() < PREFETCH_AHEAD {
+        let first = ahead.args.len();
+        let Some(consumed) = scan_request(buf, pos, AHEAD_MAX_ARGS, limits, &mut ahead.args) else {
+            break;
+        };
+        let n = ahead.args.len() - first;
+        let key = (n >= 2).then(|| {
+            let (s, e) = ahead.args[first + 1];
+            let key = &buf[s..e];
+            let hint = KeyHint { shard: crate::engine::key_shard(key), hash: crate::engine::dict::hash_key(key) };
+            spots.push((hint.shard, hint.hash, key));
+            hint
+        });
+        ahead.reqs.push(AheadReq { at: pos, consumed, args: first..first + n, key });
+        pos += consumed;
+    }
     ahead.end = pos;
     if !spots.is_empty() && db < srv.ks.num_dbs() {
         srv.ks.prefetch_spots(db, &spots);

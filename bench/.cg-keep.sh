@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Instructions per request under callgrind: repeatable where CPU time on this VM is not.
+#
+# Usage: bench/callgrind.sh [binary] [test] [pipeline]
+#   binary   default target/release/atoll-server (give an older build to compare)
+#   test     redis-benchmark -t name, default get
+#   pipeline default 16
+# Runs the server with one worker under valgrind, preloads 100k keys (as bench.py does), zeroes
+# the counters, runs `redis-benchmark -c 50 -n 400000 -r 100000 -d 32 -P <pipeline> -t <test>`,
+# and prints instructions per request for the whole server and for `Session::process` (the
+# request path without the event loop and periodic tasks, whose share grows under valgrind's
+# slowdown). Needs valgrind, redis-server's tools (redis-benchmark, redis-cli).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BIN="${1:-$ROOT/target/release/atoll-server}"
+TEST="${2:-get}"
+PIPE="${3:-16}"
+N=400000
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+OUT="$(mktemp -d)"
+trap 'kill "$VP" 2>/dev/null || true; cp "$OUT"/cg.* /tmp/cgdump/ 2>/dev/null; rm -rf "$OUT"' EXIT
+
+valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" "$BIN" --port "$PORT" --threads 1 --save "" \
+    >/dev/null 2>&1 &
+VP=$!
+# Start-up under valgrind takes from seconds to over a minute on this VM.
+UP=0
+for _ in $(seq 900); do
+    redis-cli -p "$PORT" ping >/dev/null 2>&1 && { UP=1; break; }
+    sleep 0.2
+done
+[ "$UP" = 1 ] || { echo "server did not start under valgrind" >&2; exit 1; }
+redis-benchmark -p "$PORT" -t set -r 100000 -n 200000 -P 64 -d 32 -q >/dev/null
+callgrind_control -z "$VP" >/dev/null 2>&1
+redis-benchmark -p "$PORT" -c 50 -n "$N" -r 100000 -d 32 -P "$PIPE" -q -t "$TEST" >/dev/null
+callgrind_control -d "$VP" >/dev/null 2>&1
+sleep 1
+DUMP=$(ls -t "$OUT"/cg.* | head -1)
+callgrind_annotate --inclusive=yes --threshold=100 "$DUMP" 2>/dev/null | awk -v n="$N" '
+    /PROGRAM TOTALS/ { gsub(",", "", $1); printf "whole server     %6.0f instructions/request\n", $1 / n }
+    /atoll::server::session::Session::process \[/ { gsub(",", "", $1); printf "Session::process %6.0f instructions/request\n", $1 / n }'

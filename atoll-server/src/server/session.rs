@@ -84,6 +84,13 @@ impl Session {
             && self.client.shutdown.is_none()
             && self.client.waiting.is_none()
         {
+            // Look ahead from this request on: parse it and the ones behind it and start the
+            // cache misses of their keys, so they overlap with each other and with execution.
+            // (Starting behind this one left its own key to be looked up cold, three or four
+            // misses in a row.) Not while the parser holds a partly parsed request.
+            if ahead.exhausted(pos) && self.client.authenticated && !self.parser.in_progress() {
+                prefetch(srv, self.client.db, buf, pos, &limits, &mut ahead);
+            }
             let (parsed, hint) = match ahead.take(pos) {
                 Some(r) => (Parsed::Command { consumed: r.consumed }, Some(r)),
                 None => (self.parser.parse(&buf[pos..], &limits), None),
@@ -111,12 +118,6 @@ impl Session {
                         }
                     }
                     pos += consumed;
-                    // More requests behind this one: parse them now and start the cache misses
-                    // of their keys, so they overlap with each other and with this command's
-                    // execution.
-                    if ahead.exhausted(pos) && pos < buf.len() && self.client.authenticated {
-                        prefetch(srv, self.client.db, buf, pos, &limits, &mut ahead);
-                    }
                     // Browsers and HTTP proxies tricked into talking to us: close silently.
                     if argv[0].eq_ignore_ascii_case(b"post") || argv[0].eq_ignore_ascii_case(b"host:") {
                         crate::log_warning!(
@@ -214,7 +215,7 @@ impl Ahead {
     }
 }
 
-/// Pipelined requests: parses the next complete requests of `buf` after `pos` (recording them
+/// Pipelined requests: parses the next complete requests of `buf` from `pos` (recording them
 /// in `ahead` for the main loop) and prefetches where their first argument (the key of most
 /// commands) lives in the keyspace. A guess that is not a key costs one useless prefetch.
 fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits, ahead: &mut Ahead) {
@@ -241,7 +242,8 @@ fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits
         pos += consumed;
     }
     ahead.end = pos;
-    if !spots.is_empty() && db < srv.ks.num_dbs() {
+    // A lone request has nothing to overlap its misses with: its lookup waits for them anyway.
+    if spots.len() > 1 && db < srv.ks.num_dbs() {
         srv.ks.prefetch_spots(db, &spots);
     }
 }

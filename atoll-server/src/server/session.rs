@@ -88,7 +88,7 @@ impl Session {
             // cache misses of their keys, so they overlap with each other and with execution.
             // (Starting behind this one left its own key to be looked up cold, three or four
             // misses in a row.) Not while the parser holds a partly parsed request.
-            if ahead.exhausted(pos) && self.client.authenticated && !self.parser.in_progress() {
+            if ahead.exhausted() && self.client.authenticated && !self.parser.in_progress() {
                 prefetch(srv, self.client.db, buf, pos, &limits, &mut ahead);
             }
             let (parsed, hint) = match ahead.take(pos) {
@@ -170,9 +170,6 @@ struct Ahead {
     args: SmallVec<[(usize, usize); 4 * PREFETCH_AHEAD]>,
     /// Index in `reqs` of the next request to replay.
     next: usize,
-    /// Where the look-ahead stopped: the next one starts there, not before (requests it did
-    /// not record must not be parsed ahead again for every command).
-    end: usize,
 }
 
 #[derive(Clone)]
@@ -199,8 +196,10 @@ struct KeyHint {
 const AHEAD_MAX_ARGS: usize = 8;
 
 impl Ahead {
-    fn exhausted(&self, pos: usize) -> bool {
-        self.next >= self.reqs.len() && pos >= self.end
+    /// Every recorded request has been replayed. (They are contiguous from where the
+    /// look-ahead started, so the main loop is then where it stopped.)
+    fn exhausted(&self) -> bool {
+        self.next >= self.reqs.len()
     }
 
     /// The recorded request starting at `pos`, if the look-ahead parsed it.
@@ -241,7 +240,6 @@ fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits
         ahead.reqs.push(AheadReq { at: pos, consumed, args: first..first + n, key });
         pos += consumed;
     }
-    ahead.end = pos;
     // A lone request has nothing to overlap its misses with: its lookup waits for them anyway.
     if spots.len() > 1 && db < srv.ks.num_dbs() {
         srv.ks.prefetch_spots(db, &spots);

@@ -168,6 +168,10 @@ def cpu_suite(rounds, requests, tests=("get", "set"), pipelines=(1, 16), unix=Fa
             line += (f" | {k} {a[0]:>10.0f} ops/s {a[1]:6.2f} us/op srv (user {a[4]:.2f}) {a[2]:6.2f} us/op mach "
                      f"p99 {a[3]:.3f}ms" + (f" avg {a[5]:.3f}ms" if clients != (50,) else "") +
                      f" | ratio ops {a[0]/r[0]:.2f}x srv-cpu {a[1]/r[1]:.2f}x mach-cpu {a[2]/r[2]:.2f}x")
+            # The same ratio round by round (each Atoll round beside the Redis round next to
+            # it in time), so drift of the host during the run shows as a spread, not a bias.
+            paired = sorted(x[1] / y[1] for x, y in zip(res[k], res["redis"]))
+            line += f" (paired srv-cpu {statistics.median(paired):.2f}x, {paired[0]:.2f}-{paired[-1]:.2f})"
         print(line, flush=True)
     return rows
 

@@ -126,30 +126,33 @@ impl<'a, 'k> KsView<'a, 'k> {
         }
     }
 
-    /// The key's entry, deleted first if its time has passed (lazy expiry): one hash and one
-    /// shard lookup serve both the expiry check and the lookup.
+    /// The key's locked shard and hash, with the key deleted first if its time has passed
+    /// (lazy expiry; the flag says so). One hash and one shard lookup serve both the expiry
+    /// check and whatever the caller does next.
     #[inline]
-    fn live_entry(&mut self, key: &[u8]) -> Option<Entry<'_>> {
+    fn locate(&mut self, key: &[u8]) -> (&mut Shard, u64, bool) {
         let h = self.hash_of(key);
         let (db, now) = (self.db, self.now);
         let shard = self.locks.shard_of_key(db, key);
-        if shard.expired_hashed(key, h, now) {
+        let expired = shard.expired_hashed(key, h, now);
+        if expired {
             expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
-            return None;
         }
-        shard.keys.get_mut_hashed(key, h)
+        (shard, h, expired)
+    }
+
+    /// The key's entry, unless it is missing or its time has passed.
+    #[inline]
+    fn live_entry(&mut self, key: &[u8]) -> Option<Entry<'_>> {
+        match self.locate(key) {
+            (_, _, true) => None,
+            (shard, h, false) => shard.keys.get_mut_hashed(key, h),
+        }
     }
 
     /// Deletes `key` if its time has passed (lazy expiry). Returns true if it was deleted.
     fn expire_if_needed(&mut self, key: &[u8]) -> bool {
-        let h = self.hash_of(key);
-        let (db, now) = (self.db, self.now);
-        let shard = self.locks.shard_of_key(db, key);
-        if !shard.expired_hashed(key, h, now) {
-            return false;
-        }
-        expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
-        true
+        self.locate(key).2
     }
 
     /// Lookup for reading: counts keyspace hits/misses and updates the access clock.
@@ -206,12 +209,8 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// watchers are signalled and the change is counted.
     pub fn set(&mut self, key: &[u8], val: Value, keep_ttl: bool) {
         let blockable = is_blockable(&val);
-        let (db, now, lru) = (self.db, self.now, self.lru_clock);
-        let h = self.hash_of(key);
-        let shard = self.locks.shard_of_key(db, key);
-        if shard.expired_hashed(key, h, now) {
-            expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
-        }
+        let lru = self.lru_clock;
+        let (shard, h, _) = self.locate(key);
         match shard.keys.get_mut_hashed(key, h) {
             Some(mut o) => {
                 o.set(val);

@@ -34,6 +34,21 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// A multibulk count the fast paths may take as is (1 ≤ n, within the caps); anything else
+    /// goes through the general path and its exact errors.
+    #[inline]
+    fn count_ok(&self, n: usize) -> bool {
+        n > 0 && (n <= 10 || !self.unauthenticated) && n as i64 <= self.max_multibulk_len
+    }
+
+    /// A bulk length the fast paths may take as is.
+    #[inline]
+    fn bulk_ok(&self, len: usize) -> bool {
+        len as i64 <= self.max_bulk_len && (len <= 16384 || !self.unauthenticated)
+    }
+}
+
 /// What one call to [`Parser::parse`] found at the start of the buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed {
@@ -144,7 +159,7 @@ pub fn scan_request<A: smallvec::Array<Item = (usize, usize)>>(
         return None;
     }
     let (n, nl) = short_count(buf, from + 1)?;
-    if n == 0 || n > max_args || (n > 10 && limits.unauthenticated) || n as i64 > limits.max_multibulk_len {
+    if n > max_args || !limits.count_ok(n) {
         return None;
     }
     let first = out.len();
@@ -155,11 +170,7 @@ pub fn scan_request<A: smallvec::Array<Item = (usize, usize)>>(
             _ => None,
         };
         match bulk {
-            Some((len, nl))
-                if len as i64 <= limits.max_bulk_len
-                    && (len <= 16384 || !limits.unauthenticated)
-                    && nl + 4 + len <= buf.len() =>
-            {
+            Some((len, nl)) if limits.bulk_ok(len) && nl + 4 + len <= buf.len() => {
                 out.push((nl + 2, nl + 2 + len));
                 pos = nl + 4 + len;
             }
@@ -254,7 +265,7 @@ impl Parser {
 
     fn parse_multibulk_header(&mut self, buf: &[u8], limits: &Limits) -> Parsed {
         if let Some((n, nl)) = short_count(buf, 1) {
-            if n > 0 && (n <= 10 || !limits.unauthenticated) && n as i64 <= limits.max_multibulk_len {
+            if limits.count_ok(n) {
                 self.ranges.clear();
                 self.source = ArgSource::Buffer;
                 self.state = State::Multibulk { remaining: n as i64, pos: nl + 2 };
@@ -300,9 +311,7 @@ impl Parser {
                 return Parsed::Error(expected_dollar(buf[pos]));
             }
             let (len, nl) = match short_count(buf, pos + 1) {
-                Some((len, nl)) if len as i64 <= limits.max_bulk_len && (len <= 16384 || !limits.unauthenticated) => {
-                    (len, nl)
-                }
+                Some((len, nl)) if limits.bulk_ok(len) => (len, nl),
                 // The general path, with its exact errors.
                 _ => {
                     let nl = match find_crlf(buf, pos + 1) {

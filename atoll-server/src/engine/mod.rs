@@ -145,6 +145,22 @@ pub struct Keyspace {
     dbs: Box<[OnceLock<Db>]>,
 }
 
+/// Where a key will be looked up, for `Keyspace::prefetch_spots`.
+#[derive(Clone, Copy)]
+pub struct Spot<'a> {
+    pub db: usize,
+    pub shard: usize,
+    /// `dict::hash_key(key)`.
+    pub hash: u64,
+    pub key: &'a [u8],
+}
+
+impl<'a> Spot<'a> {
+    pub fn new(db: usize, key: &'a [u8]) -> Spot<'a> {
+        Spot { db, shard: key_shard(key), hash: dict::hash_key(key), key }
+    }
+}
+
 /// Identifies a shard globally; the lock order is the numeric order of this value.
 #[inline]
 pub fn shard_id(db: usize, shard: usize) -> u32 {
@@ -165,29 +181,32 @@ impl Keyspace {
         self.dbs[i].get_or_init(Db::new)
     }
 
-    /// Batch prefetching for pipelined requests: a lookup is two dependent cache misses (bucket
-    /// slot, then node), and a batch of GETs over a large keyspace spends most of its time
-    /// waiting on them one after another. Here the misses of the next commands' keys (their shard
-    /// and hash, `spots`, computed once by the look-ahead) are
-    /// started together, in passes (shard header, bucket slot, first node, second node), so
-    /// they overlap; the commands then find their data in cache. Each distinct shard is locked
-    /// once for all the passes, only if it is free and only to read its table (a locked
-    /// instruction costs as much as the prefetch it enables); a busy shard is simply not
-    /// prefetched.
-    pub fn prefetch_spots(&self, db: usize, spots: &[(usize, u64, &[u8])]) {
-        let Some(d) = self.dbs.get(db).and_then(|d| d.get()) else { return };
-        for &(s, _, _) in spots {
-            dict::prefetch_write(&d.shards[s] as *const _ as *const u8);
+    /// Batch prefetching: a lookup is two dependent cache misses (bucket slot, then node), and
+    /// a batch of GETs over a large keyspace spends most of its time waiting on them one after
+    /// another. Here the misses of the next commands' keys (`spots`: database, shard and hash,
+    /// computed once by a look-ahead — over one connection's pipeline, or over the first
+    /// requests of every connection a round delivered) are started together, in passes (shard
+    /// header, bucket slot, first node, second node), so they overlap; the commands then find
+    /// their data in cache. Each distinct shard is locked once for all the passes, only if it
+    /// is free and only to read its table (a locked instruction costs as much as the prefetch
+    /// it enables); a busy shard is simply not prefetched.
+    pub fn prefetch_spots(&self, spots: &[Spot<'_>]) {
+        let shard = |sp: &Spot| self.dbs.get(sp.db).and_then(|d| d.get()).map(|d| &d.shards[sp.shard]);
+        for sp in spots {
+            if let Some(m) = shard(sp) {
+                dict::prefetch_write(m as *const _ as *const u8);
+            }
         }
-        // (shard, its guard) per distinct shard, and for each spot the index of its guard.
-        let mut guards: SmallVec<[(usize, MutexGuard<'_, Shard>); 16]> = SmallVec::new();
+        // (shard id, its guard) per distinct shard, and for each spot the index of its guard.
+        let mut guards: SmallVec<[(u32, MutexGuard<'_, Shard>); 16]> = SmallVec::new();
         let mut of_spot: SmallVec<[u8; 16]> = SmallVec::new();
-        for &(s, _, _) in spots {
-            let i = match guards.iter().position(|(g, _)| *g == s) {
+        for sp in spots {
+            let id = shard_id(sp.db, sp.shard);
+            let i = match guards.iter().position(|(g, _)| *g == id) {
                 Some(i) => i,
-                None => match d.shards[s].try_lock() {
+                None => match shard(sp).and_then(|m| m.try_lock()) {
                     Some(g) if guards.len() < u8::MAX as usize => {
-                        guards.push((s, g));
+                        guards.push((id, g));
                         guards.len() - 1
                     }
                     _ => u8::MAX as usize,
@@ -196,14 +215,14 @@ impl Keyspace {
             of_spot.push(i as u8);
         }
         let locked = || spots.iter().zip(&of_spot).filter(|(_, &i)| i != u8::MAX);
-        for (&(_, h, _), &i) in locked() {
-            guards[i as usize].1.keys.prefetch_bucket(h);
+        for (sp, &i) in locked() {
+            guards[i as usize].1.keys.prefetch_bucket(sp.hash);
         }
-        for (&(_, h, _), &i) in locked() {
-            guards[i as usize].1.keys.prefetch_node(h);
+        for (sp, &i) in locked() {
+            guards[i as usize].1.keys.prefetch_node(sp.hash);
         }
-        for (&(_, h, k), &i) in locked() {
-            guards[i as usize].1.keys.prefetch_second(h, k);
+        for (sp, &i) in locked() {
+            guards[i as usize].1.keys.prefetch_second(sp.hash, sp.key);
         }
     }
 

@@ -144,7 +144,7 @@ impl Worker {
                     break;
                 }
             };
-            if !self.core.ingest(&mut c.link, t, &self.input[..n]) {
+            if !self.core.ingest(&mut c.link, t, &self.input[..n], None) {
                 close = true;
                 break;
             }

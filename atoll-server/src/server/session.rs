@@ -7,7 +7,7 @@ use super::stats::WorkerStats;
 use super::Server;
 use crate::commands::table::{flags, Scope};
 use crate::commands::{keyspec, CmdError, CmdResult, Command, Ctx, KsView};
-use crate::engine::{LockPlan, Locks};
+use crate::engine::{LockPlan, Locks, Spot};
 use crate::protocol::parser::{scan_request, ArgSource};
 use crate::protocol::{Limits, Parsed, Parser, Reply};
 use smallvec::SmallVec;
@@ -45,16 +45,29 @@ impl Session {
     /// Processes bytes read from the connection, appending replies to `out`. Returns false if
     /// the connection must be closed once `out` is written.
     pub fn feed(&mut self, srv: &Server, ws: &WorkerStats, input: &[u8], out: &mut Reply) -> bool {
+        self.feed_hinted(srv, ws, input, None, out)
+    }
+
+    /// `feed`, with what `first_key` found for this same `input` (its shard and hash are not
+    /// computed again).
+    pub fn feed_hinted(
+        &mut self,
+        srv: &Server,
+        ws: &WorkerStats,
+        input: &[u8],
+        first: Option<KeyHint>,
+        out: &mut Reply,
+    ) -> bool {
         self.client.handle.last_ms.store(srv.now_ms(), Ordering::Relaxed);
         if self.pending.is_empty() {
-            let used = self.process(srv, ws, input, out);
+            let used = self.process(srv, ws, input, first, out);
             if used < input.len() && !self.client.close_after_reply {
                 self.pending.extend_from_slice(&input[used..]);
             }
         } else {
             self.pending.extend_from_slice(input);
             let buf = std::mem::take(&mut self.pending);
-            let used = self.process(srv, ws, &buf, out);
+            let used = self.process(srv, ws, &buf, None, out);
             self.pending = buf;
             self.pending.drain(..used);
         }
@@ -67,8 +80,16 @@ impl Session {
         !self.client.close_after_reply
     }
 
-    /// Runs every complete request in `buf`; returns the bytes consumed.
-    fn process(&mut self, srv: &Server, ws: &WorkerStats, buf: &[u8], out: &mut Reply) -> usize {
+    /// Runs every complete request in `buf`; returns the bytes consumed. `first`: the key hint
+    /// of the request at the start of `buf`, if the event loop's look-ahead computed it.
+    fn process(
+        &mut self,
+        srv: &Server,
+        ws: &WorkerStats,
+        buf: &[u8],
+        mut first: Option<KeyHint>,
+        out: &mut Reply,
+    ) -> usize {
         let mut pos = 0;
         let mut limits = Limits {
             max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
@@ -89,8 +110,11 @@ impl Session {
             // (Starting behind this one left its own key to be looked up cold, three or four
             // misses in a row.) Not while the parser holds a partly parsed request.
             if ahead.exhausted() && self.client.authenticated && !self.parser.in_progress() {
-                prefetch(srv, self.client.db, buf, pos, &limits, &mut ahead);
+                // The event loop's hint is for the request at the start of `buf` only.
+                let hint = if pos == 0 { first.take() } else { None };
+                prefetch(srv, self.client.db, buf, pos, hint, &limits, &mut ahead);
             }
+            first = None;
             let (parsed, hint) = match ahead.take(pos) {
                 Some(r) => (Parsed::Command { consumed: r.consumed }, Some(r)),
                 None => (self.parser.parse(&buf[pos..], &limits), None),
@@ -183,10 +207,10 @@ struct AheadReq {
     key: Option<KeyHint>,
 }
 
-/// Where the look-ahead found a request's first argument would live: its shard, and its hash
+/// Where a look-ahead found a request's first argument would live: its shard, and its hash
 /// in the shard's table.
 #[derive(Clone, Copy)]
-struct KeyHint {
+pub struct KeyHint {
     shard: usize,
     hash: u64,
 }
@@ -217,32 +241,78 @@ impl Ahead {
 /// Pipelined requests: parses the next complete requests of `buf` from `pos` (recording them
 /// in `ahead` for the main loop) and prefetches where their first argument (the key of most
 /// commands) lives in the keyspace. A guess that is not a key costs one useless prefetch.
-fn prefetch(srv: &Server, db: usize, buf: &[u8], mut pos: usize, limits: &Limits, ahead: &mut Ahead) {
+/// `first`: the hint of the request at `pos`, already computed.
+fn prefetch(
+    srv: &Server,
+    db: usize,
+    buf: &[u8],
+    mut pos: usize,
+    mut first: Option<KeyHint>,
+    limits: &Limits,
+    ahead: &mut Ahead,
+) {
     ahead.reqs.clear();
     ahead.args.clear();
     ahead.next = 0;
-    let mut spots: SmallVec<[(usize, u64, &[u8]); PREFETCH_AHEAD]> = SmallVec::new();
+    let mut spots: SmallVec<[Spot; PREFETCH_AHEAD]> = SmallVec::new();
     // Stops at the first request `scan_request` declines: the main loop parses that one, and
     // the look-ahead resumes behind it.
     while ahead.reqs.len() < PREFETCH_AHEAD {
-        let first = ahead.args.len();
+        let from = ahead.args.len();
         let Some(consumed) = scan_request(buf, pos, AHEAD_MAX_ARGS, limits, &mut ahead.args) else {
             break;
         };
-        let n = ahead.args.len() - first;
+        let n = ahead.args.len() - from;
         let key = (n >= 2).then(|| {
-            let (s, e) = ahead.args[first + 1];
+            let (s, e) = ahead.args[from + 1];
             let key = &buf[s..e];
-            let hint = KeyHint { shard: crate::engine::key_shard(key), hash: crate::engine::dict::hash_key(key) };
-            spots.push((hint.shard, hint.hash, key));
-            hint
+            let spot = match first.take() {
+                Some(h) => {
+                    debug_assert!(
+                        h.shard == crate::engine::key_shard(key) && h.hash == crate::engine::dict::hash_key(key)
+                    );
+                    Spot { db, shard: h.shard, hash: h.hash, key }
+                }
+                None => Spot::new(db, key),
+            };
+            spots.push(spot);
+            KeyHint { shard: spot.shard, hash: spot.hash }
         });
-        ahead.reqs.push(AheadReq { at: pos, consumed, args: first..first + n, key });
+        ahead.reqs.push(AheadReq { at: pos, consumed, args: from..from + n, key });
+        first = None;
         pos += consumed;
     }
     // A lone request has nothing to overlap its misses with: its lookup waits for them anyway.
-    if spots.len() > 1 && db < srv.ks.num_dbs() {
-        srv.ks.prefetch_spots(db, &spots);
+    if spots.len() > 1 {
+        srv.ks.prefetch_spots(&spots);
+    }
+}
+
+impl Session {
+    /// Where the first request of `input` will look up its key, if feeding `input` to this
+    /// session runs that request at once and the look-ahead would take it. The event loop
+    /// collects these over every connection a round delivered, so that unpipelined clients'
+    /// lookups overlap their cache misses as a pipeline's do (`Keyspace::prefetch_spots`).
+    /// Also returns the request's length: when more requests follow it, the session's own
+    /// look-ahead prefetches them all, this key with them.
+    pub fn first_key<'a>(&self, srv: &Server, input: &'a [u8]) -> Option<(Spot<'a>, KeyHint, usize)> {
+        if !self.pending.is_empty()
+            || !self.client.authenticated
+            || self.parser.in_progress()
+            || self.client.waiting.is_some()
+        {
+            return None;
+        }
+        let limits = Limits {
+            max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
+            unauthenticated: false,
+            ..Limits::default()
+        };
+        let mut args: SmallVec<[(usize, usize); AHEAD_MAX_ARGS]> = SmallVec::new();
+        let consumed = scan_request(input, 0, AHEAD_MAX_ARGS, &limits, &mut args)?;
+        let &(s, e) = args.get(1)?;
+        let spot = Spot::new(self.client.db, &input[s..e]);
+        Some((spot, KeyHint { shard: spot.shard, hash: spot.hash }, consumed))
     }
 }
 
@@ -659,6 +729,30 @@ mod tests {
             "-ERR unknown command 'NOPE', with args beginning with: 'a' \r\n"
         );
         assert_eq!(feed(&srv, &mut s, b"ECHO\r\n"), "-ERR wrong number of arguments for 'echo' command\r\n");
+    }
+
+    #[test]
+    fn first_key_hint_matches_what_the_session_runs() {
+        let srv = Server::new(crate::config::Config::defaults(), 1, 0);
+        let ws = &srv.stats.workers[0];
+        let mut s = session(&srv);
+        feed(&srv, &mut s, b"SELECT 3\r\nSET k v\r\n");
+        let get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        let (spot, hint, len) = s.first_key(&srv, get).expect("a common-form request with a key");
+        assert_eq!((spot.db, spot.key, len), (3, &b"k"[..], get.len()));
+        assert_eq!((spot.shard, spot.hash), (crate::engine::key_shard(b"k"), crate::engine::dict::hash_key(b"k")));
+        let mut out = Reply::new(s.client.proto);
+        assert!(s.feed_hinted(&srv, ws, get, Some(hint), &mut out));
+        assert_eq!(out.buf, b"$1\r\nv\r\n");
+        // A pipeline: the length says more follows (the session prefetches it all).
+        let two = [&get[..], &get[..]].concat();
+        assert_eq!(s.first_key(&srv, &two).map(|(_, _, n)| n), Some(get.len()));
+        // Nothing to hint: no key, inline form, or the session is inside a partial request.
+        assert!(s.first_key(&srv, b"*1\r\n$4\r\nPING\r\n").is_none());
+        assert!(s.first_key(&srv, b"GET k\r\n").is_none());
+        assert_eq!(feed(&srv, &mut s, b"*2\r\n$3\r\nGET\r\n$1"), "");
+        assert!(s.first_key(&srv, b"\r\nk\r\n").is_none());
+        assert_eq!(feed(&srv, &mut s, b"\r\nk\r\n"), "$1\r\nv\r\n");
     }
 
     #[test]

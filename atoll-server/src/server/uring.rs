@@ -18,10 +18,13 @@
 //! `sending` (owned by the kernel while a send is in flight) and `link.out`, where new replies
 //! accumulate meanwhile. A connection is freed only once no operation of it is in flight.
 
+use super::session::KeyHint;
 use super::stats::bump;
 use super::worker::{Accepted, Conn, Core, HasLink, Inbox, Link, Wake};
 use super::Server;
+use crate::engine::Spot;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use smallvec::SmallVec;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
@@ -39,6 +42,9 @@ const OP_RECV: u64 = 0;
 const OP_SEND: u64 = 1;
 const OP_CANCEL: u64 = 2;
 const WAKE: u64 = u64::MAX;
+/// Completions looked at per `prefetch_round`: as many keys as one prefetch batch overlaps
+/// well (the pipelined look-ahead's size), fetched shortly before their requests run.
+const ROUND_AHEAD: usize = 16;
 
 /// Adaptive batching of a worker's wake-ups (`io-batch-wait`).
 ///
@@ -360,7 +366,11 @@ impl Worker {
             self.cqes.clear();
             self.cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
             let cqes = std::mem::take(&mut self.cqes);
-            for &(ud, res, flags) in &cqes {
+            let mut hints = [None; ROUND_AHEAD];
+            for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
+                if i % ROUND_AHEAD == 0 {
+                    hints = self.prefetch_round(&cqes[i..cqes.len().min(i + ROUND_AHEAD)]);
+                }
                 if ud == WAKE {
                     for c in self.core.drain_inbox(&mut self.conns) {
                         self.add_connection(c);
@@ -370,7 +380,7 @@ impl Worker {
                 }
                 let t = (ud >> 2) as usize;
                 match ud & 3 {
-                    OP_RECV => self.on_recv(t, res, flags),
+                    OP_RECV => self.on_recv(t, res, flags, hints[i % ROUND_AHEAD]),
                     OP_SEND => self.on_send(t, res),
                     _ => {}
                 }
@@ -386,6 +396,39 @@ impl Worker {
             self.core.end_round(pending, &mut self.conns);
             self.pacing.tick(self.core.srv.config.hot.io_batch_wait.load(Ordering::Relaxed));
         }
+    }
+
+    /// Unpipelined clients: the first request of each connection in `cqes` is looked at before
+    /// any of them runs, and their keys are prefetched together, so the lookups' cache misses
+    /// overlap (as a pipeline's do in `Session::process`) instead of each request paying for
+    /// them in turn. Returns, per completion, the hint that spares its session computing the
+    /// same shard and hash again.
+    fn prefetch_round(&self, cqes: &[(u64, i32, u32)]) -> [Option<KeyHint>; ROUND_AHEAD] {
+        let mut hints = [None; ROUND_AHEAD];
+        let mut spots: SmallVec<[Spot; ROUND_AHEAD]> = SmallVec::new();
+        for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
+            if ud & 3 != OP_RECV || ud == WAKE || res <= 0 {
+                continue;
+            }
+            let (Some(c), Some(bid)) = (self.conns.get((ud >> 2) as usize), cqueue::buffer_select(flags)) else {
+                continue;
+            };
+            if c.dead {
+                continue;
+            }
+            let data = self.bufs.buf(bid, res as usize);
+            if let Some((spot, hint, len)) = c.link.session.first_key(&self.core.srv, data) {
+                // A pipeline's first key is prefetched with the rest of it, by the session.
+                if len == data.len() {
+                    spots.push(spot);
+                }
+                hints[i] = Some(hint);
+            }
+        }
+        if spots.len() > 1 {
+            self.core.srv.ks.prefetch_spots(&spots);
+        }
+        hints
     }
 
     fn add_connection(&mut self, conn: Conn) {
@@ -408,7 +451,7 @@ impl Worker {
         self.post_recv(t);
     }
 
-    fn on_recv(&mut self, t: usize, res: i32, flags: u32) {
+    fn on_recv(&mut self, t: usize, res: i32, flags: u32, first: Option<KeyHint>) {
         let more = cqueue::more(flags);
         let bid = cqueue::buffer_select(flags);
         let Some(c) = self.conns.get_mut(t) else {
@@ -429,7 +472,7 @@ impl Worker {
                 false
             } else {
                 let data = self.bufs.buf(bid.unwrap_or(0), res as usize);
-                self.core.ingest(&mut c.link, t, data)
+                self.core.ingest(&mut c.link, t, data, first)
             };
             if let Some(b) = bid {
                 self.bufs.put(b);

@@ -13,7 +13,7 @@
 
 use super::blocking::WaitState;
 use super::client::{Client, ClientHandle};
-use super::session::Session;
+use super::session::{KeyHint, Session};
 use super::stats::bump;
 use super::Server;
 use crate::protocol::Reply;
@@ -198,7 +198,8 @@ impl Core {
 
     /// Bytes arrived on connection `t`: runs every complete request. Returns false if the
     /// connection must be closed now (it sent more than a blocked client may buffer).
-    pub fn ingest(&mut self, l: &mut Link, t: usize, data: &[u8]) -> bool {
+    /// `first`: `Session::first_key`'s hint for `data`, if the event loop looked ahead.
+    pub fn ingest(&mut self, l: &mut Link, t: usize, data: &[u8], first: Option<KeyHint>) -> bool {
         let srv = &*self.srv;
         // Counted here, where the network delivers bytes, so input a blocked or closing client
         // receives counts too (as in Redis), and a resumed client's replay does not.
@@ -215,7 +216,7 @@ impl Core {
         } else {
             let ws = &srv.stats.workers[self.id];
             let mut reply = Reply { buf: std::mem::take(&mut l.out), proto: l.session.client.proto };
-            let keep = l.session.feed(srv, ws, data, &mut reply);
+            let keep = l.session.feed_hinted(srv, ws, data, first, &mut reply);
             l.out = reply.buf;
             if !keep {
                 l.closing = true;

@@ -156,6 +156,7 @@ pub struct Spot<'a> {
 }
 
 impl<'a> Spot<'a> {
+    #[inline]
     pub fn new(db: usize, key: &'a [u8]) -> Spot<'a> {
         Spot { db, shard: key_shard(key), hash: dict::hash_key(key), key }
     }
@@ -191,22 +192,33 @@ impl Keyspace {
     /// is free and only to read its table (a locked instruction costs as much as the prefetch
     /// it enables); a busy shard is simply not prefetched.
     pub fn prefetch_spots(&self, spots: &[Spot<'_>]) {
-        let shard = |sp: &Spot| self.dbs.get(sp.db).and_then(|d| d.get()).map(|d| &d.shards[sp.shard]);
+        // Each spot's shard (None if its database was never used); the spots of a batch are
+        // almost always in one database, looked up once.
+        let mut shards: SmallVec<[Option<&Mutex<Shard>>; 16]> = SmallVec::new();
+        let mut db: Option<(usize, &Db)> = None;
         for sp in spots {
-            if let Some(m) = shard(sp) {
+            if db.is_none_or(|(i, _)| i != sp.db) {
+                db = self.dbs.get(sp.db).and_then(|d| d.get()).map(|d| (sp.db, d));
+            }
+            let m = db.map(|(_, d)| &d.shards[sp.shard]);
+            if let Some(m) = m {
                 dict::prefetch_write(m as *const _ as *const u8);
             }
+            shards.push(m);
         }
-        // (shard id, its guard) per distinct shard, and for each spot the index of its guard.
-        let mut guards: SmallVec<[(u32, MutexGuard<'_, Shard>); 16]> = SmallVec::new();
+        // (shard, its guard) per distinct shard, and for each spot the index of its guard.
+        let mut guards: SmallVec<[(*const Mutex<Shard>, MutexGuard<'_, Shard>); 16]> = SmallVec::new();
         let mut of_spot: SmallVec<[u8; 16]> = SmallVec::new();
-        for sp in spots {
-            let id = shard_id(sp.db, sp.shard);
-            let i = match guards.iter().position(|(g, _)| *g == id) {
+        for m in shards {
+            let Some(m) = m else {
+                of_spot.push(u8::MAX);
+                continue;
+            };
+            let i = match guards.iter().position(|(g, _)| std::ptr::eq(*g, m)) {
                 Some(i) => i,
-                None => match shard(sp).and_then(|m| m.try_lock()) {
+                None => match m.try_lock() {
                     Some(g) if guards.len() < u8::MAX as usize => {
-                        guards.push((id, g));
+                        guards.push((m, g));
                         guards.len() - 1
                     }
                     _ => u8::MAX as usize,

@@ -114,7 +114,6 @@ impl Session {
                 let hint = if pos == 0 { first.take() } else { None };
                 prefetch(srv, self.client.db, buf, pos, hint, &limits, &mut ahead);
             }
-            first = None;
             let (parsed, hint) = match ahead.take(pos) {
                 Some(r) => (Parsed::Command { consumed: r.consumed }, Some(r)),
                 None => (self.parser.parse(&buf[pos..], &limits), None),

@@ -162,6 +162,22 @@ impl<'a> Spot<'a> {
     }
 }
 
+/// Starts the cache misses of every line a shard spans (three): the lock word, for writing,
+/// and the rest for reading — a lookup reads the keys' table header, and first of all the TTL
+/// count that `Shard::expired_hashed` tests, which sits on the third line. Prefetching only
+/// the first left `KsView::locate` waiting on that line: 90 % of its samples, unpipelined.
+#[inline]
+fn prefetch_shard(m: &Mutex<Shard>) {
+    let p = m as *const Mutex<Shard> as *const u8;
+    dict::prefetch_write(p);
+    let end = p as usize + std::mem::size_of::<Mutex<Shard>>();
+    let mut line = (p as usize & !63) + 64;
+    while line < end {
+        dict::prefetch(line as *const u8);
+        line += 64;
+    }
+}
+
 /// Identifies a shard globally; the lock order is the numeric order of this value.
 #[inline]
 pub fn shard_id(db: usize, shard: usize) -> u32 {
@@ -202,7 +218,7 @@ impl Keyspace {
             }
             let m = db.map(|(_, d)| &d.shards[sp.shard]);
             if let Some(m) = m {
-                dict::prefetch_write(m as *const _ as *const u8);
+                prefetch_shard(m);
             }
             shards.push(m);
         }

@@ -103,6 +103,17 @@ impl std::fmt::Debug for KeyBytes {
     }
 }
 
+/// Prefetch hints for every cache line of `len` bytes from `p`.
+#[inline]
+pub fn prefetch_range(p: *const u8, len: usize) {
+    let end = p as usize + len;
+    let mut line = p as usize & !63;
+    while line < end {
+        prefetch(line as *const u8);
+        line += 64;
+    }
+}
+
 /// A cache prefetch hint; never faults, whatever the address.
 #[inline(always)]
 pub fn prefetch(p: *const u8) {

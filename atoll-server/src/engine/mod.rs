@@ -170,12 +170,8 @@ impl<'a> Spot<'a> {
 fn prefetch_shard(m: &Mutex<Shard>) {
     let p = m as *const Mutex<Shard> as *const u8;
     dict::prefetch_write(p);
-    let end = p as usize + std::mem::size_of::<Mutex<Shard>>();
-    let mut line = (p as usize & !63) + 64;
-    while line < end {
-        dict::prefetch(line as *const u8);
-        line += 64;
-    }
+    let next = (p as usize & !63) + 64;
+    dict::prefetch_range(next as *const u8, (p as usize + std::mem::size_of::<Mutex<Shard>>()).saturating_sub(next));
 }
 
 /// Identifies a shard globally; the lock order is the numeric order of this value.

@@ -405,6 +405,19 @@ impl Worker {
     /// same shard and hash again.
     fn prefetch_round(&self, cqes: &[(u64, i32, u32)]) -> [Option<KeyHint>; ROUND_AHEAD] {
         let mut hints = [None; ROUND_AHEAD];
+        // Unpipelined, each request touches its connection's state (a few hundred bytes:
+        // session, parser, reply buffers, flags) for the first time since the kernel's network
+        // work evicted it; its misses are started together too.
+        for &(ud, res, _) in cqes {
+            if ud & 3 == OP_RECV && ud != WAKE && res > 0 {
+                if let Some(c) = self.conns.get((ud >> 2) as usize) {
+                    crate::engine::dict::prefetch_range(
+                        c as *const Connection as *const u8,
+                        std::mem::size_of::<Connection>(),
+                    );
+                }
+            }
+        }
         let mut spots: SmallVec<[Spot; ROUND_AHEAD]> = SmallVec::new();
         for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
             if ud & 3 != OP_RECV || ud == WAKE || res <= 0 {

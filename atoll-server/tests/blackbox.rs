@@ -526,6 +526,55 @@ fn batched_waits_under_many_busy_clients() {
     assert!(err.to_string().contains("argument must be between 0 and 1000"), "{err}");
 }
 
+/// The io_uring loop looks at the first request of every connection in a round and prefetches
+/// their keys together, handing each session the shard and hash it computed. Many unpipelined
+/// clients on one worker, in different databases, with the same key names, some of them
+/// sending each request in two writes (the second half of a request must not take a hint
+/// computed for anything else), all read back exactly their own values.
+#[test]
+fn unpipelined_clients_across_databases_read_their_own_keys() {
+    let s = start_atoll(&["--threads", "1"]);
+    let port = s.port;
+    let handles: Vec<_> = (0..24u32)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let db = (i % 16).to_string();
+                let mut c = RawConn::connect(port);
+                assert_eq!(c.cmd(&[b"SELECT", db.as_bytes()]), b"+OK\r\n");
+                for j in 0..300u32 {
+                    // Clients i and i + 16 share database i % 16; their key names differ, but
+                    // every database has the same names.
+                    let key = format!("k{}:{}", i / 16, j % 7);
+                    let val = format!("{i}:{j}");
+                    assert_eq!(c.cmd(&[b"SET", key.as_bytes(), val.as_bytes()]), b"+OK\r\n");
+                    let get = encode(&[b"GET".to_vec(), key.clone().into_bytes()]);
+                    if i % 3 == 0 {
+                        // Split inside the key: the first read ends mid-request.
+                        let cut = get.len() - 3;
+                        c.send_raw(&get[..cut]);
+                        std::thread::sleep(Duration::from_micros(200));
+                        c.send_raw(&get[cut..]);
+                    } else {
+                        c.send_raw(&get);
+                    }
+                    assert_eq!(c.read_reply(), format!("${}\r\n{val}\r\n", val.len()).into_bytes());
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    // Each database holds the last writes of its own clients (293: the last j with j % 7 == 6).
+    let mut c = client(port);
+    for db in 0..16u32 {
+        let _: () = redis::cmd("SELECT").arg(db).query(&mut c).unwrap();
+        assert_eq!(c.get::<_, String>("k0:6").unwrap(), format!("{db}:293"));
+        let second: Option<String> = c.get("k1:6").unwrap();
+        assert_eq!(second, (db < 8).then(|| format!("{}:293", db + 16)));
+    }
+}
+
 /// Large requests and replies cross many receive buffers and short sends (io_uring provides
 /// 4 KB buffers; a 1 MB value spans hundreds of them), pipelined with small ones.
 #[test]

@@ -208,7 +208,13 @@ impl Keyspace {
         // almost always in one database, looked up once.
         let mut shards: SmallVec<[Option<&Mutex<Shard>>; 16]> = SmallVec::new();
         let mut db: Option<(usize, &Db)> = None;
-        for sp in spots {
+        for (k, sp) in spots.iter().enumerate() {
+            // A hot key repeats (many clients, or a pipeline, on one counter or collection):
+            // its later spots would only repeat the same prefetches.
+            if k > 0 && (spots[k - 1].hash, spots[k - 1].db) == (sp.hash, sp.db) && spots[k - 1].key == sp.key {
+                shards.push(None);
+                continue;
+            }
             if db.is_none_or(|(i, _)| i != sp.db) {
                 db = self.dbs.get(sp.db).and_then(|d| d.get()).map(|d| (sp.db, d));
             }

@@ -48,14 +48,14 @@ impl Session {
         self.feed_hinted(srv, ws, input, None, out)
     }
 
-    /// `feed`, with what `first_key` found for this same `input` (its shard and hash are not
-    /// computed again).
+    /// `feed`, with what `first_key` found for this same `input` (its first request is not
+    /// scanned, nor its key hashed, again).
     pub fn feed_hinted(
         &mut self,
         srv: &Server,
         ws: &WorkerStats,
         input: &[u8],
-        first: Option<KeyHint>,
+        first: Option<&FirstReq>,
         out: &mut Reply,
     ) -> bool {
         self.client.handle.last_ms.store(srv.now_ms(), Ordering::Relaxed);
@@ -80,14 +80,14 @@ impl Session {
         !self.client.close_after_reply
     }
 
-    /// Runs every complete request in `buf`; returns the bytes consumed. `first`: the key hint
-    /// of the request at the start of `buf`, if the event loop's look-ahead computed it.
+    /// Runs every complete request in `buf`; returns the bytes consumed. `first`: the request
+    /// at the start of `buf`, if the event loop's look-ahead scanned it.
     fn process(
         &mut self,
         srv: &Server,
         ws: &WorkerStats,
         buf: &[u8],
-        mut first: Option<KeyHint>,
+        mut first: Option<&FirstReq>,
         out: &mut Reply,
     ) -> usize {
         let mut pos = 0;
@@ -110,7 +110,7 @@ impl Session {
             // (Starting behind this one left its own key to be looked up cold, three or four
             // misses in a row.) Not while the parser holds a partly parsed request.
             if ahead.exhausted() && self.client.authenticated && !self.parser.in_progress() {
-                // The event loop's hint is for the request at the start of `buf` only.
+                // The event loop's scan is of the request at the start of `buf` only.
                 let hint = if pos == 0 { first.take() } else { None };
                 prefetch(srv, self.client.db, buf, pos, hint, &limits, &mut ahead);
             }
@@ -208,10 +208,20 @@ struct AheadReq {
 
 /// Where a look-ahead found a request's first argument would live: its shard, and its hash
 /// in the shard's table.
-#[derive(Clone, Copy)]
-pub struct KeyHint {
+#[derive(Clone, Copy, Default)]
+struct KeyHint {
     shard: usize,
     hash: u64,
+}
+
+/// The first request of some input, already scanned by the event loop's look-ahead
+/// (`Session::first_key`): its length, its argument spans and where its key lives. Handed to
+/// the session with that same input, it spares scanning and hashing the request twice.
+#[derive(Default)]
+pub struct FirstReq {
+    consumed: usize,
+    args: SmallVec<[(usize, usize); AHEAD_MAX_ARGS]>,
+    key: KeyHint,
 }
 
 /// Requests with more arguments than this end the look-ahead; the main loop parses them (their
@@ -240,13 +250,13 @@ impl Ahead {
 /// Pipelined requests: parses the next complete requests of `buf` from `pos` (recording them
 /// in `ahead` for the main loop) and prefetches where their first argument (the key of most
 /// commands) lives in the keyspace. A guess that is not a key costs one useless prefetch.
-/// `first`: the hint of the request at `pos`, already computed.
+/// `first`: the request at `pos`, already scanned.
 fn prefetch(
     srv: &Server,
     db: usize,
     buf: &[u8],
     mut pos: usize,
-    mut first: Option<KeyHint>,
+    mut first: Option<&FirstReq>,
     limits: &Limits,
     ahead: &mut Ahead,
 ) {
@@ -258,14 +268,25 @@ fn prefetch(
     // the look-ahead resumes behind it.
     while ahead.reqs.len() < PREFETCH_AHEAD {
         let from = ahead.args.len();
-        let Some(consumed) = scan_request(buf, pos, AHEAD_MAX_ARGS, limits, &mut ahead.args) else {
-            break;
+        let (consumed, known) = match first.take() {
+            Some(f) => {
+                debug_assert!({
+                    let mut again: SmallVec<[(usize, usize); AHEAD_MAX_ARGS]> = SmallVec::new();
+                    scan_request(buf, pos, AHEAD_MAX_ARGS, limits, &mut again) == Some(f.consumed) && again == f.args
+                });
+                ahead.args.extend_from_slice(&f.args);
+                (f.consumed, Some(f.key))
+            }
+            None => match scan_request(buf, pos, AHEAD_MAX_ARGS, limits, &mut ahead.args) {
+                Some(consumed) => (consumed, None),
+                None => break,
+            },
         };
         let n = ahead.args.len() - from;
         let key = (n >= 2).then(|| {
             let (s, e) = ahead.args[from + 1];
             let key = &buf[s..e];
-            let spot = match first.take() {
+            let spot = match known {
                 Some(h) => {
                     debug_assert!(
                         h.shard == crate::engine::key_shard(key) && h.hash == crate::engine::dict::hash_key(key)
@@ -278,7 +299,6 @@ fn prefetch(
             KeyHint { shard: spot.shard, hash: spot.hash }
         });
         ahead.reqs.push(AheadReq { at: pos, consumed, args: from..from + n, key });
-        first = None;
         pos += consumed;
     }
     // A lone request has nothing to overlap its misses with: its lookup waits for them anyway.
@@ -292,9 +312,10 @@ impl Session {
     /// session runs that request at once and the look-ahead would take it. The event loop
     /// collects these over every connection a round delivered, so that unpipelined clients'
     /// lookups overlap their cache misses as a pipeline's do (`Keyspace::prefetch_spots`).
-    /// Also returns the request's length: when more requests follow it, the session's own
-    /// look-ahead prefetches them all, this key with them.
-    pub fn first_key<'a>(&self, srv: &Server, input: &'a [u8]) -> Option<(Spot<'a>, KeyHint, usize)> {
+    /// The scanned request is left in `f`, to hand back with `input` (`feed_hinted`); its
+    /// `consumed()` says whether more requests follow it (the session's own look-ahead then
+    /// prefetches them all, this key with them). Filled in place: it is a few hundred bytes.
+    pub fn first_key<'a>(&self, srv: &Server, input: &'a [u8], f: &mut FirstReq) -> Option<Spot<'a>> {
         if !self.pending.is_empty()
             || !self.client.authenticated
             || self.parser.in_progress()
@@ -307,11 +328,19 @@ impl Session {
             unauthenticated: false,
             ..Limits::default()
         };
-        let mut args: SmallVec<[(usize, usize); AHEAD_MAX_ARGS]> = SmallVec::new();
-        let consumed = scan_request(input, 0, AHEAD_MAX_ARGS, &limits, &mut args)?;
-        let &(s, e) = args.get(1)?;
+        f.args.clear();
+        f.consumed = scan_request(input, 0, AHEAD_MAX_ARGS, &limits, &mut f.args)?;
+        let &(s, e) = f.args.get(1)?;
         let spot = Spot::new(self.client.db, &input[s..e]);
-        Some((spot, KeyHint { shard: spot.shard, hash: spot.hash }, consumed))
+        f.key = KeyHint { shard: spot.shard, hash: spot.hash };
+        Some(spot)
+    }
+}
+
+impl FirstReq {
+    /// The request's length in the input.
+    pub fn consumed(&self) -> usize {
+        self.consumed
     }
 }
 
@@ -737,20 +766,23 @@ mod tests {
         let mut s = session(&srv);
         feed(&srv, &mut s, b"SELECT 3\r\nSET k v\r\n");
         let get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
-        let (spot, hint, len) = s.first_key(&srv, get).expect("a common-form request with a key");
+        let mut hint = FirstReq::default();
+        let spot = s.first_key(&srv, get, &mut hint).expect("a common-form request with a key");
+        let len = hint.consumed();
         assert_eq!((spot.db, spot.key, len), (3, &b"k"[..], get.len()));
         assert_eq!((spot.shard, spot.hash), (crate::engine::key_shard(b"k"), crate::engine::dict::hash_key(b"k")));
         let mut out = Reply::new(s.client.proto);
-        assert!(s.feed_hinted(&srv, ws, get, Some(hint), &mut out));
+        assert!(s.feed_hinted(&srv, ws, get, Some(&hint), &mut out));
         assert_eq!(out.buf, b"$1\r\nv\r\n");
         // A pipeline: the length says more follows (the session prefetches it all).
         let two = [&get[..], &get[..]].concat();
-        assert_eq!(s.first_key(&srv, &two).map(|(_, _, n)| n), Some(get.len()));
+        assert!(s.first_key(&srv, &two, &mut hint).is_some());
+        assert_eq!(hint.consumed(), get.len());
         // Nothing to hint: no key, inline form, or the session is inside a partial request.
-        assert!(s.first_key(&srv, b"*1\r\n$4\r\nPING\r\n").is_none());
-        assert!(s.first_key(&srv, b"GET k\r\n").is_none());
+        assert!(s.first_key(&srv, b"*1\r\n$4\r\nPING\r\n", &mut hint).is_none());
+        assert!(s.first_key(&srv, b"GET k\r\n", &mut hint).is_none());
         assert_eq!(feed(&srv, &mut s, b"*2\r\n$3\r\nGET\r\n$1"), "");
-        assert!(s.first_key(&srv, b"\r\nk\r\n").is_none());
+        assert!(s.first_key(&srv, b"\r\nk\r\n", &mut hint).is_none());
         assert_eq!(feed(&srv, &mut s, b"\r\nk\r\n"), "$1\r\nv\r\n");
     }
 

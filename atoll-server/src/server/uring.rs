@@ -18,7 +18,7 @@
 //! `sending` (owned by the kernel while a send is in flight) and `link.out`, where new replies
 //! accumulate meanwhile. A connection is freed only once no operation of it is in flight.
 
-use super::session::KeyHint;
+use super::session::FirstReq;
 use super::stats::bump;
 use super::worker::{Accepted, Conn, Core, HasLink, Inbox, Link, Wake};
 use super::Server;
@@ -366,10 +366,10 @@ impl Worker {
             self.cqes.clear();
             self.cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
             let cqes = std::mem::take(&mut self.cqes);
-            let mut hints = [None; ROUND_AHEAD];
+            let mut hints: [Option<FirstReq>; ROUND_AHEAD] = [const { None }; ROUND_AHEAD];
             for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
                 if i % ROUND_AHEAD == 0 {
-                    hints = self.prefetch_round(&cqes[i..cqes.len().min(i + ROUND_AHEAD)]);
+                    self.prefetch_round(&cqes[i..cqes.len().min(i + ROUND_AHEAD)], &mut hints);
                 }
                 if ud == WAKE {
                     for c in self.core.drain_inbox(&mut self.conns) {
@@ -380,7 +380,7 @@ impl Worker {
                 }
                 let t = (ud >> 2) as usize;
                 match ud & 3 {
-                    OP_RECV => self.on_recv(t, res, flags, hints[i % ROUND_AHEAD]),
+                    OP_RECV => self.on_recv(t, res, flags, hints[i % ROUND_AHEAD].as_ref()),
                     OP_SEND => self.on_send(t, res),
                     _ => {}
                 }
@@ -401,10 +401,12 @@ impl Worker {
     /// Unpipelined clients: the first request of each connection in `cqes` is looked at before
     /// any of them runs, and their keys are prefetched together, so the lookups' cache misses
     /// overlap (as a pipeline's do in `Session::process`) instead of each request paying for
-    /// them in turn. Returns, per completion, the hint that spares its session computing the
-    /// same shard and hash again.
-    fn prefetch_round(&self, cqes: &[(u64, i32, u32)]) -> [Option<KeyHint>; ROUND_AHEAD] {
-        let mut hints = [None; ROUND_AHEAD];
+    /// them in turn. Leaves in `hints`, per completion, its first request as scanned here,
+    /// which spares its session scanning it and hashing its key again.
+    fn prefetch_round(&self, cqes: &[(u64, i32, u32)], hints: &mut [Option<FirstReq>; ROUND_AHEAD]) {
+        for h in hints.iter_mut() {
+            *h = None;
+        }
         // Unpipelined, each request touches its connection's state (a few hundred bytes:
         // session, parser, reply buffers, flags) for the first time since the kernel's network
         // work evicted it; its misses are started together too.
@@ -430,18 +432,17 @@ impl Worker {
                 continue;
             }
             let data = self.bufs.buf(bid, res as usize);
-            if let Some((spot, hint, len)) = c.link.session.first_key(&self.core.srv, data) {
+            let first = hints[i].insert(FirstReq::default());
+            match c.link.session.first_key(&self.core.srv, data, first) {
                 // A pipeline's first key is prefetched with the rest of it, by the session.
-                if len == data.len() {
-                    spots.push(spot);
-                }
-                hints[i] = Some(hint);
+                Some(spot) if first.consumed() == data.len() => spots.push(spot),
+                Some(_) => {}
+                None => hints[i] = None,
             }
         }
         if spots.len() > 1 {
             self.core.srv.ks.prefetch_spots(&spots);
         }
-        hints
     }
 
     fn add_connection(&mut self, conn: Conn) {
@@ -464,7 +465,7 @@ impl Worker {
         self.post_recv(t);
     }
 
-    fn on_recv(&mut self, t: usize, res: i32, flags: u32, first: Option<KeyHint>) {
+    fn on_recv(&mut self, t: usize, res: i32, flags: u32, first: Option<&FirstReq>) {
         let more = cqueue::more(flags);
         let bid = cqueue::buffer_select(flags);
         let Some(c) = self.conns.get_mut(t) else {

@@ -13,7 +13,7 @@
 
 use super::blocking::WaitState;
 use super::client::{Client, ClientHandle};
-use super::session::{KeyHint, Session};
+use super::session::{FirstReq, Session};
 use super::stats::bump;
 use super::Server;
 use crate::protocol::Reply;
@@ -198,8 +198,8 @@ impl Core {
 
     /// Bytes arrived on connection `t`: runs every complete request. Returns false if the
     /// connection must be closed now (it sent more than a blocked client may buffer).
-    /// `first`: `Session::first_key`'s hint for `data`, if the event loop looked ahead.
-    pub fn ingest(&mut self, l: &mut Link, t: usize, data: &[u8], first: Option<KeyHint>) -> bool {
+    /// `first`: `Session::first_key`'s scan of `data`, if the event loop looked ahead.
+    pub fn ingest(&mut self, l: &mut Link, t: usize, data: &[u8], first: Option<&FirstReq>) -> bool {
         let srv = &*self.srv;
         // Counted here, where the network delivers bytes, so input a blocked or closing client
         // receives counts too (as in Redis), and a resumed client's replay does not.

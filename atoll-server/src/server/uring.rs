@@ -343,6 +343,10 @@ impl Worker {
     }
 
     fn main_loop(&mut self) {
+        // `prefetch_round`'s scans, reused round after round (filled in place: a few hundred
+        // bytes each), and which of them hold one.
+        let mut firsts: [FirstReq; ROUND_AHEAD] = Default::default();
+        let mut scanned = 0u32;
         loop {
             let ts = types::Timespec::from(self.core.timeout());
             let mut args = types::SubmitArgs::new().timespec(&ts);
@@ -366,10 +370,9 @@ impl Worker {
             self.cqes.clear();
             self.cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
             let cqes = std::mem::take(&mut self.cqes);
-            let mut hints: [Option<FirstReq>; ROUND_AHEAD] = [const { None }; ROUND_AHEAD];
             for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
                 if i % ROUND_AHEAD == 0 {
-                    self.prefetch_round(&cqes[i..cqes.len().min(i + ROUND_AHEAD)], &mut hints);
+                    scanned = self.prefetch_round(&cqes[i..cqes.len().min(i + ROUND_AHEAD)], &mut firsts);
                 }
                 if ud == WAKE {
                     for c in self.core.drain_inbox(&mut self.conns) {
@@ -380,7 +383,11 @@ impl Worker {
                 }
                 let t = (ud >> 2) as usize;
                 match ud & 3 {
-                    OP_RECV => self.on_recv(t, res, flags, hints[i % ROUND_AHEAD].as_ref()),
+                    OP_RECV => {
+                        let j = i % ROUND_AHEAD;
+                        let first = (scanned & 1 << j != 0).then(|| &firsts[j]);
+                        self.on_recv(t, res, flags, first)
+                    }
                     OP_SEND => self.on_send(t, res),
                     _ => {}
                 }
@@ -401,12 +408,11 @@ impl Worker {
     /// Unpipelined clients: the first request of each connection in `cqes` is looked at before
     /// any of them runs, and their keys are prefetched together, so the lookups' cache misses
     /// overlap (as a pipeline's do in `Session::process`) instead of each request paying for
-    /// them in turn. Leaves in `hints`, per completion, its first request as scanned here,
-    /// which spares its session scanning it and hashing its key again.
-    fn prefetch_round(&self, cqes: &[(u64, i32, u32)], hints: &mut [Option<FirstReq>; ROUND_AHEAD]) {
-        for h in hints.iter_mut() {
-            *h = None;
-        }
+    /// them in turn. Leaves in `firsts`, per completion, its first request as scanned here
+    /// (returning which hold one), which spares its session scanning it and hashing its key
+    /// again.
+    fn prefetch_round(&self, cqes: &[(u64, i32, u32)], firsts: &mut [FirstReq; ROUND_AHEAD]) -> u32 {
+        let mut scanned = 0u32;
         // Unpipelined, each request touches its connection's state (a few hundred bytes:
         // session, parser, reply buffers, flags) for the first time since the kernel's network
         // work evicted it; its misses are started together too.
@@ -432,17 +438,19 @@ impl Worker {
                 continue;
             }
             let data = self.bufs.buf(bid, res as usize);
-            let first = hints[i].insert(FirstReq::default());
-            match c.link.session.first_key(&self.core.srv, data, first) {
+            let first = &mut firsts[i];
+            if let Some(spot) = c.link.session.first_key(&self.core.srv, data, first) {
+                scanned |= 1 << i;
                 // A pipeline's first key is prefetched with the rest of it, by the session.
-                Some(spot) if first.consumed() == data.len() => spots.push(spot),
-                Some(_) => {}
-                None => hints[i] = None,
+                if first.consumed() == data.len() {
+                    spots.push(spot);
+                }
             }
         }
         if spots.len() > 1 {
             self.core.srv.ks.prefetch_spots(&spots);
         }
+        scanned
     }
 
     fn add_connection(&mut self, conn: Conn) {

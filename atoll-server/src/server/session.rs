@@ -91,11 +91,7 @@ impl Session {
         out: &mut Reply,
     ) -> usize {
         let mut pos = 0;
-        let mut limits = Limits {
-            max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
-            unauthenticated: !self.client.authenticated,
-            ..Limits::default()
-        };
+        let mut limits = client_limits(srv, self.client.authenticated);
         // Requests already parsed by the look-ahead (see `prefetch`), replayed below.
         let mut ahead = Ahead::default();
         // A clock reading from an earlier batch is stale (see `Client::clock`).
@@ -323,17 +319,24 @@ impl Session {
         {
             return None;
         }
-        let limits = Limits {
-            max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
-            unauthenticated: false,
-            ..Limits::default()
-        };
+        // The limits `process` will parse this request under: what is scanned here is taken
+        // as parsed there.
+        let limits = client_limits(srv, true);
         f.args.clear();
         f.consumed = scan_request(input, 0, AHEAD_MAX_ARGS, &limits, &mut f.args)?;
         let &(s, e) = f.args.get(1)?;
         let spot = Spot::new(self.client.db, &input[s..e]);
         f.key = KeyHint { shard: spot.shard, hash: spot.hash };
         Some(spot)
+    }
+}
+
+/// The protocol limits a client's requests are parsed under.
+fn client_limits(srv: &Server, authenticated: bool) -> Limits {
+    Limits {
+        max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
+        unauthenticated: !authenticated,
+        ..Limits::default()
     }
 }
 

@@ -344,9 +344,8 @@ impl Worker {
 
     fn main_loop(&mut self) {
         // `prefetch_round`'s scans, reused round after round (filled in place: a few hundred
-        // bytes each), and which of them hold one.
+        // bytes each); its bitmask says which of them hold one.
         let mut firsts: [FirstReq; ROUND_AHEAD] = Default::default();
-        let mut scanned = 0u32;
         loop {
             let ts = types::Timespec::from(self.core.timeout());
             let mut args = types::SubmitArgs::new().timespec(&ts);
@@ -370,6 +369,7 @@ impl Worker {
             self.cqes.clear();
             self.cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
             let cqes = std::mem::take(&mut self.cqes);
+            let mut scanned = 0u32;
             for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
                 if i % ROUND_AHEAD == 0 {
                     scanned = self.prefetch_round(&cqes[i..cqes.len().min(i + ROUND_AHEAD)], &mut firsts);

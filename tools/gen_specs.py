@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Extracts the command facts Atoll implements from shared/reference/commands.json into
-atoll-server/src/commands/specs.json (embedded in the binary for COMMAND INFO/DOCS, arity and
+atoll-server/src/exec/specs.json (embedded in the binary for COMMAND INFO/DOCS, arity and
 key positions). Facts only: arity, flags, ACL categories, key specs, argument structure.
 
 Usage: python3 tools/gen_specs.py [path/to/commands.json]
@@ -14,11 +14,9 @@ src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "..", "shared", "
 table = open(os.path.join(root, "atoll-server/src/commands/table.rs")).read()
 names = set(m.upper().replace("|", " ") for m in re.findall(r'c\("([a-z0-9_\-|]+)"', table))
 ref = json.load(open(src))
-# Where Redis 7.2 differs from the Valkey-8.0-derived reference (checked against redis-server).
-OVERRIDES = {
-    "COMMAND GETKEYS": {"arity": -4},
-    "COMMAND GETKEYSANDFLAGS": {"arity": -4},
-}
+# Where Redis 7.2 differs from the Valkey-8.0-derived reference (checked against Redis 7.2.6,
+# ../shared/tools/redis72 path). None known.
+OVERRIDES = {}
 out = {}
 for name in sorted(names):
     if name not in ref:
@@ -33,7 +31,7 @@ for name in sorted(names):
         parent = name.split(" ")[0]
         if parent not in names:
             sys.exit(f"container {parent} must be in the table too")
-dst = os.path.join(root, "atoll-server/src/commands/specs.json")
+dst = os.path.join(root, "atoll-server/src/exec/specs.json")
 with open(dst, "w") as f:
     json.dump(out, f, indent=1, sort_keys=True)
     f.write("\n")

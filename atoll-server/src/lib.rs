@@ -1,12 +1,20 @@
 //! Atoll: a multi-core, Redis-compatible in-memory data store.
 //!
-//! Layers, top to bottom (DESIGN §1): `server` (threads, event loops, sessions), `protocol`
-//! (RESP parsing and reply encoding, no storage knowledge), `commands` (the command table and
-//! one module per family), `engine` (the sharded keyspace and value types), `config`.
+//! Layers, top to bottom (DESIGN §1); each imports only the ones below it:
+//! * `server` — threads, event loops, sessions (bytes in, bytes out);
+//! * `commands` — the command table's rows and the commands that are not a data type's;
+//! * `types` — each data type's commands (LPUSH in `types::list` …);
+//! * `exec` — the execution core: command context, dispatch and `call`, the write epilogue,
+//!   client state, blocking, statistics, the shared `Server` state;
+//! * `config`, `log` — the configuration table and Redis-format logging;
+//! * `engine` — the sharded keyspace and the values it stores;
+//! * `protocol` — RESP parsing and reply encoding, no storage knowledge.
 
 pub mod commands;
 pub mod config;
 pub mod engine;
+pub mod exec;
+pub mod log;
 pub mod protocol;
 pub mod server;
 pub mod types;

@@ -350,8 +350,14 @@ fn config_file_flags_and_unix_socket() {
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("atoll.sock");
     let conf = dir.join("atoll.conf");
-    std::fs::write(&conf, format!("# test\nunixsocket {}\nmaxmemory 10mb\nsave \"\"\nappendonly no\n", sock.display()))
-        .unwrap();
+    std::fs::write(
+        &conf,
+        format!(
+            "# test\nunixsocket {}\nproto-max-bulk-len 10mb\nsave \"\"\nappendonly no\nhash-max-ziplist-entries 64\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
     let port = free_port();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
         .arg(&conf)
@@ -372,8 +378,10 @@ fn config_file_flags_and_unix_socket() {
     assert!(ok, "unix socket never accepted");
     let c = redis::Client::open(format!("redis+unix://{}", sock.display())).unwrap();
     let mut c = c.get_connection().unwrap();
-    let cfg: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxmemory").query(&mut c).unwrap();
-    assert_eq!(cfg, vec!["maxmemory".to_string(), "10485760".to_string()]);
+    let cfg: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("proto-max-bulk-len").query(&mut c).unwrap();
+    assert_eq!(cfg, vec!["proto-max-bulk-len".to_string(), "10485760".to_string()]);
+    let cfg: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("hash-max-listpack-entries").query(&mut c).unwrap();
+    assert_eq!(cfg[1], "64");
     let dbs: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("databases").query(&mut c).unwrap();
     assert_eq!(dbs[1], "4");
     let r: redis::RedisResult<()> = redis::cmd("SELECT").arg(4).query(&mut c);
@@ -591,5 +599,28 @@ fn large_values_round_trip_through_small_buffers() {
     for (i, (v, n)) in got.iter().enumerate() {
         assert_eq!(v, &big);
         assert_eq!(*n, i as i64 + 1);
+    }
+}
+
+/// A setting Atoll cannot honour yet stops start-up with Redis's fatal-config format and a
+/// reason naming what is missing; it is never silently ignored.
+#[test]
+fn unsupported_settings_refuse_to_start() {
+    for (name, value, missing) in [
+        ("appendonly", "yes", "persistence"),
+        ("save", "900 1", "persistence"),
+        ("maxmemory", "10mb", "maxmemory"),
+        ("replicaof", "127.0.0.1 6379", "replication"),
+        ("cluster-enabled", "yes", "cluster mode"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+            .args(["--port", "0", &format!("--{name}")])
+            .args(value.split(' '))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("*** FATAL CONFIG FILE ERROR"), "{name}: {err}");
+        assert!(err.contains(&format!("not supported by Atoll yet: {missing}")), "{name}: {err}");
     }
 }

@@ -2,8 +2,8 @@
 //! feed them through a `Session`, and the machine's own ceiling.
 
 use atoll::config::Config;
+use atoll::exec::client::{Client, ClientHandle};
 use atoll::protocol::Reply;
-use atoll::server::client::{Client, ClientHandle};
 use atoll::server::session::Session;
 use atoll::server::Server;
 use rand::{Rng, SeedableRng};
@@ -130,7 +130,7 @@ pub const WORKLOADS: [(&str, &str, bool); 4] =
 /// A server with both keyspaces (shared and one database per thread) preloaded, so GET hits
 /// and SET overwrites, as in the network benchmark.
 pub fn preloaded_server() -> Arc<Server> {
-    let srv = Arc::new(Server::new(Config::defaults(), 2, 0));
+    let srv = Arc::new(Server::new(Config::defaults(), atoll::commands::table::build(), 2, 0));
     for db in [false, true] {
         for cmd in ["SET", "INCR"] {
             run(&srv, cmd, 2, (KEYSPACE as usize * 2 / BATCH) as u64, db);

@@ -5,7 +5,8 @@
 //! offset is checked before anything is allocated), and leave it `raw`-encoded.
 
 use super::string::{max_bulk_len, reserve_sds};
-use super::*;
+use crate::engine::Value;
+use crate::exec::*;
 
 // ---------------------------------------------------------------------------------------------
 // Argument parsing

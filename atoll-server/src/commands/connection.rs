@@ -1,8 +1,8 @@
 //! Connection commands: PING, ECHO, AUTH, HELLO, QUIT, RESET, SELECT and CLIENT.
 
-use super::*;
+use crate::exec::client::{ClientHandle, ReplyMode};
+use crate::exec::*;
 use crate::protocol::Proto;
-use crate::server::client::{ClientHandle, ReplyMode};
 use std::sync::atomic::Ordering;
 
 // PING [message]
@@ -22,7 +22,7 @@ pub fn echo(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// Checks a username/password pair against the default user (ACL users come later).
-fn check_password(srv: &crate::server::Server, user: Option<&[u8]>, pass: &[u8]) -> bool {
+fn check_password(srv: &crate::exec::Server, user: Option<&[u8]>, pass: &[u8]) -> bool {
     if let Some(u) = user {
         if u != b"default" {
             return false;
@@ -139,8 +139,8 @@ pub fn quit(ctx: &mut Ctx) -> CmdResult {
 
 // RESET
 pub fn reset(ctx: &mut Ctx) -> CmdResult {
-    super::multi::discard_state(ctx.srv, ctx.client);
-    super::multi::unwatch_all(ctx.srv, ctx.client);
+    crate::exec::multi::discard_state(ctx.srv, ctx.client);
+    crate::exec::multi::unwatch_all(ctx.srv, ctx.client);
     let c = &mut *ctx.client;
     c.db = 0;
     c.handle.db.store(0, Ordering::Relaxed);
@@ -167,18 +167,6 @@ pub fn select(ctx: &mut Ctx) -> CmdResult {
     ctx.client.handle.db.store(idx as usize, Ordering::Relaxed);
     ctx.reply.ok();
     Ok(())
-}
-
-/// Replies with a HELP text: the command name line followed by the lines, like Redis's
-/// `addReplyHelp`.
-pub fn help_reply(ctx: &mut Ctx, name: &str, lines: &[&str]) {
-    ctx.reply.array(lines.len() + 3);
-    ctx.reply.simple(&format!("{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"));
-    for l in lines {
-        ctx.reply.simple(l);
-    }
-    ctx.reply.simple("HELP");
-    ctx.reply.simple("    Print this help.");
 }
 
 // CLIENT HELP
@@ -295,7 +283,7 @@ pub fn client_setinfo(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// One CLIENT LIST line, with 7.2's fields.
-fn client_line(srv: &crate::server::Server, h: &ClientHandle, now: i64) -> String {
+fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64) -> String {
     let cmd = match h.last_cmd.load(Ordering::Relaxed) {
         0 => "NULL".to_string(),
         i => srv.table.all[i - 1].name.clone(),
@@ -545,7 +533,7 @@ pub fn client_unblock(ctx: &mut Ctx) -> CmdResult {
     };
     let waiter = ctx.srv.clients.get(id.max(0) as u64).and_then(|h| h.waiter.lock().clone());
     let done = waiter.is_some_and(|w| {
-        use crate::server::blocking::WaitState;
+        use crate::exec::blocking::WaitState;
         let ok = w.finish(if error { WaitState::Unblocked } else { WaitState::TimedOut });
         if ok {
             ctx.srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);

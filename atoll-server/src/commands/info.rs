@@ -1,6 +1,6 @@
 //! INFO: the sections and field names operators and redis_exporter know.
 
-use crate::server::Server;
+use crate::exec::Server;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 

@@ -8,13 +8,15 @@
 //! workers; inside EXEC the whole database is locked and `with_shard` uses those locks.
 //! Walkers skip keys whose TTL has passed and reclaim them while they hold the shard lock.
 
-use super::connection::help_reply;
-use super::*;
 use crate::engine::glob::glob_match;
 use crate::engine::keytable::Entry;
 use crate::engine::{LockPlan, Locks, SHARDS};
-use crate::server::stats::Counters;
+use crate::engine::{Shard, Value};
+use crate::exec::help_reply;
+use crate::exec::stats::Counters;
+use crate::exec::*;
 use rand::Rng;
+use std::sync::atomic::Ordering;
 
 /// A SCAN cursor is `(in-shard dict cursor << SHARD_BITS) | shard index`.
 const SHARD_BITS: u32 = SHARDS.trailing_zeros();
@@ -374,30 +376,6 @@ struct ScanOptions<'a> {
     count: u64,
     pattern: Option<&'a [u8]>,
     type_name: Option<&'a [u8]>,
-}
-
-/// Parses a SCAN cursor as Redis does with `strtoul`: an optional sign and decimal digits, no
-/// leading space, nothing after; a negative number wraps around; the empty string is 0.
-/// Shared by SCAN, HSCAN, SSCAN and ZSCAN.
-pub(crate) fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::msg("ERR invalid cursor");
-    let (neg, digits) = match arg.first() {
-        None => return Ok(0),
-        Some(b'-') => (true, &arg[1..]),
-        Some(b'+') => (false, &arg[1..]),
-        Some(_) => (false, arg),
-    };
-    if digits.is_empty() {
-        return Err(invalid());
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return Err(invalid());
-        }
-        v = v.checked_mul(10).and_then(|v| v.checked_add((c - b'0') as u64)).ok_or_else(invalid)?;
-    }
-    Ok(if neg { v.wrapping_neg() } else { v })
 }
 
 fn parse_scan_options<'a>(args: &[&'a [u8]]) -> Result<ScanOptions<'a>, CmdError> {
@@ -890,7 +868,7 @@ mod tests {
     use std::collections::HashSet;
 
     fn server() -> Server {
-        Server::new(Config::defaults(), 1, 0)
+        Server::new(Config::defaults(), crate::commands::table::build(), 1, 0)
     }
 
     fn put(locks: &mut Locks, db: usize, key: &[u8], expire: Option<i64>) {
@@ -1084,20 +1062,16 @@ mod tests {
     // Whole commands through a session (keys are created directly in the keyspace, so these
     // tests need no string command).
 
-    use crate::protocol::Reply;
-    use crate::server::client::{Client, ClientHandle};
-    use crate::server::session::Session;
+    use crate::engine::Obj;
+    use crate::exec::testing::TestClient;
     use std::sync::Arc;
 
-    fn session(srv: &Server) -> Session {
-        let h = Arc::new(ClientHandle::new(srv.clients.next_id(), "test:0".into(), String::new(), -1, true, 0));
-        Session::new(Client::new(h, 0, false))
+    fn session(srv: &Server) -> TestClient {
+        TestClient::new(srv)
     }
 
-    fn run(srv: &Server, s: &mut Session, line: &str) -> String {
-        let mut out = Reply::new(s.client.proto);
-        s.feed(srv, &srv.stats.workers[0], format!("{line}\r\n").as_bytes(), &mut out);
-        String::from_utf8_lossy(&out.buf).into_owned()
+    fn run(srv: &Server, s: &mut TestClient, line: &str) -> String {
+        s.run(srv, line)
     }
 
     fn put_now(srv: &Server, db: usize, key: &str, ttl_ms: Option<i64>) {

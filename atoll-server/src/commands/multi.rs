@@ -5,10 +5,11 @@
 //! it. WATCH registers the client in the per-shard registry; any write, expiry or flush of a
 //! watched key flips the client's flag, and EXEC fails when it is set.
 
-use super::*;
 use crate::engine::{key_shard, LockPlan, Locks, WatchFlag};
-use crate::server::client::{MultiState, WatchState};
-use crate::server::session;
+use crate::exec::client::{MultiState, WatchState};
+use crate::exec::multi::{discard_state, unwatch_all, unwatch_locked};
+use crate::exec::*;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 // MULTI
@@ -20,28 +21,6 @@ pub fn multi(ctx: &mut Ctx) -> CmdResult {
     ctx.client.handle.multi.store(0, Ordering::Relaxed);
     ctx.reply.ok();
     Ok(())
-}
-
-/// Leaves MULTI state without running anything.
-pub fn discard_state(_srv: &crate::server::Server, client: &mut crate::server::client::Client) {
-    client.multi = None;
-    client.handle.multi.store(-1, Ordering::Relaxed);
-}
-
-/// Removes all of the client's watches, using `locks` for shards it holds.
-pub fn unwatch_locked(locks: &mut Locks, client: &mut crate::server::client::Client) {
-    if let Some(w) = client.watch.take() {
-        for (db, key) in &w.keys {
-            locks.with_shard(*db, key_shard(key), |s| s.unwatch(key, &w.flag));
-        }
-        client.handle.flags_watch.store(false, Ordering::Relaxed);
-    }
-}
-
-/// Removes all of the client's watches (no locks held by the caller).
-pub fn unwatch_all(srv: &crate::server::Server, client: &mut crate::server::client::Client) {
-    let mut locks = Locks::none(&srv.ks);
-    unwatch_locked(&mut locks, client);
 }
 
 // DISCARD
@@ -104,11 +83,11 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
     let mut cmds = Vec::with_capacity(m.queued.len());
     for argv in &m.queued {
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-        let cmd = match session::resolve(srv, &args) {
+        let cmd = match resolve(srv, &args) {
             Ok(c) => c.clone(),
             Err((_, e)) => return Err(e),
         };
-        let p = session::lock_plan(&cmd, &args, db, true, srv.ks.num_dbs())?;
+        let p = lock_plan(&cmd, &args, db, true, srv.ks.num_dbs())?;
         plan.ids.extend(p.ids);
         if cmd.name == "select" {
             if let Some(d) = crate::protocol::parse_i64(args[1]) {
@@ -144,12 +123,12 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
     ctx.client.in_exec = true;
     for (cmd, argv) in cmds.iter().zip(&m.queued) {
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-        session::call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks, None);
+        call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks, None);
     }
     ctx.client.in_exec = false;
     // Clients blocked on keys the transaction made ready are served now that it is complete.
     if !ctx.client.ready.is_empty() {
-        let mut ks = crate::commands::KsView {
+        let mut ks = KsView {
             locks: &mut locks,
             db: ctx.client.db,
             now: srv.now_ms(),
@@ -162,7 +141,7 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
             ready: std::mem::take(&mut ctx.client.ready),
             key_hint: None,
         };
-        crate::server::blocking::serve_ready(&mut ks, srv);
+        blocking::serve_ready(&mut ks, srv);
         if !ks.effects.is_empty() {
             srv.publish_effects(&ks.effects);
         }

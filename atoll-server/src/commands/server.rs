@@ -1,12 +1,15 @@
 //! Server commands: INFO, TIME, DBSIZE, FLUSHDB, FLUSHALL, SWAPDB, CONFIG, COMMAND, DEBUG,
 //! SHUTDOWN, LASTSAVE, and SCRIPT/FUNCTION FLUSH (nothing to flush until scripting lands).
 
-use super::connection::help_reply;
-use super::table::Command;
-use super::*;
+use super::info;
 use crate::engine::{LockPlan, SHARDS};
-use crate::server::ShutdownMode;
+use crate::exec::help_reply;
+use crate::exec::table::{Command, CommandTable};
+use crate::exec::ShutdownMode;
+use crate::exec::*;
+use crate::protocol::Reply;
 use serde_json::Value as Json;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 // INFO [section [section ...]]
@@ -134,7 +137,7 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
             for (db, sh) in [(a, &*x), (b, &*y)] {
                 if let Some(blocked) = &sh.blocked {
                     for k in blocked.keys() {
-                        if sh.keys.get(k).is_some_and(|o| crate::commands::is_blockable(&o)) {
+                        if sh.keys.get(k).is_some_and(|o| crate::exec::is_blockable(&o)) {
                             ready.push((db, k.to_vec()));
                         }
                     }
@@ -185,11 +188,11 @@ pub fn config_get(ctx: &mut Ctx) -> CmdResult {
 pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     let args = &ctx.args[2..];
     if !args.len().is_multiple_of(2) {
-        return Err(CmdError::Arity("config|set".into()));
+        return Err(CmdError::Syntax);
     }
     let pairs: Vec<(&[u8], &[u8])> = args.chunks(2).map(|p| (p[0], p[1])).collect();
-    ctx.srv.config.set_many(&pairs).map_err(CmdError::msg)?;
-    crate::server::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
+    ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(CmdError::msg)?;
+    crate::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
     ctx.reply.ok();
     Ok(())
 }
@@ -239,7 +242,7 @@ const ACL_ORDER: &[&str] = &[
 
 /// The command's ACL categories, including those Redis derives from its flags.
 fn acl_categories(c: &Command) -> Vec<&'static str> {
-    use super::table::flags as f;
+    use crate::exec::table::flags as f;
     let mut cats: Vec<&'static str> =
         ACL_ORDER.iter().copied().filter(|cat| c.acl_categories.iter().any(|x| x == cat)).collect();
     let mut add = |cat: &'static str| {
@@ -390,7 +393,7 @@ pub fn command_count(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// Finds `name` or `container|sub` (COMMAND INFO/DOCS accept both).
-fn find_command<'t>(t: &'t super::CommandTable, name: &[u8]) -> Option<&'t Arc<Command>> {
+fn find_command<'t>(t: &'t CommandTable, name: &[u8]) -> Option<&'t Arc<Command>> {
     match name.iter().position(|&b| b == b'|') {
         None => t.lookup(name),
         Some(p) => t.lookup(&name[..p])?.subcommand(&name[p + 1..]),

@@ -4,8 +4,10 @@
 //! through [`Value::from_bytes`] (`int`, `embstr` or `raw`), a value modified in place
 //! (APPEND, SETRANGE) becomes [`Value::Raw`], the INCR family stores [`Value::Int`].
 
-use super::ldouble::{self, IncrError, LongDoubleSource};
-use super::*;
+use crate::engine::keytable::Entry;
+use crate::engine::Value;
+use crate::exec::ldouble::{self, IncrError, LongDoubleSource};
+use crate::exec::*;
 use crate::protocol::Reply;
 
 // ---------------------------------------------------------------------------------------------
@@ -773,9 +775,8 @@ pub fn lcs(ctx: &mut Ctx) -> CmdResult {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::server::client::{Client, ClientHandle};
-    use crate::server::session::Session;
-    use crate::server::Server;
+    use crate::exec::testing::TestClient;
+    use crate::exec::Server;
     use parking_lot::Mutex;
     use std::sync::Arc;
 
@@ -784,26 +785,23 @@ pub(crate) mod tests {
 
     pub(crate) struct Harness {
         pub srv: Server,
-        session: Session,
+        client: TestClient,
         pub effects: EffectLog,
     }
 
     impl Harness {
         pub fn new() -> Harness {
-            let srv = Server::new(crate::config::Config::defaults(), 1, 0);
+            let srv = Server::new(crate::config::Config::defaults(), crate::commands::table::build(), 1, 0);
             let effects: EffectLog = Default::default();
             let sink = effects.clone();
             srv.set_effect_sink(Some(Box::new(move |e| sink.lock().extend(e.iter().map(|e| e.argv.clone())))));
-            let h = Arc::new(ClientHandle::new(srv.clients.next_id(), "test:0".into(), String::new(), -1, true, 0));
-            let session = Session::new(Client::new(h, 0, false));
-            Harness { srv, session, effects }
+            let client = TestClient::new(&srv);
+            Harness { srv, client, effects }
         }
 
         /// Runs one inline command; returns its raw reply.
         pub fn run(&mut self, cmd: &str) -> String {
-            let mut out = Reply::new(self.session.client.proto);
-            self.session.feed(&self.srv, &self.srv.stats.workers[0], format!("{cmd}\r\n").as_bytes(), &mut out);
-            String::from_utf8_lossy(&out.buf).into_owned()
+            self.client.run(&self.srv, cmd)
         }
 
         /// Effects published since the last call, as space-separated text.
@@ -825,12 +823,12 @@ pub(crate) mod tests {
     #[test]
     fn string_effects_are_rewritten_deterministically() {
         let mut h = Harness::new();
-        let before = crate::server::unix_ms();
+        let before = crate::exec::unix_ms();
         assert_eq!(h.run("SET k v EX 100"), "+OK\r\n");
         let e = h.take_effects();
         assert!(e[0].starts_with("SET k v PXAT "), "{e:?}");
         let at = last_num(&e[0]);
-        assert!(at >= before + 100_000 && at <= crate::server::unix_ms() + 100_000);
+        assert!(at >= before + 100_000 && at <= crate::exec::unix_ms() + 100_000);
         // A refused SET NX changes nothing: no effect, no dirty.
         let d = h.dirty();
         assert_eq!(h.run("SET k w NX"), "$-1\r\n");

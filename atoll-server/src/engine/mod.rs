@@ -4,12 +4,24 @@
 //! multi-key commands, MULTI/EXEC and whole-database commands are atomic with respect to each
 //! other and can never deadlock. Whole-keyspace readers (KEYS, SCAN, DBSIZE …) walk shards one
 //! at a time instead.
+//!
+//! The storage layer also holds the values the keyspace stores — one module per data type with
+//! its API and encodings (`list`, `hash`, `set`, `zset`, `stream`) and the compact structures
+//! they share (`packed`, `skiplist`, `dict`) — because `Value` must name them all. Their
+//! commands are one layer up, in `types`. See docs/ARCHITECTURE.md.
 
 pub mod dict;
 pub mod glob;
+pub mod hash;
 pub mod keytable;
+pub mod list;
+pub mod packed;
+pub mod set;
+pub mod skiplist;
 pub mod slot;
+pub mod stream;
 pub mod value;
+pub mod zset;
 
 use dict::Dict;
 use keytable::KeyTable;
@@ -42,12 +54,16 @@ pub struct Shard {
     pub watched: Option<Box<WatchRegistry>>,
     /// Active expiry's scan cursor over `expires`.
     pub expire_cursor: u64,
-    /// Clients blocked on keys of this shard, oldest first (see `server::blocking`).
+    /// Clients blocked on keys of this shard, oldest first (see `exec::blocking`).
     pub blocked: Option<Box<BlockedRegistry>>,
 }
 
 /// Key → clients blocked on it, oldest first.
-pub type BlockedRegistry = HashMap<Box<[u8]>, std::collections::VecDeque<Arc<crate::server::blocking::Waiter>>>;
+///
+/// The waiters are the execution layer's (`exec::blocking::Waiter`): the keyspace only keeps
+/// them in order under the shard lock, so it holds them as opaque shared values and names
+/// nothing above it.
+pub type BlockedRegistry = HashMap<Box<[u8]>, std::collections::VecDeque<Arc<dyn std::any::Any + Send + Sync>>>;
 
 impl Shard {
     /// Marks every client watching `key` dirty (a write, an expiry or a flush touched it).

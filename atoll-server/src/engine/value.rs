@@ -1,9 +1,9 @@
-//! Stored values. Each data type has its own module under `types/`; this enum is the one place
-//! that knows them all. Aggregates are boxed so the enum stays 40 bytes, except hashes, sets
+//! Stored values. Each data type has its own module beside this one (`list`, `hash` …); this
+//! enum is the one place that knows them all. Aggregates are boxed so the enum stays 40 bytes, except hashes, sets
 //! and sorted sets, which are small enough (a packed buffer, or their big encoding boxed) to
 //! sit inline and save an allocation.
 
-use crate::types::{hash::Hash, list::List, set::Set, stream::Stream, zset::ZSet};
+use super::{hash::Hash, list::List, set::Set, stream::Stream, zset::ZSet};
 
 /// Redis creates an `embstr` (object and bytes in one allocation) for strings up to 44 bytes.
 pub const EMBSTR_MAX: usize = 44;

@@ -11,9 +11,9 @@
 //!
 //! Steps shared with the io_uring backend live in `worker.rs`.
 
-use super::stats::bump;
 use super::worker::{Accepted, Core, HasLink, Inbox, Link, Wake};
 use super::Server;
+use crate::exec::stats::bump;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io;

@@ -8,8 +8,8 @@
 //! expiry never makes a worker wait.
 
 use super::Server;
-use crate::commands::Effect;
 use crate::engine::SHARDS;
+use crate::exec::Effect;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ const KEYS_PER_LOOP: usize = 20;
 const SHARDS_PER_CYCLE: usize = 256;
 
 /// Runs one bounded expiry cycle. Returns the number of keys reclaimed.
-pub fn cycle(srv: &Server, stats: &super::stats::Counters) -> usize {
+pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
     if !srv.active_expire.load(Ordering::Relaxed) {
         return 0;
     }

@@ -6,7 +6,6 @@
 //! (maxclients, protected mode) and hands connections out round-robin through the workers'
 //! bounded inboxes; it also waits for SIGTERM/SIGINT and SHUTDOWN.
 
-use super::client::ClientHandle;
 use super::worker::{Conn, Inbox};
 use super::{Server, ShutdownMode};
 use crate::{log_notice, log_verbose, log_warning};
@@ -14,83 +13,6 @@ use std::io;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-impl ClientHandle {
-    /// Loopback or unix socket (for protected mode and `enable-debug-command local`).
-    pub fn is_local(&self) -> bool {
-        self.unix || self.addr.starts_with("127.") || self.addr.starts_with("[::1]")
-    }
-}
-
-static SHUTDOWN: std::sync::OnceLock<tokio::sync::watch::Sender<Option<ShutdownMode>>> = std::sync::OnceLock::new();
-
-/// Asks the main thread to shut the server down.
-pub fn request_shutdown(mode: ShutdownMode) {
-    if let Some(tx) = SHUTDOWN.get() {
-        let _ = tx.send(Some(mode));
-    }
-}
-
-/// `timeout`: closes clients idle for longer (Redis's clientsCron rule).
-pub(super) fn close_idle_clients(srv: &Server) {
-    let timeout = srv.config.hot.timeout.load(Ordering::Relaxed) as i64;
-    if timeout == 0 {
-        return;
-    }
-    let now = srv.now_ms();
-    for h in srv.clients.snapshot() {
-        if now - h.last_ms.load(Ordering::Relaxed) > timeout * 1000 {
-            log_verbose!("Closing idle client");
-            h.kill();
-        }
-    }
-}
-
-/// Raises the open-files limit for maxclients as Redis does; returns the maxclients to use.
-fn adjust_open_files(maxclients: usize) -> usize {
-    const RESERVED: u64 = 32;
-    let want = maxclients as u64 + RESERVED;
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return maxclients;
-    }
-    if lim.rlim_cur >= want {
-        return maxclients;
-    }
-    let mut best = lim.rlim_cur;
-    let mut f = want;
-    while f > lim.rlim_cur {
-        let nl = libc::rlimit { rlim_cur: f, rlim_max: f.max(lim.rlim_max) };
-        let nl = if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &nl) } == 0 {
-            Some(f)
-        } else {
-            let nl2 = libc::rlimit { rlim_cur: f.min(lim.rlim_max), rlim_max: lim.rlim_max };
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &nl2) } == 0 {
-                Some(f.min(lim.rlim_max))
-            } else {
-                None
-            }
-        };
-        if let Some(v) = nl {
-            best = v;
-            break;
-        }
-        f -= 16.min(f);
-    }
-    if best >= want {
-        return maxclients;
-    }
-    log_warning!("You requested maxclients of {} requiring at least {} max file descriptors.", maxclients, want);
-    let reduced = best.saturating_sub(RESERVED).max(1) as usize;
-    log_warning!("Server can't set maximum open files to {} because of OS error: Operation not permitted.", want);
-    log_warning!(
-        "Current maximum open files is {}. maxclients has been reduced to {} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'.",
-        best,
-        reduced
-    );
-    reduced
-}
 
 fn bind_tcp(addr: &str, port: u16, backlog: i32) -> io::Result<std::net::TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
@@ -113,7 +35,7 @@ fn bind_tcp(addr: &str, port: u16, backlog: i32) -> io::Result<std::net::TcpList
 
 /// Starts the server and blocks until shutdown. Returns the process exit code.
 pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
-    super::log::init(&config.get("logfile"), config.hot.loglevel.load(Ordering::Relaxed));
+    crate::log::init(&config.get("logfile"), config.hot.loglevel.load(Ordering::Relaxed));
     let threads = config.worker_threads();
     log_notice!("oO0OoO0OoO0Oo Atoll is starting oO0OoO0OoO0Oo");
     log_notice!(
@@ -132,9 +54,9 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         log_warning!("{w}");
     }
     let maxclients = config.get_i64("maxclients") as usize;
-    let adjusted = adjust_open_files(maxclients);
+    let adjusted = crate::config::adjust_open_files(maxclients);
     if adjusted != maxclients {
-        let _ = config.set_many(&[(b"maxclients", adjusted.to_string().as_bytes())]);
+        config.set_internal("maxclients", &adjusted.to_string());
     }
     let port = config.get_i64("port") as u16;
     let backlog = config.get_i64("tcp-backlog") as i32;
@@ -180,16 +102,9 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     if !pidfile.is_empty() {
         let _ = std::fs::write(&pidfile, format!("{}\n", std::process::id()));
     }
-    let dir = config.get("dir");
-    if !dir.is_empty() {
-        if let Err(e) = std::env::set_current_dir(&dir) {
-            log_warning!("Can't chdir to '{dir}': {e}");
-            return 1;
-        }
-    }
-    let srv = Arc::new(Server::new(config, threads, port));
+    let srv = Arc::new(Server::new(config, crate::commands::table::build(), threads, port));
     let (sd_tx, mut sd_rx) = tokio::sync::watch::channel(None);
-    let _ = SHUTDOWN.set(sd_tx);
+    let _ = super::worker::SHUTDOWN.set(sd_tx);
     let ready = Arc::new(AtomicUsize::new(0));
     let mut workers: Vec<Arc<Inbox>> = Vec::new();
     let mut uring = srv.config.get("io-backend") == "io_uring";

@@ -19,10 +19,10 @@
 //! accumulate meanwhile. A connection is freed only once no operation of it is in flight.
 
 use super::session::FirstReq;
-use super::stats::bump;
 use super::worker::{Accepted, Conn, Core, HasLink, Inbox, Link, Wake};
 use super::Server;
 use crate::engine::Spot;
+use crate::exec::stats::bump;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use smallvec::SmallVec;
 use std::io;

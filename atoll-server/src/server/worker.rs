@@ -11,11 +11,11 @@
 //! blocked clients whose wait ended (served by another worker's write, CLIENT UNBLOCK), each
 //! followed by a wake of the loop.
 
-use super::blocking::WaitState;
-use super::client::{Client, ClientHandle};
 use super::session::{FirstReq, Session};
-use super::stats::bump;
-use super::Server;
+use super::{Server, ShutdownMode};
+use crate::exec::blocking::WaitState;
+use crate::exec::client::{Client, ClientHandle};
+use crate::exec::stats::bump;
 use crate::protocol::Reply;
 use parking_lot::Mutex;
 use std::cmp::Reverse;
@@ -24,6 +24,32 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Where `request_shutdown` sends the request: the main thread's watch (set once by `net::run`).
+pub(super) static SHUTDOWN: std::sync::OnceLock<tokio::sync::watch::Sender<Option<ShutdownMode>>> =
+    std::sync::OnceLock::new();
+
+/// Asks the main thread to shut the server down.
+pub fn request_shutdown(mode: ShutdownMode) {
+    if let Some(tx) = SHUTDOWN.get() {
+        let _ = tx.send(Some(mode));
+    }
+}
+
+/// `timeout`: closes clients idle for longer (Redis's clientsCron rule).
+pub fn close_idle_clients(srv: &Server) {
+    let timeout = srv.config.hot.timeout.load(Ordering::Relaxed) as i64;
+    if timeout == 0 {
+        return;
+    }
+    let now = srv.now_ms();
+    for h in srv.clients.snapshot() {
+        if now - h.last_ms.load(Ordering::Relaxed) > timeout * 1000 {
+            crate::log_verbose!("Closing idle client");
+            h.kill();
+        }
+    }
+}
 
 /// A connection keeps its reply buffer between rounds only up to this size.
 pub const KEEP_OUT: usize = 4096;
@@ -315,7 +341,7 @@ impl Core {
             if self.id == 0 {
                 srv.clock.resync();
                 srv.sample_ops();
-                super::net::close_idle_clients(&srv);
+                close_idle_clients(&srv);
             }
             let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as i64;
             self.next_cron = now + 1000 / hz;
@@ -333,7 +359,7 @@ impl Core {
             return false;
         }
         if let Some(mode) = l.session.client.shutdown.take() {
-            super::net::request_shutdown(mode);
+            request_shutdown(mode);
         }
         if !l.session.has_pending() {
             l.session.shrink();
@@ -345,7 +371,7 @@ impl Core {
     /// `drop_socket` closes the descriptor — under the handle's lock, so a concurrent CLIENT
     /// KILL cannot shut down a descriptor number the OS has already reused.
     pub fn release(&self, l: &mut Link, drop_socket: impl FnOnce()) {
-        super::session::disconnect(&self.srv, &mut l.session.client);
+        crate::exec::call::disconnect(&self.srv, &mut l.session.client);
         let handle = l.session.client.handle.clone();
         self.srv.clients.remove(handle.id);
         let mut closed = handle.closed.lock();
@@ -366,7 +392,7 @@ impl Core {
             // Write what is pending first; with nothing pending the main thread exits now.
             if l.out.is_empty() {
                 client.shutdown = None;
-                super::net::request_shutdown(mode);
+                request_shutdown(mode);
             }
         }
         if let Some(w) = l.session.waiting() {

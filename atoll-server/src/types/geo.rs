@@ -7,8 +7,8 @@
 //! radius, and searches visit the same nine geohash boxes in the same order (so an unsorted
 //! GEOSEARCH returns members in Redis's order).
 
-use crate::commands::{eq_ic, parse_int, CmdError, CmdResult, Ctx};
 use crate::engine::Value;
+use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx};
 use crate::types::zset::{parse_score, store_zset, zadd_apply, AddFlags, ScoreRange, ZLimits, ZSet};
 
 // ---------------------------------------------------------------------------------------------

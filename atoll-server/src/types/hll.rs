@@ -20,8 +20,8 @@
 //! * The estimate is Ertl's improved estimator ("New cardinality estimation algorithms for
 //!   HyperLogLog sketches", 2017) as Redis 7 uses it, so PFCOUNT gives Redis's numbers.
 
-use crate::commands::*;
 use crate::engine::Value;
+use crate::exec::*;
 
 const P: u32 = 14;
 /// Number of registers.

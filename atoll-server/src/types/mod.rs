@@ -1,11 +1,13 @@
-//! Data types other than strings: one module per type, each holding its type API (encoding
-//! hidden behind it) followed by its commands, like Redis's `t_list.c`.
+//! The data types' commands: one module per type (LPUSH and LPOS in `list`, HSET in `hash` …),
+//! like the command half of Redis's `t_list.c`. Each type's value — its API, encodings hidden —
+//! is the storage layer's (`engine::list`, `engine::hash` …), because the keyspace stores it;
+//! see docs/ARCHITECTURE.md. HyperLogLog and geo are string and sorted-set values, and SORT
+//! reads any of them.
 
 pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod list;
-pub mod packed;
 pub mod set;
 pub mod sort;
 pub mod stream;

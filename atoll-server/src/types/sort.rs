@@ -5,9 +5,9 @@
 //! BY and GET patterns reach arbitrary keys, so both commands lock the whole database
 //! (`Scope::Db` in the command table).
 
-use crate::commands::*;
+use crate::engine::list::List;
 use crate::engine::Value;
-use crate::types::list::List;
+use crate::exec::*;
 use std::cmp::Ordering;
 
 /// Options of one SORT call.

@@ -82,18 +82,35 @@ pub fn start_atoll(extra: &[&str]) -> ServerProc {
     ServerProc { child, port, name: "atoll" }
 }
 
-/// Starts a real redis-server. Missing redis-server is a test failure, never a skip: the
-/// differential tests are meaningless without their oracle (`.ci/run` installs it).
+/// The oracle: `$REDIS_SERVER` if set, else Redis 7.2.6 itself, built once (cached) by
+/// `../shared/tools/redis72 path` beside the repository. A missing oracle is a test failure,
+/// never a skip: the differential tests are meaningless without it.
+pub fn redis_bin() -> String {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(b) = std::env::var("REDIS_SERVER") {
+            return b;
+        }
+        let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/redis72");
+        let out = Command::new(&tool)
+            .arg("path")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {} ({e}): the Redis 7.2.6 oracle is needed", tool.display()));
+        assert!(out.status.success(), "{} path failed: {}", tool.display(), String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+    .clone()
+}
+
+/// Starts the real redis-server (`redis_bin`).
 pub fn start_redis(extra: &[&str]) -> ServerProc {
     let port = free_port();
-    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let bin = redis_bin();
     let mut cmd = Command::new(&bin);
     cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--loglevel", "warning"]);
     cmd.args(["--enable-debug-command", "yes"]).args(extra);
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {bin} ({e}): install redis-server (apt-get install redis-server)"));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {bin} ({e})"));
     wait_ready(&mut child, port, "redis-server");
     ServerProc { child, port, name: "redis" }
 }
@@ -230,4 +247,33 @@ impl RawConn {
 /// Shows reply bytes readably in assertion messages.
 pub fn show(b: &[u8]) -> String {
     String::from_utf8_lossy(b).replace("\r\n", "\\r\\n")
+}
+
+/// The bulk strings of a flat RESP2 array reply (`*N` of `$len` items).
+pub fn parse_array(reply: &[u8]) -> Vec<Vec<u8>> {
+    let (_, elems) = split_aggregate(reply).unwrap_or_else(|| panic!("not an array: {}", show(reply)));
+    elems
+        .iter()
+        .map(|e| {
+            assert_eq!(e[0], b'$', "not a bulk string: {}", show(e));
+            let hdr = e.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+            e[hdr..e.len() - 2].to_vec()
+        })
+        .collect()
+}
+
+/// Waits until something answers PING on `port` (a server started by hand).
+pub fn wait_for_port(port: u16) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut b = [0u8; 7];
+            if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok() && s.read_exact(&mut b).is_ok() {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing answered on port {port}");
 }

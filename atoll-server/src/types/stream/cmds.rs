@@ -1,9 +1,9 @@
 //! Stream commands without consumer groups, plus XREAD/XREADGROUP (which share one reader).
 
 use super::*;
-use crate::commands::*;
 use crate::engine::Value;
-use crate::server::blocking::{deadline_from_ms, BlockRequest, Served};
+use crate::exec::blocking::{deadline_from_ms, BlockRequest, Served};
+use crate::exec::*;
 
 fn node_limits(ctx: &Ctx) -> NodeLimits {
     let c = &ctx.srv.config;
@@ -379,10 +379,11 @@ fn parse_read<'a>(ks: &mut KsView, args: &'a [&'a [u8]], xreadgroup: bool) -> Re
         } else if eq_ic(o, "STREAMS") && more > 0 {
             streams_at = i + 1;
             if !(args.len() - streams_at).is_multiple_of(2) {
-                // Redis words this the same for XREADGROUP.
-                return Err(CmdError::msg(
-                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
-                ));
+                // 7.2 names the command and the ID that stands for "new" (7.0 said XREAD, '$').
+                let (name, id) = if xreadgroup { ("xreadgroup", '>') } else { ("xread", '$') };
+                return Err(CmdError::msg(format!(
+                    "ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{id}' must be specified."
+                )));
             }
             break;
         } else if eq_ic(o, "GROUP") && more >= 2 {

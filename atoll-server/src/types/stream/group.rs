@@ -2,8 +2,8 @@
 //! XREADGROUP.
 
 use super::*;
-use crate::commands::*;
 use crate::engine::Value;
+use crate::exec::*;
 
 fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(b)
@@ -284,7 +284,7 @@ const XGROUP_HELP: &[&str] = &[
     "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
     "    Set the current group ID and entries_read counter.",
     "HELP",
-    "    Prints this help.",
+    "    Print this help.",
 ];
 
 pub(crate) fn reply_help(reply: &mut Reply, lines: &[&str]) {

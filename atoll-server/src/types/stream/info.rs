@@ -2,7 +2,7 @@
 
 use super::group::reply_help;
 use super::*;
-use crate::commands::*;
+use crate::exec::*;
 
 /// The stream for XINFO (a missing key is "no such key") and the reply builder, borrowed
 /// side by side.
@@ -179,7 +179,7 @@ const XINFO_HELP: &[&str] = &[
     "STREAM <key> [FULL [COUNT <count>]",
     "    Show information about the stream.",
     "HELP",
-    "    Prints this help.",
+    "    Print this help.",
 ];
 
 // XINFO HELP

@@ -64,8 +64,8 @@ pub fn log(level: u32, msg: &str) {
 }
 
 #[macro_export]
-macro_rules! log_notice { ($($a:tt)*) => { $crate::server::log::log($crate::server::log::NOTICE, &format!($($a)*)) } }
+macro_rules! log_notice { ($($a:tt)*) => { $crate::log::log($crate::log::NOTICE, &format!($($a)*)) } }
 #[macro_export]
-macro_rules! log_warning { ($($a:tt)*) => { $crate::server::log::log($crate::server::log::WARNING, &format!($($a)*)) } }
+macro_rules! log_warning { ($($a:tt)*) => { $crate::log::log($crate::log::WARNING, &format!($($a)*)) } }
 #[macro_export]
-macro_rules! log_verbose { ($($a:tt)*) => { $crate::server::log::log($crate::server::log::VERBOSE, &format!($($a)*)) } }
+macro_rules! log_verbose { ($($a:tt)*) => { $crate::log::log($crate::log::VERBOSE, &format!($($a)*)) } }

@@ -18,10 +18,11 @@
 //! it, so a timeout racing with a serve sees either "not served" or the complete reply — an
 //! element is never popped for a client that has already given up.
 
-use crate::commands::{CmdError, KsView};
+use super::{CmdError, KsView};
 use crate::engine::{key_shard, Locks};
 use crate::protocol::{Proto, Reply};
 use parking_lot::Mutex;
+use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -157,6 +158,12 @@ pub fn register(locks: &mut Locks, w: &Arc<Waiter>) {
     }
 }
 
+/// A registry entry as the waiter it is (the keyspace stores them opaquely; see
+/// `engine::BlockedRegistry`).
+fn as_waiter(w: &Arc<dyn Any + Send + Sync>) -> &Waiter {
+    w.downcast_ref::<Waiter>().expect("only waiters are registered")
+}
+
 /// Removes a finished waiter from the registries of its keys (taking each shard briefly; the
 /// caller holds no locks).
 pub fn unregister(ks: &crate::engine::Keyspace, w: &Arc<Waiter>) {
@@ -165,7 +172,7 @@ pub fn unregister(ks: &crate::engine::Keyspace, w: &Arc<Waiter>) {
         locks.with_shard(w.db, key_shard(k), |s| {
             if let Some(b) = &mut s.blocked {
                 if let Some(q) = b.get_mut(k.as_slice()) {
-                    q.retain(|x| !Arc::ptr_eq(x, w));
+                    q.retain(|x| !std::ptr::addr_eq(Arc::as_ptr(x), Arc::as_ptr(w)));
                     if q.is_empty() {
                         b.remove(k.as_slice());
                     }
@@ -204,7 +211,7 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
         let shard = ks.shard(key);
         let Some(b) = shard.blocked.as_mut() else { return };
         let Some(q) = b.get_mut(key) else { return };
-        q.retain(|w| *w.state.lock() == WaitState::Waiting);
+        q.retain(|w| *as_waiter(w).state.lock() == WaitState::Waiting);
         if q.is_empty() {
             b.remove(key);
             if b.is_empty() {
@@ -212,7 +219,7 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
             }
             return;
         }
-        q.iter().cloned().collect()
+        q.iter().map(|w| w.clone().downcast::<Waiter>().expect("only waiters are registered")).collect()
     };
     for next in waiters {
         let mut st = next.state.lock();
@@ -245,7 +252,7 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
     let shard = ks.shard(key);
     if let Some(b) = shard.blocked.as_mut() {
         if let Some(q) = b.get_mut(key) {
-            q.retain(|w| *w.state.lock() == WaitState::Waiting);
+            q.retain(|w| *as_waiter(w).state.lock() == WaitState::Waiting);
             if q.is_empty() {
                 b.remove(key);
             }

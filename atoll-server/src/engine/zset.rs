@@ -1,5 +1,5 @@
-//! Sorted sets (Redis's `t_zset.c`): the sorted-set type API here, the commands in
-//! [`commands`], the order-statistic structure in [`skiplist`].
+//! Sorted sets (Redis's `t_zset.c`): the sorted-set type API; the commands are in
+//! `types::zset`, the order-statistic structure in [`super::skiplist`].
 //!
 //! Two encodings, as OBJECT ENCODING reports them:
 //! * `listpack`: (score, member) entries packed in order into one byte buffer ([`Sorted`])
@@ -11,32 +11,15 @@
 //! Every range query is answered the same way: find the ranks where the range starts and ends
 //! (one O(log n) descent each, [`ZSet::count_while`]), then walk the ranks in between.
 
-pub mod commands;
-pub mod skiplist;
-
-pub use commands::*;
-
-use crate::commands::Ctx;
+use super::packed::{get_len, get_str, push_str, put_len, str_size, Packed, Slot, Walk, LEN_MAX};
+use super::skiplist::SkipList;
 use crate::engine::dict::Dict;
-use crate::types::packed::{get_len, get_str, push_str, put_len, str_size, Packed, Slot, Walk, LEN_MAX};
-use skiplist::SkipList;
-use std::sync::atomic::Ordering;
 
 /// The encoding thresholds, read once per command from the hot config.
 #[derive(Clone, Copy, Debug)]
 pub struct ZLimits {
     pub entries: usize,
     pub value: usize,
-}
-
-impl ZLimits {
-    pub fn from_ctx(ctx: &Ctx) -> ZLimits {
-        let h = &ctx.srv.config.hot;
-        ZLimits {
-            entries: h.zset_max_listpack_entries.load(Ordering::Relaxed),
-            value: h.zset_max_listpack_value.load(Ordering::Relaxed),
-        }
-    }
 }
 
 /// The `skiplist` encoding: ordered structure plus member → score index.

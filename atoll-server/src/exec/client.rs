@@ -63,7 +63,7 @@ pub struct ClientHandle {
     /// killer never shuts down a descriptor number that was closed and reused meanwhile.
     pub closed: Mutex<bool>,
     /// The client's blocking wait, for CLIENT UNBLOCK from other connections.
-    pub waiter: Mutex<Option<Arc<crate::server::blocking::Waiter>>>,
+    pub waiter: Mutex<Option<Arc<crate::exec::blocking::Waiter>>>,
 }
 
 impl ClientHandle {
@@ -95,6 +95,11 @@ impl ClientHandle {
 
     /// Asks the connection to close, from any thread. Shutting the socket down wakes the
     /// owning worker with an end-of-file, so the hot path needs no extra wakeup mechanism.
+    /// Loopback or unix socket (for protected mode and `enable-debug-command local`).
+    pub fn is_local(&self) -> bool {
+        self.unix || self.addr.starts_with("127.") || self.addr.starts_with("[::1]")
+    }
+
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);
         let closed = self.closed.lock();
@@ -120,19 +125,19 @@ pub struct Client {
     /// Close once the pending replies are written (QUIT, protocol error).
     pub close_after_reply: bool,
     /// SHUTDOWN asked; the network layer acts on it.
-    pub shutdown: Option<crate::server::ShutdownMode>,
+    pub shutdown: Option<crate::exec::ShutdownMode>,
     /// DEBUG SLEEP / other commands that ask the loop to pause this client.
     pub sleep_ms: u64,
     /// True while EXEC runs this client's queued commands: blocking commands must not block.
     pub in_exec: bool,
     /// Set by a blocking command that has to wait (see `server::blocking`).
-    pub blocked: Option<crate::server::blocking::BlockRequest>,
+    pub blocked: Option<crate::exec::blocking::BlockRequest>,
     /// The wait this client is suspended in.
-    pub waiting: Option<Arc<crate::server::blocking::Waiter>>,
+    pub waiting: Option<Arc<crate::exec::blocking::Waiter>>,
     /// (db, key) made ready inside a transaction, served when EXEC ends.
     pub ready: Vec<(usize, Vec<u8>)>,
     /// How a waiter wakes this client's worker (set by the event loop).
-    pub wake: Option<crate::server::blocking::WakeFn>,
+    pub wake: Option<crate::exec::blocking::WakeFn>,
     /// When the previous command of the current pipelined batch ended: the next one's start,
     /// so a pipeline reads the clock once per command, not twice. The session clears it
     /// between batches.

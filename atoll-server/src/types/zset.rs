@@ -5,14 +5,28 @@
 //! follow Redis's shapes in RESP2 and RESP3: WITHSCORES is a flat array in RESP2 and an array
 //! of [member, double] pairs in RESP3.
 
-use super::*;
-use crate::commands::{eq_ic, parse_int, CmdError, CmdResult, KsView};
+use crate::engine::set::Set;
+pub use crate::engine::zset::*;
 use crate::engine::Value;
+use crate::exec::blocking::{deadline_from_secs, BlockRequest, Served};
+use crate::exec::parse_scan_cursor;
+use crate::exec::Ctx;
+use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, KsView};
 use crate::protocol::{Proto, Reply};
-use crate::server::blocking::{deadline_from_secs, BlockRequest, Served};
-use crate::types::set::{parse_scan_cursor, parse_scan_opts, Loaned, Set};
+use crate::types::set::{parse_scan_opts, Loaned};
 use rand::seq::SliceRandom;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+impl ZLimits {
+    pub fn from_ctx(ctx: &Ctx) -> ZLimits {
+        let h = &ctx.srv.config.hot;
+        ZLimits {
+            entries: h.zset_max_listpack_entries.load(Ordering::Relaxed),
+            value: h.zset_max_listpack_value.load(Ordering::Relaxed),
+        }
+    }
+}
 
 const NAN_ERR: &str = "ERR resulting score is not a number (NaN)";
 const RANGE_ERR: &str = "ERR min or max is not a float";

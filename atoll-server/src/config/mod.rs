@@ -1,0 +1,647 @@
+//! The configuration: the table of parameters ([`table`]), their values' syntax ([`value`]),
+//! and the store that the config file, `--directive value` flags and CONFIG GET/SET/REWRITE
+//! share, with Redis 7.2's rules and error texts.
+
+pub mod table;
+pub mod value;
+
+use crate::engine::glob::glob_match;
+use crate::protocol::parser::split_args;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub use table::{Def, Kind, Support, DEFS};
+pub use value::parse_memory;
+
+const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
+
+/// Values read on hot paths, mirrored into atomics whenever the table changes.
+#[derive(Default)]
+pub struct Hot {
+    pub proto_max_bulk_len: AtomicI64,
+    pub client_query_buffer_limit: AtomicUsize,
+    pub maxclients: AtomicUsize,
+    pub timeout: AtomicU64,
+    pub protected_mode: AtomicBool,
+    pub has_password: AtomicBool,
+    pub hz: AtomicU32,
+    pub io_batch_wait: AtomicU32,
+    pub loglevel: AtomicU32,
+    // Encoding thresholds of the aggregate types (CONFIG SET-able, read on every write).
+    pub list_max_listpack_size: AtomicI64,
+    pub hash_max_listpack_entries: AtomicUsize,
+    pub hash_max_listpack_value: AtomicUsize,
+    pub set_max_intset_entries: AtomicUsize,
+    pub set_max_listpack_entries: AtomicUsize,
+    pub set_max_listpack_value: AtomicUsize,
+    pub zset_max_listpack_entries: AtomicUsize,
+    pub zset_max_listpack_value: AtomicUsize,
+}
+
+pub struct Config {
+    /// Canonical values, indexed like [`DEFS`].
+    values: RwLock<Vec<String>>,
+    pub hot: Hot,
+    pub config_file: Option<String>,
+}
+
+/// Index and row of a parameter by its name or alias (any case).
+pub fn find_def(name: &str) -> Option<(usize, &'static Def)> {
+    DEFS.iter()
+        .enumerate()
+        .find(|(_, d)| d.name.eq_ignore_ascii_case(name) || d.alias.is_some_and(|a| a.eq_ignore_ascii_case(name)))
+}
+
+/// The names of the directives a config file may hold besides the table's.
+const FILE_ONLY: &[&str] = &["include", "rename-command", "user", "loadmodule", "sentinel"];
+/// Pre-7.0 directives Redis 7.2 still reads and ignores (with exactly one argument).
+const IGNORED: &[&str] = &["list-max-ziplist-entries", "list-max-ziplist-value", "lua-replicate-commands"];
+
+/// The registered spelling of `typed`: the alias when the alias was used.
+fn registered_name(def: &Def, typed: &str) -> &'static str {
+    match def.alias {
+        Some(a) if a.eq_ignore_ascii_case(typed) => a,
+        _ => def.name,
+    }
+}
+
+fn set_err(name: &str, reason: &str) -> String {
+    format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}")
+}
+
+/// Splits a CONFIG SET value of a multi-word parameter on single spaces, as Redis does.
+fn words(def: &Def, v: &str) -> Vec<String> {
+    match def.kind {
+        Kind::Save
+        | Kind::OutputLimits
+        | Kind::OomValues
+        | Kind::Bind
+        | Kind::Replicaof
+        | Kind::Percentiles
+        | Kind::Flags(_) => v.split(' ').map(String::from).collect(),
+        _ => vec![v.to_string()],
+    }
+}
+
+impl Config {
+    pub fn defaults() -> Config {
+        let c = Config {
+            values: RwLock::new(DEFS.iter().map(|d| d.default.to_string()).collect()),
+            hot: Hot::default(),
+            config_file: None,
+        };
+        c.refresh_hot();
+        c
+    }
+
+    /// Loads `atoll-server [config-file] [--directive value ...]`, like redis-server: the file
+    /// first, then the flags as if appended to it. Returns warnings to log once logging is set
+    /// up; an error is the fatal message redis-server would print.
+    pub fn from_args(args: &[String]) -> Result<(Config, Vec<String>), String> {
+        let mut cfg = Config::defaults();
+        let mut text = String::new();
+        let mut rest = args;
+        if let Some(first) = args.first() {
+            if !first.starts_with("--") {
+                let content = if first == "-" {
+                    let mut s = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| e.to_string())?;
+                    s
+                } else {
+                    cfg.config_file =
+                        Some(std::fs::canonicalize(first).map(|p| p.display().to_string()).unwrap_or(first.clone()));
+                    std::fs::read_to_string(first)
+                        .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?
+                };
+                text.push_str(&content);
+                rest = &args[1..];
+            }
+        }
+        // Redis appends the flags after the file and a newline, one `name "arg" ...` line per
+        // `--name`; a `--name` without a value takes the next `--x` as its value, except save.
+        text.push('\n');
+        let mut line: Vec<String> = Vec::new();
+        let flush = |line: &mut Vec<String>, text: &mut String| {
+            if line.len() == 1 && line[0] == "save" {
+                line.push(String::new());
+            }
+            if !line.is_empty() {
+                let mut l = line[0].clone();
+                for a in &line[1..] {
+                    l.push(' ');
+                    l.push_str(&value::quote(a));
+                }
+                text.push_str(&l);
+                text.push('\n');
+                line.clear();
+            }
+        };
+        for a in rest {
+            match a.strip_prefix("--") {
+                Some(name) if !(line.len() == 1 && line[0] != "save") || line.is_empty() => {
+                    flush(&mut line, &mut text);
+                    line.push(name.to_string());
+                }
+                _ => {
+                    if line.is_empty() {
+                        return Err(format!("Invalid argument '{a}' (directives start with --)"));
+                    }
+                    line.push(a.clone());
+                }
+            }
+        }
+        flush(&mut line, &mut text);
+        let warnings = cfg.load_text(&text)?;
+        Ok((cfg, warnings))
+    }
+
+    /// Applies redis.conf text. Errors read like redis-server's fatal config error.
+    pub fn load_text(&mut self, text: &str) -> Result<Vec<String>, String> {
+        let mut warnings = Vec::new();
+        // The first `save` line replaces the default points, later ones add to them.
+        let mut save_seen = false;
+        for (lineno, raw) in text.lines().enumerate() {
+            let t = raw.trim();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            let mut argv = Vec::new();
+            let fatal = |msg: &str| {
+                format!(
+                    "\n*** FATAL CONFIG FILE ERROR (Redis {}) ***\nReading the configuration file, at line {}\n>>> '{}'\n{}",
+                    crate::REDIS_VERSION,
+                    lineno + 1,
+                    t,
+                    msg
+                )
+            };
+            if !split_args(t.as_bytes(), &mut argv) {
+                return Err(fatal("Unbalanced quotes in configuration line"));
+            }
+            if argv.is_empty() {
+                continue;
+            }
+            let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+            let vals: Vec<String> = argv[1..].iter().map(|v| String::from_utf8_lossy(v).into_owned()).collect();
+            if name == "include" {
+                for f in &vals {
+                    let content = std::fs::read_to_string(f)
+                        .map_err(|e| format!("Fatal error, can't open config file '{f}': {e}"))?;
+                    warnings.extend(self.load_text(&content)?);
+                }
+                continue;
+            }
+            if IGNORED.contains(&name.as_str()) && vals.len() == 1 {
+                continue;
+            }
+            if FILE_ONLY.contains(&name.as_str()) {
+                return Err(fatal(&format!("'{name}' is not supported by Atoll yet")));
+            }
+            let Some((i, def)) = find_def(&name) else {
+                return Err(fatal("Bad directive or wrong number of arguments"));
+            };
+            let args: Vec<&str> = vals.iter().map(|s| s.as_str()).collect();
+            let current = self.values.read()[i].clone();
+            let mut v = value::parse(def, &args, &current).map_err(|e| fatal(&e))?;
+            if def.kind == Kind::Save && save_seen && !v.is_empty() && !current.is_empty() {
+                v = format!("{current} {v}");
+            }
+            save_seen |= def.kind == Kind::Save;
+            check_support(def, &v).map_err(|e| fatal(&e))?;
+            apply(def, &v).map_err(|e| fatal(&e))?;
+            self.values.write()[i] = v;
+        }
+        self.refresh_hot();
+        Ok(warnings)
+    }
+
+    pub fn get(&self, name: &str) -> String {
+        let (i, def) = find_def(name).expect("config directive in table");
+        self.value_of(i, def)
+    }
+
+    fn value_of(&self, i: usize, def: &Def) -> String {
+        if def.kind == Kind::Dir {
+            return std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
+        }
+        self.values.read()[i].clone()
+    }
+
+    pub fn get_i64(&self, name: &str) -> i64 {
+        self.get(name).parse().unwrap_or(0)
+    }
+
+    pub fn get_bool(&self, name: &str) -> bool {
+        self.get(name) == "yes"
+    }
+
+    /// CONFIG GET: (name, value) pairs for every parameter matching any pattern. A pattern
+    /// without glob characters is an exact (case-insensitive) name, answered under the name as
+    /// typed, hidden parameters included; a glob lists registered names, aliases too. A name
+    /// is reported once (Redis's dictionary of replies).
+    pub fn matching(&self, patterns: &[&[u8]]) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        let push = |out: &mut Vec<(String, String)>, k: String, v: String| {
+            if !out.iter().any(|(o, _)| o.eq_ignore_ascii_case(&k)) {
+                out.push((k, v));
+            }
+        };
+        for p in patterns {
+            if !p.iter().any(|c| matches!(c, b'*' | b'?' | b'[')) {
+                let typed = String::from_utf8_lossy(p).into_owned();
+                if let Some((i, def)) = find_def(&typed) {
+                    let v = self.value_of(i, def);
+                    push(&mut out, typed, v);
+                }
+                continue;
+            }
+            for (i, d) in DEFS.iter().enumerate() {
+                if d.has(table::HIDDEN) {
+                    continue;
+                }
+                for n in std::iter::once(d.name).chain(d.alias) {
+                    if glob_match(p, n.as_bytes(), true) {
+                        let v = self.value_of(i, d);
+                        push(&mut out, n.to_string(), v);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// CONFIG SET of several pairs, all or nothing, with Redis's checks in Redis's order: names
+    /// first (unknown, immutable, protected, duplicate: the first problem wins), then values.
+    /// `local`: the client is on loopback or the unix socket (`enable-protected-configs local`).
+    /// Errors are Redis's full reply text.
+    pub fn set_many(&self, pairs: &[(&[u8], &[u8])], local: bool) -> Result<(), String> {
+        let protected_ok = match self.get("enable-protected-configs").as_str() {
+            "yes" => true,
+            "local" => local,
+            _ => false,
+        };
+        let mut found: Vec<(usize, &'static Def, String)> = Vec::new();
+        for (name, _) in pairs {
+            let typed = String::from_utf8_lossy(name).into_owned();
+            let Some((i, def)) = find_def(&typed) else {
+                return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{typed}'"));
+            };
+            if def.has(table::IMMUTABLE) {
+                return Err(set_err(&typed, "can't set immutable config"));
+            }
+            if def.has(table::PROTECTED) && !protected_ok {
+                return Err(set_err(&typed, "can't set protected config"));
+            }
+            // The same spelling twice; a name and its alias are two entries for Redis.
+            if found.iter().any(|(j, _, t)| *j == i && t.eq_ignore_ascii_case(&typed)) {
+                return Err(set_err(&typed, "duplicate parameter"));
+            }
+            found.push((i, def, typed));
+        }
+        let mut staged: Vec<(usize, &'static Def, String)> = Vec::new();
+        for ((i, def, typed), (_, v)) in found.into_iter().zip(pairs) {
+            let shown = registered_name(def, &typed);
+            let current = staged
+                .iter()
+                .rev()
+                .find(|(j, _, _)| *j == i)
+                .map(|s| s.2.clone())
+                .unwrap_or_else(|| self.value_of(i, def));
+            let w = words(def, &String::from_utf8_lossy(v));
+            let args: Vec<&str> = w.iter().map(|s| s.as_str()).collect();
+            let v = value::parse(def, &args, &current).map_err(|e| set_err(shown, &e))?;
+            if let Support::FileOnly(what) = def.support {
+                if v != current {
+                    return Err(set_err(shown, &format!("not supported by Atoll yet: {what}")));
+                }
+            }
+            check_support(def, &v).map_err(|e| set_err(shown, &e))?;
+            staged.push((i, def, v));
+        }
+        // Apply (a `dir` that cannot be entered fails here); earlier ones are rolled back.
+        let mut applied: Vec<(usize, &'static Def, String)> = Vec::new();
+        for (i, def, v) in &staged {
+            let before = self.value_of(*i, def);
+            if let Err(e) = apply(def, v) {
+                for (j, d, old) in applied.into_iter().rev() {
+                    let _ = apply(d, &old);
+                    self.values.write()[j] = old;
+                }
+                return Err(set_err(registered_name(def, def.name), &e));
+            }
+            applied.push((*i, def, before));
+            self.values.write()[*i] = v.clone();
+        }
+        self.refresh_hot();
+        Ok(())
+    }
+
+    /// Sets a value from inside the server (maxclients lowered to the open-files limit).
+    pub fn set_internal(&self, name: &str, v: &str) {
+        if let Some((i, _)) = find_def(name) {
+            self.values.write()[i] = v.to_string();
+            self.refresh_hot();
+        }
+    }
+
+    /// CONFIG REWRITE, as Redis 7.2 does it: each parameter goes on the first line where it
+    /// (or its alias) appeared, under its primary name, and later lines for it are dropped;
+    /// comments, blank lines and `include`/`rename-command` lines stay; unknown lines are kept
+    /// commented out (`# ??? ...`); parameters not in the file and not at their default are
+    /// appended after `# Generated by CONFIG REWRITE`; `save` and `dir` are always written.
+    /// Written to a temporary file, fsynced, renamed into place.
+    pub fn rewrite(&self, path: &str) -> std::io::Result<()> {
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        let mut done = vec![false; DEFS.len()];
+        let mut out: Vec<String> = Vec::new();
+        for raw in old.lines() {
+            let t = raw.trim();
+            let mut argv = Vec::new();
+            if t.is_empty() || t.starts_with('#') {
+                out.push(t.to_string());
+                continue;
+            }
+            if !split_args(t.as_bytes(), &mut argv) || argv.is_empty() {
+                out.push(format!("# ??? {t}"));
+                continue;
+            }
+            let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+            if FILE_ONLY.contains(&name.as_str()) {
+                out.push(t.to_string());
+                continue;
+            }
+            match find_def(&name) {
+                Some((i, def)) if !done[i] => {
+                    done[i] = true;
+                    out.extend(self.lines_for(i, def));
+                }
+                Some(_) => {}
+                None => out.push(format!("# ??? {t}")),
+            }
+        }
+        let marker = "# Generated by CONFIG REWRITE";
+        let mut header = out.iter().any(|l| l == marker);
+        for (i, def) in DEFS.iter().enumerate() {
+            let always = matches!(def.kind, Kind::Save | Kind::Dir);
+            if !done[i] && (always || self.value_of(i, def) != def.default) {
+                if !header {
+                    out.push(marker.to_string());
+                    header = true;
+                }
+                out.extend(self.lines_for(i, def));
+            }
+        }
+        // Runs of blank lines collapse to one.
+        let mut text = String::new();
+        let mut blank = false;
+        for l in out {
+            if l.is_empty() && blank {
+                continue;
+            }
+            blank = l.is_empty();
+            text.push_str(&l);
+            text.push('\n');
+        }
+        let tmp = format!("{path}.tmp-{}", std::process::id());
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)
+    }
+
+    /// The config-file lines that set parameter `i` to its current value.
+    fn lines_for(&self, i: usize, def: &Def) -> Vec<String> {
+        let v = self.value_of(i, def);
+        match def.kind {
+            Kind::Save if !v.is_empty() => {
+                let w: Vec<&str> = v.split(' ').collect();
+                w.chunks(2).map(|p| format!("save {} {}", p[0], p[1])).collect()
+            }
+            Kind::OutputLimits => {
+                let classes = ["normal", "replica", "pubsub"];
+                value::output_limits(&v)
+                    .iter()
+                    .zip(classes)
+                    .map(|([h, s, t], c)| {
+                        format!("{} {c} {} {} {t}", def.name, value::format_memory(*h), value::format_memory(*s))
+                    })
+                    .collect()
+            }
+            _ => vec![format!("{} {}", def.name, value::rewrite_words(def, &v).join(" "))],
+        }
+    }
+
+    fn refresh_hot(&self) {
+        let vals = self.values.read();
+        let get = |n: &str| &vals[find_def(n).unwrap().0];
+        let h = &self.hot;
+        h.proto_max_bulk_len.store(get("proto-max-bulk-len").parse().unwrap_or(512 << 20), Ordering::Relaxed);
+        h.client_query_buffer_limit
+            .store(get("client-query-buffer-limit").parse().unwrap_or(1 << 30), Ordering::Relaxed);
+        h.maxclients.store(get("maxclients").parse().unwrap_or(10000), Ordering::Relaxed);
+        h.timeout.store(get("timeout").parse().unwrap_or(0), Ordering::Relaxed);
+        h.protected_mode.store(get("protected-mode") == "yes", Ordering::Relaxed);
+        h.has_password.store(!get("requirepass").is_empty(), Ordering::Relaxed);
+        h.io_batch_wait.store(get("io-batch-wait").parse().unwrap_or(0), Ordering::Relaxed);
+        h.hz.store(get("hz").parse::<u32>().unwrap_or(10).clamp(1, 500), Ordering::Relaxed);
+        // As in Redis, jemalloc's background thread returns freed pages (old hash tables after a
+        // rehash, deleted values) to the OS without waiting for the next allocation to notice.
+        let bg = get("jemalloc-bg-thread") == "yes";
+        if tikv_jemalloc_ctl::background_thread::read().is_ok_and(|cur| cur != bg) {
+            let _ = tikv_jemalloc_ctl::background_thread::write(bg);
+        }
+        let num = |n: &str| get(n).parse::<i64>().unwrap_or(0);
+        h.list_max_listpack_size.store(num("list-max-listpack-size"), Ordering::Relaxed);
+        for (a, n) in [
+            (&h.hash_max_listpack_entries, "hash-max-listpack-entries"),
+            (&h.hash_max_listpack_value, "hash-max-listpack-value"),
+            (&h.set_max_intset_entries, "set-max-intset-entries"),
+            (&h.set_max_listpack_entries, "set-max-listpack-entries"),
+            (&h.set_max_listpack_value, "set-max-listpack-value"),
+            (&h.zset_max_listpack_entries, "zset-max-listpack-entries"),
+            (&h.zset_max_listpack_value, "zset-max-listpack-value"),
+        ] {
+            a.store(num(n).max(0) as usize, Ordering::Relaxed);
+        }
+        let lvl = LOGLEVELS.iter().position(|l| l == get("loglevel")).unwrap_or(2);
+        h.loglevel.store(lvl as u32, Ordering::Relaxed);
+    }
+
+    /// Worker threads: `threads`, else `io-threads` if set above 1, else the number of cores.
+    pub fn worker_threads(&self) -> usize {
+        let t = self.get_i64("threads");
+        if t > 0 {
+            return t as usize;
+        }
+        let io = self.get_i64("io-threads");
+        if io > 1 {
+            return io as usize;
+        }
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    }
+}
+
+/// Raises the open-files limit for maxclients as Redis does; returns the maxclients to use.
+pub fn adjust_open_files(maxclients: usize) -> usize {
+    const RESERVED: u64 = 32;
+    let want = maxclients as u64 + RESERVED;
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return maxclients;
+    }
+    if lim.rlim_cur >= want {
+        return maxclients;
+    }
+    let mut best = lim.rlim_cur;
+    let mut f = want;
+    while f > lim.rlim_cur {
+        let nl = libc::rlimit { rlim_cur: f, rlim_max: f.max(lim.rlim_max) };
+        let nl = if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &nl) } == 0 {
+            Some(f)
+        } else {
+            let nl2 = libc::rlimit { rlim_cur: f.min(lim.rlim_max), rlim_max: lim.rlim_max };
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &nl2) } == 0 {
+                Some(f.min(lim.rlim_max))
+            } else {
+                None
+            }
+        };
+        if let Some(v) = nl {
+            best = v;
+            break;
+        }
+        f -= 16.min(f);
+    }
+    if best >= want {
+        return maxclients;
+    }
+    crate::log_warning!("You requested maxclients of {} requiring at least {} max file descriptors.", maxclients, want);
+    let reduced = best.saturating_sub(RESERVED).max(1) as usize;
+    crate::log_warning!(
+        "Server can't set maximum open files to {} because of OS error: Operation not permitted.",
+        want
+    );
+    crate::log_warning!(
+        "Current maximum open files is {}. maxclients has been reduced to {} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'.",
+        best,
+        reduced
+    );
+    reduced
+}
+
+/// Refuses a value that asks for a feature Atoll does not have yet (see `table::Support`).
+fn check_support(def: &Def, v: &str) -> Result<(), String> {
+    let Support::Pending(what) = def.support else { return Ok(()) };
+    let fine = match def.kind {
+        // Only the normal class is enforced for clients Atoll has; replica and pub/sub limits
+        // wait for those features and change nothing today.
+        Kind::OutputLimits => value::output_limits(v)[0] == [0, 0, 0],
+        _ => v == def.default,
+    };
+    if fine {
+        Ok(())
+    } else {
+        Err(format!("not supported by Atoll yet: {what}"))
+    }
+}
+
+/// Carries out a value that acts at once: the working directory, the open-files limit that
+/// maxclients needs.
+fn apply(def: &Def, v: &str) -> Result<(), String> {
+    if def.name == "maxclients" {
+        let want: usize = v.parse().unwrap_or(0);
+        let got = adjust_open_files(want);
+        if got != want {
+            return Err(format!(
+                "The operating system is not able to handle the specified number of clients, try with {got}"
+            ));
+        }
+    }
+    if def.kind == Kind::Dir && !v.is_empty() {
+        std::env::set_current_dir(v).map_err(|e| {
+            let s = e.to_string();
+            // "No such file or directory (os error 2)" → Redis's strerror text.
+            s.split(" (os error").next().unwrap_or(&s).to_string()
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_flags() {
+        let path = std::env::temp_dir().join(format!("atoll-conf-{}", std::process::id()));
+        std::fs::write(&path, "# comment\nport 7000\nsave \"\"\nbind 127.0.0.1 ::1\nhash-max-ziplist-entries 64\n")
+            .unwrap();
+        let args: Vec<String> =
+            vec![path.display().to_string(), "--port".into(), "7001".into(), "--save".into(), "".into()];
+        let (c, _) = Config::from_args(&args).unwrap();
+        assert_eq!(c.get("port"), "7001");
+        assert_eq!(c.get("save"), "");
+        assert_eq!(c.get("bind"), "127.0.0.1 ::1");
+        assert_eq!(c.get("hash-max-listpack-entries"), "64");
+        std::fs::remove_file(path).ok();
+    }
+
+    #[test]
+    fn bad_lines_are_fatal_with_redis_texts() {
+        let err = Config::from_args(&["--port".into(), "abc".into()]).err().unwrap();
+        assert!(err.ends_with("at line 2\n>>> 'port \"abc\"'\nargument couldn't be parsed into an integer"), "{err}");
+        let err = Config::from_args(&["--foo".into(), "bar".into()]).err().unwrap();
+        assert!(err.ends_with("Bad directive or wrong number of arguments"), "{err}");
+        let err = Config::from_args(&["--maxmemory".into(), "--port".into(), "7398".into()]).err().unwrap();
+        assert!(err.contains(">>> 'maxmemory \"--port\" \"7398\"'\nwrong number of arguments"), "{err}");
+        // A setting Atoll cannot honour is refused, never ignored.
+        let err = Config::from_args(&["--appendonly".into(), "yes".into()]).err().unwrap();
+        assert!(err.ends_with("not supported by Atoll yet: persistence (RDB snapshots and AOF)"), "{err}");
+        assert!(Config::from_args(&["--appendonly".into(), "no".into()]).is_ok());
+        // Old names Redis 7.2 still reads and ignores.
+        assert!(Config::from_args(&["--list-max-ziplist-entries".into(), "5".into()]).is_ok());
+    }
+
+    #[test]
+    fn config_set_rules() {
+        let c = Config::defaults();
+        assert!(c.set_many(&[(b"timeout", b"5"), (b"hz", b"20")], true).is_ok());
+        assert_eq!(c.hot.timeout.load(Ordering::Relaxed), 5);
+        let e = c.set_many(&[(b"databases", b"3")], true).unwrap_err();
+        assert!(e.contains("can't set immutable config"));
+        let e = c.set_many(&[(b"nope", b"3")], true).unwrap_err();
+        assert_eq!(e, "ERR Unknown option or number of arguments for CONFIG SET - 'nope'");
+        // All or nothing.
+        assert!(c.set_many(&[(b"timeout", b"7"), (b"hz", b"x")], true).is_err());
+        assert_eq!(c.get("timeout"), "5");
+        // An alias sets the same value; name and alias in one call are not duplicates.
+        assert!(c
+            .set_many(&[(b"zset-max-ziplist-entries", b"10"), (b"zset-max-listpack-entries", b"20")], true)
+            .is_ok());
+        assert_eq!(c.get("zset-max-ziplist-entries"), "20");
+        let e = c.set_many(&[(b"timeout", b"1"), (b"TIMEOUT", b"2")], true).unwrap_err();
+        assert!(e.ends_with("(possibly related to argument 'TIMEOUT') - duplicate parameter"), "{e}");
+        let e = c.set_many(&[(b"dir", b"/tmp")], true).unwrap_err();
+        assert!(e.ends_with("can't set protected config"), "{e}");
+        let e = c.set_many(&[(b"maxmemory", b"1mb")], true).unwrap_err();
+        assert!(e.contains("not supported by Atoll yet: maxmemory"), "{e}");
+        assert!(c.set_many(&[(b"maxmemory", b"0")], true).is_ok());
+    }
+
+    #[test]
+    fn config_get_patterns_and_aliases() {
+        let c = Config::defaults();
+        let keys = |p: &[&[u8]]| c.matching(p).into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(keys(&[b"HASH-MAX-ZIPLIST-ENTRIES"]), ["HASH-MAX-ZIPLIST-ENTRIES"]);
+        let mut k = keys(&[b"hash-max-*-entries"]);
+        k.sort();
+        assert_eq!(k, ["hash-max-listpack-entries", "hash-max-ziplist-entries"]);
+        assert_eq!(keys(&[b"maxmemory", b"MAXMEMORY"]), ["maxmemory"]);
+        // Hidden parameters answer only to their exact name.
+        assert!(keys(&[b"*watchdog*"]).is_empty());
+        assert_eq!(keys(&[b"watchdog-period"]), ["watchdog-period"]);
+    }
+}

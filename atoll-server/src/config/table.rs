@@ -1,0 +1,356 @@
+//! The configuration table (DESIGN habit 7): every parameter Redis 7.2 knows, with its alias,
+//! type, bounds, default and flags as Redis 7.2.6 has them (`CONFIG GET *` on the real server is
+//! the reference; `tests/config.rs` checks every row against it), plus Atoll's own.
+//!
+//! Each row also says what Atoll does with the parameter (`Support`):
+//! * `live` — Atoll acts on it.
+//! * `inert` — accepted with any valid value, and nothing a client can observe depends on it in
+//!   Atoll: a tuning knob of an internal Atoll does differently (`activerehashing`, lazy
+//!   freeing, defragmentation thresholds, quicklist compression), or a knob of a mode that
+//!   cannot be switched on yet (replication and cluster timings, TLS file names while
+//!   `tls-port` is refused). When the feature it tunes lands, its row must become `live`.
+//! * `pending(WHAT)` — the feature does not exist yet. The default (the value that describes
+//!   what Atoll does) is accepted; any other value is refused with an error naming what is
+//!   missing, in CONFIG SET and at start-up: `appendonly yes` must never be silently ignored.
+//! * `file_only(WHAT)` — set at start-up; CONFIG SET of another value is refused (Redis can
+//!   rebind listeners at runtime, Atoll cannot yet).
+//!
+//! Atoll's defaults equal Redis's except `save` ("": Atoll does not persist) and `bind`
+//! (loopback only), both in `tests/known_differences.txt`.
+
+/// Flags, as Redis's config table has them.
+pub const IMMUTABLE: u8 = 1;
+/// Changeable only with `enable-protected-configs` (`dir`, `dbfilename`).
+pub const PROTECTED: u8 = 2;
+/// Its value is redacted from the slowlog and logs (passwords).
+pub const SENSITIVE: u8 = 4;
+/// Not listed by pattern matches (`CONFIG GET *`), only by its exact name.
+pub const HIDDEN: u8 = 8;
+/// Refused while loading a dataset.
+pub const DENY_LOADING: u8 = 16;
+
+const IMAX: i128 = i32::MAX as i128;
+const UMAX: i128 = u32::MAX as i128;
+const LMAX: i128 = i64::MAX as i128;
+const ULMAX: i128 = u64::MAX as i128;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// `yes` / `no`.
+    Bool,
+    /// A decimal integer (Redis's `string2ll`: no sign but `-`, no leading zeros, no units).
+    Int {
+        min: i128,
+        max: i128,
+    },
+    /// A byte count with Redis's units (`1k` = 1000, `1kb` = 1024 … `gb`); printed in bytes.
+    Memory {
+        min: i128,
+        max: i128,
+    },
+    /// A byte count, or `N%` (of maxmemory), stored negative (`maxmemory-clients`).
+    MemoryOrPercent {
+        max: i128,
+    },
+    /// An octal number (`unixsocketperm`).
+    Octal {
+        max: i64,
+    },
+    Str,
+    /// One of these names, case-insensitive.
+    Enum(&'static [&'static str]),
+    /// Several of these names, space-separated (`shutdown-on-sigint save now`).
+    Flags(&'static [&'static str]),
+    // Parameters with a syntax of their own, as in Redis.
+    /// `<seconds> <changes> ...` pairs, or "".
+    Save,
+    /// `<class> <hard> <soft> <seconds>` groups.
+    OutputLimits,
+    /// Keyspace event class characters.
+    Events,
+    /// Three integers in -2000..2000.
+    OomValues,
+    /// Up to 16 addresses, `-` marking an optional one.
+    Bind,
+    /// The working directory (CONFIG SET changes it).
+    Dir,
+    /// `<host> <port>`, or "".
+    Replicaof,
+    /// Percentiles in [0, 100].
+    Percentiles,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Support {
+    Live,
+    Inert,
+    /// Only the default is accepted; the text names the missing feature.
+    Pending(&'static str),
+    /// CONFIG SET of a new value is refused; the text names what is missing.
+    FileOnly(&'static str),
+}
+
+pub struct Def {
+    pub name: &'static str,
+    pub alias: Option<&'static str>,
+    pub kind: Kind,
+    pub default: &'static str,
+    pub flags: u8,
+    pub support: Support,
+}
+
+impl Def {
+    const fn new(name: &'static str, kind: Kind, default: &'static str) -> Def {
+        Def { name, alias: None, kind, default, flags: 0, support: Support::Live }
+    }
+    const fn alias(mut self, alias: &'static str) -> Def {
+        self.alias = Some(alias);
+        self
+    }
+    const fn flags(mut self, flags: u8) -> Def {
+        self.flags = flags;
+        self
+    }
+    const fn live(self) -> Def {
+        self
+    }
+    const fn inert(mut self) -> Def {
+        self.support = Support::Inert;
+        self
+    }
+    const fn pending(mut self, what: &'static str) -> Def {
+        self.support = Support::Pending(what);
+        self
+    }
+    const fn file_only(mut self, what: &'static str) -> Def {
+        self.support = Support::FileOnly(what);
+        self
+    }
+
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+// What a `pending` parameter is waiting for, as its error names it.
+const PERSIST: &str = "persistence (RDB snapshots and AOF)";
+const REPL: &str = "replication";
+const CLUSTER: &str = "cluster mode";
+const MAXMEM: &str = "maxmemory limits and eviction";
+const OBUF: &str = "client output buffer limits for normal clients";
+const TLS: &str = "TLS";
+const ACL: &str = "ACL files";
+const OOM: &str = "oom-score-adj";
+const DEFRAG: &str = "active defragmentation";
+const CPULIST: &str = "CPU affinity lists";
+const SOCKMARK: &str = "socket marks";
+const LOCALE: &str = "a collation locale";
+const WATCHDOG: &str = "the software watchdog";
+const DAEMON: &str = "daemonizing (run Atoll in the foreground, under a supervisor)";
+const SUPERVISED: &str = "supervised mode";
+const SYSLOG: &str = "syslog logging";
+const BIND: &str = "rebinding listeners at runtime (restart with the new value)";
+
+/// Parameters whose names are synonyms of another value of the same enum (Redis prints the
+/// first): `oom-score-adj relative` reads back as `yes`.
+pub const ENUM_SYNONYMS: &[(&str, &str, &str)] = &[("oom-score-adj", "relative", "yes")];
+
+use Kind::*;
+
+#[rustfmt::skip]
+pub static DEFS: &[Def] = &[
+    Def::new("acl-pubsub-default", Enum(&["allchannels", "resetchannels"]), "resetchannels").inert(),
+    Def::new("aclfile", Str, "").flags(IMMUTABLE).pending(ACL),
+    Def::new("acllog-max-len", Int { min: 0, max: LMAX }, "128").inert(),
+    Def::new("active-defrag-cycle-max", Int { min: 1, max: 99 }, "25").inert(),
+    Def::new("active-defrag-cycle-min", Int { min: 1, max: 99 }, "1").inert(),
+    Def::new("active-defrag-ignore-bytes", Memory { min: 1, max: LMAX }, "104857600").inert(),
+    Def::new("active-defrag-max-scan-fields", Int { min: 1, max: LMAX }, "1000").inert(),
+    Def::new("active-defrag-threshold-lower", Int { min: 0, max: 1000 }, "10").inert(),
+    Def::new("active-defrag-threshold-upper", Int { min: 0, max: 1000 }, "100").inert(),
+    Def::new("active-expire-effort", Int { min: 1, max: 10 }, "1").inert(),
+    Def::new("activedefrag", Bool, "no").pending(DEFRAG),
+    Def::new("activerehashing", Bool, "yes").inert(),
+    Def::new("always-show-logo", Bool, "no").flags(IMMUTABLE).inert(),
+    Def::new("aof-disable-auto-gc", Bool, "no").flags(HIDDEN).inert(),
+    Def::new("aof-load-truncated", Bool, "yes").inert(),
+    Def::new("aof-rewrite-incremental-fsync", Bool, "yes").inert(),
+    Def::new("aof-timestamp-enabled", Bool, "no").inert(),
+    Def::new("aof-use-rdb-preamble", Bool, "yes").inert(),
+    Def::new("aof_rewrite_cpulist", Str, "").flags(IMMUTABLE).inert(),
+    Def::new("appenddirname", Str, "appendonlydir").flags(IMMUTABLE).inert(),
+    Def::new("appendfilename", Str, "appendonly.aof").flags(IMMUTABLE).inert(),
+    Def::new("appendfsync", Enum(&["everysec", "always", "no"]), "everysec").inert(),
+    Def::new("appendonly", Bool, "no").flags(DENY_LOADING).pending(PERSIST),
+    Def::new("auto-aof-rewrite-min-size", Memory { min: 0, max: LMAX }, "67108864").inert(),
+    Def::new("auto-aof-rewrite-percentage", Int { min: 0, max: IMAX }, "100").inert(),
+    Def::new("bgsave_cpulist", Str, "").flags(IMMUTABLE).inert(),
+    Def::new("bind", Bind, "127.0.0.1 -::1").file_only(BIND),
+    Def::new("bind-source-addr", Str, "").inert(),
+    Def::new("bio_cpulist", Str, "").flags(IMMUTABLE).inert(),
+    Def::new("busy-reply-threshold", Int { min: 0, max: LMAX }, "5000").alias("lua-time-limit").inert(),
+    Def::new("client-output-buffer-limit", OutputLimits, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60").pending(OBUF),
+    Def::new("client-query-buffer-limit", Memory { min: 1048576, max: LMAX }, "1073741824").live(),
+    Def::new("cluster-allow-pubsubshard-when-down", Bool, "yes").inert(),
+    Def::new("cluster-allow-reads-when-down", Bool, "no").inert(),
+    Def::new("cluster-allow-replica-migration", Bool, "yes").inert(),
+    Def::new("cluster-announce-bus-port", Int { min: 0, max: 65535 }, "0").inert(),
+    Def::new("cluster-announce-hostname", Str, "").inert(),
+    Def::new("cluster-announce-human-nodename", Str, "").inert(),
+    Def::new("cluster-announce-ip", Str, "").inert(),
+    Def::new("cluster-announce-port", Int { min: 0, max: 65535 }, "0").inert(),
+    Def::new("cluster-announce-tls-port", Int { min: 0, max: 65535 }, "0").inert(),
+    Def::new("cluster-config-file", Str, "nodes.conf").flags(IMMUTABLE).inert(),
+    Def::new("cluster-enabled", Bool, "no").flags(IMMUTABLE).pending(CLUSTER),
+    Def::new("cluster-link-sendbuf-limit", Memory { min: 0, max: ULMAX }, "0").inert(),
+    Def::new("cluster-migration-barrier", Int { min: 0, max: IMAX }, "1").inert(),
+    Def::new("cluster-node-timeout", Int { min: 0, max: LMAX }, "15000").inert(),
+    Def::new("cluster-ping-interval", Int { min: 0, max: LMAX }, "0").flags(HIDDEN).inert(),
+    Def::new("cluster-port", Int { min: 0, max: 65535 }, "0").flags(IMMUTABLE).inert(),
+    Def::new("cluster-preferred-endpoint-type", Enum(&["ip", "hostname", "unknown-endpoint"]), "ip").inert(),
+    Def::new("cluster-replica-no-failover", Bool, "no").alias("cluster-slave-no-failover").inert(),
+    Def::new("cluster-replica-validity-factor", Int { min: 0, max: IMAX }, "10").alias("cluster-slave-validity-factor").inert(),
+    Def::new("cluster-require-full-coverage", Bool, "yes").inert(),
+    Def::new("crash-log-enabled", Bool, "yes").inert(),
+    Def::new("crash-memcheck-enabled", Bool, "yes").inert(),
+    Def::new("daemonize", Bool, "no").flags(IMMUTABLE).pending(DAEMON),
+    Def::new("databases", Int { min: 1, max: IMAX }, "16").flags(IMMUTABLE).live(),
+    Def::new("dbfilename", Str, "dump.rdb").flags(PROTECTED).inert(),
+    Def::new("dir", Dir, "").flags(PROTECTED | DENY_LOADING).live(),
+    Def::new("disable-thp", Bool, "yes").flags(IMMUTABLE).inert(),
+    Def::new("dynamic-hz", Bool, "yes").inert(),
+    Def::new("enable-debug-command", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).live(),
+    Def::new("enable-module-command", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).inert(),
+    Def::new("enable-protected-configs", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).live(),
+    Def::new("hash-max-listpack-entries", Int { min: 0, max: LMAX }, "512").alias("hash-max-ziplist-entries").live(),
+    Def::new("hash-max-listpack-value", Memory { min: 0, max: LMAX }, "64").alias("hash-max-ziplist-value").live(),
+    Def::new("hll-sparse-max-bytes", Memory { min: 0, max: LMAX }, "3000").live(),
+    Def::new("hz", Int { min: 0, max: IMAX }, "10").live(),
+    Def::new("ignore-warnings", Str, "").inert(),
+    Def::new("io-threads", Int { min: 1, max: 128 }, "1").flags(IMMUTABLE).live(),
+    Def::new("io-threads-do-reads", Bool, "no").flags(IMMUTABLE).inert(),
+    Def::new("jemalloc-bg-thread", Bool, "yes").live(),
+    Def::new("key-load-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).inert(),
+    Def::new("latency-monitor-threshold", Int { min: 0, max: LMAX }, "0").inert(),
+    Def::new("latency-tracking", Bool, "yes").inert(),
+    Def::new("latency-tracking-info-percentiles", Percentiles, "50 99 99.9").inert(),
+    Def::new("lazyfree-lazy-eviction", Bool, "no").inert(),
+    Def::new("lazyfree-lazy-expire", Bool, "no").inert(),
+    Def::new("lazyfree-lazy-server-del", Bool, "no").inert(),
+    Def::new("lazyfree-lazy-user-del", Bool, "no").inert(),
+    Def::new("lazyfree-lazy-user-flush", Bool, "no").inert(),
+    Def::new("lfu-decay-time", Int { min: 0, max: IMAX }, "1").inert(),
+    Def::new("lfu-log-factor", Int { min: 0, max: IMAX }, "10").inert(),
+    Def::new("list-compress-depth", Int { min: 0, max: IMAX }, "0").inert(),
+    Def::new("list-max-listpack-size", Int { min: -IMAX - 1, max: IMAX }, "-2").alias("list-max-ziplist-size").live(),
+    Def::new("loading-process-events-interval-bytes", Int { min: 1024, max: IMAX }, "2097152").flags(HIDDEN).inert(),
+    Def::new("locale-collate", Str, "").pending(LOCALE),
+    Def::new("logfile", Str, "").flags(IMMUTABLE).live(),
+    Def::new("loglevel", Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice").live(),
+    Def::new("masterauth", Str, "").flags(SENSITIVE).inert(),
+    Def::new("masteruser", Str, "").flags(SENSITIVE).inert(),
+    Def::new("maxclients", Int { min: 1, max: UMAX }, "10000").live(),
+    Def::new("maxmemory", Memory { min: 0, max: ULMAX }, "0").pending(MAXMEM),
+    Def::new("maxmemory-clients", MemoryOrPercent { max: LMAX }, "0").pending(MAXMEM),
+    Def::new("maxmemory-eviction-tenacity", Int { min: 0, max: 100 }, "10").inert(),
+    Def::new("maxmemory-policy", Enum(&["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"]), "noeviction").inert(),
+    Def::new("maxmemory-samples", Int { min: 1, max: IMAX }, "5").inert(),
+    Def::new("min-replicas-max-lag", Int { min: 0, max: IMAX }, "10").alias("min-slaves-max-lag").inert(),
+    Def::new("min-replicas-to-write", Int { min: 0, max: IMAX }, "0").alias("min-slaves-to-write").pending(REPL),
+    Def::new("no-appendfsync-on-rewrite", Bool, "no").inert(),
+    Def::new("notify-keyspace-events", Events, "").inert(),
+    Def::new("oom-score-adj", Enum(&["no", "yes", "relative", "absolute"]), "no").pending(OOM),
+    Def::new("oom-score-adj-values", OomValues, "0 200 800").inert(),
+    Def::new("pidfile", Str, "").flags(IMMUTABLE).live(),
+    Def::new("port", Int { min: 0, max: 65535 }, "6379").file_only(BIND),
+    Def::new("proc-title-template", Str, "{title} {listen-addr} {server-mode}").inert(),
+    Def::new("propagation-error-behavior", Enum(&["ignore", "panic", "panic-on-replicas"]), "ignore").inert(),
+    Def::new("protected-mode", Bool, "yes").live(),
+    Def::new("proto-max-bulk-len", Memory { min: 1048576, max: LMAX }, "536870912").live(),
+    Def::new("rdb-del-sync-files", Bool, "no").inert(),
+    Def::new("rdb-key-save-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).inert(),
+    Def::new("rdb-save-incremental-fsync", Bool, "yes").inert(),
+    Def::new("rdbchecksum", Bool, "yes").flags(IMMUTABLE).inert(),
+    Def::new("rdbcompression", Bool, "yes").inert(),
+    Def::new("repl-backlog-size", Memory { min: 1, max: LMAX }, "1048576").inert(),
+    Def::new("repl-backlog-ttl", Int { min: 0, max: LMAX }, "3600").inert(),
+    Def::new("repl-disable-tcp-nodelay", Bool, "no").inert(),
+    Def::new("repl-diskless-load", Enum(&["disabled", "on-empty-db", "swapdb"]), "disabled").flags(DENY_LOADING).inert(),
+    Def::new("repl-diskless-sync", Bool, "yes").inert(),
+    Def::new("repl-diskless-sync-delay", Int { min: 0, max: IMAX }, "5").inert(),
+    Def::new("repl-diskless-sync-max-replicas", Int { min: 0, max: IMAX }, "0").inert(),
+    Def::new("repl-ping-replica-period", Int { min: 1, max: IMAX }, "10").alias("repl-ping-slave-period").inert(),
+    Def::new("repl-timeout", Int { min: 1, max: IMAX }, "60").inert(),
+    Def::new("replica-announce-ip", Str, "").alias("slave-announce-ip").inert(),
+    Def::new("replica-announce-port", Int { min: 0, max: 65535 }, "0").alias("slave-announce-port").inert(),
+    Def::new("replica-announced", Bool, "yes").inert(),
+    Def::new("replica-ignore-disk-write-errors", Bool, "no").inert(),
+    Def::new("replica-ignore-maxmemory", Bool, "yes").alias("slave-ignore-maxmemory").inert(),
+    Def::new("replica-lazy-flush", Bool, "no").alias("slave-lazy-flush").inert(),
+    Def::new("replica-priority", Int { min: 0, max: IMAX }, "100").alias("slave-priority").inert(),
+    Def::new("replica-read-only", Bool, "yes").alias("slave-read-only").inert(),
+    Def::new("replica-serve-stale-data", Bool, "yes").alias("slave-serve-stale-data").inert(),
+    Def::new("replicaof", Replicaof, "").alias("slaveof").flags(IMMUTABLE).pending(REPL),
+    Def::new("requirepass", Str, "").flags(SENSITIVE).live(),
+    Def::new("sanitize-dump-payload", Enum(&["no", "yes", "clients"]), "no").inert(),
+    Def::new("save", Save, "").pending(PERSIST),
+    Def::new("server_cpulist", Str, "").flags(IMMUTABLE).pending(CPULIST),
+    Def::new("set-max-intset-entries", Int { min: 0, max: LMAX }, "512").live(),
+    Def::new("set-max-listpack-entries", Int { min: 0, max: LMAX }, "128").live(),
+    Def::new("set-max-listpack-value", Int { min: 0, max: LMAX }, "64").live(),
+    Def::new("set-proc-title", Bool, "yes").flags(IMMUTABLE).inert(),
+    Def::new("shutdown-on-sigint", Flags(&["default", "save", "nosave", "now", "force"]), "default").inert(),
+    Def::new("shutdown-on-sigterm", Flags(&["default", "save", "nosave", "now", "force"]), "default").inert(),
+    Def::new("shutdown-timeout", Int { min: 0, max: IMAX }, "10").inert(),
+    Def::new("slowlog-log-slower-than", Int { min: -1, max: LMAX }, "10000").inert(),
+    Def::new("slowlog-max-len", Int { min: 0, max: LMAX }, "128").inert(),
+    Def::new("socket-mark-id", Int { min: 0, max: UMAX }, "0").flags(IMMUTABLE).pending(SOCKMARK),
+    Def::new("stop-writes-on-bgsave-error", Bool, "yes").inert(),
+    Def::new("stream-node-max-bytes", Memory { min: 0, max: LMAX }, "4096").live(),
+    Def::new("stream-node-max-entries", Int { min: 0, max: LMAX }, "100").live(),
+    Def::new("supervised", Enum(&["upstart", "systemd", "auto", "no"]), "no").flags(IMMUTABLE).pending(SUPERVISED),
+    Def::new("syslog-enabled", Bool, "no").flags(IMMUTABLE).pending(SYSLOG),
+    Def::new("syslog-facility", Enum(&["user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"]), "local0").flags(IMMUTABLE).inert(),
+    Def::new("syslog-ident", Str, "redis").flags(IMMUTABLE).inert(),
+    Def::new("tcp-backlog", Int { min: 0, max: IMAX }, "511").flags(IMMUTABLE).live(),
+    Def::new("tcp-keepalive", Int { min: 0, max: IMAX }, "300").live(),
+    Def::new("timeout", Int { min: 0, max: IMAX }, "0").live(),
+    Def::new("tls-auth-clients", Enum(&["no", "yes", "optional"]), "yes").inert(),
+    Def::new("tls-ca-cert-dir", Str, "").inert(),
+    Def::new("tls-ca-cert-file", Str, "").inert(),
+    Def::new("tls-cert-file", Str, "").inert(),
+    Def::new("tls-ciphers", Str, "").inert(),
+    Def::new("tls-ciphersuites", Str, "").inert(),
+    Def::new("tls-client-cert-file", Str, "").inert(),
+    Def::new("tls-client-key-file", Str, "").inert(),
+    Def::new("tls-client-key-file-pass", Str, "").inert(),
+    Def::new("tls-cluster", Bool, "no").pending(TLS),
+    Def::new("tls-dh-params-file", Str, "").inert(),
+    Def::new("tls-key-file", Str, "").inert(),
+    Def::new("tls-key-file-pass", Str, "").inert(),
+    Def::new("tls-port", Int { min: 0, max: 65535 }, "0").pending(TLS),
+    Def::new("tls-prefer-server-ciphers", Bool, "no").inert(),
+    Def::new("tls-protocols", Str, "").inert(),
+    Def::new("tls-replication", Bool, "no").pending(TLS),
+    Def::new("tls-session-cache-size", Int { min: 0, max: IMAX }, "20480").inert(),
+    Def::new("tls-session-cache-timeout", Int { min: 0, max: IMAX }, "300").inert(),
+    Def::new("tls-session-caching", Bool, "yes").inert(),
+    Def::new("tracking-table-max-keys", Int { min: 0, max: LMAX }, "1000000").inert(),
+    Def::new("unixsocket", Str, "").flags(IMMUTABLE).live(),
+    Def::new("unixsocketperm", Octal { max: 0o777 }, "0").flags(IMMUTABLE).live(),
+    Def::new("use-exit-on-panic", Bool, "no").flags(HIDDEN).inert(),
+    Def::new("watchdog-period", Int { min: 0, max: IMAX }, "0").flags(HIDDEN).pending(WATCHDOG),
+    Def::new("zset-max-listpack-entries", Int { min: 0, max: LMAX }, "128").alias("zset-max-ziplist-entries").live(),
+    Def::new("zset-max-listpack-value", Memory { min: 0, max: LMAX }, "64").alias("zset-max-ziplist-value").live(),
+    // Atoll's own.
+    // Worker threads (0: one per core); a redis.conf `io-threads N` (N > 1) means the same.
+    Def::new("threads", Int { min: 0, max: 1024 }, "0").flags(IMMUTABLE).live(),
+    // How workers move bytes. io_uring (less server CPU than epoll pipelined and over unix
+    // sockets, the same unpipelined over TCP; docs/BENCHMARKS.md) falls back to epoll where the
+    // kernel refuses it.
+    Def::new("io-backend", Enum(&["epoll", "io_uring"]), "io_uring").flags(IMMUTABLE).live(),
+    // The longest an io_uring worker waits for more requests before serving those it has, in
+    // microseconds (0: never waits). The wait actually used adapts to the load; see
+    // `server::uring::Pacing`.
+    Def::new("io-batch-wait", Int { min: 0, max: 1000 }, "50").live(),
+];

@@ -1,0 +1,363 @@
+//! Running one command (Redis's `processCommand` and `call`): resolve it in the table, pass the
+//! generic gates (arity, auth, DEBUG, MULTI queueing), take its locks, run it, then the write
+//! epilogue — dirty count, effects, blocked clients registered and served — and statistics.
+
+use super::blocking::{self, WaitState, Waiter};
+use super::client::{Client, ReplyMode};
+use super::stats::{self, WorkerStats};
+use super::table::{flags, Scope};
+use super::{keyspec, CmdError, CmdResult, Command, Ctx, Effect, KsView, Server};
+use crate::engine::{LockPlan, Locks};
+use crate::protocol::Reply;
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Where a look-ahead found a request's first argument would live: its shard, and its hash
+/// in the shard's table.
+#[derive(Clone, Copy, Default)]
+pub struct KeyHint {
+    pub shard: usize,
+    pub hash: u64,
+}
+
+/// Formats Redis's unknown-command error, quoting up to the first arguments.
+fn unknown_command_error(argv: &[&[u8]]) -> String {
+    let name = String::from_utf8_lossy(&argv[0][..argv[0].len().min(128)]).into_owned();
+    let mut args = String::new();
+    for a in &argv[1..] {
+        if args.len() >= 128 {
+            break;
+        }
+        let s = String::from_utf8_lossy(&a[..a.len().min(128 - args.len())]).into_owned();
+        args.push('\'');
+        args.push_str(&s);
+        args.push_str("' ");
+    }
+    format!("ERR unknown command '{name}', with args beginning with: {args}")
+}
+
+fn reject(ws: &WorkerStats, client: &mut Client, out: &mut Reply, cmd: Option<&Command>, e: CmdError) {
+    if let Some(c) = cmd {
+        ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(m) = client.multi.as_mut() {
+        m.error = true;
+    }
+    error_reply(ws, out, &e);
+}
+
+/// Writes an error reply and counts it in INFO errorstats.
+pub fn error_reply(ws: &WorkerStats, out: &mut Reply, e: &CmdError) {
+    let text = e.text();
+    out.error(&text);
+    ws.counters.error_replies.fetch_add(1, Ordering::Relaxed);
+    let code = text.split(' ').next().unwrap_or("ERR").to_string();
+    *ws.errors.lock().entry(code).or_insert(0) += 1;
+}
+
+/// Resolves a request to its command (or subcommand), or the error Redis would give.
+pub fn resolve<'t>(srv: &'t Server, argv: &[&[u8]]) -> Result<&'t Arc<Command>, (Option<&'t Command>, CmdError)> {
+    let Some(cmd) = srv.table.lookup(argv[0]) else {
+        return Err((None, CmdError::Msg(unknown_command_error(argv).into())));
+    };
+    if cmd.is_container && argv.len() >= 2 {
+        return match cmd.subcommand(argv[1]) {
+            Some(sub) if sub.arity_ok(argv.len()) => Ok(sub),
+            Some(sub) => Err((Some(sub), CmdError::Arity(sub.full_name().to_string()))),
+            None => Err((
+                Some(cmd),
+                CmdError::Msg(
+                    format!(
+                        "ERR unknown subcommand '{}'. Try {} HELP.",
+                        String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)]),
+                        cmd.name.to_uppercase()
+                    )
+                    .into(),
+                ),
+            )),
+        };
+    }
+    if !cmd.arity_ok(argv.len()) {
+        return Err((Some(cmd), CmdError::Arity(cmd.full_name().to_string())));
+    }
+    Ok(cmd)
+}
+
+/// `resolve`, trying the client's previous command first (see `Client::memo_cmd`).
+fn resolve_memo<'t>(
+    srv: &'t Server,
+    client: &mut Client,
+    argv: &[&[u8]],
+) -> Result<&'t Arc<Command>, (Option<&'t Command>, CmdError)> {
+    if let Some(c) = client.memo_cmd.checked_sub(1).and_then(|i| srv.table.all.get(i)) {
+        if argv[0].eq_ignore_ascii_case(c.name.as_bytes()) && c.arity_ok(argv.len()) {
+            return Ok(c);
+        }
+    }
+    let c = resolve(srv, argv)?;
+    // Only a plain top-level command: a container resolves by its second argument, and a
+    // subcommand's name ("config|get") is not something a request can name.
+    if !c.is_container && argv[0].eq_ignore_ascii_case(c.name.as_bytes()) {
+        client.memo_cmd = c.id + 1;
+    }
+    Ok(c)
+}
+
+/// The generic gates (Redis's `processCommand`), then the command.
+pub fn dispatch(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], out: &mut Reply) {
+    dispatch_hinted(srv, ws, client, argv, None, out)
+}
+
+/// `dispatch`, with the shard and hash of `argv[1]` when the look-ahead already computed them.
+pub fn dispatch_hinted(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    argv: &[&[u8]],
+    key_hint: Option<KeyHint>,
+    out: &mut Reply,
+) {
+    out.proto = client.proto;
+    // CLIENT REPLY OFF/SKIP: run the command but drop what it replies.
+    let mark = out.buf.len();
+    if client.reply_mode == ReplyMode::SkipNext {
+        client.reply_mode = ReplyMode::Skipping;
+    }
+    gated(srv, ws, client, argv, key_hint, out);
+    match client.reply_mode {
+        ReplyMode::Off => out.buf.truncate(mark),
+        ReplyMode::Skipping => {
+            out.buf.truncate(mark);
+            client.reply_mode = ReplyMode::On;
+        }
+        _ => {}
+    }
+}
+
+fn gated(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    argv: &[&[u8]],
+    key_hint: Option<KeyHint>,
+    out: &mut Reply,
+) {
+    let cmd = match resolve_memo(srv, client, argv) {
+        Ok(c) => c,
+        Err((cmd, e)) => return reject(ws, client, out, cmd, e),
+    };
+    client.handle.last_cmd.store(cmd.id + 1, Ordering::Relaxed);
+    if !client.authenticated && !cmd.has(flags::NO_AUTH) {
+        return reject(ws, client, out, Some(cmd), CmdError::msg("NOAUTH Authentication required."));
+    }
+    if cmd.name == "debug" {
+        let setting = srv.config.get("enable-debug-command");
+        let allowed = setting == "yes" || (setting == "local" && client.handle.is_local());
+        if !allowed {
+            return reject(ws, client, out, Some(cmd), CmdError::msg(
+                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+            ));
+        }
+    }
+    if let Some(m) = client.multi.as_mut() {
+        let n = cmd.name.as_str();
+        let passes = matches!(n, "exec" | "discard" | "multi" | "watch" | "quit" | "reset");
+        if !passes {
+            if cmd.has(flags::NO_MULTI) {
+                return reject(
+                    ws,
+                    client,
+                    out,
+                    Some(cmd),
+                    CmdError::msg("ERR Command not allowed inside a transaction"),
+                );
+            }
+            m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
+            client.handle.multi.store(m.queued.len() as i64, Ordering::Relaxed);
+            out.simple("QUEUED");
+            return;
+        }
+    }
+    let plan = match (key_hint, cmd.scope, cmd.single_key) {
+        // GET, SET, INCR … whose key the look-ahead already hashed to its shard.
+        (Some(k), Scope::Keys, Some(1)) => LockPlan::one(client.db, k.shard),
+        _ => match lock_plan(cmd, argv, client.db, false, srv.ks.num_dbs()) {
+            Ok(p) => p,
+            Err(e) => return reject(ws, client, out, Some(cmd), e),
+        },
+    };
+    let mut locks = Locks::acquire(&srv.ks, plan);
+    call(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
+}
+
+/// The shards a command must lock. `in_exec`: walkers lock their whole database.
+pub fn lock_plan(cmd: &Command, argv: &[&[u8]], db: usize, in_exec: bool, ndbs: usize) -> Result<LockPlan, CmdError> {
+    let mut plan = LockPlan::default();
+    let keys = |plan: &mut LockPlan| -> CmdResult {
+        let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
+        if keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_err() {
+            // The command reports its own numkeys error before touching keys.
+            return Ok(());
+        }
+        for i in pos {
+            plan.key(db, argv[i]);
+        }
+        Ok(())
+    };
+    match cmd.scope {
+        Scope::None => {}
+        Scope::Keys => match cmd.single_key {
+            // The common case (GET, SET, INCR …): one key at a fixed position.
+            Some(i) => {
+                if i < argv.len() {
+                    plan.key(db, argv[i]);
+                }
+            }
+            None => keys(&mut plan)?,
+        },
+        Scope::Walk => {
+            if in_exec {
+                plan.whole_db(db)
+            }
+        }
+        Scope::WalkAll => {
+            if in_exec {
+                for d in 0..ndbs {
+                    plan.whole_db(d);
+                }
+            }
+        }
+        Scope::Db => plan.whole_db(db),
+        Scope::All => {
+            for d in 0..ndbs {
+                plan.whole_db(d);
+            }
+        }
+        Scope::Custom(f) => {
+            keys(&mut plan)?;
+            f(argv, db, &mut plan)?;
+        }
+    }
+    Ok(plan)
+}
+
+/// Runs one command with the locks held (used directly and by EXEC for queued commands).
+/// `arg1_hash`: the keyspace hash of `argv[1]`, when the look-ahead computed it.
+#[allow(clippy::too_many_arguments)]
+pub fn call(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    out: &mut Reply,
+    cmd: &Command,
+    argv: &[&[u8]],
+    locks: &mut Locks<'_>,
+    arg1_hash: Option<u64>,
+) -> bool {
+    // One clock read gives both the command's fixed time (7.2 semantics) and the start of
+    // its duration measurement; within a pipelined batch it is the previous command's end.
+    let start = client.clock.take().unwrap_or_else(|| srv.clock.instant());
+    let now = srv.clock.ms_at(start);
+    let emit = srv.effects_enabled();
+    let db = client.db;
+    let no_touch = client.no_touch && cmd.name != "touch";
+    let mut ctx = Ctx {
+        srv,
+        ws,
+        reply: out,
+        args: argv,
+        cmd,
+        rewrote: false,
+        ks: KsView {
+            locks,
+            db,
+            now,
+            lru_clock: srv.lru_clock(now),
+            no_touch,
+            dirty: 0,
+            emit,
+            effects: Vec::new(),
+            stats: &ws.counters,
+            ready: Vec::new(),
+            key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
+        },
+        client,
+    };
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cmd.handler)(&mut ctx)));
+    let res: CmdResult = match res {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            crate::log_warning!("BUG: command '{}' panicked: {}", cmd.name, what);
+            Err(CmdError::msg("ERR internal error"))
+        }
+    };
+    let ok = res.is_ok();
+    if let Err(e) = &res {
+        ws.cmds[cmd.id].failed_calls.fetch_add(1, Ordering::Relaxed);
+        error_reply(ws, ctx.reply, e);
+    }
+    // Write epilogue: count the change and publish the effects, still under the locks so
+    // their order matches the order of the writes.
+    if ctx.ks.dirty > 0 {
+        ws.counters.dirty.fetch_add(ctx.ks.dirty, Ordering::Relaxed);
+        if emit && !ctx.rewrote {
+            let db = ctx.ks.db;
+            ctx.ks.effects.push(Effect { db, argv: argv.iter().map(|a| a.to_vec()).collect() });
+        }
+    }
+    // A blocking command that has to wait: register it under the locks it holds.
+    if let Some(req) = ctx.client.blocked.take() {
+        let w = Arc::new(Waiter {
+            client_id: ctx.client.id(),
+            db: ctx.ks.db,
+            argv: req.argv.unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect()),
+            keys: req.keys,
+            deadline_ms: req.deadline_ms,
+            proto: ctx.client.proto,
+            serve: req.serve,
+            on_timeout: req.on_timeout,
+            state: parking_lot::Mutex::new(WaitState::Waiting),
+            wake: ctx.client.wake.clone().unwrap_or_else(|| Arc::new(|| {})),
+        });
+        blocking::register(ctx.ks.locks, &w);
+        srv.blocked_clients.fetch_add(1, Ordering::Relaxed);
+        *ctx.client.handle.waiter.lock() = Some(w.clone());
+        ctx.client.waiting = Some(w);
+    }
+    // Serve clients blocked on keys this command made ready — after its own effects, and for
+    // a transaction only once the whole EXEC is done (so no waiter sees half of it).
+    ctx.client.ready.append(&mut ctx.ks.ready);
+    if !ctx.client.in_exec && !ctx.client.ready.is_empty() {
+        ctx.ks.ready = std::mem::take(&mut ctx.client.ready);
+        blocking::serve_ready(&mut ctx.ks, srv);
+    }
+    if emit && !ctx.ks.effects.is_empty() {
+        srv.publish_effects(&ctx.ks.effects);
+    }
+    let st = &ws.cmds[cmd.id];
+    stats::bump(&st.calls, 1);
+    let end = srv.clock.instant();
+    stats::bump(&st.usec, end.duration_since(start).as_micros() as u64);
+    ctx.client.clock = Some(end);
+    stats::bump(&ws.counters.commands, 1);
+    ok
+}
+
+/// Cleanup when a connection closes: its watches leave the shard registries, a pending
+/// blocking wait is cancelled.
+pub fn disconnect(srv: &Server, client: &mut Client) {
+    super::multi::unwatch_all(srv, client);
+    if let Some(w) = client.waiting.take() {
+        if w.finish(WaitState::Cancelled) {
+            srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        }
+        blocking::unregister(&srv.ks, &w);
+        *client.handle.waiter.lock() = None;
+    }
+}

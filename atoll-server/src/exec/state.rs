@@ -1,0 +1,190 @@
+//! The server's shared state ([`Server`]): configuration, keyspace, command table, clients,
+//! statistics and the clock every command reads.
+
+use super::client;
+use super::stats;
+use super::{CommandTable, Effect};
+use crate::config::Config;
+use crate::engine::Keyspace;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownMode {
+    Default,
+    NoSave,
+    Save,
+}
+
+/// A consumer of write effects (AOF, replicas, tests).
+pub type EffectSink = Box<dyn Fn(&[Effect]) + Send + Sync>;
+
+pub struct Server {
+    pub config: Config,
+    pub ks: Keyspace,
+    pub table: CommandTable,
+    pub clients: client::Registry,
+    pub stats: stats::Stats,
+    pub threads: usize,
+    pub started: Instant,
+    pub clock: Clock,
+    pub start_ms: i64,
+    pub run_id: String,
+    pub tcp_port: u16,
+    pub executable: String,
+    pub active_expire: AtomicBool,
+    pub lastsave: AtomicI64,
+    pub shutting_down: AtomicBool,
+    /// Workers run the io_uring backend (INFO's multiplexing_api).
+    pub io_uring: AtomicBool,
+    /// Clients suspended in a blocking command (INFO blocked_clients).
+    pub blocked_clients: std::sync::atomic::AtomicUsize,
+    /// Time of the last INFO stats reset etc. are derived from these.
+    effects_on: AtomicBool,
+    /// (time of the last sample, commands then, ops/sec computed) for INFO.
+    ops_sample: Mutex<(Instant, u64, u64)>,
+    sink: Mutex<Option<EffectSink>>,
+}
+
+pub fn unix_ms() -> i64 {
+    unix_us() / 1000
+}
+
+pub fn unix_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+/// Wall-clock milliseconds derived from the monotonic clock, so a command needs a single clock
+/// read for both its time and its duration. The offset to the wall clock is re-read by the
+/// cron (`hz` times a second), so a wall-clock adjustment is followed within one cron period.
+/// The monotonic clock is `quanta`'s: the CPU's time-stamp counter where it is invariant, a
+/// few nanoseconds per read instead of a clock_gettime call (two per command add up).
+pub struct Clock {
+    /// Read directly rather than through `quanta::Instant::now`, which first checks a
+    /// thread-local test override and a lazily initialized global clock on every call.
+    src: quanta::Clock,
+    base: quanta::Instant,
+    /// The wall clock at `base`, in microseconds: kept finer than the milliseconds it yields,
+    /// so that truncating twice cannot put a command's time a millisecond behind the wall clock.
+    wall_us_at_base: AtomicI64,
+}
+
+impl Clock {
+    pub fn new() -> Clock {
+        let src = quanta::Clock::new();
+        let c = Clock { base: src.now(), src, wall_us_at_base: AtomicI64::new(0) };
+        c.resync();
+        c
+    }
+
+    /// The monotonic time now (the per-command clock read).
+    #[inline]
+    pub fn instant(&self) -> quanta::Instant {
+        self.src.now()
+    }
+
+    pub fn resync(&self) {
+        let el = self.instant().saturating_duration_since(self.base).as_micros() as i64;
+        self.wall_us_at_base.store(unix_us() - el, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn ms_at(&self, t: quanta::Instant) -> i64 {
+        (self.wall_us_at_base.load(Ordering::Relaxed) + t.saturating_duration_since(self.base).as_micros() as i64)
+            / 1000
+    }
+
+    #[inline]
+    pub fn now_ms(&self) -> i64 {
+        self.ms_at(self.instant())
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Server {
+    pub fn new(config: Config, table: CommandTable, threads: usize, tcp_port: u16) -> Server {
+        let dbs = config.get_i64("databases").max(1) as usize;
+        let run_id: String = {
+            use rand::Rng;
+            let mut r = rand::thread_rng();
+            (0..40).map(|_| char::from_digit(r.gen_range(0..16), 16).unwrap()).collect()
+        };
+        let now = unix_ms();
+        Server {
+            stats: stats::Stats::new(threads, table.all.len()),
+            table,
+            ks: Keyspace::new(dbs),
+            clients: client::Registry::new(),
+            threads,
+            started: Instant::now(),
+            clock: Clock::new(),
+            start_ms: now,
+            run_id,
+            tcp_port,
+            executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            active_expire: AtomicBool::new(true),
+            lastsave: AtomicI64::new(now / 1000),
+            shutting_down: AtomicBool::new(false),
+            io_uring: AtomicBool::new(false),
+            blocked_clients: Default::default(),
+            effects_on: AtomicBool::new(false),
+            sink: Mutex::new(None),
+            ops_sample: Mutex::new((Instant::now(), 0, 0)),
+            config,
+        }
+    }
+
+    /// Wall-clock milliseconds: the time base of TTLs.
+    #[inline]
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Seconds since start, the clock OBJECT IDLETIME is measured in.
+    #[inline]
+    pub fn lru_clock(&self, now_ms: i64) -> u32 {
+        ((now_ms - self.start_ms).max(0) / 1000) as u32
+    }
+
+    pub fn effects_enabled(&self) -> bool {
+        self.effects_on.load(Ordering::Relaxed)
+    }
+
+    /// Installs the consumer of write effects (persistence and replication will).
+    pub fn set_effect_sink(&self, sink: Option<EffectSink>) {
+        let on = sink.is_some();
+        *self.sink.lock() = sink;
+        self.effects_on.store(on, Ordering::Release);
+    }
+
+    /// Commands per second over the last sampling period (sampled by the cron of worker 0).
+    pub fn instantaneous_ops(&self) -> u64 {
+        self.ops_sample.lock().2
+    }
+
+    /// Called periodically: updates the instantaneous ops/sec figure.
+    pub fn sample_ops(&self) {
+        let total = self.stats.sum(|c| &c.commands);
+        let mut s = self.ops_sample.lock();
+        let el = s.0.elapsed().as_secs_f64();
+        if el >= 1.0 {
+            s.2 = ((total.saturating_sub(s.1)) as f64 / el) as u64;
+            s.0 = Instant::now();
+            s.1 = total;
+        }
+    }
+
+    /// Hands effects to the consumer; called with the writer's shard locks still held, so
+    /// effects touching the same keys arrive in the order the writes happened.
+    pub fn publish_effects(&self, effects: &[Effect]) {
+        if let Some(s) = self.sink.lock().as_ref() {
+            s(effects);
+        }
+    }
+}

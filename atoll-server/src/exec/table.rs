@@ -1,0 +1,287 @@
+//! The command table's machinery (DESIGN habit 1): what a command is, and the table built from
+//! the rows in `commands::table`. It is the single source of truth for dispatch, arity checks,
+//! the generic gates, COMMAND INFO/DOCS/GETKEYS and each command's lock scope.
+//!
+//! A row names a command, its function and its lock scope. Its facts — arity, flags, ACL
+//! categories, key specs, arguments — come from `specs.json`, extracted from Redis's command
+//! specs by `tools/gen_specs.py` (which reads `commands/table.rs` for the list of names).
+
+use super::keyspec::KeySpec;
+use super::*;
+use crate::engine::LockPlan;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub type Handler = for<'c, 'a, 'k> fn(&mut Ctx<'c, 'a, 'k>) -> CmdResult;
+/// Builds a lock plan for commands whose key specs do not say everything (MOVE, COPY … DB,
+/// SWAPDB): arguments, the client's db.
+pub type PlanFn = fn(&[&[u8]], usize, &mut LockPlan) -> CmdResult;
+
+/// What a command locks (DESIGN §1).
+#[derive(Clone, Copy)]
+pub enum Scope {
+    /// Touches no keys (PING, CLIENT …).
+    None,
+    /// Locks the shards of the keys its key specs name.
+    Keys,
+    /// Walks the database one shard at a time (KEYS, SCAN, DBSIZE, RANDOMKEY); inside a
+    /// transaction it locks the whole database instead.
+    Walk,
+    /// Reads every database one shard at a time (INFO keyspace); inside a transaction it
+    /// locks every database instead, so it never waits for a shard its own EXEC holds.
+    WalkAll,
+    /// Locks every shard of the client's database (FLUSHDB).
+    Db,
+    /// Locks every shard of every database (FLUSHALL).
+    All,
+    /// Key specs plus a plan function for what they cannot express.
+    Custom(PlanFn),
+}
+
+pub struct Row {
+    name: &'static str,
+    handler: Handler,
+    scope: Scope,
+}
+
+pub const fn row(name: &'static str, handler: Handler, scope: Scope) -> Row {
+    Row { name, handler, scope }
+}
+
+/// Command flags (Redis's CMD_* bits) used by the gates.
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const SKIP_MONITOR: u32 = 1 << 9;
+    pub const SKIP_SLOWLOG: u32 = 1 << 10;
+    pub const FAST: u32 = 1 << 11;
+    pub const NO_AUTH: u32 = 1 << 12;
+    pub const MAY_REPLICATE: u32 = 1 << 13;
+    pub const NO_MULTI: u32 = 1 << 14;
+    pub const ALLOW_BUSY: u32 = 1 << 15;
+    pub const PROTECTED: u32 = 1 << 16;
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 17;
+    pub const MOVABLE_KEYS: u32 = 1 << 18;
+
+    pub fn from_name(n: &str) -> u32 {
+        match n {
+            "WRITE" => WRITE,
+            "READONLY" => READONLY,
+            "DENYOOM" => DENYOOM,
+            "ADMIN" => ADMIN,
+            "PUBSUB" => PUBSUB,
+            "NOSCRIPT" => NOSCRIPT,
+            "BLOCKING" => BLOCKING,
+            "LOADING" => LOADING,
+            "STALE" => STALE,
+            "SKIP_MONITOR" => SKIP_MONITOR,
+            "SKIP_SLOWLOG" => SKIP_SLOWLOG,
+            "FAST" => FAST,
+            "NO_AUTH" => NO_AUTH,
+            "MAY_REPLICATE" => MAY_REPLICATE,
+            "NO_MULTI" => NO_MULTI,
+            "ALLOW_BUSY" => ALLOW_BUSY,
+            "PROTECTED" => PROTECTED,
+            "NO_MANDATORY_KEYS" => NO_MANDATORY_KEYS,
+            _ => 0,
+        }
+    }
+}
+
+pub struct Command {
+    /// Lower-case full name: `get`, `config|get`.
+    pub name: String,
+    /// Index into per-command statistics.
+    pub id: usize,
+    pub arity: i64,
+    pub flags: u32,
+    /// Flag names as COMMAND INFO prints them (lower case).
+    pub flag_names: Vec<String>,
+    pub acl_categories: Vec<String>,
+    pub tips: Vec<String>,
+    pub key_specs: Vec<KeySpec>,
+    /// Legacy (first, last, step) key range for COMMAND INFO.
+    pub legacy_range: (i64, i64, i64),
+    /// `Some(i)` when the command's only key is always argument `i` (the lock plan's fast
+    /// path: GET, SET, INCR …).
+    pub single_key: Option<usize>,
+    pub handler: Handler,
+    pub scope: Scope,
+    pub subcommands: Vec<Arc<Command>>,
+    pub spec: Json,
+    pub is_container: bool,
+}
+
+impl Command {
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Arity check: positive = exact, negative = at least |arity|.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        (self.arity > 0 && argc == self.arity) || (self.arity < 0 && argc >= -self.arity)
+    }
+
+    pub fn subcommand(&self, name: &[u8]) -> Option<&Arc<Command>> {
+        let prefix = self.name.len() + 1;
+        self.subcommands.iter().find(|s| s.name.as_bytes()[prefix..].eq_ignore_ascii_case(name))
+    }
+
+    /// Name for error messages and stats: `get`, `config|get`.
+    pub fn full_name(&self) -> &str {
+        &self.name
+    }
+}
+
+pub struct CommandTable {
+    /// Keyed by the lowercase name's bytes: a lookup neither allocates nor validates UTF-8.
+    /// foldhash, not ahash: names are a few bytes, where it takes about half the instructions
+    /// (ahash without AES-NI at build time falls back to a slower mix), and a table that
+    /// never grows after start-up cannot be flooded.
+    map: HashMap<Box<[u8]>, Arc<Command>, foldhash::fast::RandomState>,
+    /// Every command and subcommand, indexed by `Command::id`.
+    pub all: Vec<Arc<Command>>,
+}
+
+static SPECS_JSON: &str = include_str!("specs.json");
+
+fn single_key(specs: &[KeySpec]) -> Option<usize> {
+    use super::keyspec::{Begin, Find};
+    match specs {
+        [KeySpec { begin: Begin::Index(p), find: Find::Range { lastkey: 0, .. }, .. }] if *p > 0 => Some(*p as usize),
+        _ => Option::None,
+    }
+}
+
+fn legacy_range(specs: &[KeySpec]) -> ((i64, i64, i64), bool) {
+    use super::keyspec::{Begin, Find};
+    let mut range: Option<(i64, i64, i64)> = Option::None;
+    let mut movable = false;
+    for s in specs {
+        match (&s.begin, &s.find) {
+            (Begin::Index(pos), Find::Range { lastkey, step, limit }) if *limit <= 1 => {
+                let last = if *lastkey < 0 { *lastkey } else { pos + lastkey };
+                match range {
+                    Option::None => range = Some((*pos, last, *step)),
+                    Some((f, l, st)) => {
+                        if l >= 0 && *pos == l + 1 && *step == st {
+                            range = Some((f, last, st));
+                        } else if l >= 0 && last >= 0 && *step == st {
+                            range = Some((f.min(*pos), l.max(last), st));
+                        } else {
+                            movable = true;
+                        }
+                    }
+                }
+            }
+            _ => movable = true,
+        }
+    }
+    (range.unwrap_or((0, 0, 0)), movable)
+}
+
+impl CommandTable {
+    pub fn build(rows: &[Row]) -> CommandTable {
+        let specs: serde_json::Map<String, Json> = serde_json::from_str(SPECS_JSON).expect("specs.json is valid JSON");
+        let mut all: Vec<Arc<Command>> = Vec::new();
+        let make = |row: &Row, id: usize, subs: Vec<Arc<Command>>| -> Command {
+            let key = row.name.to_uppercase().replace('|', " ");
+            let spec = specs.get(&key).unwrap_or_else(|| panic!("no spec for {key}")).clone();
+            let flag_list: Vec<String> = spec["command_flags"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+                .unwrap_or_default();
+            let mut fl = flag_list.iter().fold(0, |acc, f| acc | flags::from_name(f));
+            let key_specs: Vec<KeySpec> =
+                spec["key_specs"].as_array().map(|a| a.iter().map(KeySpec::from_json).collect()).unwrap_or_default();
+            let (legacy, movable) = legacy_range(&key_specs);
+            let single = single_key(&key_specs);
+            let mut flag_names: Vec<String> = flag_list
+                .iter()
+                .filter(|f| {
+                    !matches!(
+                        f.as_str(),
+                        "SENTINEL" | "ONLY_SENTINEL" | "NO_ASYNC_LOADING" | "PROTECTED" | "TOUCHES_ARBITRARY_KEYS"
+                    )
+                })
+                .map(|f| f.to_lowercase())
+                .collect();
+            if movable {
+                fl |= flags::MOVABLE_KEYS;
+                flag_names.push("movablekeys".into());
+            }
+            Command {
+                name: row.name.to_string(),
+                id,
+                arity: spec["arity"].as_i64().unwrap_or(-1),
+                flags: fl,
+                flag_names,
+                acl_categories: spec["acl_categories"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|c| c.as_str().map(|s| format!("@{}", s.to_lowercase()))).collect())
+                    .unwrap_or_default(),
+                tips: spec["command_tips"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|c| c.as_str().map(|s| s.to_lowercase())).collect())
+                    .unwrap_or_default(),
+                key_specs,
+                legacy_range: legacy,
+                single_key: single,
+                handler: row.handler,
+                scope: row.scope,
+                is_container: !subs.is_empty(),
+                subcommands: subs,
+                spec,
+            }
+        };
+        let mut map = HashMap::with_hasher(foldhash::fast::RandomState::default());
+        // Subcommands first, so their containers can own them.
+        let mut subs_of: HashMap<&str, Vec<Arc<Command>>> = HashMap::new();
+        for row in rows.iter().filter(|r| r.name.contains('|')) {
+            let parent = row.name.split('|').next().unwrap();
+            let cmd = Arc::new(make(row, all.len(), Vec::new()));
+            all.push(cmd.clone());
+            subs_of.entry(parent).or_default().push(cmd);
+        }
+        for row in rows.iter().filter(|r| !r.name.contains('|')) {
+            let subs = subs_of.remove(row.name).unwrap_or_default();
+            let cmd = Arc::new(make(row, all.len(), subs));
+            all.push(cmd.clone());
+            map.insert(row.name.as_bytes().into(), cmd);
+        }
+        assert!(subs_of.is_empty(), "subcommands without a container row");
+        CommandTable { map, all }
+    }
+
+    /// Case-insensitive lookup of a top-level command without allocating for short names.
+    pub fn lookup(&self, name: &[u8]) -> Option<&Arc<Command>> {
+        let mut buf = [0u8; 32];
+        let lower = buf.get_mut(..name.len())?;
+        for (d, &b) in lower.iter_mut().zip(name) {
+            *d = b.to_ascii_lowercase();
+        }
+        self.map.get(&*lower)
+    }
+
+    /// Top-level commands (containers included, subcommands not).
+    pub fn top_level(&self) -> impl Iterator<Item = &Arc<Command>> {
+        self.map.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}

@@ -1,0 +1,284 @@
+//! The configuration table against Redis 7.2.6 itself (the oracle of `common::redis_bin`):
+//! every parameter Redis knows, its default, CONFIG SET of valid and invalid values (replies
+//! compared byte for byte, then CONFIG GET), aliases and patterns; and CONFIG REWRITE.
+
+mod common;
+
+use atoll::config::{find_def, Support};
+use common::*;
+use std::collections::BTreeMap;
+
+/// Parameters whose value depends on how each test server was started, or which Atoll sets
+/// differently on purpose (`tests/known_differences.txt`).
+const ENV_DEPENDENT: &[&str] = &[
+    "port",
+    // Atoll binds loopback only by default; Redis 7.2 binds every interface (protected mode).
+    "bind",
+    // The oracle is built with libc malloc: its jemalloc-bg-thread is inert.
+    "jemalloc-bg-thread",
+];
+
+fn pairs(reply: &[u8]) -> BTreeMap<String, String> {
+    let items = parse_array(reply);
+    items
+        .chunks(2)
+        .map(|p| (String::from_utf8_lossy(&p[0]).into_owned(), String::from_utf8_lossy(&p[1]).into_owned()))
+        .collect()
+}
+
+#[test]
+fn every_redis_parameter_exists_with_its_default() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let mut rc = RawConn::connect(r.port);
+    let mut ac = RawConn::connect(a.port);
+    let want = pairs(&rc.cmd(&[b"CONFIG", b"GET", b"*"]));
+    let got = pairs(&ac.cmd(&[b"CONFIG", b"GET", b"*"]));
+    assert!(want.len() >= 190, "the oracle listed {} parameters", want.len());
+    let mut wrong = Vec::new();
+    for (k, v) in &want {
+        match got.get(k) {
+            None => wrong.push(format!("{k}: missing")),
+            Some(g) if g != v && !ENV_DEPENDENT.contains(&k.as_str()) => wrong.push(format!("{k}: {g:?}, Redis {v:?}")),
+            _ => {}
+        }
+    }
+    // Atoll lists nothing Redis does not, but its own parameters.
+    for k in got.keys() {
+        if !want.contains_key(k) && !["threads", "io-backend", "io-batch-wait"].contains(&k.as_str()) {
+            wrong.push(format!("{k}: not a Redis 7.2 parameter"));
+        }
+    }
+    // Hidden parameters answer only to their exact name, on both.
+    for name in ["watchdog-period", "key-load-delay", "rdb-key-save-delay", "use-exit-on-panic", "aof-disable-auto-gc"]
+    {
+        let q: [&[u8]; 3] = [b"CONFIG", b"GET", name.as_bytes()];
+        let (rv, av) = (rc.cmd(&q), ac.cmd(&q));
+        if rv != av {
+            wrong.push(format!("hidden {name}: {} vs {}", show(&av), show(&rv)));
+        }
+    }
+    assert!(wrong.is_empty(), "{} differences:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// Values tried on every parameter: each kind's valid and invalid forms.
+const PROBES: &[&str] = &[
+    "yes",
+    "NO",
+    "maybe",
+    "0",
+    "1",
+    "-1",
+    "7",
+    "100",
+    "65536",
+    "2147483648",
+    "99999999999999999999",
+    "abc",
+    "1kb",
+    "2MB",
+    "10xb",
+    "5%",
+    "200%",
+    "",
+    "0 200 800",
+    "0 a 800",
+    "normal 0 0 0",
+    "pubsub 1mb 512kb 30",
+    "foo 1 2 3",
+    "KEA",
+    "Q",
+    "50 99.9",
+    "101",
+    "no one",
+    "everysec",
+    "allkeys-lru",
+    "save now",
+    "save nosave",
+    "relative",
+    "777",
+    "host.example",
+    "a b",
+    "100 1 60 5",
+];
+
+/// Left alone: changing them on the oracle acts on the machine or the test (listeners, files,
+/// process state), or depends on how Redis was built.
+const SKIP: &[&str] = &[
+    "port",
+    "tls-port",
+    "bind",
+    "bind-source-addr",
+    "dir",
+    "dbfilename",
+    "appendonly",
+    "requirepass",
+    "timeout",
+    "maxmemory",
+    "oom-score-adj",
+    "oom-score-adj-values",
+    // Redis built without jemalloc refuses it for that reason; Atoll names what it lacks.
+    "activedefrag",
+    // Any locale name the machine lacks is refused by Redis; Atoll accepts only the default.
+    "locale-collate",
+    "proc-title-template",
+    "socket-mark-id",
+    "server_cpulist",
+];
+
+#[test]
+fn config_set_replies_match_redis() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let mut rc = RawConn::connect(r.port);
+    let mut ac = RawConn::connect(a.port);
+    let names: Vec<String> = pairs(&rc.cmd(&[b"CONFIG", b"GET", b"*"])).into_keys().collect();
+    let mut wrong = Vec::new();
+    let mut compared = 0;
+    for name in &names {
+        if SKIP.contains(&name.as_str()) {
+            continue;
+        }
+        let support = find_def(name).expect("every name is in the table").1.support;
+        let get: [&[u8]; 3] = [b"CONFIG", b"GET", name.as_bytes()];
+        let before = rc.cmd(&get);
+        let original = parse_array(&before).pop().unwrap();
+        for p in PROBES {
+            // Redis sizes its event loop to maxclients (2^31 slots would take minutes), and how
+            // far the open-files limit can be raised depends on the process.
+            if name == "maxclients" && (*p == "2147483648" || *p == "65536") {
+                continue;
+            }
+            let set: [&[u8]; 4] = [b"CONFIG", b"SET", name.as_bytes(), p.as_bytes()];
+            let (rv, av) = (rc.cmd(&set), ac.cmd(&set));
+            compared += 1;
+            // A parameter whose feature Atoll lacks refuses what Redis would act on (or refuses
+            // for a reason of its own configuration, as TLS settings without certificates).
+            let refused_honestly = matches!(support, Support::Pending(_) | Support::FileOnly(_))
+                && String::from_utf8_lossy(&av).contains("not supported by Atoll yet");
+            if rv != av && !refused_honestly {
+                wrong.push(format!("CONFIG SET {name} {p:?}: {} vs Redis {}", show(&av), show(&rv)));
+            }
+            if rv == b"+OK\r\n" && av == b"+OK\r\n" {
+                let (rg, ag) = (rc.cmd(&get), ac.cmd(&get));
+                if rg != ag {
+                    wrong.push(format!("after SET {name} {p:?}: GET {} vs Redis {}", show(&ag), show(&rg)));
+                }
+            }
+            // Back to the original value on both.
+            let restore: [&[u8]; 4] = [b"CONFIG", b"SET", name.as_bytes(), &original];
+            rc.cmd(&restore);
+            ac.cmd(&restore);
+        }
+    }
+    assert!(compared > 5000, "only {compared} comparisons");
+    assert!(wrong.is_empty(), "{} differences:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+#[test]
+fn config_errors_and_patterns_match_redis() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let mut rc = RawConn::connect(r.port);
+    let mut ac = RawConn::connect(a.port);
+    let cases: &[&[&str]] = &[
+        &["CONFIG", "SET", "foo-bar", "1"],
+        &["CONFIG", "SET", "maxmemory", "1mb", "foo-bar", "1"],
+        &["CONFIG", "SET", "timeout", "x", "foo", "1"],
+        &["CONFIG", "SET", "timeout", "x", "daemonize", "yes"],
+        &["CONFIG", "SET", "timeout", "1", "TIMEOUT", "2"],
+        &["CONFIG", "SET", "replica-priority", "10", "slave-priority", "20"],
+        &["CONFIG", "GET", "replica-priority"],
+        &["CONFIG", "SET", "slave-priority", "x"],
+        &["CONFIG", "SET", "SLAVEOF", "x y"],
+        &["CONFIG", "SET", "dir", "/tmp"],
+        &["CONFIG", "SET", "maxmemory"],
+        &["CONFIG", "SET", "maxmemory", "1", "timeout"],
+        &["CONFIG", "SET", "hz", "20", "maxmemory-samples", "0"],
+        &["CONFIG", "GET", "hz"],
+        &["CONFIG", "GET"],
+        &["CONFIG", "GET", "nonexistent"],
+        &["CONFIG", "GET", "MAXMEMORY"],
+        &["CONFIG", "GET", "hash-max-ziplist-entries"],
+        &["CONFIG", "GET", "maxmemory", "maxmemory"],
+        &["CONFIG", "FOO"],
+        &["CONFIG", "HELP"],
+        &["CONFIG", "HELP", "x"],
+        &["CONFIG", "RESETSTAT", "x"],
+        &["CONFIG", "REWRITE"],
+        &["CONFIG", "SET", "list-max-ziplist-size", "4"],
+        &["CONFIG", "GET", "list-max-listpack-size"],
+        &["CONFIG", "SET", "hash-max-ziplist-value", "1k"],
+        &["CONFIG", "GET", "hash-max-listpack-value"],
+    ];
+    let mut wrong = Vec::new();
+    for c in cases {
+        let argv: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
+        let (rv, av) = (rc.cmd(&argv), ac.cmd(&argv));
+        if rv != av {
+            wrong.push(format!("{}: {} vs Redis {}", c.join(" "), show(&av), show(&rv)));
+        }
+    }
+    // Pattern replies, compared as sets (Redis answers in its dictionary's order).
+    for p in ["*max-*-entries*", "*ziplist*", "slave*", "*slave*", "HASH-MAX-*-ENTRIES", "*", "maxmem*"] {
+        let q: [&[u8]; 3] = [b"CONFIG", b"GET", p.as_bytes()];
+        let mut rk: Vec<String> = pairs(&rc.cmd(&q)).into_keys().collect();
+        let mut ak: Vec<String> = pairs(&ac.cmd(&q)).into_keys().collect();
+        rk.sort();
+        ak.retain(|k| !["threads", "io-backend", "io-batch-wait"].contains(&k.as_str()));
+        ak.sort();
+        if rk != ak {
+            wrong.push(format!("CONFIG GET {p}: {ak:?} vs Redis {rk:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} differences:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// CONFIG REWRITE keeps comments and blank lines, writes an alias line under its primary name,
+/// drops later duplicates, comments out lines it does not know, and appends changed
+/// parameters after one marker; the file then loads back with the same values.
+#[test]
+fn config_rewrite_keeps_the_file() {
+    let dir = std::env::temp_dir().join(format!("atoll-rw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("atoll.conf");
+    std::fs::write(
+        &conf,
+        "# my settings\n\n   # indented comment\nhash-max-ziplist-entries 64\nhz 15\nhz 16\nlist-max-ziplist-entries 5\nsave \"\"\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+        .arg(&conf)
+        .args(["--port", &port.to_string(), "--loglevel", "warning"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _srv = ServerProc { child, port, name: "atoll" };
+    wait_for_port(port);
+    let mut c = RawConn::connect(port);
+    assert_eq!(
+        c.cmd(&[b"CONFIG", b"SET", b"hash-max-listpack-entries", b"32", b"maxmemory-samples", b"7"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"proto-max-bulk-len", b"2gb"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&[b"CONFIG", b"REWRITE"]), b"+OK\r\n");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        &lines[..5],
+        ["# my settings", "", "# indented comment", "hash-max-listpack-entries 32", "hz 16"],
+        "{text}"
+    );
+    assert!(lines.contains(&"# ??? list-max-ziplist-entries 5"), "{text}");
+    assert!(lines.contains(&"save \"\""), "{text}");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("hz ")).count(), 1, "{text}");
+    let marker = lines.iter().position(|l| *l == "# Generated by CONFIG REWRITE").expect("marker");
+    assert!(lines[marker..].contains(&"maxmemory-samples 7"), "{text}");
+    assert!(lines[marker..].contains(&"proto-max-bulk-len 2gb"), "{text}");
+    assert!(lines[marker..].iter().any(|l| l.starts_with("dir \"")), "{text}");
+    // A second rewrite changes nothing.
+    assert_eq!(c.cmd(&[b"CONFIG", b"REWRITE"]), b"+OK\r\n");
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), text);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -624,3 +624,29 @@ fn unsupported_settings_refuse_to_start() {
         assert!(err.contains(&format!("not supported by Atoll yet: {missing}")), "{name}: {err}");
     }
 }
+
+/// Keys that are never read again are reclaimed by active expiry within Redis's window (its
+/// test waits 2 s for three keys with a 500 ms TTL), even when every database holds keys and
+/// one worker sweeps them all.
+#[test]
+fn active_expiry_reclaims_unread_keys_in_every_database() {
+    let s = start_atoll(&["--threads", "1"]);
+    let mut c = RawConn::connect(s.port);
+    for db in 0..16 {
+        c.cmd(&[b"SELECT", db.to_string().as_bytes()]);
+        assert_eq!(c.cmd(&[b"SET", b"stays", b"1"]), b"+OK\r\n");
+    }
+    c.cmd(&[b"SELECT", b"9"]);
+    for k in [&b"key1"[..], b"key2", b"key3"] {
+        assert_eq!(c.cmd(&[b"PSETEX", k, b"500", b"a"]), b"+OK\r\n");
+    }
+    assert_eq!(c.cmd(&[b"DBSIZE"]), b":4\r\n");
+    let start = std::time::Instant::now();
+    // DBSIZE does not expire keys itself: only the active cycle can bring it down.
+    while c.cmd(&[b"DBSIZE"]) != b":1\r\n" {
+        assert!(start.elapsed() < Duration::from_secs(2), "keys did not actively expire");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).to_string();
+    assert!(info.contains("expired_keys:3\r\n"), "{info}");
+}

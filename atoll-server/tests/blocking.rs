@@ -251,3 +251,57 @@ fn move_and_swapdb_wake_waiters_in_other_databases() {
     assert_eq!(w.read_reply(), b"*2\r\n$2\r\nsw\r\n$1\r\ny\r\n");
     assert_eq!(blocked_clients(&mut ctl), 0);
 }
+
+/// A client blocked in XREADGROUP whose stream is deleted, overwritten, flushed or swapped away
+/// gets the command's error at once (Redis 7.2), on both servers alike; a blocked XREAD keeps
+/// waiting and is served by the next stream under that name.
+#[test]
+fn blocked_xreadgroup_learns_its_stream_is_gone_as_redis_does() {
+    type Step = &'static [&'static [&'static str]];
+    let cases: &[(&str, Step)] = &[
+        ("DEL", &[&["DEL", "s"]]),
+        ("SET over it", &[&["SET", "s", "v"]]),
+        ("MULTI DEL SADD", &[&["MULTI"], &["DEL", "s"], &["SADD", "s", "e"], &["EXEC"]]),
+        ("FLUSHALL", &[&["FLUSHALL"]]),
+        ("FLUSHDB", &[&["FLUSHDB"]]),
+        ("SWAPDB to nothing", &[&["SWAPDB", "0", "4"]]),
+    ];
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--threads", "2"]);
+    for (what, steps) in cases {
+        let mut replies = Vec::new();
+        for port in [r.port, a.port] {
+            let mut ctl = RawConn::connect(port);
+            ctl.cmd(&[b"FLUSHALL"]);
+            ctl.cmd(&[b"XADD", b"s", b"666", b"f", b"v"]);
+            ctl.cmd(&[b"XGROUP", b"CREATE", b"s", b"g", b"$"]);
+            let mut w = RawConn::connect(port);
+            let argv: [&[u8]; 9] = [b"XREADGROUP", b"GROUP", b"g", b"alice", b"BLOCK", b"0", b"STREAMS", b"s", b">"];
+            w.send(&argv.map(|a| a.to_vec()));
+            wait_blocked(&mut ctl, 1);
+            for step in steps.iter() {
+                let argv: Vec<&[u8]> = step.iter().map(|s| s.as_bytes()).collect();
+                ctl.cmd(&argv);
+            }
+            w.stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            replies.push(w.read_reply());
+        }
+        assert_eq!(show(&replies[1]), show(&replies[0]), "{what}");
+        assert!(replies[0].starts_with(b"-"), "{what}: {}", show(&replies[0]));
+    }
+    // XREAD (no group) keeps waiting through a SET and a DEL, and reads the new stream.
+    for port in [r.port, a.port] {
+        let mut ctl = RawConn::connect(port);
+        ctl.cmd(&[b"FLUSHALL"]);
+        ctl.cmd(&[b"XADD", b"s", b"666", b"f", b"v"]);
+        let mut w = RawConn::connect(port);
+        let argv: [&[u8]; 6] = [b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"];
+        w.send(&argv.map(|a| a.to_vec()));
+        wait_blocked(&mut ctl, 1);
+        ctl.cmd(&[b"SET", b"s", b"v"]);
+        ctl.cmd(&[b"DEL", b"s"]);
+        ctl.cmd(&[b"XADD", b"s", b"667", b"f", b"v"]);
+        let got = w.read_reply();
+        assert!(show(&got).contains("667-0"), "{}", show(&got));
+    }
+}

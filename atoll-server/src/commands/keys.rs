@@ -878,6 +878,9 @@ mod tests {
                 s.expires.insert(key, t);
             }
         });
+        if expire.is_some() {
+            locks.keyspace().db(db).mark_volatile(key_shard(key));
+        }
     }
 
     fn remove(locks: &mut Locks, db: usize, key: &[u8]) {

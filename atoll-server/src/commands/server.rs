@@ -2,7 +2,7 @@
 //! SHUTDOWN, LASTSAVE, and SCRIPT/FUNCTION FLUSH (nothing to flush until scripting lands).
 
 use super::info;
-use crate::engine::{LockPlan, SHARDS};
+use crate::engine::{LockPlan, Shard, SHARDS};
 use crate::exec::help_reply;
 use crate::exec::table::{Command, CommandTable};
 use crate::exec::ShutdownMode;
@@ -61,6 +61,7 @@ fn flush_mode(args: &[&[u8]]) -> CmdResult {
 /// Empties one database whose shards are all locked; returns the number of keys removed.
 fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
     let mut removed = 0;
+    let mut ready = Vec::new();
     for s in 0..SHARDS {
         let sh = ctx.ks.locks.shard(db, s);
         if sh.keys.is_empty() {
@@ -68,11 +69,23 @@ fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
         }
         let keys = &sh.keys;
         sh.touch_watched_where(|k| keys.contains_key(k));
+        blocked_keys(db, sh, &mut ready);
         removed += sh.keys.len();
         sh.keys.clear();
         sh.expires.clear();
     }
+    ctx.ks.ready.append(&mut ready);
     removed
+}
+
+/// Every key of `sh` that clients are blocked on, as (db, key) to signal. A flush or a swap
+/// can take a stream away from under a blocked XREADGROUP, which 7.2 answers with the
+/// command's error at once (Redis's scanDatabaseForDeletedKeys); a list or zset waiter whose
+/// key is still empty just keeps waiting.
+fn blocked_keys(db: usize, sh: &Shard, out: &mut Vec<(usize, Vec<u8>)>) {
+    if let Some(blocked) = &sh.blocked {
+        out.extend(blocked.keys().map(|k| (db, k.to_vec())));
+    }
 }
 
 // FLUSHDB [ASYNC | SYNC]
@@ -132,17 +145,16 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
             y.touch_watched_where(|k| x.keys.contains_key(k) || y.keys.contains_key(k));
             std::mem::swap(&mut x.keys, &mut y.keys);
             std::mem::swap(&mut x.expires, &mut y.expires);
-            // Clients blocked in either database may now find a list, zset or stream under
-            // their key (Redis's scanDatabaseForReadyKeys).
             for (db, sh) in [(a, &*x), (b, &*y)] {
-                if let Some(blocked) = &sh.blocked {
-                    for k in blocked.keys() {
-                        if sh.keys.get(k).is_some_and(|o| crate::exec::is_blockable(&o)) {
-                            ready.push((db, k.to_vec()));
-                        }
-                    }
+                if !sh.expires.is_empty() {
+                    ctx.srv.ks.db(db).mark_volatile(s);
                 }
             }
+            // Clients blocked in either database may now find a list, zset or stream under
+            // their key, or find their stream gone (Redis's scanDatabaseForReadyKeys and
+            // scanDatabaseForDeletedKeys).
+            blocked_keys(a, x, &mut ready);
+            blocked_keys(b, y, &mut ready);
         }
         ctx.ks.ready.append(&mut ready);
     }

@@ -28,7 +28,7 @@ use keytable::KeyTable;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 pub use value::{Obj, Value};
 
@@ -149,11 +149,46 @@ impl Shard {
 /// One database: a fixed array of shards.
 pub struct Db {
     pub shards: Box<[Mutex<Shard>]>,
+    /// Shards that may hold keys with a TTL, a bit each, so active expiry visits only those
+    /// (visiting all 1024 shards of 16 databases took seconds per sweep). A bit is set when a
+    /// key gets a TTL and cleared by the expiry cycle when it finds the shard has none left,
+    /// both under that shard's lock, so a set bit is never lost.
+    volatile: Box<[AtomicU64]>,
 }
 
 impl Db {
     fn new() -> Db {
-        Db { shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect() }
+        Db {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            volatile: (0..SHARDS.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Notes that `shard` holds a key with a TTL (call with its lock held).
+    #[inline]
+    pub fn mark_volatile(&self, shard: usize) {
+        let (w, bit) = (&self.volatile[shard / 64], 1u64 << (shard % 64));
+        if w.load(Ordering::Relaxed) & bit == 0 {
+            w.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes that `shard` holds no key with a TTL any more (call with its lock held).
+    pub fn clear_volatile(&self, shard: usize) {
+        self.volatile[shard / 64].fetch_and(!(1u64 << (shard % 64)), Ordering::Relaxed);
+    }
+
+    /// The first shard at or after `from` that may hold keys with a TTL.
+    pub fn next_volatile(&self, from: usize) -> Option<usize> {
+        let mut i = from;
+        while i < SHARDS {
+            let w = self.volatile[i / 64].load(Ordering::Relaxed) >> (i % 64);
+            if w != 0 {
+                return Some(i + w.trailing_zeros() as usize);
+            }
+            i = (i / 64 + 1) * 64;
+        }
+        None
     }
 }
 

@@ -709,6 +709,21 @@ impl LexRange {
         Some(LexRange { min: LexBound::parse(min)?, max: LexBound::parse(max)? })
     }
 
+    /// No member can be inside (Redis's check: min above max, or equal with either bound
+    /// exclusive; `-` and `+` count as exclusive bounds below and above every member).
+    pub fn is_empty(&self) -> bool {
+        use std::cmp::Ordering::*;
+        let (cmp, ex) = match (&self.min, &self.max) {
+            (LexBound::NegInf, LexBound::NegInf) | (LexBound::PosInf, LexBound::PosInf) => (Equal, true),
+            (LexBound::NegInf, _) | (_, LexBound::PosInf) => (Less, false),
+            (LexBound::PosInf, _) | (_, LexBound::NegInf) => (Greater, false),
+            (LexBound::Incl(a) | LexBound::Excl(a), LexBound::Incl(b) | LexBound::Excl(b)) => {
+                (a.cmp(b), matches!(self.min, LexBound::Excl(_)) || matches!(self.max, LexBound::Excl(_)))
+            }
+        };
+        cmp == Greater || (cmp == Equal && ex)
+    }
+
     pub fn gte_min(&self, m: &[u8]) -> bool {
         match &self.min {
             LexBound::NegInf => true,
@@ -736,11 +751,90 @@ impl ZSet {
         (first, end.max(first))
     }
 
-    /// Ascending ranks `[first, end)` of the elements inside a lex range.
+    /// Ascending ranks `[first, end)` of the elements inside a lex range, walked forwards
+    /// (ZRANGEBYLEX, ZLEXCOUNT, ZREMRANGEBYLEX); see [`ZSet::lex_span_dir`].
     pub fn lex_span(&self, r: &LexRange) -> (usize, usize) {
-        let first = self.count_while(|_, m| !r.gte_min(m));
-        let end = self.count_while(|_, m| r.lte_max(m));
-        (first, end.max(first))
+        self.lex_span_dir(r, false)
+    }
+
+    /// `lex_span_dir` after skipping `offset` elements from where the walk starts (LIMIT):
+    /// Redis skips them without looking at them, then goes on while elements are in range, so
+    /// in a set with mixed scores the result can resume past a gap.
+    pub fn lex_span_from(&self, r: &LexRange, rev: bool, offset: usize) -> (usize, usize) {
+        let (a, b) = self.lex_span_dir(r, rev);
+        if a == b || offset == 0 {
+            return (a, b);
+        }
+        match &self.repr {
+            Repr::Pack(p) => {
+                let m: Vec<&[u8]> = p.iter().map(|e| e.item.1).collect();
+                if rev {
+                    let Some(s) = (b - 1).checked_sub(offset) else { return (0, 0) };
+                    let start = m[..s].iter().rposition(|x| !r.gte_min(x)).map_or(0, |i| i + 1);
+                    if r.gte_min(m[s]) {
+                        (start, s + 1)
+                    } else {
+                        (0, 0)
+                    }
+                } else {
+                    let s = a + offset;
+                    if s >= m.len() {
+                        return (0, 0);
+                    }
+                    let end = m[s..].iter().position(|x| !r.lte_max(x)).map_or(m.len(), |e| s + e);
+                    (s, end.max(s))
+                }
+            }
+            Repr::Skip(_) if rev => (a, b.saturating_sub(offset).max(a)),
+            Repr::Skip(_) => ((a + offset).min(b), b),
+        }
+    }
+
+    /// The ranks a lex range covers, found the way Redis finds them. Lex ranges are meant for
+    /// sets whose members all have one score; Redis documents the result for mixed scores as
+    /// unspecified, but clients see it, so Atoll gives the same answer: the range is first
+    /// checked against the first and last element (Redis's `zzlIsInLexRange`); then, walking
+    /// in score order, the first element ≥ min starts it (the last element ≤ max, walking
+    /// backwards, for `rev`) and it runs until an element falls outside the other bound.
+    /// `listpack` sets are searched by that walk, as Redis walks its listpack; `skiplist` sets
+    /// by a descent, which is the same walk when members ascend with their scores (the
+    /// documented use) — for mixed scores Redis's own descent depends on its random levels.
+    pub fn lex_span_dir(&self, r: &LexRange, rev: bool) -> (usize, usize) {
+        let n = self.len();
+        if n == 0 || r.is_empty() {
+            return (0, 0);
+        }
+        let (Some((first, _)), Some((last, _))) = (self.get(0), self.get(n - 1)) else { return (0, 0) };
+        if !r.gte_min(last) || !r.lte_max(first) {
+            return (0, 0);
+        }
+        match &self.repr {
+            Repr::Pack(p) => {
+                let m: Vec<&[u8]> = p.iter().map(|e| e.item.1).collect();
+                if rev {
+                    match m.iter().rposition(|x| r.lte_max(x)) {
+                        Some(j) if r.gte_min(m[j]) => {
+                            let start = m[..j].iter().rposition(|x| !r.gte_min(x)).map_or(0, |i| i + 1);
+                            (start, j + 1)
+                        }
+                        _ => (0, 0),
+                    }
+                } else {
+                    match m.iter().position(|x| r.gte_min(x)) {
+                        Some(i) if r.lte_max(m[i]) => {
+                            let end = m[i..].iter().position(|x| !r.lte_max(x)).map_or(n, |e| i + e);
+                            (i, end)
+                        }
+                        _ => (0, 0),
+                    }
+                }
+            }
+            Repr::Skip(_) => {
+                let first = self.count_while(|_, m| !r.gte_min(m));
+                let end = self.count_while(|_, m| r.lte_max(m));
+                (first, end.max(first))
+            }
+        }
     }
 }
 

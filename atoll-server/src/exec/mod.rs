@@ -219,8 +219,11 @@ impl<'a, 'k> KsView<'a, 'k> {
         let blockable = is_blockable(&val);
         let lru = self.lru_clock;
         let (shard, h, _) = self.locate(key);
+        let mut overwrote_stream = false;
         match shard.keys.get_mut_hashed(key, h) {
             Some(mut o) => {
+                // A blocked XREADGROUP learns its stream was replaced (7.2: WRONGTYPE at once).
+                overwrote_stream = matches!(*o, Value::Stream(_));
                 o.set(val);
                 o.set_lru(lru);
                 if !keep_ttl && !shard.expires.is_empty() {
@@ -232,7 +235,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         // `modified`, with the shard at hand.
         shard.touch_watched(key);
         self.dirty += 1;
-        if blockable {
+        if blockable || overwrote_stream {
             self.signal_ready(key);
         }
     }
@@ -286,7 +289,10 @@ impl<'a, 'k> KsView<'a, 'k> {
         let shard = self.shard(key);
         match shard.expires.get_mut(key) {
             Some(t) => *t = when,
-            None => shard.expires.insert_new_slice(key, when),
+            None => {
+                shard.expires.insert_new_slice(key, when);
+                self.locks.keyspace().db(self.db).mark_volatile(crate::engine::key_shard(key));
+            }
         }
     }
 

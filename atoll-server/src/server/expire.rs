@@ -16,11 +16,10 @@ use std::time::{Duration, Instant};
 static CURSOR: AtomicUsize = AtomicUsize::new(0);
 
 const KEYS_PER_LOOP: usize = 20;
-/// Shards a worker visits per cycle at most. Visiting every shard each cycle (1024 per
-/// database, a lock and a cold cache line each even when the shard has no TTLs) stalled the
-/// worker ~100 µs ten times a second and showed in its p99 latency; in slices, a sweep of a
-/// database takes 4 cycles per worker and a cycle costs tens of µs. Each visited shard still
-/// samples 20 keys and repeats while more than a quarter had expired, as Redis does per DB.
+/// Volatile shards (those that may hold keys with a TTL; see `Db::mark_volatile`) a worker
+/// visits per cycle at most. Visiting shards costs a lock and a cold cache line each, so a
+/// cycle takes a slice (tens of µs) rather than stall its worker; each visited shard samples
+/// 20 keys and repeats while more than a quarter had expired, as Redis does per DB.
 const SHARDS_PER_CYCLE: usize = 256;
 
 /// Runs one bounded expiry cycle. Returns the number of keys reclaimed.
@@ -31,22 +30,30 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
     let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as u64;
     let budget = Duration::from_micros(1_000_000 / hz / 4 / srv.threads.max(1) as u64);
     let start = Instant::now();
-    let total = srv.ks.num_dbs() * SHARDS;
+    let ndbs = srv.ks.num_dbs();
+    let total = ndbs * SHARDS;
     let mut reclaimed = 0;
-    // Visit at most every shard once per cycle, and at most SHARDS_PER_CYCLE of them.
-    for _ in 0..total.min(SHARDS_PER_CYCLE) {
-        if start.elapsed() > budget {
-            break;
-        }
-        let i = CURSOR.fetch_add(1, Ordering::Relaxed) % total;
-        let (db, shard) = (i / SHARDS, i % SHARDS);
-        let Some(d) = srv.ks.db_if_exists(db) else {
-            // Skip the rest of a database that was never created.
-            CURSOR.fetch_add(SHARDS - shard - 1, Ordering::Relaxed);
+    let mut visited = 0;
+    // The shared cursor walks (db, shard) positions; positions of shards without TTLs are
+    // skipped a 64-shard word at a time. At most one lap per cycle.
+    let mut steps = 0;
+    while visited < SHARDS_PER_CYCLE && steps < total && start.elapsed() <= budget {
+        let i = CURSOR.load(Ordering::Relaxed) % total;
+        let (db, from) = (i / SHARDS, i % SHARDS);
+        let next = srv.ks.db_if_exists(db).and_then(|d| d.next_volatile(from).map(|s| (d, s)));
+        let Some((d, shard)) = next else {
+            // Nothing (more) to expire in this database: on to the next one.
+            let skip = SHARDS - from;
+            CURSOR.fetch_add(skip, Ordering::Relaxed);
+            steps += skip;
             continue;
         };
+        CURSOR.fetch_add(shard - from + 1, Ordering::Relaxed);
+        steps += shard - from + 1;
+        visited += 1;
         let Some(mut s) = d.shards[shard].try_lock() else { continue };
         if s.expires.is_empty() {
+            d.clear_volatile(shard);
             continue;
         }
         loop {

@@ -384,9 +384,16 @@ fn resolve(z: &ZSet, b: &Bounds, rev: bool, offset: i64, limit: i64) -> Option<(
             if offset < 0 || (offset > 0 && offset >= len) {
                 return None;
             }
-            let (first, end) = match b {
-                Bounds::Score(r) => z.score_span(r),
-                Bounds::Lex(r) => z.lex_span(r),
+            let (first, end, offset) = match b {
+                Bounds::Score(r) => {
+                    let (f, e) = z.score_span(r);
+                    (f, e, offset)
+                }
+                // The lex walk applies the offset itself (see `ZSet::lex_span_from`).
+                Bounds::Lex(r) => {
+                    let (f, e) = z.lex_span_from(r, rev, offset as usize);
+                    (f, e, 0)
+                }
                 Bounds::Rank(..) => unreachable!(),
             };
             let avail = (end - first) as i64 - offset;

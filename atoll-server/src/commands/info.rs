@@ -377,7 +377,30 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                     );
                 }
             }
-            "latencystats" => o.push_str("# Latencystats\r\n"),
+            "latencystats" => {
+                o.push_str("# Latencystats\r\n");
+                if srv.config.hot.latency_tracking.load(std::sync::atomic::Ordering::Relaxed) {
+                    let pcts: Vec<f64> = srv
+                        .config
+                        .get("latency-tracking-info-percentiles")
+                        .split(' ')
+                        .filter_map(|p| p.parse().ok())
+                        .collect();
+                    let mut cmds: Vec<_> = srv.table.all.iter().collect();
+                    cmds.sort_by(|a, b| a.name.cmp(&b.name));
+                    for c in cmds {
+                        let Some(m) = super::latency::merged_histogram(srv, c) else { continue };
+                        let parts: Vec<String> = pcts
+                            .iter()
+                            .map(|&p| {
+                                let v = m.value_at_percentile(p) as f64 / 1000.0;
+                                format!("p{}={v:.3}", crate::exec::latency::percentile_label(p))
+                            })
+                            .collect();
+                        f!("latency_percentiles_usec_{}:{}", c.name, parts.join(","));
+                    }
+                }
+            }
             _ => {}
         }
     }

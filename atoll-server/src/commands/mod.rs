@@ -6,6 +6,7 @@ pub mod bitmap;
 pub mod connection;
 pub mod info;
 pub mod keys;
+pub mod latency;
 pub mod multi;
 pub mod server;
 pub mod string;

@@ -654,8 +654,11 @@ pub fn command_help(ctx: &mut Ctx) -> CmdResult {
 pub fn debug(ctx: &mut Ctx) -> CmdResult {
     let sub = ctx.args[1];
     if eq_ic(sub, "SLEEP") && ctx.args.len() == 3 {
+        // Redis blocks its whole server for the time; this blocks the client's worker (holding
+        // no shard, or a transaction's shards as EXEC does in Redis), and the time counts as
+        // the command's own (slow log, latency monitor).
         let secs = parse_float(ctx.args[2])?;
-        ctx.client.sleep_ms = (secs.max(0.0) * 1000.0) as u64;
+        std::thread::sleep(std::time::Duration::from_micros((secs.max(0.0) * 1e6) as u64));
         ctx.reply.ok();
     } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && ctx.args.len() == 3 {
         let v = parse_int(ctx.args[2])?;

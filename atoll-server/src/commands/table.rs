@@ -2,7 +2,7 @@
 //! scope. Arity, flags, ACL categories, key specs and arguments come from `exec/specs.json`
 //! (see `exec::table`); `tools/gen_specs.py` reads this file for the list of names.
 
-use super::{bitmap as bm, connection as conn, keys, multi, server as srv, string as st};
+use super::{bitmap as bm, connection as conn, keys, latency as lat, multi, server as srv, string as st};
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
 use Scope::*;
 
@@ -57,6 +57,19 @@ static ROWS: &[Row] = &[
     c("command|getkeysandflags", srv::command_getkeysandflags, None),
     c("command|help", srv::command_help, None),
     c("debug", srv::debug, None),
+    c("slowlog", lat::slowlog_help, None),
+    c("slowlog|help", lat::slowlog_help, None),
+    c("slowlog|get", lat::slowlog_get, None),
+    c("slowlog|len", lat::slowlog_len, None),
+    c("slowlog|reset", lat::slowlog_reset, None),
+    c("latency", lat::latency_help, None),
+    c("latency|help", lat::latency_help, None),
+    c("latency|latest", lat::latency_latest, None),
+    c("latency|history", lat::latency_history, None),
+    c("latency|reset", lat::latency_reset, None),
+    c("latency|graph", lat::latency_graph, None),
+    c("latency|doctor", lat::latency_doctor, None),
+    c("latency|histogram", lat::latency_histogram, None),
     c("shutdown", srv::shutdown, None),
     c("script", srv::script_help, None),
     c("script|flush", srv::script_flush, None),

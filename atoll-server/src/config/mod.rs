@@ -35,6 +35,14 @@ pub struct Hot {
     pub set_max_listpack_value: AtomicUsize,
     pub zset_max_listpack_entries: AtomicUsize,
     pub zset_max_listpack_value: AtomicUsize,
+    // Slow log, latency monitor and latency tracking (read after every command).
+    pub slowlog_slower_than: AtomicI64,
+    pub slowlog_max_len: AtomicUsize,
+    pub latency_monitor_ms: AtomicU64,
+    pub latency_tracking: AtomicBool,
+    /// The smallest duration (µs) that concerns the slow log or the latency monitor; u64::MAX
+    /// when both are off. `call` compares each command's duration with this one number.
+    pub slow_us: AtomicU64,
 }
 
 pub struct Config {
@@ -465,6 +473,15 @@ impl Config {
         ] {
             a.store(num(n).max(0) as usize, Ordering::Relaxed);
         }
+        let slower = num("slowlog-log-slower-than");
+        let monitor = num("latency-monitor-threshold").max(0) as u64;
+        h.slowlog_slower_than.store(slower, Ordering::Relaxed);
+        h.slowlog_max_len.store(num("slowlog-max-len").max(0) as usize, Ordering::Relaxed);
+        h.latency_monitor_ms.store(monitor, Ordering::Relaxed);
+        h.latency_tracking.store(get("latency-tracking") == "yes", Ordering::Relaxed);
+        let slow_log = if slower >= 0 { slower as u64 } else { u64::MAX };
+        let slow_mon = if monitor > 0 { monitor.saturating_mul(1000) } else { u64::MAX };
+        h.slow_us.store(slow_log.min(slow_mon), Ordering::Relaxed);
         let lvl = LOGLEVELS.iter().position(|l| l == get("loglevel")).unwrap_or(2);
         h.loglevel.store(lvl as u32, Ordering::Relaxed);
     }

@@ -65,8 +65,9 @@ pub fn resolve<'t>(srv: &'t Server, argv: &[&[u8]]) -> Result<&'t Arc<Command>, 
         return match cmd.subcommand(argv[1]) {
             Some(sub) if sub.arity_ok(argv.len()) => Ok(sub),
             Some(sub) => Err((Some(sub), CmdError::Arity(sub.full_name().to_string()))),
+            // An unknown subcommand is no command: Redis counts it in no commandstats line.
             None => Err((
-                Some(cmd),
+                None,
                 CmdError::Msg(
                     format!(
                         "ERR unknown subcommand '{}'. Try {} HELP.",
@@ -343,10 +344,37 @@ pub fn call(
     let st = &ws.cmds[cmd.id];
     stats::bump(&st.calls, 1);
     let end = srv.clock.instant();
-    stats::bump(&st.usec, end.duration_since(start).as_micros() as u64);
+    let us = end.duration_since(start).as_micros() as u64;
+    stats::bump(&st.usec, us);
+    let hot = &srv.config.hot;
+    if hot.latency_tracking.load(Ordering::Relaxed) {
+        st.hist.record(us);
+    }
+    if us >= hot.slow_us.load(Ordering::Relaxed) {
+        slow_call(srv, ctx.client, cmd, argv, us);
+    }
     ctx.client.clock = Some(end);
     stats::bump(&ws.counters.commands, 1);
     ok
+}
+
+/// A command slower than the slow log's or the latency monitor's threshold: record it.
+#[cold]
+fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u64) {
+    let hot = &srv.config.hot;
+    let now = srv.now_ms() / 1000;
+    let slower = hot.slowlog_slower_than.load(Ordering::Relaxed);
+    if slower >= 0 && us >= slower as u64 && !cmd.has(flags::SKIP_SLOWLOG) {
+        let h = &client.handle;
+        let name = h.name.lock().clone();
+        srv.slowlog.push(argv, us, now, &h.addr, &name, hot.slowlog_max_len.load(Ordering::Relaxed));
+    }
+    let ms = us / 1000;
+    let threshold = hot.latency_monitor_ms.load(Ordering::Relaxed);
+    if threshold > 0 && ms >= threshold {
+        let event = if cmd.has(flags::FAST) { "fast-command" } else { "command" };
+        srv.latency.add(event, now, ms);
+    }
 }
 
 /// Cleanup when a connection closes: its watches leave the shard registries, a pending

@@ -126,8 +126,6 @@ pub struct Client {
     pub close_after_reply: bool,
     /// SHUTDOWN asked; the network layer acts on it.
     pub shutdown: Option<crate::exec::ShutdownMode>,
-    /// DEBUG SLEEP / other commands that ask the loop to pause this client.
-    pub sleep_ms: u64,
     /// True while EXEC runs this client's queued commands: blocking commands must not block.
     pub in_exec: bool,
     /// Set by a blocking command that has to wait (see `server::blocking`).
@@ -162,7 +160,6 @@ impl Client {
             no_touch: false,
             close_after_reply: false,
             shutdown: None,
-            sleep_ms: 0,
             in_exec: false,
             blocked: None,
             waiting: None,

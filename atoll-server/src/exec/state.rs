@@ -38,6 +38,10 @@ pub struct Server {
     pub shutting_down: AtomicBool,
     /// Workers run the io_uring backend (INFO's multiplexing_api).
     pub io_uring: AtomicBool,
+    /// SLOWLOG.
+    pub slowlog: super::slowlog::SlowLog,
+    /// The latency monitor's events (LATENCY LATEST …).
+    pub latency: super::latency::Monitor,
     /// Clients suspended in a blocking command (INFO blocked_clients).
     pub blocked_clients: std::sync::atomic::AtomicUsize,
     /// Time of the last INFO stats reset etc. are derived from these.
@@ -133,6 +137,8 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             io_uring: AtomicBool::new(false),
             blocked_clients: Default::default(),
+            slowlog: Default::default(),
+            latency: Default::default(),
             effects_on: AtomicBool::new(false),
             sink: Mutex::new(None),
             ops_sample: Mutex::new((Instant::now(), 0, 0)),

@@ -42,6 +42,8 @@ pub struct CmdStat {
     pub usec: AtomicU64,
     pub rejected_calls: AtomicU64,
     pub failed_calls: AtomicU64,
+    /// Latency histogram (`latency-tracking`), allocated at the first call.
+    pub hist: super::latency::HistSlot,
 }
 
 pub struct WorkerStats {
@@ -85,6 +87,7 @@ impl WorkerStats {
             s.usec.store(0, Ordering::Relaxed);
             s.rejected_calls.store(0, Ordering::Relaxed);
             s.failed_calls.store(0, Ordering::Relaxed);
+            s.hist.reset();
         }
         self.errors.lock().clear();
     }

@@ -380,14 +380,9 @@ impl Core {
         drop(closed);
     }
 
-    /// After commands ran for a connection: DEBUG SLEEP, SHUTDOWN, and a new blocking deadline.
+    /// After commands ran for a connection: SHUTDOWN, and a new blocking deadline.
     fn after_commands(&mut self, l: &mut Link, t: usize) {
         let client = &mut l.session.client;
-        if client.sleep_ms > 0 {
-            // DEBUG SLEEP: Redis blocks the whole server; we block this worker.
-            std::thread::sleep(Duration::from_millis(client.sleep_ms));
-            client.sleep_ms = 0;
-        }
         if let Some(mode) = client.shutdown {
             // Write what is pending first; with nothing pending the main thread exits now.
             if l.out.is_empty() {

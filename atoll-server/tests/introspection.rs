@@ -1,0 +1,282 @@
+//! SLOWLOG, LATENCY and INFO commandstats / errorstats / latencystats against Redis 7.2.6
+//! itself: the same session on both servers, replies compared byte for byte where Redis is
+//! deterministic, and field by field (times, durations and client ports masked) where not.
+
+mod common;
+
+use common::*;
+
+/// A decoded reply, for comparing shapes with the nondeterministic fields masked.
+#[derive(Debug, PartialEq, Clone)]
+enum V {
+    Int(i64),
+    Bulk(Vec<u8>),
+    Simple(String),
+    Err(String),
+    Nil,
+    Arr(Vec<V>),
+}
+
+fn decode(b: &[u8], pos: &mut usize) -> V {
+    let end = b[*pos..].windows(2).position(|w| w == b"\r\n").unwrap() + *pos;
+    let line = std::str::from_utf8(&b[*pos + 1..end]).unwrap().to_string();
+    let kind = b[*pos];
+    *pos = end + 2;
+    match kind {
+        b':' => V::Int(line.parse().unwrap()),
+        b'+' => V::Simple(line),
+        b'-' => V::Err(line),
+        b'_' => V::Nil,
+        b'$' | b'=' => {
+            let n: i64 = line.parse().unwrap();
+            if n < 0 {
+                return V::Nil;
+            }
+            let v = b[*pos..*pos + n as usize].to_vec();
+            *pos += n as usize + 2;
+            V::Bulk(v)
+        }
+        b'*' | b'%' | b'~' => {
+            let n: i64 = line.parse().unwrap();
+            let n = if kind == b'%' { n * 2 } else { n };
+            V::Arr((0..n.max(0)).map(|_| decode(b, pos)).collect())
+        }
+        k => panic!("unexpected reply type {}", k as char),
+    }
+}
+
+fn parse(b: &[u8]) -> V {
+    decode(b, &mut 0)
+}
+
+/// Both servers, one connection each, the same commands.
+struct Both {
+    _r: ServerProc,
+    _a: ServerProc,
+    r: RawConn,
+    a: RawConn,
+}
+
+impl Both {
+    fn new() -> Both {
+        let r = start_redis(&[]);
+        let a = start_atoll(&["--enable-debug-command", "yes"]);
+        let (rc, ac) = (RawConn::connect(r.port), RawConn::connect(a.port));
+        Both { _r: r, _a: a, r: rc, a: ac }
+    }
+
+    fn run(&mut self, args: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
+        (self.r.cmd(args), self.a.cmd(args))
+    }
+
+    /// Runs a command and requires byte-equal replies.
+    fn same(&mut self, args: &[&[u8]]) {
+        let (r, a) = self.run(args);
+        assert_eq!(
+            show(&a),
+            show(&r),
+            "{}",
+            args.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>().join(" ")
+        );
+    }
+}
+
+#[test]
+fn slowlog_matches_redis() {
+    let mut b = Both::new();
+    b.same(&[b"CONFIG", b"SET", b"slowlog-log-slower-than", b"0"]);
+    b.same(&[b"SLOWLOG", b"RESET"]);
+    b.same(&[b"SLOWLOG", b"LEN"]);
+    b.same(&[b"CLIENT", b"SETNAME", b"myconn"]);
+    let long = vec![b'x'; 130];
+    b.same(&[b"SET", b"k", &long]);
+    let many: Vec<Vec<u8>> = (0..40).map(|i| format!("a{i}").into_bytes()).collect();
+    for n in [40, 31, 30] {
+        let mut argv: Vec<&[u8]> = vec![b"RPUSH", b"l"];
+        argv.extend(many[..n].iter().map(|a| a.as_slice()));
+        b.same(&argv);
+    }
+    b.same(&[b"AUTH", b"secret"]);
+    b.same(&[b"AUTH", b"user", b"secret"]);
+    b.same(&[b"CONFIG", b"SET", b"masterauth", b"topsecret"]);
+    b.same(&[b"CONFIG", b"SET", b"masterauth", b""]);
+    b.same(&[b"MULTI"]);
+    b.same(&[b"SET", b"a", b"1"]);
+    b.same(&[b"EXEC"]);
+    b.same(&[b"EXPIRE", b"k", b"100"]);
+    b.same(&[b"SLOWLOG", b"LEN"]);
+    // Entries: ids, arguments and names must agree; times, durations and ports may not.
+    let (r, a) = b.run(&[b"SLOWLOG", b"GET", b"-1"]);
+    let mask = |v: V| -> Vec<V> {
+        let V::Arr(entries) = v else { panic!("not an array") };
+        entries
+            .into_iter()
+            .map(|e| {
+                let V::Arr(mut f) = e else { panic!("entry") };
+                assert_eq!(f.len(), 6);
+                assert!(matches!(f[1], V::Int(_)) && matches!(f[2], V::Int(_)));
+                f[1] = V::Int(0);
+                f[2] = V::Int(0);
+                f[4] = V::Bulk(b"addr".to_vec());
+                V::Arr(f)
+            })
+            .collect()
+    };
+    let (re, ae) = (mask(parse(&r)), mask(parse(&a)));
+    assert_eq!(re.len(), 15);
+    assert_eq!(ae, re);
+    // Errors and help.
+    for args in [
+        &[&b"SLOWLOG"[..], b"GET", b"-2"][..],
+        &[b"SLOWLOG", b"GET", b"abc"],
+        &[b"SLOWLOG", b"GET", b"1", b"2"],
+        &[b"SLOWLOG", b"GET", b"0"],
+        &[b"SLOWLOG", b"LEN", b"x"],
+        &[b"SLOWLOG", b"RESET", b"x"],
+        &[b"SLOWLOG"],
+        &[b"SLOWLOG", b"FOO"],
+        &[b"SLOWLOG", b"HELP"],
+    ] {
+        b.same(args);
+    }
+    // max-len trims on the next entry; -1 stops logging.
+    b.same(&[b"CONFIG", b"SET", b"slowlog-max-len", b"2"]);
+    b.same(&[b"PING"]);
+    b.same(&[b"SLOWLOG", b"LEN"]);
+    b.same(&[b"CONFIG", b"SET", b"slowlog-max-len", b"128"]);
+    b.same(&[b"CONFIG", b"SET", b"slowlog-log-slower-than", b"-1"]);
+    b.same(&[b"SLOWLOG", b"RESET"]);
+    b.same(&[b"PING"]);
+    b.same(&[b"SLOWLOG", b"LEN"]);
+    // A slow command is logged above a real threshold, with its duration.
+    b.same(&[b"CONFIG", b"SET", b"slowlog-log-slower-than", b"50000"]);
+    b.same(&[b"DEBUG", b"SLEEP", b"0.06"]);
+    b.same(&[b"PING"]);
+    let (_, a) = b.run(&[b"SLOWLOG", b"GET"]);
+    let V::Arr(entries) = parse(&a) else { panic!() };
+    assert_eq!(entries.len(), 1);
+    let V::Arr(f) = &entries[0] else { panic!() };
+    let V::Int(us) = f[2] else { panic!() };
+    assert!((60_000..1_000_000).contains(&us), "{us}");
+}
+
+#[test]
+fn latency_monitor_and_histograms_match_redis() {
+    let mut b = Both::new();
+    for args in [
+        &[&b"LATENCY"[..], b"HELP"][..],
+        &[b"LATENCY"],
+        &[b"LATENCY", b"FOO"],
+        &[b"LATENCY", b"GRAPH"],
+        &[b"LATENCY", b"LATEST", b"x"],
+        &[b"LATENCY", b"LATEST"],
+        &[b"LATENCY", b"RESET"],
+        &[b"LATENCY", b"DOCTOR"],
+        &[b"LATENCY", b"GRAPH", b"command"],
+        &[b"LATENCY", b"HISTORY", b"command"],
+    ] {
+        b.same(args);
+    }
+    b.same(&[b"CONFIG", b"SET", b"latency-monitor-threshold", b"20"]);
+    b.same(&[b"LATENCY", b"DOCTOR"]);
+    b.same(&[b"DEBUG", b"SLEEP", b"0.05"]);
+    // LATEST: one `command` event of >= 50 ms on both.
+    for reply in [b.r.cmd(&[b"LATENCY", b"LATEST"]), b.a.cmd(&[b"LATENCY", b"LATEST"])] {
+        let V::Arr(ev) = parse(&reply) else { panic!() };
+        assert_eq!(ev.len(), 1, "{}", show(&reply));
+        let V::Arr(f) = &ev[0] else { panic!() };
+        assert_eq!(f[0], V::Bulk(b"command".to_vec()));
+        assert!(matches!(f[2], V::Int(ms) if (50..1000).contains(&ms)), "{}", show(&reply));
+    }
+    for reply in [b.r.cmd(&[b"LATENCY", b"HISTORY", b"command"]), b.a.cmd(&[b"LATENCY", b"HISTORY", b"command"])] {
+        let V::Arr(s) = parse(&reply) else { panic!() };
+        assert_eq!(s.len(), 1, "{}", show(&reply));
+    }
+    // The report's first lines agree (its figures depend on timing).
+    let (r, a) = b.run(&[b"LATENCY", b"DOCTOR"]);
+    let head = |v: &[u8]| {
+        String::from_utf8_lossy(v)
+            .lines()
+            .take(3)
+            .map(|l| l.split(" (").next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(head(&a), head(&r));
+    let (r, a) = b.run(&[b"LATENCY", b"GRAPH", b"command"]);
+    let first = |v: &[u8]| String::from_utf8_lossy(v).lines().nth(1).map(String::from);
+    assert_eq!(first(&a), first(&r));
+    b.same(&[b"LATENCY", b"RESET", b"COMMAND", b"nosuch"]);
+    b.same(&[b"LATENCY", b"LATEST"]);
+    // Histograms: the same commands with the same call counts.
+    b.same(&[b"CONFIG", b"RESETSTAT"]);
+    for _ in 0..5 {
+        b.same(&[b"SET", b"x", b"1"]);
+        b.same(&[b"GET", b"x"]);
+    }
+    let calls = |v: V| -> Vec<(V, V)> {
+        let V::Arr(items) = v else { panic!() };
+        items
+            .chunks(2)
+            .map(|p| {
+                let V::Arr(f) = &p[1] else { panic!() };
+                (p[0].clone(), f[1].clone())
+            })
+            .collect()
+    };
+    let (r, a) = b.run(&[b"LATENCY", b"HISTOGRAM", b"set", b"GET", b"nosuch", b"config"]);
+    assert_eq!(calls(parse(&a)), calls(parse(&r)), "{} vs {}", show(&a), show(&r));
+    // INFO latencystats has a line per command called, with the configured percentiles.
+    let info = String::from_utf8_lossy(&b.a.cmd(&[b"INFO", b"latencystats"])).to_string();
+    let line = info.lines().find(|l| l.starts_with("latency_percentiles_usec_get:")).expect(&info);
+    assert!(line.contains(":p50=") && line.contains(",p99=") && line.contains(",p99.9="), "{line}");
+    b.same(&[b"CONFIG", b"SET", b"latency-tracking-info-percentiles", b"0 25.5 100"]);
+    let info = String::from_utf8_lossy(&b.a.cmd(&[b"INFO", b"latencystats"])).to_string();
+    assert!(info.contains("latency_percentiles_usec_set:p0="), "{info}");
+    assert!(info.contains(",p25.5=") && info.contains(",p100="), "{info}");
+}
+
+/// Counts of calls, rejected and failed calls, and errors by code, after the same session.
+#[test]
+fn commandstats_and_errorstats_match_redis() {
+    let mut b = Both::new();
+    b.same(&[b"CONFIG", b"RESETSTAT"]);
+    for args in [
+        &[&b"SET"[..], b"s", b"v"][..],
+        &[b"HSET", b"s", b"f", b"v"],
+        &[b"GET"],
+        &[b"INCR", b"s"],
+        &[b"NOSUCHCOMMAND"],
+        &[b"OBJECT", b"foo"],
+        &[b"MULTI"],
+        &[b"GET"],
+        &[b"EXEC"],
+        &[b"MULTI"],
+        &[b"LPUSH", b"s", b"x"],
+        &[b"EXEC"],
+        &[b"SLOWLOG", b"GET", b"-5"],
+    ] {
+        b.same(args);
+    }
+    let stats = |c: &mut RawConn, section: &[u8]| -> Vec<String> {
+        let t = String::from_utf8_lossy(&c.cmd(&[b"INFO", section])).to_string();
+        let mut lines: Vec<String> = t
+            .lines()
+            .filter(|l| l.contains(':') && !l.starts_with("cmdstat_config|resetstat") && !l.starts_with("cmdstat_info"))
+            // usec and usec_per_call are timings.
+            .map(|l| l.split(',').filter(|f| !f.starts_with("usec")).collect::<Vec<_>>().join(","))
+            .map(|l| match l.split_once(":calls=") {
+                Some((n, rest)) => {
+                    format!("{n}:calls={}", rest.split(',').next().unwrap())
+                        + &l[l.find(",rejected").unwrap_or(l.len())..]
+                }
+                None => l,
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    for section in [&b"commandstats"[..], b"errorstats"] {
+        let (r, a) = (stats(&mut b.r, section), stats(&mut b.a, section));
+        assert_eq!(a, r, "{}", String::from_utf8_lossy(section));
+    }
+}

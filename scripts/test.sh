@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs all of Atoll's tests: unit tests, black-box tests against the built server, and the
-# differential tests against a real redis-server (installed here if missing: it is the oracle,
-# and those tests fail — never skip — without it).
+# Runs all of Atoll's tests: unit tests, black-box tests against the built server, the
+# differential tests against Redis 7.2.6 itself (built once from ../shared/oracles by
+# ../shared/tools/redis72; they fail — never skip — without it), real client libraries, and the
+# dashboard in a real headless browser (Debian's chromium, installed here if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +16,23 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/d
   # own ports, but leave 6379 free for `cargo run`.
   $SUDO service redis-server stop >/dev/null 2>&1 || true
 fi
-echo "==> $(redis-server --version)"
+echo "==> $(redis-server --version) (redis-benchmark, redis-cli)"
+
+# The differential oracle: Redis 7.2.6 itself (about a minute to build the first time).
+if [ -z "${REDIS_SERVER:-}" ]; then
+  REDIS_SERVER=$(../shared/tools/redis72 path)
+  export REDIS_SERVER
+fi
+echo "==> oracle: $("$REDIS_SERVER" --version)"
+
+# The dashboard's browser test needs Chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "==> installing chromium (the dashboard's browser test)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
 
 # Python client tests need redis-py and pytest.
 python3 -m pip install -q -r tests/python/requirements.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
@@ -32,8 +49,12 @@ cargo test --workspace -- --test-threads=2 2>&1 | tee "$log"
 ATOLL_TEST_IO_BACKEND=epoll cargo test -p atoll-server --test blackbox --test blocking --test scan \
   -- --test-threads=2 2>&1 | tee -a "$log"
 
-# Real client libraries beyond the Rust one: redis-py against the debug binary built above.
+# Real client libraries beyond the Rust one: redis-py (and prometheus_client's parser for
+# /metrics) against the debug binary built above.
 python3 -m pytest -q tests/python 2>&1 | tee -a "$log"
+
+# The live dashboard in headless Chromium: it loads, polls, and its charts move under load.
+python3 -m pytest -q tests/browser 2>&1 | tee -a "$log"
 
 # One closing line for the whole run (cargo's per-binary lines and pytest's summed).
 awk '/^test result:/ { p += $4; f += $6 }

@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 
 /// Parameters whose value depends on how each test server was started, or which Atoll sets
 /// differently on purpose (`tests/known_differences.txt`).
+/// Atoll's own parameters (not Redis's).
+const ATOLL_OWN: &[&str] = &["threads", "io-backend", "io-batch-wait", "metrics-port", "hotkeys"];
+
 const ENV_DEPENDENT: &[&str] = &[
     "port",
     // Atoll binds loopback only by default; Redis 7.2 binds every interface (protected mode).
@@ -45,7 +48,7 @@ fn every_redis_parameter_exists_with_its_default() {
     }
     // Atoll lists nothing Redis does not, but its own parameters.
     for k in got.keys() {
-        if !want.contains_key(k) && !["threads", "io-backend", "io-batch-wait"].contains(&k.as_str()) {
+        if !want.contains_key(k) && !ATOLL_OWN.contains(&k.as_str()) {
             wrong.push(format!("{k}: not a Redis 7.2 parameter"));
         }
     }
@@ -225,7 +228,7 @@ fn config_errors_and_patterns_match_redis() {
         let mut rk: Vec<String> = pairs(&rc.cmd(&q)).into_keys().collect();
         let mut ak: Vec<String> = pairs(&ac.cmd(&q)).into_keys().collect();
         rk.sort();
-        ak.retain(|k| !["threads", "io-backend", "io-batch-wait"].contains(&k.as_str()));
+        ak.retain(|k| !ATOLL_OWN.contains(&k.as_str()));
         ak.sort();
         if rk != ak {
             wrong.push(format!("CONFIG GET {p}: {ak:?} vs Redis {rk:?}"));

@@ -7,6 +7,7 @@ pub mod connection;
 pub mod info;
 pub mod keys;
 pub mod latency;
+pub mod metrics;
 pub mod multi;
 pub mod server;
 pub mod string;

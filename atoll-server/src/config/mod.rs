@@ -43,6 +43,8 @@ pub struct Hot {
     /// The smallest duration (µs) that concerns the slow log or the latency monitor; u64::MAX
     /// when both are off. `call` compares each command's duration with this one number.
     pub slow_us: AtomicU64,
+    /// Sample the hottest keys (`hotkeys`).
+    pub hotkeys: AtomicBool,
 }
 
 pub struct Config {
@@ -482,6 +484,7 @@ impl Config {
         let slow_log = if slower >= 0 { slower as u64 } else { u64::MAX };
         let slow_mon = if monitor > 0 { monitor.saturating_mul(1000) } else { u64::MAX };
         h.slow_us.store(slow_log.min(slow_mon), Ordering::Relaxed);
+        h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
         let lvl = LOGLEVELS.iter().position(|l| l == get("loglevel")).unwrap_or(2);
         h.loglevel.store(lvl as u32, Ordering::Relaxed);
     }

@@ -353,4 +353,10 @@ pub static DEFS: &[Def] = &[
     // microseconds (0: never waits). The wait actually used adapts to the load; see
     // `server::uring::Pacing`.
     Def::new("io-batch-wait", Int { min: 0, max: 1000 }, "50").live(),
+    // The HTTP listener for Prometheus metrics (`/metrics`) and the live dashboard (`/`), on
+    // the `bind` addresses; 0 (the default) runs none.
+    Def::new("metrics-port", Int { min: 0, max: 65535 }, "0").flags(IMMUTABLE).live(),
+    // Sample one keyed command in 64 into a top-k sketch of the hottest keys (DEBUG HOTKEYS,
+    // the dashboard, `/metrics`).
+    Def::new("hotkeys", Bool, "yes").live(),
 ];

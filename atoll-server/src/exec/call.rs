@@ -353,6 +353,11 @@ pub fn call(
     if us >= hot.slow_us.load(Ordering::Relaxed) {
         slow_call(srv, ctx.client, cmd, argv, us);
     }
+    if hot.hotkeys.load(Ordering::Relaxed) {
+        if let Some(key) = cmd.single_key.and_then(|i| argv.get(i)) {
+            ws.hot.touch(db, key);
+        }
+    }
     ctx.client.clock = Some(end);
     stats::bump(&ws.counters.commands, 1);
     ok

@@ -133,6 +133,24 @@ impl Merged {
         0
     }
 
+    /// Every level of LATENCY HISTOGRAM's scale (1024 ns × 2^k, up to 1 s), with the calls at
+    /// or below it: (upper bound in ns, cumulative calls). A fixed set, as Prometheus buckets
+    /// must be.
+    pub fn levels(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let (mut level, mut i, mut cum) = (1024u64, 0usize, 0u64);
+        while level <= MAX_NS * 2 {
+            let hi = highest_equiv(level);
+            while i < LEN && value_at(i) <= hi {
+                cum += self.counts[i];
+                i += 1;
+            }
+            out.push((hi, cum));
+            level *= 2;
+        }
+        out
+    }
+
     /// LATENCY HISTOGRAM's buckets: (upper bound in µs, cumulative calls) at 1024 ns × 2^k,
     /// skipping levels that add no calls, up to the level that holds the last one.
     pub fn usec_buckets(&self) -> Vec<(u64, u64)> {

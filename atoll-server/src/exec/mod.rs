@@ -13,6 +13,7 @@
 pub mod blocking;
 pub mod call;
 pub mod client;
+pub mod hotkeys;
 pub mod keyspec;
 pub mod latency;
 pub mod ldouble;

@@ -51,6 +51,8 @@ pub struct WorkerStats {
     pub cmds: Box<[CmdStat]>,
     /// Error replies by error code (the first word), for INFO errorstats.
     pub errors: parking_lot::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Sampled hottest keys (`hotkeys`).
+    pub hot: super::hotkeys::HotKeys,
 }
 
 impl WorkerStats {
@@ -59,6 +61,7 @@ impl WorkerStats {
             counters: Counters::default(),
             cmds: (0..ncmds).map(|_| CmdStat::default()).collect(),
             errors: Default::default(),
+            hot: Default::default(),
         }
     }
 
@@ -90,6 +93,7 @@ impl WorkerStats {
             s.hist.reset();
         }
         self.errors.lock().clear();
+        self.hot.reset();
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod evloop;
 pub mod expire;
+pub mod http;
 pub mod net;
 pub mod session;
 pub mod uring;

@@ -62,20 +62,17 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let backlog = config.get_i64("tcp-backlog") as i32;
     let mut listeners = Vec::new();
     if port != 0 {
-        for a in config.get("bind").split_whitespace() {
-            let (optional, addr) = match a.strip_prefix('-') {
-                Some(r) => (true, r),
-                None => (false, a),
-            };
-            match bind_tcp(addr, port, backlog) {
-                Ok(l) => listeners.push(l),
-                Err(e) if optional => log_verbose!("Skipping optional address {addr}: {e}"),
-                Err(e) => {
-                    log_warning!("Warning: Could not create server TCP listening socket {addr}:{port}: {e}");
-                    log_warning!("Failed listening on port {port} (tcp), aborting.");
-                    return 1;
-                }
-            }
+        match bind_all(&config.get("bind"), port, backlog, "tcp") {
+            Some(l) => listeners = l,
+            None => return 1,
+        }
+    }
+    let metrics_port = config.get_i64("metrics-port") as u16;
+    let mut metrics_listeners = Vec::new();
+    if metrics_port != 0 {
+        match bind_all(&config.get("bind"), metrics_port, backlog, "metrics") {
+            Some(l) => metrics_listeners = l,
+            None => return 1,
         }
     }
     let unixsocket = config.get("unixsocket");
@@ -193,6 +190,13 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                 }
             });
         }
+        for l in metrics_listeners {
+            let l = tokio::net::TcpListener::from_std(l).expect("metrics listener");
+            local.spawn_local(super::http::serve(l, srv.clone()));
+        }
+        if metrics_port != 0 {
+            log_notice!("Serving metrics and the dashboard on port {metrics_port} (http)");
+        }
         if port != 0 {
             log_notice!("Ready to accept connections tcp");
         }
@@ -226,6 +230,28 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             .await
     });
     std::process::exit(code);
+}
+
+/// Listens on `port` at every `bind` address (a `-` marks one that may be missing); None
+/// after logging why when a required address cannot be bound.
+fn bind_all(bind: &str, port: u16, backlog: i32, what: &str) -> Option<Vec<std::net::TcpListener>> {
+    let mut out = Vec::new();
+    for a in bind.split_whitespace() {
+        let (optional, addr) = match a.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, a),
+        };
+        match bind_tcp(addr, port, backlog) {
+            Ok(l) => out.push(l),
+            Err(e) if optional => log_verbose!("Skipping optional address {addr}: {e}"),
+            Err(e) => {
+                log_warning!("Warning: Could not create server TCP listening socket {addr}:{port}: {e}");
+                log_warning!("Failed listening on port {port} ({what}), aborting.");
+                return None;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Gives a connection to a worker; if its inbox is full (the worker is far behind), waits a

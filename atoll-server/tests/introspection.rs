@@ -280,3 +280,140 @@ fn commandstats_and_errorstats_match_redis() {
         assert_eq!(a, r, "{}", String::from_utf8_lossy(section));
     }
 }
+
+/// Builds the same data of every type and encoding on both servers.
+fn every_encoding(b: &mut Both) {
+    let cmds: &[&[&str]] = &[
+        &["SET", "s:int", "12345"],
+        &["SET", "s:small", "7"],
+        &["SET", "s:big", "123456789012"],
+        &["SET", "s:emb", "hello world"],
+        &["SET", "s:raw", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"],
+        &[
+            "RPUSH",
+            "l:lp",
+            "a",
+            "b",
+            "1",
+            "-20",
+            "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc",
+        ],
+        &["HSET", "h:lp", "f1", "v1", "f2", "2", "3", "three"],
+        &["SADD", "set:int", "1", "2", "3", "-100"],
+        &["SADD", "set:lp", "a", "b", "1"],
+        &["ZADD", "z:lp", "1", "a", "2.5", "b", "0.1", "c", "100000000", "d", "1e21", "e", "-inf", "f", "1e-7", "g"],
+        &["XADD", "x", "1-1", "f", "v"],
+        &["XADD", "x", "2-0", "a", "b", "c", "100"],
+        &["XGROUP", "CREATE", "x", "g", "0"],
+        &["SET", "ttl", "v", "EX", "1000"],
+        &["SELECT", "3"],
+        &["SET", "s:emb", "hello world"],
+        &["SELECT", "0"],
+    ];
+    for c in cmds {
+        let argv: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
+        b.same(&argv);
+    }
+    // Big encodings: quicklist, hashtable hash and set, skiplist zset.
+    for i in 0..600 {
+        let (n, v) = (format!("e{i}"), format!("value-{i}"));
+        b.same(&[b"RPUSH", b"l:ql", v.as_bytes()]);
+        b.same(&[b"HSET", b"h:ht", n.as_bytes(), v.as_bytes()]);
+        b.same(&[b"SADD", b"set:ht", n.as_bytes()]);
+        b.same(&[b"ZADD", b"z:sl", format!("{}", i as f64 / 3.0).as_bytes(), n.as_bytes()]);
+    }
+}
+
+#[test]
+fn debug_digest_protocol_and_object_match_redis() {
+    let mut b = Both::new();
+    b.same(&[b"DEBUG", b"DIGEST"]);
+    every_encoding(&mut b);
+    for k in [
+        "s:int", "s:emb", "s:raw", "l:lp", "l:ql", "h:lp", "h:ht", "set:int", "set:lp", "set:ht", "z:lp", "z:sl", "x",
+        "ttl",
+    ] {
+        b.same(&[b"OBJECT", b"ENCODING", k.as_bytes()]);
+        b.same(&[b"OBJECT", b"REFCOUNT", k.as_bytes()]);
+        b.same(&[b"DEBUG", b"DIGEST-VALUE", k.as_bytes()]);
+        // DEBUG OBJECT: the same fields, but for addresses, clocks and the RDB size estimate.
+        let (r, a) = b.run(&[b"DEBUG", b"OBJECT", k.as_bytes()]);
+        let fields = |v: &[u8]| -> Vec<String> {
+            String::from_utf8_lossy(v)
+                .trim_end()
+                .split(' ')
+                .filter(|f| {
+                    !["Value", "at:", "lru:", "lru_seconds_idle:", "serializedlength:"].iter().any(|p| f.starts_with(p))
+                })
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(fields(&a), fields(&r), "DEBUG OBJECT {k}: {} vs {}", show(&a), show(&r));
+    }
+    b.same(&[b"DEBUG", b"DIGEST-VALUE", b"s:int", b"nokey", b"z:lp"]);
+    b.same(&[b"DEBUG", b"DIGEST-VALUE"]);
+    b.same(&[b"DEBUG", b"DIGEST"]);
+    b.same(&[b"DEBUG", b"OBJECT", b"nokey"]);
+    for t in [
+        "string", "integer", "double", "bignum", "null", "array", "set", "map", "attrib", "verbatim", "true", "false",
+        "push", "nosuch",
+    ] {
+        for proto in [&b"2"[..], b"3"] {
+            b.run(&[b"HELLO", proto]);
+            b.same(&[b"DEBUG", b"PROTOCOL", t.as_bytes()]);
+            if t == "push" && proto == b"3" {
+                // The push frame follows the reply (Redis 7.2 sends pushes after the reply).
+                let (r, a) = (b.r.read_reply(), b.a.read_reply());
+                assert_eq!(show(&a), show(&r));
+            }
+        }
+    }
+    b.run(&[b"HELLO", b"2"]);
+    for args in [
+        &[&b"DEBUG"[..], b"POPULATE", b"5"][..],
+        &[b"DEBUG", b"POPULATE", b"3", b"pfx", b"20"],
+        &[b"GET", b"pfx:1"],
+        &[b"GET", b"key:4"],
+        &[b"DEBUG", b"POPULATE", b"-1"],
+        &[b"DEBUG", b"POPULATE", b"1", b"a", b"b", b"c"],
+        &[b"DBSIZE"],
+        &[b"DEBUG", b"DIGEST"],
+        &[b"DEBUG", b"ERROR", b"WRONGTYPE custom msg"],
+        &[b"DEBUG", b"foo"],
+        &[b"DEBUG", b"SLEEP"],
+        &[b"DEBUG", b"SLEEP", b"0"],
+        &[b"DEBUG", b"LOG", b"hello"],
+        &[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"1"],
+        &[b"DEBUG", b"CHANGE-REPL-ID"],
+        &[b"DEBUG", b"PAUSE-CRON", b"0"],
+        &[b"DEBUG", b"QUICKLIST-PACKED-THRESHOLD", b"5gb"],
+        &[b"DEBUG", b"QUICKLIST-PACKED-THRESHOLD", b"0"],
+        &[b"DEBUG", b"REPLYBUFFER", b"PEAK-RESET-TIME", b"NEVER"],
+        &[b"DEBUG", b"REPLYBUFFER", b"RESIZING", b"1"],
+        &[b"DEBUG", b"HTSTATS", b"16"],
+        &[b"DEBUG", b"HTSTATS", b"x"],
+        &[b"DEBUG", b"HTSTATS", b"5"],
+        &[b"DEBUG", b"HTSTATS-KEY", b"set:int"],
+        &[b"DEBUG", b"HTSTATS-KEY", b"nokey"],
+        &[b"DEBUG", b"LISTPACK", b"l:lp"],
+        &[b"DEBUG", b"LISTPACK", b"l:ql"],
+        &[b"DEBUG", b"QUICKLIST", b"l:ql"],
+        &[b"DEBUG", b"QUICKLIST", b"l:lp"],
+        &[b"DEBUG", b"CLIENT-EVICTION"],
+        &[b"DEBUG", b"STRINGMATCH-TEST"],
+    ] {
+        b.same(args);
+    }
+    // HTSTATS-KEY of a hashtable set: the element count agrees.
+    let (r, a) = b.run(&[b"DEBUG", b"HTSTATS-KEY", b"set:ht"]);
+    // (Summed over the main table and, while it rehashes, the target.)
+    let elements = |v: &[u8]| -> u64 {
+        String::from_utf8_lossy(v)
+            .lines()
+            .filter_map(|l| l.strip_prefix(" number of elements: "))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(elements(&a), elements(&r));
+    assert_eq!(elements(&a), 600);
+}

@@ -304,7 +304,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("role:master");
                 f!("connected_slaves:0");
                 f!("master_failover_state:no-failover");
-                f!("master_replid:{}", srv.run_id);
+                f!("master_replid:{}", srv.replid.lock());
                 f!("master_replid2:0000000000000000000000000000000000000000");
                 f!("master_repl_offset:0");
                 f!("second_repl_offset:-1");

@@ -842,21 +842,28 @@ pub fn object_idletime(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+/// The refcount Redis would report for a value: small integers are shared objects, except
+/// when an LRU/LFU eviction policy with a memory limit needs a per-key access clock.
+pub(crate) fn refcount(srv: &Server, v: &Value) -> i64 {
+    let small_int = matches!(*v, Value::Int(i) if (0..OBJ_SHARED_INTEGERS).contains(&i));
+    let shared = small_int && {
+        let policy = srv.config.get("maxmemory-policy");
+        srv.config.get_i64("maxmemory") == 0 || !(policy.ends_with("-lru") || policy.ends_with("-lfu"))
+    };
+    if shared {
+        OBJ_SHARED_REFCOUNT
+    } else {
+        1
+    }
+}
+
 // OBJECT REFCOUNT key
 pub fn object_refcount(ctx: &mut Ctx) -> CmdResult {
-    let Some(small_int) = lookup_notouch(&mut ctx.ks, ctx.args[2])
-        .map(|o| matches!(*o, Value::Int(i) if (0..OBJ_SHARED_INTEGERS).contains(&i)))
-    else {
-        ctx.reply.null();
-        return Ok(());
-    };
-    // Redis stores small integers as shared objects, except when an LRU/LFU eviction policy
-    // with a memory limit needs a per-key access clock.
-    let shared = small_int && {
-        let policy = ctx.srv.config.get("maxmemory-policy");
-        ctx.srv.config.get_i64("maxmemory") == 0 || !(policy.ends_with("-lru") || policy.ends_with("-lfu"))
-    };
-    ctx.reply.int(if shared { OBJ_SHARED_REFCOUNT } else { 1 });
+    let srv = ctx.srv;
+    match lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| refcount(srv, &o)) {
+        Some(n) => ctx.reply.int(n),
+        None => ctx.reply.null(),
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 pub mod bitmap;
 pub mod connection;
+pub mod debug;
 pub mod info;
 pub mod keys;
 pub mod latency;

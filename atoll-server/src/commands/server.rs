@@ -650,40 +650,6 @@ pub fn command_help(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-// DEBUG <subcommand> [arg ...]  (only what tests and tools rely on)
-pub fn debug(ctx: &mut Ctx) -> CmdResult {
-    let sub = ctx.args[1];
-    if eq_ic(sub, "SLEEP") && ctx.args.len() == 3 {
-        // Redis blocks its whole server for the time; this blocks the client's worker (holding
-        // no shard, or a transaction's shards as EXEC does in Redis), and the time counts as
-        // the command's own (slow log, latency monitor).
-        let secs = parse_float(ctx.args[2])?;
-        std::thread::sleep(std::time::Duration::from_micros((secs.max(0.0) * 1e6) as u64));
-        ctx.reply.ok();
-    } else if eq_ic(sub, "SET-ACTIVE-EXPIRE") && ctx.args.len() == 3 {
-        let v = parse_int(ctx.args[2])?;
-        ctx.srv.active_expire.store(v != 0, Ordering::Relaxed);
-        ctx.reply.ok();
-    } else if eq_ic(sub, "HELP") {
-        help_reply(
-            ctx,
-            "DEBUG",
-            &[
-                "SLEEP <seconds>",
-                "    Stop the server for <seconds>. Decimals allowed.",
-                "SET-ACTIVE-EXPIRE <0|1>",
-                "    Setting it to 0 disables expiring keys in background when they are not accessed.",
-            ],
-        );
-    } else {
-        return Err(CmdError::msg(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(sub)
-        )));
-    }
-    Ok(())
-}
-
 // SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]
 pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     let mut mode = ShutdownMode::Default;

@@ -2,7 +2,7 @@
 //! scope. Arity, flags, ACL categories, key specs and arguments come from `exec/specs.json`
 //! (see `exec::table`); `tools/gen_specs.py` reads this file for the list of names.
 
-use super::{bitmap as bm, connection as conn, keys, latency as lat, multi, server as srv, string as st};
+use super::{bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, multi, server as srv, string as st};
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
 use Scope::*;
 
@@ -56,7 +56,7 @@ static ROWS: &[Row] = &[
     c("command|getkeys", srv::command_getkeys, None),
     c("command|getkeysandflags", srv::command_getkeysandflags, None),
     c("command|help", srv::command_help, None),
-    c("debug", srv::debug, None),
+    c("debug", dbg::debug, WalkAll),
     c("slowlog", lat::slowlog_help, None),
     c("slowlog|help", lat::slowlog_help, None),
     c("slowlog|get", lat::slowlog_get, None),

@@ -508,6 +508,29 @@ impl<N: Chained> RawDict<N> {
         Some(p)
     }
 
+    /// Table statistics for DEBUG HTSTATS: per table (main, then the rehash target while
+    /// rehashing), its bucket count, its elements, and how many buckets hold chains of each
+    /// length (index = length; lengths of 49 and more counted at 49, as Redis does).
+    pub fn stats(&self) -> Vec<(usize, usize, Vec<usize>)> {
+        let tables = if self.is_rehashing() { 2 } else { 1 };
+        self.t[..tables]
+            .iter()
+            .map(|t| {
+                let mut chains = vec![0usize; 50];
+                for b in &t.buckets {
+                    let (mut n, mut cur) = (0, *b);
+                    while let Some(p) = cur {
+                        // SAFETY: linked nodes are live while the dict is borrowed.
+                        cur = unsafe { *N::next(p) };
+                        n += 1;
+                    }
+                    chains[n.min(49)] += 1;
+                }
+                (t.buckets.len(), t.used, chains)
+            })
+            .collect()
+    }
+
     /// Visits every node (no particular order).
     pub fn for_each(&self, mut f: impl FnMut(NonNull<N>)) {
         for t in &self.t {
@@ -678,6 +701,11 @@ impl<V> Dict<V> {
 
     pub fn is_rehashing(&self) -> bool {
         self.0.is_rehashing()
+    }
+
+    /// See [`RawDict::stats`].
+    pub fn stats(&self) -> Vec<(usize, usize, Vec<usize>)> {
+        self.0.stats()
     }
 
     pub fn clear(&mut self) {

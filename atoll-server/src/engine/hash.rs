@@ -168,6 +168,14 @@ impl Hash {
     }
 
     /// The name OBJECT ENCODING reports.
+    /// The field table's statistics when `hashtable`-encoded (DEBUG HTSTATS-KEY).
+    pub fn dict_stats(&self) -> Option<Vec<(usize, usize, Vec<usize>)>> {
+        match &self.repr {
+            Repr::Table(t) => Some(t.stats()),
+            _ => None,
+        }
+    }
+
     pub fn encoding(&self) -> &'static str {
         match self.repr {
             Repr::Listpack(_) => "listpack",

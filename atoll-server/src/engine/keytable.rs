@@ -273,6 +273,11 @@ impl KeyTable {
         self.0.clear()
     }
 
+    /// See [`RawDict::stats`].
+    pub fn stats(&self) -> Vec<(usize, usize, Vec<usize>)> {
+        self.0.stats()
+    }
+
     /// See `RawDict::prefetch_bucket`.
     #[inline]
     pub fn prefetch_bucket(&self, hash: u64) {

@@ -65,6 +65,17 @@ pub(crate) fn lp_entry_size(v: &[u8]) -> usize {
     enc + backlen
 }
 
+/// Redis's `packed_threshold` (DEBUG QUICKLIST-PACKED-THRESHOLD, 1 GB by default): an element
+/// at least this long is a plain quicklist node of its own, so a list holding one is never a
+/// single listpack.
+pub static PACKED_THRESHOLD: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(DEFAULT_PACKED_THRESHOLD);
+pub const DEFAULT_PACKED_THRESHOLD: usize = 1 << 30;
+
+fn packed_threshold() -> usize {
+    PACKED_THRESHOLD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A list value.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct List {
@@ -136,6 +147,12 @@ impl List {
         if !self.quick {
             return;
         }
+        // A plain node (an element past the packed threshold) keeps it a quicklist. Only a
+        // lowered threshold (tests) can have any; the default is larger than any element.
+        let t = packed_threshold();
+        if t < DEFAULT_PACKED_THRESHOLD && self.items.iter().any(|e| e.len() >= t) {
+            return;
+        }
         let (mut sz, mut cnt) = node_limits(fill);
         if shrinking {
             sz /= 2;
@@ -149,7 +166,33 @@ impl List {
         }
     }
 
+    /// The quicklist Redis would build from these elements pushed one by one at the tail:
+    /// (nodes, their listpacks' total bytes), for DEBUG OBJECT's `ql_nodes` and
+    /// `ql_uncompressed_size`.
+    pub fn quicklist_nodes(&self, fill: i64) -> (usize, usize) {
+        let (mut nodes, mut bytes, mut cur_b, mut cur_n) = (0, 0, 0, 0);
+        for e in &self.items {
+            let s = lp_entry_size(e);
+            let plain = e.len() >= packed_threshold();
+            if cur_n > 0 && (plain || exceeds_limit(fill, LP_OVERHEAD + cur_b + s, cur_n + 1)) {
+                nodes += 1;
+                bytes += LP_OVERHEAD + cur_b;
+                (cur_b, cur_n) = (0, 0);
+            }
+            cur_b += s;
+            cur_n += 1;
+        }
+        if cur_n > 0 {
+            nodes += 1;
+            bytes += LP_OVERHEAD + cur_b;
+        }
+        (nodes, bytes)
+    }
+
     pub fn push(&mut self, v: &[u8], end: End) {
+        if v.len() >= packed_threshold() {
+            self.quick = true;
+        }
         self.lp_sum += lp_entry_size(v);
         match end {
             End::Head => self.items.push_front(v.into()),

@@ -192,6 +192,14 @@ impl Set {
     }
 
     /// The name OBJECT ENCODING reports.
+    /// The member table's statistics when `hashtable`-encoded (DEBUG HTSTATS-KEY).
+    pub fn dict_stats(&self) -> Option<Vec<(usize, usize, Vec<usize>)>> {
+        match &self.repr {
+            Repr::Table(t) => Some(t.0.stats()),
+            _ => None,
+        }
+    }
+
     pub fn encoding(&self) -> &'static str {
         match self.repr {
             Repr::Ints(_) => "intset",

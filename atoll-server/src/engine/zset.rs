@@ -243,6 +243,14 @@ impl ZSet {
     }
 
     /// The name OBJECT ENCODING reports.
+    /// The member → score table's statistics when `skiplist`-encoded (DEBUG HTSTATS-KEY).
+    pub fn dict_stats(&self) -> Option<Vec<(usize, usize, Vec<usize>)>> {
+        match &self.repr {
+            Repr::Skip(b) => Some(b.scores.stats()),
+            _ => None,
+        }
+    }
+
     pub fn encoding(&self) -> &'static str {
         match self.repr {
             Repr::Pack(_) => "listpack",

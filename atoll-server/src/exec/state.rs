@@ -31,9 +31,15 @@ pub struct Server {
     pub clock: Clock,
     pub start_ms: i64,
     pub run_id: String,
+    /// The replication ID (INFO master_replid; DEBUG CHANGE-REPL-ID makes a new one).
+    pub replid: Mutex<String>,
     pub tcp_port: u16,
     pub executable: String,
     pub active_expire: AtomicBool,
+    /// DEBUG PAUSE-CRON: the workers' periodic tasks (active expiry, timeouts) are stopped.
+    pub cron_paused: AtomicBool,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS (kept for scripting: `noscript` commands in scripts).
+    pub deny_scripts_disabled: AtomicBool,
     pub lastsave: AtomicI64,
     pub shutting_down: AtomicBool,
     /// Workers run the io_uring backend (INFO's multiplexing_api).
@@ -129,10 +135,13 @@ impl Server {
             started: Instant::now(),
             clock: Clock::new(),
             start_ms: now,
+            replid: Mutex::new(run_id.clone()),
             run_id,
             tcp_port,
             executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
             active_expire: AtomicBool::new(true),
+            cron_paused: AtomicBool::new(false),
+            deny_scripts_disabled: AtomicBool::new(false),
             lastsave: AtomicI64::new(now / 1000),
             shutting_down: AtomicBool::new(false),
             io_uring: AtomicBool::new(false),

@@ -335,7 +335,7 @@ impl Core {
             }
         }
         // Resumes queued by `finish` for these clients find them no longer waiting.
-        if now >= self.next_cron {
+        if now >= self.next_cron && !self.srv.cron_paused.load(Ordering::Relaxed) {
             let srv = self.srv.clone();
             super::expire::cycle(&srv, &srv.stats.workers[self.id].counters);
             if self.id == 0 {

@@ -8,6 +8,7 @@ pub mod debug;
 pub mod info;
 pub mod keys;
 pub mod latency;
+pub mod memory;
 pub mod metrics;
 pub mod multi;
 pub mod server;

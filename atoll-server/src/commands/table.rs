@@ -2,7 +2,10 @@
 //! scope. Arity, flags, ACL categories, key specs and arguments come from `exec/specs.json`
 //! (see `exec::table`); `tools/gen_specs.py` reads this file for the list of names.
 
-use super::{bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, multi, server as srv, string as st};
+use super::{
+    bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, memory as mem, multi, server as srv,
+    string as st,
+};
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
 use Scope::*;
 
@@ -57,6 +60,13 @@ static ROWS: &[Row] = &[
     c("command|getkeysandflags", srv::command_getkeysandflags, None),
     c("command|help", srv::command_help, None),
     c("debug", dbg::debug, WalkAll),
+    c("memory", mem::memory_help, None),
+    c("memory|help", mem::memory_help, None),
+    c("memory|usage", mem::memory_usage, Keys),
+    c("memory|stats", mem::memory_stats, None),
+    c("memory|doctor", mem::memory_doctor, None),
+    c("memory|malloc-stats", mem::memory_malloc_stats, None),
+    c("memory|purge", mem::memory_purge, None),
     c("slowlog", lat::slowlog_help, None),
     c("slowlog|help", lat::slowlog_help, None),
     c("slowlog|get", lat::slowlog_get, None),

@@ -170,23 +170,27 @@ impl List {
     /// (nodes, their listpacks' total bytes), for DEBUG OBJECT's `ql_nodes` and
     /// `ql_uncompressed_size`.
     pub fn quicklist_nodes(&self, fill: i64) -> (usize, usize) {
-        let (mut nodes, mut bytes, mut cur_b, mut cur_n) = (0, 0, 0, 0);
+        let sizes = self.quicklist_node_bytes(fill);
+        (sizes.len(), sizes.iter().sum())
+    }
+
+    /// Each node's listpack bytes in the quicklist Redis would build (MEMORY USAGE).
+    pub fn quicklist_node_bytes(&self, fill: i64) -> Vec<usize> {
+        let (mut out, mut cur_b, mut cur_n) = (Vec::new(), 0, 0);
         for e in &self.items {
             let s = lp_entry_size(e);
             let plain = e.len() >= packed_threshold();
             if cur_n > 0 && (plain || exceeds_limit(fill, LP_OVERHEAD + cur_b + s, cur_n + 1)) {
-                nodes += 1;
-                bytes += LP_OVERHEAD + cur_b;
+                out.push(LP_OVERHEAD + cur_b);
                 (cur_b, cur_n) = (0, 0);
             }
             cur_b += s;
             cur_n += 1;
         }
         if cur_n > 0 {
-            nodes += 1;
-            bytes += LP_OVERHEAD + cur_b;
+            out.push(LP_OVERHEAD + cur_b);
         }
-        (nodes, bytes)
+        out
     }
 
     pub fn push(&mut self, v: &[u8], end: End) {

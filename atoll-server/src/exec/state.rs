@@ -38,6 +38,9 @@ pub struct Server {
     pub active_expire: AtomicBool,
     /// DEBUG PAUSE-CRON: the workers' periodic tasks (active expiry, timeouts) are stopped.
     pub cron_paused: AtomicBool,
+    /// Allocated bytes once the server was up, and the highest seen since (MEMORY STATS).
+    pub startup_allocated: std::sync::atomic::AtomicU64,
+    pub peak_allocated: std::sync::atomic::AtomicU64,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS (kept for scripting: `noscript` commands in scripts).
     pub deny_scripts_disabled: AtomicBool,
     pub lastsave: AtomicI64,
@@ -141,6 +144,8 @@ impl Server {
             executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
             active_expire: AtomicBool::new(true),
             cron_paused: AtomicBool::new(false),
+            startup_allocated: Default::default(),
+            peak_allocated: Default::default(),
             deny_scripts_disabled: AtomicBool::new(false),
             lastsave: AtomicI64::new(now / 1000),
             shutting_down: AtomicBool::new(false),

@@ -100,6 +100,9 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let _ = std::fs::write(&pidfile, format!("{}\n", std::process::id()));
     }
     let srv = Arc::new(Server::new(config, crate::commands::table::build(), threads, port));
+    let (allocated, _, _) = crate::commands::info::allocated_bytes();
+    srv.startup_allocated.store(allocated, Ordering::Relaxed);
+    srv.peak_allocated.store(allocated, Ordering::Relaxed);
     let (sd_tx, mut sd_rx) = tokio::sync::watch::channel(None);
     let _ = super::worker::SHUTDOWN.set(sd_tx);
     let ready = Arc::new(AtomicUsize::new(0));

@@ -238,7 +238,7 @@ pub fn memory_stats(ctx: &mut Ctx) -> CmdResult {
     }
     int(r, "overhead.total", overhead);
     int(r, "keys.count", keys_total);
-    int(r, "keys.bytes-per-key", if keys_total > 0 { net / keys_total } else { 0 });
+    int(r, "keys.bytes-per-key", net.checked_div(keys_total).unwrap_or(0));
     int(r, "dataset.bytes", dataset);
     // Redis computes these ratios in C floats.
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { (a as f32 / b as f32) as f64 };

@@ -305,3 +305,46 @@ fn blocked_xreadgroup_learns_its_stream_is_gone_as_redis_does() {
         assert!(show(&got).contains("667-0"), "{}", show(&got));
     }
 }
+
+/// CLIENT PAUSE WRITE holds writes from every worker until the pause ends or CLIENT UNPAUSE,
+/// lets reads through, and keeps expired keys (read as missing) until it is over; the same
+/// session behaves alike on Redis 7.2.6.
+#[test]
+fn client_pause_holds_writes_across_workers() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--threads", "2"]);
+    for port in [r.port, a.port] {
+        let mut ctl = RawConn::connect(port);
+        assert_eq!(ctl.cmd(&[b"SET", b"k", b"v", b"PX", b"100"]), b"+OK\r\n");
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"PAUSE", b"100000", b"WRITE"]), b"+OK\r\n");
+        // Writers on other connections (other workers) wait; readers do not.
+        let mut writers: Vec<RawConn> = (0..4).map(|_| RawConn::connect(port)).collect();
+        for (i, w) in writers.iter_mut().enumerate() {
+            w.send(&[b"SET".to_vec(), format!("w{i}").into_bytes(), b"1".to_vec()]);
+        }
+        let mut reader = RawConn::connect(port);
+        assert_eq!(reader.cmd(&[b"GET", b"w0"]), b"$-1\r\n");
+        wait_blocked(&mut ctl, 4);
+        std::thread::sleep(Duration::from_millis(150));
+        // k is past its time: missing to readers, but not deleted while writes are paused.
+        assert_eq!(reader.cmd(&[b"GET", b"k"]), b"$-1\r\n");
+        assert_eq!(reader.cmd(&[b"DBSIZE"]), b":1\r\n", "port {port}");
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+        for w in writers.iter_mut() {
+            assert_eq!(w.read_reply(), b"+OK\r\n");
+        }
+        assert_eq!(reader.cmd(&[b"EXISTS", b"w0", b"w1", b"w2", b"w3"]), b":4\r\n");
+        // A pause that ends by itself releases its writers too.
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"PAUSE", b"200", b"WRITE"]), b"+OK\r\n");
+        let start = Instant::now();
+        assert_eq!(reader.cmd(&[b"SET", b"late", b"1"]), b"+OK\r\n");
+        assert!(start.elapsed() >= Duration::from_millis(150), "{:?}", start.elapsed());
+        for bad in [
+            &[&b"CLIENT"[..], b"PAUSE", b"abc"][..],
+            &[b"CLIENT", b"PAUSE", b"-1"],
+            &[b"CLIENT", b"PAUSE", b"10", b"foo"],
+        ] {
+            assert!(ctl.cmd(bad).starts_with(b"-ERR"));
+        }
+    }
+}

@@ -283,7 +283,9 @@ pub fn client_setinfo(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// One CLIENT LIST line, with 7.2's fields.
-fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64) -> String {
+/// A CLIENT LIST / CLIENT INFO line. `argv_mem`: the arguments of the command running now
+/// (only the caller is running one; Redis frees every other client's after its command).
+fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, argv_mem: usize) -> String {
     let cmd = match h.last_cmd.load(Ordering::Relaxed) {
         0 => "NULL".to_string(),
         i => srv.table.all[i - 1].name.clone(),
@@ -302,12 +304,20 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64) -> String 
     if h.no_touch.load(Ordering::Relaxed) {
         flags.push('T');
     }
+    if h.waiter.lock().is_some() {
+        flags.push('b');
+    }
     if flags.is_empty() {
         flags.push('N');
     }
     let qbuf = h.qbuf.load(Ordering::Relaxed);
+    let multi_mem = h.multi_mem.load(Ordering::Relaxed);
+    // What a connection itself holds in Atoll: its state (about 1 KB; docs/BENCHMARKS.md
+    // measures 1.6 KB per idle connection with the kernel's share) plus the buffers above.
+    // Replies go out within the round they are made, so no output stays queued (omem 0).
+    let tot = 1024 + qbuf + argv_mem as u64 + multi_mem;
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem=0 tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp=0 obl=0 oll=0 omem=0 tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
@@ -320,8 +330,10 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64) -> String 
         multi,
         qbuf,
         0,
+        argv_mem,
+        multi_mem,
         qbuf,
-        qbuf + 1024,
+        tot,
         cmd,
         h.resp.load(Ordering::Relaxed),
         String::from_utf8_lossy(&h.lib_name.lock()),
@@ -374,7 +386,8 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
                 continue;
             }
         }
-        out.push_str(&client_line(ctx.srv, &h, now));
+        let argv_mem = if h.id == ctx.client.id() { ctx.args.iter().map(|a| a.len()).sum() } else { 0 };
+        out.push_str(&client_line(ctx.srv, &h, now, argv_mem));
         out.push('\n');
     }
     ctx.reply.verbatim("txt", out.as_bytes());
@@ -383,7 +396,8 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
 
 // CLIENT INFO
 pub fn client_info(ctx: &mut Ctx) -> CmdResult {
-    let mut line = client_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms());
+    let argv_mem = ctx.args.iter().map(|a| a.len()).sum();
+    let mut line = client_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms(), argv_mem);
     line.push('\n');
     ctx.reply.verbatim("txt", line.as_bytes());
     Ok(())
@@ -532,7 +546,8 @@ pub fn client_unblock(ctx: &mut Ctx) -> CmdResult {
         Some(_) => return Err(CmdError::msg("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")),
     };
     let waiter = ctx.srv.clients.get(id.max(0) as u64).and_then(|h| h.waiter.lock().clone());
-    let done = waiter.is_some_and(|w| {
+    // A client postponed by CLIENT PAUSE waits for the pause, not for a key.
+    let done = waiter.filter(|w| !w.postponed).is_some_and(|w| {
         use crate::exec::blocking::WaitState;
         let ok = w.finish(if error { WaitState::Unblocked } else { WaitState::TimedOut });
         if ok {
@@ -541,5 +556,35 @@ pub fn client_unblock(ctx: &mut Ctx) -> CmdResult {
         ok
     });
     ctx.reply.int(done as i64);
+    Ok(())
+}
+
+// CLIENT PAUSE timeout [WRITE | ALL]
+pub fn client_pause(ctx: &mut Ctx) -> CmdResult {
+    let ms = parse_int(ctx.arg(2)).map_err(|_| CmdError::msg("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    let all = match ctx.args.get(3) {
+        None => true,
+        Some(m) if eq_ic(m, "all") => true,
+        Some(m) if eq_ic(m, "write") => false,
+        Some(_) => return Err(CmdError::msg("ERR CLIENT PAUSE mode must be WRITE or ALL")),
+    };
+    if ctx.args.len() > 4 {
+        return Err(CmdError::msg(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(ctx.arg(1))
+        )));
+    }
+    ctx.srv.pause(ctx.ks.now.saturating_add(ms), all);
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CLIENT UNPAUSE
+pub fn client_unpause(ctx: &mut Ctx) -> CmdResult {
+    ctx.srv.unpause();
+    ctx.reply.ok();
     Ok(())
 }

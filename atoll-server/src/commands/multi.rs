@@ -72,6 +72,7 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR EXEC without MULTI"));
     };
     ctx.client.handle.multi.store(-1, Ordering::Relaxed);
+    ctx.client.handle.multi_mem.store(0, Ordering::Relaxed);
     let srv = ctx.srv;
     if m.error {
         unwatch_all(srv, ctx.client);
@@ -140,6 +141,7 @@ pub fn exec(ctx: &mut Ctx) -> CmdResult {
             stats: ctx.ks.stats,
             ready: std::mem::take(&mut ctx.client.ready),
             key_hint: None,
+            hold_expired: false,
         };
         blocking::serve_ready(&mut ks, srv);
         if !ks.effects.is_empty() {

@@ -3,8 +3,8 @@
 //! (see `exec::table`); `tools/gen_specs.py` reads this file for the list of names.
 
 use super::{
-    bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, memory as mem, multi, server as srv,
-    string as st,
+    admin as adm, bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, memory as mem, multi,
+    server as srv, string as st,
 };
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
 use Scope::*;
@@ -32,6 +32,8 @@ static ROWS: &[Row] = &[
     c("client|no-evict", conn::client_no_evict, None),
     c("client|no-touch", conn::client_no_touch, None),
     c("client|unblock", conn::client_unblock, None),
+    c("client|pause", conn::client_pause, None),
+    c("client|unpause", conn::client_unpause, None),
     // transactions
     c("multi", multi::multi, None),
     c("exec", multi::exec, None),
@@ -60,6 +62,16 @@ static ROWS: &[Row] = &[
     c("command|getkeysandflags", srv::command_getkeysandflags, None),
     c("command|help", srv::command_help, None),
     c("debug", dbg::debug, WalkAll),
+    c("role", adm::role, None),
+    c("replicaof", adm::replicaof, None),
+    c("slaveof", adm::replicaof, None),
+    c("module", adm::module_help, None),
+    c("module|help", adm::module_help, None),
+    c("module|list", adm::module_list, None),
+    c("module|load", adm::module_load, None),
+    c("module|loadex", adm::module_load, None),
+    c("module|unload", adm::module_unload, None),
+    c("lolwut", adm::lolwut, None),
     c("memory", mem::memory_help, None),
     c("memory|help", mem::memory_help, None),
     c("memory|usage", mem::memory_usage, Keys),

@@ -86,6 +86,14 @@ pub struct Waiter {
     pub state: Mutex<WaitState>,
     /// Tells the client's worker that the wait ended (safe to call from any thread).
     pub wake: WakeFn,
+    /// A client postponed by CLIENT PAUSE: at its deadline (the pause's end) the command runs
+    /// again instead of timing out, and CLIENT UNBLOCK does not apply.
+    pub postponed: bool,
+}
+
+/// A postponed command is served by nothing but the end of the pause.
+pub fn never_served(_: &mut KsView, _: &[Vec<u8>], _: &[u8], _: &mut Reply) -> Served {
+    Served::NotReady
 }
 
 /// Wakes a client's worker: pushes the client onto the worker's resume list and wakes its

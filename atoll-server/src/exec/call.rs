@@ -152,13 +152,19 @@ fn gated(
     if !client.authenticated && !cmd.has(flags::NO_AUTH) {
         return reject(ws, client, out, Some(cmd), CmdError::msg("NOAUTH Authentication required."));
     }
-    if cmd.name == "debug" {
-        let setting = srv.config.get("enable-debug-command");
-        let allowed = setting == "yes" || (setting == "local" && client.handle.is_local());
-        if !allowed {
-            return reject(ws, client, out, Some(cmd), CmdError::msg(
-                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-            ));
+    // DEBUG and MODULE LOAD/UNLOAD are PROTECTED: allowed by their `enable-*-command`
+    // setting (immutable, so read only here, off the common path).
+    if cmd.has(flags::PROTECTED) {
+        let (setting, what) = if cmd.name.starts_with("module") {
+            ("enable-module-command", "MODULE")
+        } else {
+            ("enable-debug-command", "DEBUG")
+        };
+        let v = srv.config.get(setting);
+        if !(v == "yes" || (v == "local" && client.handle.is_local())) {
+            return reject(ws, client, out, Some(cmd), CmdError::msg(format!(
+                "ERR {what} command not allowed. If the {setting} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+            )));
         }
     }
     if let Some(m) = client.multi.as_mut() {
@@ -176,9 +182,16 @@ fn gated(
             }
             m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
             client.handle.multi.store(m.queued.len() as i64, Ordering::Relaxed);
+            // Each queued argument's bytes plus a pointer-and-length per argument.
+            let bytes: usize = argv.iter().map(|a| a.len() + 16).sum();
+            client.handle.multi_mem.fetch_add(bytes as u64, Ordering::Relaxed);
             out.simple("QUEUED");
             return;
         }
+    }
+    // CLIENT PAUSE: one load when no pause is on.
+    if srv.pause_until.load(Ordering::Relaxed) != 0 && must_wait_for_pause(srv, client, cmd) {
+        return postpone(srv, client, argv);
     }
     let plan = match (key_hint, cmd.scope, cmd.single_key) {
         // GET, SET, INCR … whose key the look-ahead already hashed to its shard.
@@ -190,6 +203,45 @@ fn gated(
     };
     let mut locks = Locks::acquire(&srv.ks, plan);
     call(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
+}
+
+/// Whether CLIENT PAUSE holds this command back: every command under `ALL`; under `WRITE`
+/// those that may write (write commands, and EXEC of a transaction holding one), as Redis.
+fn must_wait_for_pause(srv: &Server, client: &Client, cmd: &Command) -> bool {
+    let Some(all) = srv.pause_active(srv.now_ms()) else { return false };
+    if all || cmd.has(flags::WRITE) || cmd.has(flags::MAY_REPLICATE) {
+        return true;
+    }
+    cmd.name == "exec"
+        && client.multi.as_ref().is_some_and(|m| {
+            m.queued.iter().any(|argv| {
+                let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                resolve(srv, &args).is_ok_and(|c| c.has(flags::WRITE) || c.has(flags::MAY_REPLICATE))
+            })
+        })
+}
+
+/// Suspends the client until the pause ends (its deadline, or CLIENT UNPAUSE); the command
+/// then runs as if just received.
+#[cold]
+fn postpone(srv: &Server, client: &mut Client, argv: &[&[u8]]) {
+    let w = Arc::new(Waiter {
+        client_id: client.id(),
+        db: client.db,
+        argv: argv.iter().map(|a| a.to_vec()).collect(),
+        keys: Vec::new(),
+        deadline_ms: Some(srv.pause_until.load(Ordering::Relaxed)),
+        proto: client.proto,
+        serve: blocking::never_served,
+        on_timeout: |_| {},
+        state: parking_lot::Mutex::new(WaitState::Waiting),
+        wake: client.wake.clone().unwrap_or_else(|| Arc::new(|| {})),
+        postponed: true,
+    });
+    srv.blocked_clients.fetch_add(1, Ordering::Relaxed);
+    *client.handle.waiter.lock() = Some(w.clone());
+    client.waiting = Some(w.clone());
+    srv.paused.lock().push(w);
 }
 
 /// The shards a command must lock. `in_exec`: walkers lock their whole database.
@@ -282,6 +334,7 @@ pub fn call(
             stats: &ws.counters,
             ready: Vec::new(),
             key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
+            hold_expired: srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused(),
         },
         client,
     };
@@ -325,6 +378,7 @@ pub fn call(
             on_timeout: req.on_timeout,
             state: parking_lot::Mutex::new(WaitState::Waiting),
             wake: ctx.client.wake.clone().unwrap_or_else(|| Arc::new(|| {})),
+            postponed: false,
         });
         blocking::register(ctx.ks.locks, &w);
         srv.blocked_clients.fetch_add(1, Ordering::Relaxed);

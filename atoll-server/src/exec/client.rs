@@ -53,6 +53,8 @@ pub struct ClientHandle {
     pub last_cmd: AtomicUsize,
     /// In MULTI: number of queued commands, else -1 (as CLIENT LIST shows).
     pub multi: AtomicI64,
+    /// Bytes of the commands queued in MULTI (CLIENT LIST multi-mem).
+    pub multi_mem: AtomicU64,
     pub qbuf: AtomicU64,
     pub flags_watch: AtomicBool,
     pub no_evict: AtomicBool,
@@ -83,6 +85,7 @@ impl ClientHandle {
             lib_ver: Default::default(),
             last_cmd: 0.into(),
             multi: (-1).into(),
+            multi_mem: 0.into(),
             qbuf: 0.into(),
             flags_watch: AtomicBool::new(false),
             no_evict: AtomicBool::new(false),

@@ -101,6 +101,9 @@ pub struct KsView<'a, 'k> {
     /// The keyspace hash of one argument (address, length, hash), computed by the pipeline
     /// look-ahead: a lookup of that very slice need not hash it again.
     pub key_hint: Option<(usize, usize, u64)>,
+    /// CLIENT PAUSE is holding writes back: a key past its time reads as missing but is not
+    /// deleted (Redis keeps expiry's deletions for after the pause).
+    pub hold_expired: bool,
 }
 
 /// Lazy expiry's slow path: deletes a key whose time has passed, signals its watchers, counts
@@ -146,7 +149,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         let (db, now) = (self.db, self.now);
         let shard = self.locks.shard_of_key(db, key);
         let expired = shard.expired_hashed(key, h, now);
-        if expired {
+        if expired && !self.hold_expired {
             expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
         }
         (shard, h, expired)

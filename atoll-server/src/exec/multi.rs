@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 pub fn discard_state(_srv: &Server, client: &mut Client) {
     client.multi = None;
     client.handle.multi.store(-1, Ordering::Relaxed);
+    client.handle.multi_mem.store(0, Ordering::Relaxed);
 }
 
 /// Removes all of the client's watches, using `locks` for shards it holds.

@@ -51,6 +51,11 @@ pub struct Server {
     pub slowlog: super::slowlog::SlowLog,
     /// The latency monitor's events (LATENCY LATEST …).
     pub latency: super::latency::Monitor,
+    /// CLIENT PAUSE: its end (unix ms; 0 when none), whether it holds back every command or
+    /// only writes, and the clients postponed by it.
+    pub pause_until: AtomicI64,
+    pub pause_all: AtomicBool,
+    pub paused: Mutex<Vec<std::sync::Arc<super::blocking::Waiter>>>,
     /// Clients suspended in a blocking command (INFO blocked_clients).
     pub blocked_clients: std::sync::atomic::AtomicUsize,
     /// Time of the last INFO stats reset etc. are derived from these.
@@ -151,6 +156,9 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             io_uring: AtomicBool::new(false),
             blocked_clients: Default::default(),
+            pause_until: AtomicI64::new(0),
+            pause_all: AtomicBool::new(false),
+            paused: Mutex::new(Vec::new()),
             slowlog: Default::default(),
             latency: Default::default(),
             effects_on: AtomicBool::new(false),
@@ -181,6 +189,38 @@ impl Server {
         let on = sink.is_some();
         *self.sink.lock() = sink;
         self.effects_on.store(on, Ordering::Release);
+    }
+
+    /// CLIENT PAUSE: holds back writes (or, with `all`, every command) until `until`. A pause
+    /// already on keeps the later end and the wider kind, as in Redis.
+    pub fn pause(&self, until: i64, all: bool) {
+        self.pause_until.fetch_max(until, Ordering::Relaxed);
+        if all {
+            self.pause_all.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Some(all) while a pause is on at `now`.
+    pub fn pause_active(&self, now: i64) -> Option<bool> {
+        let until = self.pause_until.load(Ordering::Relaxed);
+        (until != 0 && now < until).then(|| self.pause_all.load(Ordering::Relaxed))
+    }
+
+    /// Writes are held back now (so expiry must not delete keys either, as in Redis).
+    pub fn writes_paused(&self) -> bool {
+        self.pause_until.load(Ordering::Relaxed) != 0 && self.pause_active(self.now_ms()).is_some()
+    }
+
+    /// CLIENT UNPAUSE: ends the pause; every postponed client runs its command.
+    pub fn unpause(&self) {
+        self.pause_until.store(0, Ordering::Relaxed);
+        self.pause_all.store(false, Ordering::Relaxed);
+        for w in std::mem::take(&mut *self.paused.lock()) {
+            if w.finish(super::blocking::WaitState::Retry) {
+                self.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                (w.wake)();
+            }
+        }
     }
 
     /// Commands per second over the last sampling period (sampled by the cron of worker 0).

@@ -352,7 +352,11 @@ impl Session {
     pub fn resume(&mut self, srv: &Server, ws: &WorkerStats, out: &mut Reply) -> bool {
         let Some(w) = self.client.waiting.take() else { return true };
         *self.client.handle.waiter.lock() = None;
-        let state = std::mem::replace(&mut *w.state.lock(), WaitState::Cancelled);
+        let mut state = std::mem::replace(&mut *w.state.lock(), WaitState::Cancelled);
+        // The end of a CLIENT PAUSE runs the postponed command.
+        if w.postponed && state == WaitState::TimedOut {
+            state = WaitState::Retry;
+        }
         out.proto = self.client.proto;
         crate::exec::blocking::unregister(&srv.ks, &w);
         match state {

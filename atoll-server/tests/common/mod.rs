@@ -224,7 +224,11 @@ impl RawConn {
             }
             let mut tmp = [0u8; 65536];
             let n = self.stream.read(&mut tmp).expect("read reply");
-            assert!(n > 0, "connection closed while waiting for a reply");
+            assert!(
+                n > 0,
+                "connection to port {:?} closed while waiting for a reply",
+                self.stream.peer_addr().map(|a| a.port())
+            );
             self.buf.extend_from_slice(&tmp[..n]);
         }
     }

@@ -1,0 +1,113 @@
+//! Server roles and extensions as a standalone Atoll has them: ROLE and REPLICAOF/SLAVEOF
+//! (a master; replicating from a primary is refused until replication exists), MODULE (no
+//! modules: LIST is empty, LOAD is refused), and LOLWUT, with our own art.
+
+use crate::exec::*;
+
+// ROLE
+pub fn role(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.array(3);
+    ctx.reply.bulk(b"master");
+    ctx.reply.int(0);
+    ctx.reply.array(0);
+    Ok(())
+}
+
+// REPLICAOF host port | NO ONE   (and SLAVEOF)
+pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
+    if eq_ic(ctx.arg(1), "no") && eq_ic(ctx.arg(2), "one") {
+        // Already a master: nothing to stop.
+        ctx.reply.ok();
+        return Ok(());
+    }
+    let port = ctx.arg(2);
+    if !port.iter().all(|c| c.is_ascii_digit())
+        || crate::protocol::parse_i64(port).is_none_or(|p| !(0..=65535).contains(&p))
+    {
+        return Err(CmdError::msg("ERR Invalid master port"));
+    }
+    Err(CmdError::msg("ERR REPLICAOF is not supported by Atoll yet: replication"))
+}
+
+// MODULE HELP
+pub fn module_help(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 1 {
+        return Err(CmdError::Arity("module".into()));
+    }
+    help_reply(
+        ctx,
+        "MODULE",
+        &[
+            "LIST",
+            "    Return a list of loaded modules.",
+            "LOAD <path> [<arg> ...]",
+            "    Load a module library from <path>, passing to it any optional arguments.",
+            "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+            "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+            "UNLOAD <name>",
+            "    Unload a module.",
+        ],
+    );
+    Ok(())
+}
+
+// MODULE LIST
+pub fn module_list(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.array(0);
+    Ok(())
+}
+
+// MODULE LOAD path [arg ...]  /  MODULE LOADEX path ...
+pub fn module_load(ctx: &mut Ctx) -> CmdResult {
+    crate::log_warning!(
+        "Module {} failed to load: Atoll does not load Redis modules (their C API is Redis's own process)",
+        String::from_utf8_lossy(ctx.arg(2))
+    );
+    Err(CmdError::msg("ERR Error loading the extension. Please check the server logs."))
+}
+
+// MODULE UNLOAD name
+pub fn module_unload(_ctx: &mut Ctx) -> CmdResult {
+    Err(CmdError::msg("ERR Error unloading module: no such module with that name"))
+}
+
+/// An atoll seen from above, in a field of `w` × `h` characters: a ring of reef around a
+/// lagoon, surf on the outside, the ring's width and the sea's swell varying with `seed`.
+fn atoll_art(w: usize, h: usize, seed: u64) -> String {
+    let mut out = String::new();
+    let (cx, cy) = (w as f64 / 2.0, h as f64 / 2.0);
+    let r = (w.min(h * 2) as f64) * 0.35;
+    for y in 0..h {
+        for x in 0..w {
+            // Characters are about twice as tall as wide.
+            let (dx, dy) = (x as f64 - cx, (y as f64 - cy) * 2.0);
+            let angle = dy.atan2(dx);
+            let wobble =
+                1.0 + 0.08 * (angle * 3.0 + seed as f64).sin() + 0.05 * (angle * 7.0 - seed as f64 * 0.7).cos();
+            let d = (dx * dx + dy * dy).sqrt() / (r * wobble);
+            let c = match d {
+                d if d < 0.62 => '.',
+                d if d < 0.74 => ':',
+                d if d < 1.0 => '#',
+                d if d < 1.08 => '%',
+                _ if (x as u64 * 7 + y as u64 * 13 + seed).is_multiple_of(11) => '~',
+                _ => ' ',
+            };
+            out.push(c);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+// LOLWUT [VERSION version]
+pub fn lolwut(ctx: &mut Ctx) -> CmdResult {
+    let mut seed = 0u64;
+    if ctx.args.len() >= 3 && eq_ic(ctx.arg(1), "version") {
+        seed = parse_int(ctx.arg(2))?.unsigned_abs();
+    }
+    let art = atoll_art(64, 20, seed);
+    let text = format!("{art}\nAtoll ver. {} (Redis ver. {})\n", env!("CARGO_PKG_VERSION"), crate::REDIS_VERSION);
+    ctx.reply.verbatim("txt", text.as_bytes());
+    Ok(())
+}

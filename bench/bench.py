@@ -13,7 +13,8 @@ per idle connection with 10,000 connections open.
 
 Usage: python3 bench/bench.py [--rounds 3] [--requests 1000000] [--only cpu|unix|mem|types|elements]
                               [--backends io_uring,epoll,base] [--pipelines 1,16]
-Atoll runs as "atoll-io_uring" (the default backend) and/or "atoll-epoll"; "base" is an older
+Atoll runs as "atoll-io_uring" (the default backend) and/or "atoll-epoll"; "untracked" is the
+default backend with latency tracking and hot-key sampling off (their cost); "base" is an older
 build given by $ATOLL_BASE, for before/after comparisons in one run. Server CPU is also split
 into user space and kernel ("user" column): loopback TCP costs both servers the same kernel work.
 Needs: redis-server, redis-benchmark (apt-get install redis-server redis-tools), taskset, and
@@ -55,10 +56,17 @@ def start(kind, cpu="0", extra=()):
         # "atoll-epoll" / "atoll-io_uring": this build on that backend ("atoll": the default,
         # io_uring); "base": an older build named by $ATOLL_BASE, for before/after comparisons.
         backend = kind.split("-", 1)[1] if "-" in kind else "io_uring"
+        # "atoll-untracked": the default backend with latency tracking and hot-key sampling
+        # off, to measure what they cost.
+        untracked = backend == "untracked"
+        if untracked:
+            backend = "io_uring"
         binary = os.environ["ATOLL_BASE"] if kind == "base" else ATOLL
         cmd = [binary, "--port", str(port), "--threads", "1", "--save", "", "--loglevel", "warning"]
         if kind != "base":
             cmd += ["--io-backend", backend]
+        if untracked:
+            cmd += ["--latency-tracking", "no", "--hotkeys", "no"]
     else:
         cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--loglevel", "warning"]
     cmd += list(extra)

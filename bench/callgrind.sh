@@ -9,7 +9,8 @@
 # the counters, runs `redis-benchmark -c 50 -n 400000 -r 100000 -d 32 -P <pipeline> -t <test>`,
 # and prints instructions per request for the whole server and for `Session::process` (the
 # request path without the event loop and periodic tasks, whose share grows under valgrind's
-# slowdown). Needs valgrind, redis-server's tools (redis-benchmark, redis-cli).
+# slowdown). $ATOLL_ARGS adds server arguments (e.g. "--latency-tracking no --hotkeys no").
+# Needs valgrind, redis-server's tools (redis-benchmark, redis-cli).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${1:-$ROOT/target/release/atoll-server}"
@@ -20,7 +21,8 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 OUT="$(mktemp -d)"
 trap 'kill "$VP" 2>/dev/null || true; rm -rf "$OUT"' EXIT
 
-valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" "$BIN" --port "$PORT" --threads 1 --save "" \
+# shellcheck disable=SC2086
+valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" "$BIN" --port "$PORT" --threads 1 --save "" ${ATOLL_ARGS:-} \
     >/dev/null 2>&1 &
 VP=$!
 # Start-up under valgrind takes from seconds to over a minute on this VM.

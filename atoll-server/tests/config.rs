@@ -285,3 +285,31 @@ fn config_rewrite_keeps_the_file() {
     assert_eq!(std::fs::read_to_string(&conf).unwrap(), text);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Redis 7.2's stock redis.conf and its test suite's default.conf (from the oracle's source
+/// tree) load as they are; the values they set are what CONFIG GET then reports.
+#[test]
+fn stock_redis_configs_load() {
+    let src = std::path::Path::new(&redis_bin()).parent().unwrap().parent().unwrap().to_path_buf();
+    for (file, checks) in [
+        ("redis.conf", &[("hash-max-listpack-entries", "512"), ("appendonly", "no"), ("protected-mode", "yes")][..]),
+        ("tests/assets/default.conf", &[("notify-keyspace-events", "AKE"), ("latency-monitor-threshold", "1"), ("save", "")]),
+    ] {
+        let path = src.join(file);
+        let dir = std::env::temp_dir();
+        let port = free_port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+            .arg(&path)
+            .args(["--port", &port.to_string(), "--pidfile", "", "--dir", dir.to_str().unwrap(), "--logfile", ""])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let _srv = ServerProc { child, port, name: "atoll" };
+        wait_for_port(port);
+        let mut c = RawConn::connect(port);
+        for (name, want) in checks {
+            let got = parse_array(&c.cmd(&[b"CONFIG", b"GET", name.as_bytes()]));
+            assert_eq!(String::from_utf8_lossy(&got[1]), *want, "{file}: {name}");
+        }
+    }
+}

@@ -283,9 +283,15 @@ pub fn client_setinfo(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// One CLIENT LIST line, with 7.2's fields.
-/// A CLIENT LIST / CLIENT INFO line. `argv_mem`: the arguments of the command running now
-/// (only the caller is running one; Redis frees every other client's after its command).
-fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, argv_mem: usize) -> String {
+/// A CLIENT LIST / CLIENT INFO line. `current`: the arguments of the command running now (only
+/// the caller is running one): Redis counts them in argv-mem, and the request itself in qbuf,
+/// since its query buffer is trimmed after the command.
+fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: Option<&[&[u8]]>) -> String {
+    let argv_mem: usize = current.map_or(0, |a| a.iter().map(|x| x.len()).sum());
+    let request: usize = current.map_or(0, |a| {
+        let len = |n: usize| itoa::Buffer::new().format(n).len();
+        3 + len(a.len()) + a.iter().map(|x| 5 + len(x.len()) + x.len()).sum::<usize>()
+    });
     let cmd = match h.last_cmd.load(Ordering::Relaxed) {
         0 => "NULL".to_string(),
         i => srv.table.all[i - 1].name.clone(),
@@ -310,7 +316,7 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, argv_mem: 
     if flags.is_empty() {
         flags.push('N');
     }
-    let qbuf = h.qbuf.load(Ordering::Relaxed);
+    let qbuf = h.qbuf.load(Ordering::Relaxed) + request as u64;
     let multi_mem = h.multi_mem.load(Ordering::Relaxed);
     // What a connection itself holds in Atoll: its state (about 1 KB; docs/BENCHMARKS.md
     // measures 1.6 KB per idle connection with the kernel's share) plus the buffers above.
@@ -386,8 +392,8 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
                 continue;
             }
         }
-        let argv_mem = if h.id == ctx.client.id() { ctx.args.iter().map(|a| a.len()).sum() } else { 0 };
-        out.push_str(&client_line(ctx.srv, &h, now, argv_mem));
+        let current = if h.id == ctx.client.id() { Some(ctx.args) } else { None };
+        out.push_str(&client_line(ctx.srv, &h, now, current));
         out.push('\n');
     }
     ctx.reply.verbatim("txt", out.as_bytes());
@@ -396,8 +402,7 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
 
 // CLIENT INFO
 pub fn client_info(ctx: &mut Ctx) -> CmdResult {
-    let argv_mem = ctx.args.iter().map(|a| a.len()).sum();
-    let mut line = client_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms(), argv_mem);
+    let mut line = client_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms(), Some(ctx.args));
     line.push('\n');
     ctx.reply.verbatim("txt", line.as_bytes());
     Ok(())
@@ -446,6 +451,10 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
         } else if eq_ic(k, "LADDR") {
             laddr = Some(v.to_vec());
         } else if eq_ic(k, "USER") {
+            // Only the default user exists until ACL users land.
+            if v != b"default" {
+                return Err(CmdError::msg(format!("ERR No such user '{}'", String::from_utf8_lossy(v))));
+            }
             user = Some(v.to_vec());
         } else if eq_ic(k, "TYPE") {
             let t = String::from_utf8_lossy(v).to_lowercase();

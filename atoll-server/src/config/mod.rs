@@ -14,6 +14,11 @@ pub use value::parse_memory;
 
 const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
 
+/// `Hot::track` bit: per-command latency histograms (`latency-tracking`).
+pub const TRACK_LATENCY: u32 = 1;
+/// `Hot::track` bit: hot-key sampling (`hotkeys`).
+pub const TRACK_HOTKEYS: u32 = 2;
+
 /// Values read on hot paths, mirrored into atomics whenever the table changes.
 #[derive(Default)]
 pub struct Hot {
@@ -40,6 +45,9 @@ pub struct Hot {
     pub slowlog_max_len: AtomicUsize,
     pub latency_monitor_ms: AtomicU64,
     pub latency_tracking: AtomicBool,
+    /// What the end of every command records, one load for all: [`TRACK_LATENCY`] and
+    /// [`TRACK_HOTKEYS`] bits.
+    pub track: AtomicU32,
     /// The smallest duration (µs) that concerns the slow log or the latency monitor; u64::MAX
     /// when both are off. `call` compares each command's duration with this one number.
     pub slow_us: AtomicU64,
@@ -485,6 +493,8 @@ impl Config {
         let slow_mon = if monitor > 0 { monitor.saturating_mul(1000) } else { u64::MAX };
         h.slow_us.store(slow_log.min(slow_mon), Ordering::Relaxed);
         h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
+        let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
+        h.track.store(track, Ordering::Relaxed);
         let lvl = LOGLEVELS.iter().position(|l| l == get("loglevel")).unwrap_or(2);
         h.loglevel.store(lvl as u32, Ordering::Relaxed);
     }

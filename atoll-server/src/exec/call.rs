@@ -401,16 +401,17 @@ pub fn call(
     let us = end.duration_since(start).as_micros() as u64;
     stats::bump(&st.usec, us);
     let hot = &srv.config.hot;
-    if hot.latency_tracking.load(Ordering::Relaxed) {
+    let track = hot.track.load(Ordering::Relaxed);
+    if track & crate::config::TRACK_LATENCY != 0 {
         st.hist.record(us);
     }
-    if us >= hot.slow_us.load(Ordering::Relaxed) {
-        slow_call(srv, ctx.client, cmd, argv, us);
-    }
-    if hot.hotkeys.load(Ordering::Relaxed) {
+    if track & crate::config::TRACK_HOTKEYS != 0 {
         if let Some(key) = cmd.single_key.and_then(|i| argv.get(i)) {
             ws.hot.touch(db, key);
         }
+    }
+    if us >= hot.slow_us.load(Ordering::Relaxed) {
+        slow_call(srv, ctx.client, cmd, argv, us);
     }
     ctx.client.clock = Some(end);
     stats::bump(&ws.counters.commands, 1);

@@ -293,7 +293,10 @@ fn stock_redis_configs_load() {
     let src = std::path::Path::new(&redis_bin()).parent().unwrap().parent().unwrap().to_path_buf();
     for (file, checks) in [
         ("redis.conf", &[("hash-max-listpack-entries", "512"), ("appendonly", "no"), ("protected-mode", "yes")][..]),
-        ("tests/assets/default.conf", &[("notify-keyspace-events", "AKE"), ("latency-monitor-threshold", "1"), ("save", "")]),
+        (
+            "tests/assets/default.conf",
+            &[("notify-keyspace-events", "AKE"), ("latency-monitor-threshold", "1"), ("save", "")],
+        ),
     ] {
         let path = src.join(file);
         let dir = std::env::temp_dir();

@@ -187,18 +187,7 @@ fn serialized_length(v: &Value, fill: i64) -> usize {
         }
         Value::Set(s) => match s.encoding() {
             "intset" => {
-                let mut w = 2;
-                s.for_each(|m| {
-                    let i = crate::protocol::parse_i64(m).unwrap_or(0);
-                    w = w.max(if i16::try_from(i).is_ok() {
-                        2
-                    } else if i32::try_from(i).is_ok() {
-                        4
-                    } else {
-                        8
-                    });
-                });
-                let n = 8 + w * s.len();
+                let n = s.intset_bytes().unwrap_or(8);
                 rdb_len(n) + n
             }
             "listpack" => {

@@ -91,20 +91,7 @@ fn value_size(v: &Value, samples: usize, fill: i64) -> usize {
             ROBJ + QUICKLIST + sampled(nodes.iter().map(|b| QUICKLIST_NODE + je(*b)), samples, nodes.len())
         }
         Value::Set(s) => match s.encoding() {
-            "intset" => {
-                let mut w = 2;
-                s.for_each(|m| {
-                    let i = crate::protocol::parse_i64(m).unwrap_or(0);
-                    w = w.max(if i16::try_from(i).is_ok() {
-                        2
-                    } else if i32::try_from(i).is_ok() {
-                        4
-                    } else {
-                        8
-                    });
-                });
-                ROBJ + je(8 + w * s.len())
-            }
+            "intset" => ROBJ + je(s.intset_bytes().unwrap_or(8)),
             "listpack" => {
                 let mut n = LP;
                 s.for_each(|m| n += lp_entry_size(m));

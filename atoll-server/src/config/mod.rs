@@ -493,7 +493,8 @@ impl Config {
         let slow_mon = if monitor > 0 { monitor.saturating_mul(1000) } else { u64::MAX };
         h.slow_us.store(slow_log.min(slow_mon), Ordering::Relaxed);
         h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
-        let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
+        let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY
+            + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
         h.track.store(track, Ordering::Relaxed);
         let lvl = LOGLEVELS.iter().position(|l| l == get("loglevel")).unwrap_or(2);
         h.loglevel.store(lvl as u32, Ordering::Relaxed);

@@ -192,6 +192,22 @@ impl Set {
     }
 
     /// The name OBJECT ENCODING reports.
+    /// The bytes Redis's intset holding these members takes (an 8-byte header, then every
+    /// member in the width the widest needs), or None unless `intset`-encoded.
+    pub fn intset_bytes(&self) -> Option<usize> {
+        let Repr::Ints(v) = &self.repr else { return None };
+        let width = v.iter().fold(2, |w, &i| {
+            w.max(if i16::try_from(i).is_ok() {
+                2
+            } else if i32::try_from(i).is_ok() {
+                4
+            } else {
+                8
+            })
+        });
+        Some(8 + width * v.len())
+    }
+
     /// The member table's statistics when `hashtable`-encoded (DEBUG HTSTATS-KEY).
     pub fn dict_stats(&self) -> Option<Vec<(usize, usize, Vec<usize>)>> {
         match &self.repr {

@@ -4,7 +4,8 @@ use crate::exec::Server;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-const DEFAULT: &[&str] = &[
+/// Every section, in the order Redis 7.2 prints them.
+const ORDER: &[&str] = &[
     "server",
     "clients",
     "memory",
@@ -13,30 +14,25 @@ const DEFAULT: &[&str] = &[
     "replication",
     "cpu",
     "modules",
+    "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
 ];
-const ALL_EXTRA: &[&str] = &["commandstats", "latencystats"];
+/// The sections of a plain INFO.
+const DEFAULT_OMITS: &[&str] = &["commandstats", "latencystats"];
 
 /// Which sections an INFO call asked for, in Redis's order.
 pub fn select_sections(args: &[&[u8]]) -> Vec<&'static str> {
-    if args.is_empty() {
-        return DEFAULT.to_vec();
-    }
-    let mut want: Vec<String> = args.iter().map(|a| String::from_utf8_lossy(a).to_lowercase()).collect();
-    let mut out = Vec::new();
+    let want: Vec<String> = args.iter().map(|a| String::from_utf8_lossy(a).to_lowercase()).collect();
     let everything = want.iter().any(|w| w == "all" || w == "everything");
-    let default = want.iter().any(|w| w == "default");
-    for s in DEFAULT.iter().chain(ALL_EXTRA) {
-        let listed = want.iter().any(|w| w == s);
-        let in_default = DEFAULT.contains(s);
-        if everything || listed || (default && in_default) {
-            out.push(*s);
-        }
-    }
-    want.clear();
-    out
+    let default = args.is_empty() || want.iter().any(|w| w == "default");
+    ORDER
+        .iter()
+        .filter(|s| everything || want.iter().any(|w| w == *s) || (default && !DEFAULT_OMITS.contains(s)))
+        .copied()
+        .collect()
 }
 
 fn human(bytes: u64) -> String {
@@ -132,6 +128,11 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("executable:{}", srv.executable);
                 f!("config_file:{}", srv.config.config_file.clone().unwrap_or_default());
                 f!("io_threads_active:0");
+                let mut binds = String::new();
+                for b in srv.config.get("bind").split_whitespace() {
+                    binds.push_str(&format!("bind={b},"));
+                }
+                f!("listener0:name=tcp,{}port={}", binds, srv.tcp_port);
                 f!("threads:{}", srv.threads);
             }
             "clients" => {
@@ -292,6 +293,15 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("io_threaded_writes_processed:0");
                 f!("reply_buffer_shrinks:0");
                 f!("reply_buffer_expands:0");
+                // Worker rounds (all workers): how many, their busy time, and the part spent
+                // running commands.
+                let cmd_us: u64 = srv.table.all.iter().map(|c| st.cmd_sum(c.id, |s| &s.usec)).sum();
+                f!("eventloop_cycles:{}", st.sum(|c| &c.eventloop_cycles));
+                f!("eventloop_duration_sum:{}", st.sum(|c| &c.eventloop_us));
+                f!("eventloop_duration_cmd_sum:{}", cmd_us);
+                let (per_sec, per_cycle) = srv.instantaneous_eventloop();
+                f!("instantaneous_eventloop_cycles_per_sec:{}", per_sec);
+                f!("instantaneous_eventloop_duration_usec:{}", per_cycle);
                 f!("acl_access_denied_auth:0");
                 f!("acl_access_denied_cmd:0");
                 f!("acl_access_denied_key:0");

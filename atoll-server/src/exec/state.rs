@@ -17,6 +17,24 @@ pub enum ShutdownMode {
     Save,
 }
 
+/// Totals at the last sampling instant and the rates computed then (INFO instantaneous_*).
+#[derive(Clone, Copy)]
+struct Sample {
+    at: Instant,
+    ops: u64,
+    cycles: u64,
+    us: u64,
+    ops_per_sec: u64,
+    cycles_per_sec: u64,
+    us_per_cycle: u64,
+}
+
+impl Default for Sample {
+    fn default() -> Sample {
+        Sample { at: Instant::now(), ops: 0, cycles: 0, us: 0, ops_per_sec: 0, cycles_per_sec: 0, us_per_cycle: 0 }
+    }
+}
+
 /// A consumer of write effects (AOF, replicas, tests).
 pub type EffectSink = Box<dyn Fn(&[Effect]) + Send + Sync>;
 
@@ -61,7 +79,7 @@ pub struct Server {
     /// Time of the last INFO stats reset etc. are derived from these.
     effects_on: AtomicBool,
     /// (time of the last sample, commands then, ops/sec computed) for INFO.
-    ops_sample: Mutex<(Instant, u64, u64)>,
+    ops_sample: Mutex<Sample>,
     sink: Mutex<Option<EffectSink>>,
 }
 
@@ -163,7 +181,7 @@ impl Server {
             latency: Default::default(),
             effects_on: AtomicBool::new(false),
             sink: Mutex::new(None),
-            ops_sample: Mutex::new((Instant::now(), 0, 0)),
+            ops_sample: Mutex::new(Sample { at: Instant::now(), ..Sample::default() }),
             config,
         }
     }
@@ -225,18 +243,28 @@ impl Server {
 
     /// Commands per second over the last sampling period (sampled by the cron of worker 0).
     pub fn instantaneous_ops(&self) -> u64 {
-        self.ops_sample.lock().2
+        self.ops_sample.lock().ops_per_sec
     }
 
-    /// Called periodically: updates the instantaneous ops/sec figure.
+    /// (event-loop rounds per second, µs of work per round) over the last sampling period.
+    pub fn instantaneous_eventloop(&self) -> (u64, u64) {
+        let s = self.ops_sample.lock();
+        (s.cycles_per_sec, s.us_per_cycle)
+    }
+
+    /// Called periodically: updates the instantaneous figures (at most once a second).
     pub fn sample_ops(&self) {
-        let total = self.stats.sum(|c| &c.commands);
+        let ops = self.stats.sum(|c| &c.commands);
+        let cycles = self.stats.sum(|c| &c.eventloop_cycles);
+        let us = self.stats.sum(|c| &c.eventloop_us);
         let mut s = self.ops_sample.lock();
-        let el = s.0.elapsed().as_secs_f64();
+        let el = s.at.elapsed().as_secs_f64();
         if el >= 1.0 {
-            s.2 = ((total.saturating_sub(s.1)) as f64 / el) as u64;
-            s.0 = Instant::now();
-            s.1 = total;
+            let d_cycles = cycles.saturating_sub(s.cycles);
+            s.ops_per_sec = (ops.saturating_sub(s.ops) as f64 / el) as u64;
+            s.cycles_per_sec = (d_cycles as f64 / el) as u64;
+            s.us_per_cycle = us.saturating_sub(s.us).checked_div(d_cycles).unwrap_or(0);
+            *s = Sample { at: Instant::now(), ops, cycles, us, ..*s };
         }
     }
 

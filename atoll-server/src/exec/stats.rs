@@ -33,6 +33,9 @@ pub struct Counters {
     pub error_replies: AtomicU64,
     pub unexpected_error_replies: AtomicU64,
     pub dirty: AtomicU64,
+    /// Event-loop rounds, and the time spent working in them (not waiting), in µs.
+    pub eventloop_cycles: AtomicU64,
+    pub eventloop_us: AtomicU64,
 }
 
 /// Per-command counters (INFO commandstats).
@@ -82,6 +85,8 @@ impl WorkerStats {
             &c.expire_cycle_cpu_ms,
             &c.error_replies,
             &c.unexpected_error_replies,
+            &c.eventloop_cycles,
+            &c.eventloop_us,
         ] {
             a.store(0, Ordering::Relaxed);
         }

@@ -81,6 +81,7 @@ impl Worker {
                 }
                 continue;
             }
+            self.core.begin_round();
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {

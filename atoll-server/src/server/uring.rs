@@ -366,6 +366,7 @@ impl Worker {
                     _ => crate::log_warning!("io_uring_enter failed: {e}"),
                 }
             }
+            self.core.begin_round();
             self.cqes.clear();
             self.cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
             let cqes = std::mem::take(&mut self.cqes);

@@ -177,12 +177,14 @@ pub struct Core {
     pub to_flush: Vec<usize>,
     timers: Timers,
     next_cron: i64,
+    /// When the current round's work began (after its wait).
+    round_start: Option<quanta::Instant>,
 }
 
 impl Core {
     pub fn new(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>) -> Core {
         let next_cron = srv.now_ms();
-        Core { id, srv, inbox, to_flush: Vec::new(), timers: BinaryHeap::new(), next_cron }
+        Core { id, srv, inbox, to_flush: Vec::new(), timers: BinaryHeap::new(), next_cron, round_start: None }
     }
 
     /// How long the loop may sleep: until the next blocked client's deadline or cron tick.
@@ -305,8 +307,19 @@ impl Core {
         pending
     }
 
+    /// The wait is over: a round of work begins (INFO's eventloop_* figures).
+    #[inline]
+    pub fn begin_round(&mut self) {
+        self.round_start = Some(self.srv.clock.instant());
+    }
+
     /// End of a round: recycles the flush list, then deadlines that passed and the cron.
     pub fn end_round<C: HasLink>(&mut self, mut flushed: Vec<usize>, conns: &mut slab::Slab<C>) {
+        if let Some(t0) = self.round_start.take() {
+            let c = &self.srv.stats.workers[self.id].counters;
+            bump(&c.eventloop_cycles, 1);
+            bump(&c.eventloop_us, self.srv.clock.instant().saturating_duration_since(t0).as_micros() as u64);
+        }
         flushed.clear();
         if self.to_flush.is_empty() {
             self.to_flush = flushed;

@@ -87,6 +87,27 @@ fn rusage(who: i32) -> (String, String) {
     )
 }
 
+/// Keys clients are blocked on, and those of them an XREADGROUP waits on (it is also woken when
+/// the key goes away: Redis's "on nokey"). One shard at a time; INFO is not on a hot path.
+fn blocking_keys(srv: &Server) -> (usize, usize) {
+    let (mut keys, mut nokey) = (0, 0);
+    for db in 0..srv.ks.num_dbs() {
+        srv.ks.walk_shards(db, |_, sh| {
+            if let Some(b) = &sh.blocked {
+                for q in b.values() {
+                    keys += 1;
+                    let group_reader = q.iter().any(|w| {
+                        w.downcast_ref::<crate::exec::blocking::Waiter>()
+                            .is_some_and(|w| w.argv.first().is_some_and(|a| a.eq_ignore_ascii_case(b"xreadgroup")))
+                    });
+                    nokey += group_reader as usize;
+                }
+            }
+        });
+    }
+    (keys, nokey)
+}
+
 /// Builds the INFO text. `locks` are the caller's (inside EXEC it holds every database, so the
 /// keyspace section reads through them instead of locking shards again).
 pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Locks) -> String {
@@ -145,8 +166,9 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("blocked_clients:{}", srv.blocked_clients.load(Ordering::Relaxed));
                 f!("tracking_clients:0");
                 f!("clients_in_timeout_table:0");
-                f!("total_blocking_keys:0");
-                f!("total_blocking_keys_on_nokey:0");
+                let (keys, nokey) = blocking_keys(srv);
+                f!("total_blocking_keys:{}", keys);
+                f!("total_blocking_keys_on_nokey:{}", nokey);
             }
             "memory" => {
                 let (alloc, active, resident) = allocated_bytes();

@@ -153,11 +153,12 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
             Ok(if on.is_empty() { names[0].to_string() } else { on.join(" ") })
         }
         Kind::Save => {
-            if args == [""] {
+            // `save ""`, or a bare `save` line: no save points.
+            if args.is_empty() || args == [""] {
                 return Ok(String::new());
             }
             let bad = || "Invalid save parameters".to_string();
-            if args.is_empty() || !args.len().is_multiple_of(2) {
+            if !args.len().is_multiple_of(2) {
                 return Err(bad());
             }
             let mut out = Vec::new();

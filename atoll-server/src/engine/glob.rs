@@ -3,12 +3,19 @@
 //!
 //! Iterative with single-star backtracking, so time is O(pattern × string) and the stack is
 //! constant whatever the pattern (Redis once had a stack-overflow CVE in its recursive matcher).
+//! Redis 7.2 bounds that recursion instead: a match that needs more than 1000 nested `*` fails.
+//! Clients can see that (a KEYS pattern of many thousand stars finds nothing), so it is kept.
+
+/// Redis's recursion bound: the star group at which its matcher gives up.
+const MAX_NESTING: usize = 1000;
 
 pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
     let eq = |a: u8, b: u8| if nocase { a.eq_ignore_ascii_case(&b) } else { a == b };
     let (mut p, mut s) = (0usize, 0usize);
     // Where to resume after the most recent '*': pattern index after it, string index.
     let mut star: Option<(usize, usize)> = None;
+    // Star groups reached so far, and where the last one counted ends.
+    let (mut groups, mut counted_to) = (0usize, 0usize);
     loop {
         if p < pattern.len() {
             match pattern[p] {
@@ -18,6 +25,13 @@ pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
                     }
                     if p == pattern.len() {
                         return true;
+                    }
+                    if p > counted_to {
+                        groups += 1;
+                        counted_to = p;
+                        if groups > MAX_NESTING {
+                            return false;
+                        }
                     }
                     star = Some((p, s));
                     continue;

@@ -51,6 +51,11 @@ fn reject(ws: &WorkerStats, client: &mut Client, out: &mut Reply, cmd: Option<&C
 pub fn error_reply(ws: &WorkerStats, out: &mut Reply, e: &CmdError) {
     let text = e.text();
     out.error(&text);
+    count_error(ws, &text);
+}
+
+/// Counts an error reply (INFO total_error_replies and errorstats by its first word).
+pub fn count_error(ws: &WorkerStats, text: &str) {
     ws.counters.error_replies.fetch_add(1, Ordering::Relaxed);
     let code = text.split(' ').next().unwrap_or("ERR").to_string();
     *ws.errors.lock().entry(code).or_insert(0) += 1;

@@ -360,7 +360,18 @@ impl Session {
         out.proto = self.client.proto;
         crate::exec::blocking::unregister(&srv.ks, &w);
         match state {
-            WaitState::Served(bytes) => out.raw(&bytes),
+            WaitState::Served(bytes) => {
+                // A waiter served with an error (a stream deleted under XREADGROUP) counts it
+                // as the command's error, as Redis does.
+                if let Some(text) = bytes.strip_prefix(b"-") {
+                    let text = String::from_utf8_lossy(text);
+                    crate::exec::call::count_error(ws, text.trim_end());
+                    if let Some(c) = w.argv.first().and_then(|n| srv.table.lookup(n)) {
+                        ws.cmds[c.id].failed_calls.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                out.raw(&bytes)
+            }
             WaitState::Retry => {
                 self.client.clock = None;
                 let argv: Vec<&[u8]> = w.argv.iter().map(|a| a.as_slice()).collect();

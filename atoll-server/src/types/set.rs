@@ -591,9 +591,11 @@ pub(crate) fn parse_card_limit(ctx: &Ctx, mut i: usize) -> Result<usize, CmdErro
     let mut limit = 0;
     while i < ctx.args.len() {
         if eq_ic(ctx.args[i], "LIMIT") && i + 1 < ctx.args.len() {
-            let l = parse_int(ctx.args[i + 1])?;
+            // Redis words a limit that is not an integer the same way.
+            let bad = || CmdError::msg("ERR LIMIT can't be negative");
+            let l = parse_int(ctx.args[i + 1]).map_err(|_| bad())?;
             if l < 0 {
-                return Err(CmdError::msg("ERR LIMIT can't be negative"));
+                return Err(bad());
             }
             limit = l as usize;
             i += 2;

@@ -1049,9 +1049,11 @@ fn parse_op<'a>(
                 };
                 j += 2;
             } else if card && remaining >= 2 && eq_ic(args[j], "limit") {
-                let l = parse_int(args[j + 1])?;
+                // Redis words a limit that is not an integer the same way.
+                let bad = || CmdError::msg("ERR LIMIT can't be negative");
+                let l = parse_int(args[j + 1]).map_err(|_| bad())?;
                 if l < 0 {
-                    return Err(CmdError::msg("ERR LIMIT can't be negative"));
+                    return Err(bad());
                 }
                 a.limit = l as usize;
                 j += 2;

@@ -597,7 +597,24 @@ impl<N: Chained> RawDict<N> {
         if self.is_empty() {
             return None;
         }
-        // Sample non-empty buckets; chains are short because the load factor stays ≤ 1.
+        // A small table: an index drawn uniformly and walked to, exactly fair (HRANDFIELD and
+        // SRANDMEMBER with a negative count draw from it over and over; Redis's test checks
+        // the draws are uniform).
+        if self.len() <= 128 {
+            let mut n = rng.gen_range(0..self.len());
+            let mut found = None;
+            self.for_each(|p| {
+                if n == 0 && found.is_none() {
+                    found = Some(p);
+                }
+                n = n.wrapping_sub(1);
+            });
+            return found;
+        }
+        // Sample non-empty buckets; chains are short because the load factor stays ≤ 1. A
+        // position in the chain is drawn below a common bound and redrawn past its end, so an
+        // element in a longer chain is not less likely than one alone in its bucket.
+        const CHAIN_BOUND: usize = 8;
         loop {
             let (t, idx) = if let Some(ri) = self.rehash_idx {
                 // Buckets below rehash_idx in t[0] are empty.
@@ -620,7 +637,10 @@ impl<N: Chained> RawDict<N> {
                     })
                 };
                 let len = chain().count();
-                return chain().nth(rng.gen_range(0..len));
+                let j = rng.gen_range(0..len.max(CHAIN_BOUND));
+                if j < len {
+                    return chain().nth(j);
+                }
             }
         }
     }
@@ -810,6 +830,29 @@ mod tests {
     }
 
     use super::*;
+
+    /// Random draws from small and large tables are uniform (chi-square, as Redis's
+    /// HRANDFIELD test checks them; 9 degrees of freedom, 40 is p = 0.00001).
+    #[test]
+    fn random_draws_are_uniform() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for n in [10usize, 1000] {
+            let mut d: Dict<usize> = Dict::new();
+            for i in 0..n {
+                d.insert(format!("k{i}").as_bytes(), i);
+            }
+            let draws = 20 * n.max(500);
+            let mut seen = vec![0usize; n];
+            for _ in 0..draws {
+                seen[*d.random(&mut rng).unwrap().1] += 1;
+            }
+            let expect = draws as f64 / n as f64;
+            let chi: f64 = seen.iter().map(|&o| (o as f64 - expect).powi(2) / expect).sum();
+            // Degrees of freedom n - 1; the bound is far above their mean.
+            assert!(chi < (n as f64 - 1.0) * 2.0 + 40.0, "n={n} chi={chi}");
+        }
+    }
     use std::collections::HashSet;
 
     #[test]

@@ -179,13 +179,18 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("used_memory_human:{}", human(alloc));
                 f!("used_memory_rss:{}", rss);
                 f!("used_memory_rss_human:{}", human(rss));
-                f!("used_memory_peak:{}", alloc);
-                f!("used_memory_peak_human:{}", human(alloc));
-                f!("used_memory_peak_perc:100.00%");
-                f!("used_memory_overhead:0");
-                f!("used_memory_startup:0");
-                f!("used_memory_dataset:{}", alloc);
-                f!("used_memory_dataset_perc:100.00%");
+                // The peak as INFO and MEMORY STATS have seen it; the startup figure is what the
+                // server held once up, the dataset the rest (Redis subtracts its overheads too).
+                let peak = srv.peak_allocated.fetch_max(alloc, Ordering::Relaxed).max(alloc);
+                let startup = srv.startup_allocated.load(Ordering::Relaxed);
+                let dataset = alloc.saturating_sub(startup);
+                f!("used_memory_peak:{}", peak);
+                f!("used_memory_peak_human:{}", human(peak));
+                f!("used_memory_peak_perc:{:.2}%", alloc as f64 * 100.0 / peak.max(1) as f64);
+                f!("used_memory_overhead:{}", startup);
+                f!("used_memory_startup:{}", startup);
+                f!("used_memory_dataset:{}", dataset);
+                f!("used_memory_dataset_perc:{:.2}%", dataset as f64 * 100.0 / alloc.max(1) as f64);
                 f!("allocator_allocated:{}", alloc);
                 f!("allocator_active:{}", active);
                 f!("allocator_resident:{}", resident);

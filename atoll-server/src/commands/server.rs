@@ -574,6 +574,33 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
         return Err(CmdError::msg("ERR Invalid number of arguments specified for command"));
     }
     let mut out = Vec::new();
+    // SORT's STORE key has no key spec Redis can search (its specs say "unknown"): Redis finds
+    // it with its own scan, skipping LIMIT's two arguments and BY's and GET's one; the last
+    // STORE wins.
+    if cmd.name == "sort" {
+        let flags = |i: usize| -> Vec<String> {
+            cmd.spec["key_specs"][i]["flags"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+                .unwrap_or_default()
+        };
+        out.push((argv[1].to_vec(), flags(0)));
+        let (mut i, mut store) = (2, None);
+        while i < argv.len() {
+            if eq_ic(argv[i], "limit") {
+                i += 2;
+            } else if eq_ic(argv[i], "get") || eq_ic(argv[i], "by") {
+                i += 1;
+            } else if eq_ic(argv[i], "store") && i + 1 < argv.len() {
+                store = Some(i + 1);
+            }
+            i += 1;
+        }
+        if let Some(k) = store {
+            out.push((argv[k].to_vec(), flags(2)));
+        }
+        return Ok(out);
+    }
     for (i, spec) in cmd.key_specs.iter().enumerate() {
         let mut pos = Vec::new();
         keyspec::key_positions(std::slice::from_ref(spec), argv, &mut pos)

@@ -291,6 +291,7 @@ static ROWS: &[Row] = &[
     // hyperloglog (types::hll)
     c("pfadd", crate::types::hll::pfadd, Keys),
     c("pfcount", crate::types::hll::pfcount, Keys),
+    c("pfselftest", crate::types::hll::pfselftest, None),
     c("pfmerge", crate::types::hll::pfmerge, Keys),
     // sort (types::sort)
     c("sort", crate::types::sort::sort, Db),

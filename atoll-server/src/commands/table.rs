@@ -292,6 +292,7 @@ static ROWS: &[Row] = &[
     c("pfadd", crate::types::hll::pfadd, Keys),
     c("pfcount", crate::types::hll::pfcount, Keys),
     c("pfselftest", crate::types::hll::pfselftest, None),
+    c("pfdebug", crate::types::hll::pfdebug, Keys),
     c("pfmerge", crate::types::hll::pfmerge, Keys),
     // sort (types::sort)
     c("sort", crate::types::sort::sort, Db),

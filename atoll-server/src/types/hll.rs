@@ -644,6 +644,63 @@ pub fn pfselftest(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+// PFDEBUG <GETREG|DECODE|ENCODING|TODENSE> key — the test suite's window into the encoding.
+pub fn pfdebug(ctx: &mut Ctx) -> CmdResult {
+    let (sub, key) = (ctx.arg(1), ctx.arg(2));
+    let Some(o) = ctx.ks.lookup_write(key) else {
+        return Err(CmdError::msg("ERR The specified key does not exist"));
+    };
+    hll_bytes(&o)?;
+    let h = o.into_mut().make_raw().expect("checked to be a string");
+    let corrupt = || CmdError::msg(INVALID_HLL);
+    match sub.to_ascii_lowercase().as_slice() {
+        b"getreg" => {
+            let converted = h[4] == ENC_SPARSE;
+            sparse_to_dense(h).map_err(|_| corrupt())?;
+            ctx.reply.array(REGISTERS);
+            for i in 0..REGISTERS {
+                ctx.reply.int(dense_get(&h[HDR_SIZE..], i) as i64);
+            }
+            // The encoding changed: counted as a change so the command propagates (as in
+            // Redis, watchers are not told; the value it stands for is the same).
+            ctx.ks.dirty += converted as u64;
+        }
+        b"decode" => {
+            if h[4] != ENC_SPARSE {
+                return Err(CmdError::msg("ERR HLL encoding is not sparse"));
+            }
+            // Printed opcode by opcode as stored, without checking the register count (as
+            // Redis does: this is how a corrupted value is inspected).
+            let body = &h[HDR_SIZE..];
+            let mut parts = Vec::new();
+            let mut p = 0;
+            while p < body.len() {
+                // A truncated XZERO at the very end reads its second byte as 0: Redis reads
+                // the string's terminator there.
+                let op = Op::decode(body, p).unwrap_or(Op::XZero((((body[p] & 0x3f) as usize) << 8) + 1));
+                parts.push(match op {
+                    Op::Zero(n) => format!("z:{n}"),
+                    Op::XZero(n) => format!("Z:{n}"),
+                    Op::Val(v, n) => format!("v:{v},{n}"),
+                });
+                p += op.oplen();
+            }
+            ctx.reply.bulk(parts.join(" ").as_bytes());
+        }
+        b"encoding" => ctx.reply.simple(if h[4] == ENC_SPARSE { "sparse" } else { "dense" }),
+        b"todense" => {
+            let converted = h[4] == ENC_SPARSE;
+            sparse_to_dense(h).map_err(|_| corrupt())?;
+            ctx.ks.dirty += converted as u64;
+            ctx.reply.int(converted as i64);
+        }
+        _ => {
+            return Err(CmdError::msg(format!("ERR Unknown PFDEBUG subcommand '{}'", String::from_utf8_lossy(sub))));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

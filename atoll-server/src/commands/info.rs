@@ -232,8 +232,8 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("mem_aof_buffer:0");
                 f!("mem_allocator:jemalloc");
                 f!("active_defrag_running:0");
-                f!("lazyfree_pending_objects:0");
-                f!("lazyfreed_objects:0");
+                f!("lazyfree_pending_objects:{}", srv.lazyfree.pending());
+                f!("lazyfreed_objects:{}", srv.lazyfree.freed());
             }
             "persistence" => {
                 o.push_str("# Persistence\r\n");

@@ -102,13 +102,16 @@ fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard,
 // DEL, UNLINK, EXISTS, TYPE, TOUCH
 // ---------------------------------------------------------------------------------------------
 
-/// DEL and UNLINK. There is no background freeing yet: both free the values right away, so
-/// UNLINK differs from DEL only in name (and in the effect propagated, which is the command).
-fn del_generic(ctx: &mut Ctx) -> CmdResult {
+/// DEL and UNLINK: the keys leave the keyspace now; with `lazy`, a big value is freed by the
+/// lazyfree thread (see `exec::lazyfree`) instead of under the shard lock.
+fn del_generic(ctx: &mut Ctx, lazy: bool) -> CmdResult {
     let mut deleted = 0;
     for &key in &ctx.args[1..] {
-        if ctx.ks.delete(key).is_some() {
+        if let Some(obj) = ctx.ks.delete(key) {
             deleted += 1;
+            if lazy {
+                ctx.srv.lazyfree.free(obj);
+            }
         }
     }
     ctx.reply.int(deleted);
@@ -117,12 +120,13 @@ fn del_generic(ctx: &mut Ctx) -> CmdResult {
 
 // DEL key [key ...]
 pub fn del(ctx: &mut Ctx) -> CmdResult {
-    del_generic(ctx)
+    let lazy = ctx.srv.config.hot.lazy_user_del.load(std::sync::atomic::Ordering::Relaxed);
+    del_generic(ctx, lazy)
 }
 
 // UNLINK key [key ...]
 pub fn unlink(ctx: &mut Ctx) -> CmdResult {
-    del_generic(ctx)
+    del_generic(ctx, true)
 }
 
 // EXISTS key [key ...]

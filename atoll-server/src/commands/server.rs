@@ -212,6 +212,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
 // CONFIG RESETSTAT
 pub fn config_resetstat(ctx: &mut Ctx) -> CmdResult {
     ctx.srv.stats.reset();
+    ctx.srv.lazyfree.reset_stats();
     ctx.reply.ok();
     Ok(())
 }

@@ -53,6 +53,8 @@ pub struct Hot {
     pub slow_us: AtomicU64,
     /// Sample the hottest keys (`hotkeys`).
     pub hotkeys: AtomicBool,
+    /// `lazyfree-lazy-user-del`: DEL frees big values in the background, as UNLINK does.
+    pub lazy_user_del: AtomicBool,
 }
 
 pub struct Config {
@@ -493,6 +495,7 @@ impl Config {
         let slow_mon = if monitor > 0 { monitor.saturating_mul(1000) } else { u64::MAX };
         h.slow_us.store(slow_log.min(slow_mon), Ordering::Relaxed);
         h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
+        h.lazy_user_del.store(get("lazyfree-lazy-user-del") == "yes", Ordering::Relaxed);
         let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY
             + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
         h.track.store(track, Ordering::Relaxed);

@@ -235,6 +235,14 @@ impl Stream {
         "stream"
     }
 
+    /// What freeing takes, as Redis estimates it in constant time: every node is an
+    /// allocation, every group is one plus its pending entries (the first group's count
+    /// standing in for all).
+    pub fn free_effort(&self) -> usize {
+        let per_group = self.groups.values().next().map_or(0, |g| 1 + g.pel.len());
+        self.nodes.len() + self.groups.len() * per_group
+    }
+
     /// Number of nodes (`radix-tree-keys`).
     pub fn node_count(&self) -> usize {
         self.nodes.len()

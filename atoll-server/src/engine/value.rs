@@ -41,6 +41,20 @@ pub struct Obj {
 }
 
 impl Value {
+    /// About how many allocations freeing this value takes (Redis's `lazyfreeGetFreeEffort`,
+    /// with the same encodings counting as one block). Atoll's quicklist is one allocation
+    /// per element, so its effort is its length where Redis counts quicklist nodes.
+    pub fn free_effort(&self) -> usize {
+        match self {
+            Value::List(l) if l.encoding() == "quicklist" => l.len(),
+            Value::Hash(h) if h.encoding() == "hashtable" => h.len(),
+            Value::Set(s) if s.encoding() == "hashtable" => s.len(),
+            Value::ZSet(z) if z.encoding() == "skiplist" => z.len(),
+            Value::Stream(s) => s.free_effort(),
+            _ => 1,
+        }
+    }
+
     /// Builds a string value the way Redis's `tryObjectEncoding` would store it.
     pub fn from_bytes(b: &[u8]) -> Value {
         if b.len() <= 20 {

@@ -16,6 +16,7 @@ pub mod client;
 pub mod hotkeys;
 pub mod keyspec;
 pub mod latency;
+pub mod lazyfree;
 pub mod ldouble;
 pub mod multi;
 pub mod slowlog;

@@ -2,6 +2,7 @@
 //! statistics and the clock every command reads.
 
 use super::client;
+use super::lazyfree;
 use super::stats;
 use super::{CommandTable, Effect};
 use crate::config::Config;
@@ -44,6 +45,7 @@ pub struct Server {
     pub table: CommandTable,
     pub clients: client::Registry,
     pub stats: stats::Stats,
+    pub lazyfree: lazyfree::LazyFree,
     pub threads: usize,
     pub started: Instant,
     pub clock: Clock,
@@ -154,6 +156,7 @@ impl Server {
         let now = unix_ms();
         Server {
             stats: stats::Stats::new(threads, table.all.len()),
+            lazyfree: lazyfree::LazyFree::default(),
             table,
             ks: Keyspace::new(dbs),
             clients: client::Registry::new(),

@@ -9,6 +9,7 @@
 
 use super::info::{allocated_bytes, rss_bytes};
 use crate::engine::list::lp_entry_size;
+use crate::engine::stream::{rax_nodes, Stream, StreamId};
 use crate::engine::Value;
 use crate::exec::*;
 use std::sync::atomic::Ordering;
@@ -80,8 +81,57 @@ fn skiplist_node_mean() -> usize {
     mean as usize
 }
 
+/// Redis's `streamRadixTreeMemoryUsage`: its per-element and per-node estimate of a radix tree
+/// (IDs, node headers, and a fixed 30 words per node for children and data pointers).
+fn rax_estimate(elements: usize, nodes: usize) -> usize {
+    elements * 16 + nodes * (4 + 8 * 30)
+}
+
+/// A PEL's radix tree: its IDs and Redis's node count for them.
+fn pel_size<'a>(ids: impl Iterator<Item = &'a StreamId>) -> usize {
+    let keys: Vec<[u8; 16]> = ids.map(|id| id.key_bytes()).collect();
+    rax_estimate(keys.len(), rax_nodes(&keys))
+}
+
+/// Redis's `objectComputeSize` for a stream: the stream and its radix tree, the node listpacks
+/// (the first `samples` averaged for all but the last, the last counted as it is), then each
+/// group with its PEL and consumers.
+fn stream_size(s: &Stream, samples: usize, node_max_entries: usize) -> usize {
+    // A listpack is created with 4096 bytes reserved and grows past that by reallocation; a
+    // node closed for reaching `stream-node-max-entries` is shrunk to fit (Redis 7.2), one
+    // closed by `stream-node-max-bytes` keeps its reservation, as does the last node.
+    let n = s.node_count();
+    let alloc = |i: usize, (bytes, entries): (usize, usize)| {
+        if i + 1 < n && node_max_entries > 0 && entries >= node_max_entries {
+            je(bytes)
+        } else {
+            je(bytes.max(4096))
+        }
+    };
+    let want = if samples == 0 { usize::MAX } else { samples };
+    let (mut lp, mut taken) = (0, 0);
+    for (i, node) in s.node_sizes().enumerate().take(want) {
+        lp += alloc(i, node);
+        taken += 1;
+    }
+    let mut size = ROBJ + 80 + rax_estimate(n, s.rax_node_count());
+    if n <= taken {
+        size += lp;
+    } else {
+        size += lp / taken.max(1) * (n - 1);
+        size += s.node_sizes().next_back().map_or(0, |node| alloc(n - 1, node));
+    }
+    for g in s.groups.values() {
+        size += 40 + pel_size(g.pel.keys()) + 24 * g.pel.len();
+        for (name, c) in &g.consumers {
+            size += 32 + name.len() + pel_size(c.pel.iter());
+        }
+    }
+    size
+}
+
 /// Redis's `objectComputeSize` for a value.
-fn value_size(v: &Value, samples: usize, fill: i64) -> usize {
+fn value_size(v: &Value, samples: usize, fill: i64, node_max_entries: usize) -> usize {
     let mut buf = itoa::Buffer::new();
     match v {
         Value::Int(_) => ROBJ,
@@ -128,11 +178,7 @@ fn value_size(v: &Value, samples: usize, fill: i64) -> usize {
             z.for_each(|m, _| sizes.push(sds(m.len()) + DICT_ENTRY + node));
             ROBJ + 16 + 32 + DICT + 8 * slots(z.len()) + je(24 + 16 * 32) + sampled(sizes.into_iter(), samples, z.len())
         }
-        Value::Stream(s) => {
-            // The radix tree's estimate, then listpacks pre-allocated to 4096 bytes each.
-            let nodes = s.node_count();
-            ROBJ + 80 + nodes * (16 + 4 + 240) + nodes * je(4096)
-        }
+        Value::Stream(s) => stream_size(s, samples, node_max_entries),
         _ => {
             let len = v.str_len().unwrap_or(0);
             if len <= crate::engine::value::EMBSTR_MAX && !matches!(v, Value::Raw(_)) {
@@ -166,8 +212,9 @@ pub fn memory_usage(ctx: &mut Ctx) -> CmdResult {
     }
     let key = ctx.args[2];
     let fill = ctx.srv.config.hot.list_max_listpack_size.load(Ordering::Relaxed);
+    let node_max_entries = ctx.srv.config.get_i64("stream-node-max-entries").max(0) as usize;
     // Redis reads the dictionary directly: no expiry, no access-time update.
-    let size = ctx.ks.shard(key).keys.get(key).map(|v| value_size(&v, samples, fill));
+    let size = ctx.ks.shard(key).keys.get(key).map(|v| value_size(&v, samples, fill, node_max_entries));
     match size {
         Some(s) => ctx.reply.int((s + sds(key.len()) + DICT_ENTRY) as i64),
         None => ctx.reply.null(),
@@ -356,8 +403,8 @@ mod tests {
     #[test]
     fn usage_matches_redis_model() {
         let key = |k: &str| sds(k.len()) + DICT_ENTRY;
-        assert_eq!(value_size(&Value::from_bytes(b"bar"), 5, -2) + key("foo"), 64);
-        assert_eq!(value_size(&Value::from_bytes(&[b'x'; 100]), 5, -2) + key("str100"), 160);
-        assert_eq!(value_size(&Value::from_bytes(b"12345678"), 5, -2) + key("int"), 48);
+        assert_eq!(value_size(&Value::from_bytes(b"bar"), 5, -2, 100) + key("foo"), 64);
+        assert_eq!(value_size(&Value::from_bytes(&[b'x'; 100]), 5, -2, 100) + key("str100"), 160);
+        assert_eq!(value_size(&Value::from_bytes(b"12345678"), 5, -2, 100) + key("int"), 48);
     }
 }

@@ -60,7 +60,7 @@ impl StreamId {
     }
 
     /// The 16-byte big-endian form Redis uses as radix tree key.
-    fn key_bytes(self) -> [u8; 16] {
+    pub fn key_bytes(self) -> [u8; 16] {
         let mut k = [0u8; 16];
         k[..8].copy_from_slice(&self.ms.to_be_bytes());
         k[8..].copy_from_slice(&self.seq.to_be_bytes());
@@ -251,35 +251,13 @@ impl Stream {
     /// Number of nodes Redis's radix tree would have for these node keys
     /// (`radix-tree-nodes`): a compressed trie over the 16-byte big-endian master IDs.
     pub fn rax_node_count(&self) -> usize {
-        fn count(keys: &[[u8; 16]], depth: usize) -> usize {
-            if keys.is_empty() || depth == 16 {
-                return 1;
-            }
-            let first = &keys[0];
-            let last = &keys[keys.len() - 1];
-            // Keys are sorted: the common prefix of all is that of the first and the last.
-            let mut lcp = 0;
-            while depth + lcp < 16 && first[depth + lcp] == last[depth + lcp] {
-                lcp += 1;
-            }
-            if lcp > 0 {
-                return 1 + count(keys, depth + lcp);
-            }
-            let mut n = 1;
-            let mut i = 0;
-            while i < keys.len() {
-                let b = keys[i][depth];
-                let mut j = i;
-                while j < keys.len() && keys[j][depth] == b {
-                    j += 1;
-                }
-                n += count(&keys[i..j], depth + 1);
-                i = j;
-            }
-            n
-        }
         let keys: Vec<[u8; 16]> = self.nodes.keys().map(|k| k.key_bytes()).collect();
-        count(&keys, 0)
+        rax_nodes(&keys)
+    }
+
+    /// Each node's estimated listpack size and entry count, oldest first (MEMORY USAGE).
+    pub fn node_sizes(&self) -> impl DoubleEndedIterator<Item = (usize, usize)> + ExactSizeIterator + '_ {
+        self.nodes.values().map(|n| (n.bytes, n.entries.len()))
     }
 
     /// Appends an entry with an ID already checked to be greater than `last_id`.
@@ -552,6 +530,40 @@ impl Stream {
         }
         g.last_id = id;
     }
+}
+
+/// How many nodes a Redis radix tree holding these sorted 16-byte keys has (its head
+/// included, so an empty tree has one): shared prefixes compress into one node, every
+/// branching byte opens a child.
+pub fn rax_nodes(keys: &[[u8; 16]]) -> usize {
+    fn count(keys: &[[u8; 16]], depth: usize) -> usize {
+        if keys.is_empty() || depth == 16 {
+            return 1;
+        }
+        let first = &keys[0];
+        let last = &keys[keys.len() - 1];
+        // Keys are sorted: the common prefix of all is that of the first and the last.
+        let mut lcp = 0;
+        while depth + lcp < 16 && first[depth + lcp] == last[depth + lcp] {
+            lcp += 1;
+        }
+        if lcp > 0 {
+            return 1 + count(keys, depth + lcp);
+        }
+        let mut n = 1;
+        let mut i = 0;
+        while i < keys.len() {
+            let b = keys[i][depth];
+            let mut j = i;
+            while j < keys.len() && keys[j][depth] == b {
+                j += 1;
+            }
+            n += count(&keys[i..j], depth + 1);
+            i = j;
+        }
+        n
+    }
+    count(keys, 0)
 }
 
 #[cfg(test)]

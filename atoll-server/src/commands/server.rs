@@ -50,16 +50,20 @@ pub fn dbsize(ctx: &mut Ctx) -> CmdResult {
 
 /// Parses the optional ASYNC|SYNC of FLUSHDB/FLUSHALL. Both free synchronously today; the
 /// memory is released while the shard locks are held either way.
-fn flush_mode(args: &[&[u8]]) -> CmdResult {
-    match args.len() {
-        1 => Ok(()),
-        2 if eq_ic(args[1], "ASYNC") || eq_ic(args[1], "SYNC") => Ok(()),
+/// FLUSHALL/FLUSHDB's mode: true to free in the background (ASYNC, or neither word with
+/// `lazyfree-lazy-user-flush yes`).
+fn flush_async(ctx: &Ctx) -> Result<bool, CmdError> {
+    match ctx.args.len() {
+        1 => Ok(ctx.srv.config.get_bool("lazyfree-lazy-user-flush")),
+        2 if eq_ic(ctx.args[1], "ASYNC") => Ok(true),
+        2 if eq_ic(ctx.args[1], "SYNC") => Ok(false),
         _ => Err(CmdError::Syntax),
     }
 }
 
 /// Empties one database whose shards are all locked; returns the number of keys removed.
-fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
+/// `lazy`: the old tables go to the lazyfree thread instead of being freed here.
+fn empty_db(ctx: &mut Ctx, db: usize, lazy: bool) -> usize {
     let mut removed = 0;
     let mut ready = Vec::new();
     for s in 0..SHARDS {
@@ -70,9 +74,15 @@ fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
         let keys = &sh.keys;
         sh.touch_watched_where(|k| keys.contains_key(k));
         blocked_keys(db, sh, &mut ready);
-        removed += sh.keys.len();
-        sh.keys.clear();
-        sh.expires.clear();
+        let n = sh.keys.len();
+        removed += n;
+        if lazy {
+            let tables = (std::mem::take(&mut sh.keys), std::mem::take(&mut sh.expires));
+            ctx.srv.lazyfree.free_table(tables, n as u64);
+        } else {
+            sh.keys.clear();
+            sh.expires.clear();
+        }
     }
     ctx.ks.ready.append(&mut ready);
     removed
@@ -90,9 +100,9 @@ fn blocked_keys(db: usize, sh: &Shard, out: &mut Vec<(usize, Vec<u8>)>) {
 
 // FLUSHDB [ASYNC | SYNC]
 pub fn flushdb(ctx: &mut Ctx) -> CmdResult {
-    flush_mode(ctx.args)?;
+    let lazy = flush_async(ctx)?;
     let db = ctx.ks.db;
-    let n = empty_db(ctx, db);
+    let n = empty_db(ctx, db, lazy);
     ctx.ks.dirty += n.max(1) as u64;
     ctx.reply.ok();
     Ok(())
@@ -100,11 +110,11 @@ pub fn flushdb(ctx: &mut Ctx) -> CmdResult {
 
 // FLUSHALL [ASYNC | SYNC]
 pub fn flushall(ctx: &mut Ctx) -> CmdResult {
-    flush_mode(ctx.args)?;
+    let lazy = flush_async(ctx)?;
     let mut n = 0;
     for db in 0..ctx.srv.ks.num_dbs() {
         if ctx.ks.locks.holds(db, 0) {
-            n += empty_db(ctx, db);
+            n += empty_db(ctx, db, lazy);
         }
     }
     ctx.ks.dirty += n.max(1) as u64;

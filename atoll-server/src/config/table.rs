@@ -238,7 +238,7 @@ pub static DEFS: &[Def] = &[
     Def::new("lazyfree-lazy-expire", Bool, "no").inert(),
     Def::new("lazyfree-lazy-server-del", Bool, "no").inert(),
     Def::new("lazyfree-lazy-user-del", Bool, "no").live(),
-    Def::new("lazyfree-lazy-user-flush", Bool, "no").inert(),
+    Def::new("lazyfree-lazy-user-flush", Bool, "no").live(),
     Def::new("lfu-decay-time", Int { min: 0, max: IMAX }, "1").inert(),
     Def::new("lfu-log-factor", Int { min: 0, max: IMAX }, "10").inert(),
     Def::new("list-compress-depth", Int { min: 0, max: IMAX }, "0").inert(),

@@ -2,12 +2,14 @@
 //! — take the key out of the keyspace at once but hand a value that takes long to free (a big
 //! set, hash, sorted set, quicklist or stream) to one freeing thread, so the command's latency
 //! and the shard lock's hold time do not grow with the value's size. Small values are freed
-//! in place: a channel send costs more than freeing them.
+//! in place: a channel send costs more than freeing them. FLUSHALL/FLUSHDB ASYNC (or under
+//! `lazyfree-lazy-user-flush`) hand over whole shard tables, counted as their keys.
 //!
 //! INFO reports `lazyfree_pending_objects` (handed over, not yet freed) and
 //! `lazyfreed_objects` (freed in the background since the last CONFIG RESETSTAT).
 
 use crate::engine::Obj;
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, OnceLock};
@@ -21,39 +23,54 @@ struct Counters {
     freed: AtomicU64,
 }
 
+/// Something to drop, standing for `objects` freed objects.
+struct Job {
+    what: Box<dyn Any + Send>,
+    objects: u64,
+}
+
 #[derive(Default)]
 pub struct LazyFree {
     /// The freeing thread's queue, started on first use (most servers never need it).
-    tx: OnceLock<parking_lot::Mutex<Sender<Obj>>>,
+    tx: OnceLock<parking_lot::Mutex<Sender<Job>>>,
     counters: Arc<Counters>,
 }
 
 impl LazyFree {
     /// Frees `obj`: in the background if that is worth it, else here.
     pub fn free(&self, obj: Obj) {
-        if obj.val.free_effort() <= THRESHOLD {
-            return;
+        if obj.val.free_effort() > THRESHOLD {
+            self.hand_over(Box::new(obj), 1);
         }
-        self.counters.pending.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Frees `what` — the tables of a flushed database holding `objects` keys — in the
+    /// background, whatever its size (as Redis's `emptyDbAsync`).
+    pub fn free_table<T: Send + 'static>(&self, what: T, objects: u64) {
+        self.hand_over(Box::new(what), objects);
+    }
+
+    fn hand_over(&self, what: Box<dyn Any + Send>, objects: u64) {
+        self.counters.pending.fetch_add(objects, Ordering::Relaxed);
         let tx = self.tx.get_or_init(|| {
-            let (tx, rx) = channel::<Obj>();
+            let (tx, rx) = channel::<Job>();
             let c = self.counters.clone();
             std::thread::Builder::new()
                 .name("lazyfree".into())
                 .spawn(move || {
-                    for obj in rx {
-                        drop(obj);
-                        c.freed.fetch_add(1, Ordering::Relaxed);
-                        c.pending.fetch_sub(1, Ordering::Relaxed);
+                    for job in rx {
+                        drop(job.what);
+                        c.freed.fetch_add(job.objects, Ordering::Relaxed);
+                        c.pending.fetch_sub(job.objects, Ordering::Relaxed);
                     }
                 })
                 .expect("spawning the lazyfree thread");
             parking_lot::Mutex::new(tx)
         });
-        if let Err(e) = tx.lock().send(obj) {
+        if let Err(e) = tx.lock().send(Job { what, objects }) {
             // The thread is gone (it cannot panic on a drop, but be safe): free it here.
             drop(e.0);
-            self.counters.pending.fetch_sub(1, Ordering::Relaxed);
+            self.counters.pending.fetch_sub(objects, Ordering::Relaxed);
         }
     }
 

@@ -721,3 +721,29 @@ fn lazyfree_counters_match_redis() {
     // Both servers agreed at each step; these are the counts they agreed on.
     assert_eq!(seen, ["1", "1", "1", "3", "4", "0", "3", "3", "9", "9", "12", "12"]);
 }
+
+/// Inside EXEC, CLIENT INFO shows the client still in its transaction (flag `x`, the queue
+/// length) and the EXEC request in its buffers, as Redis does; after EXEC it is out of it.
+#[test]
+fn client_info_inside_exec_matches_redis() {
+    let mut b = Both::new();
+    let fields = |reply: &[u8]| -> Vec<String> {
+        let text = String::from_utf8_lossy(reply).to_string();
+        ["flags=", "multi=", "qbuf=", "argv-mem=", "cmd="]
+            .iter()
+            .map(|f| {
+                let at = text.find(&format!(" {f}")).unwrap_or_else(|| panic!("{f} in {text}")) + 1;
+                text[at..].split(' ').next().unwrap().to_string()
+            })
+            .collect()
+    };
+    for args in [&[&b"MULTI"[..]][..], &[b"SET", b"a", b"1"], &[b"CLIENT", b"INFO"]] {
+        b.same(args);
+    }
+    let (r, a) = b.run(&[b"EXEC"]);
+    let (r, a) = (fields(&r), fields(&a));
+    assert_eq!(a, r);
+    assert_eq!(r[..2], ["flags=x", "multi=2"]);
+    let (r, a) = b.run(&[b"CLIENT", b"INFO"]);
+    assert_eq!(fields(&a), fields(&r));
+}

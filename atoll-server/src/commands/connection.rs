@@ -282,6 +282,16 @@ pub fn client_setinfo(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+/// The request the caller's buffers hold while it runs: inside a transaction that is the EXEC
+/// (the queued command's arguments are counted in multi-mem), else the command itself.
+fn running_request<'c>(ctx: &Ctx<'c, '_, '_>) -> &'c [&'c [u8]] {
+    if ctx.client.in_exec {
+        &[b"EXEC"]
+    } else {
+        ctx.args
+    }
+}
+
 /// One CLIENT LIST line, with 7.2's fields.
 /// A CLIENT LIST / CLIENT INFO line. `current`: the arguments of the command running now (only
 /// the caller is running one): Redis counts them in argv-mem, and the request itself in qbuf,
@@ -392,7 +402,7 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
                 continue;
             }
         }
-        let current = if h.id == ctx.client.id() { Some(ctx.args) } else { None };
+        let current = if h.id == ctx.client.id() { Some(running_request(ctx)) } else { None };
         out.push_str(&client_line(ctx.srv, &h, now, current));
         out.push('\n');
     }
@@ -402,7 +412,7 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
 
 // CLIENT INFO
 pub fn client_info(ctx: &mut Ctx) -> CmdResult {
-    let mut line = client_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms(), Some(ctx.args));
+    let mut line = client_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms(), Some(running_request(ctx)));
     line.push('\n');
     ctx.reply.verbatim("txt", line.as_bytes());
     Ok(())

@@ -68,11 +68,18 @@ pub fn unwatch(ctx: &mut Ctx) -> CmdResult {
 
 // EXEC
 pub fn exec(ctx: &mut Ctx) -> CmdResult {
+    let r = exec_queued(ctx);
+    // CLIENT LIST shows the client in MULTI (flag `x`, its queue) until EXEC is over, as Redis
+    // does: a CLIENT INFO inside the transaction sees it so.
+    ctx.client.handle.multi.store(-1, Ordering::Relaxed);
+    ctx.client.handle.multi_mem.store(0, Ordering::Relaxed);
+    r
+}
+
+fn exec_queued(ctx: &mut Ctx) -> CmdResult {
     let Some(m) = ctx.client.multi.take() else {
         return Err(CmdError::msg("ERR EXEC without MULTI"));
     };
-    ctx.client.handle.multi.store(-1, Ordering::Relaxed);
-    ctx.client.handle.multi_mem.store(0, Ordering::Relaxed);
     let srv = ctx.srv;
     if m.error {
         unwatch_all(srv, ctx.client);

@@ -650,3 +650,43 @@ fn active_expiry_reclaims_unread_keys_in_every_database() {
     let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).to_string();
     assert!(info.contains("expired_keys:3\r\n"), "{info}");
 }
+
+/// INFO's instantaneous rates follow the traffic: under a steady stream of 1 KB SETs the
+/// input rate agrees with the command rate times the request size, and the output rate with
+/// the `+OK` replies.
+#[test]
+fn instantaneous_rates_follow_the_traffic() {
+    let s = start_atoll(&[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let (stop, port) = (stop.clone(), s.port);
+        std::thread::spawn(move || {
+            let mut c = RawConn::connect(port);
+            let value = vec![b'v'; 1000];
+            let one = encode(&[b"SET".to_vec(), b"k".to_vec(), value]);
+            let batch: Vec<u8> = one.iter().copied().cycle().take(one.len() * 16).collect();
+            while !stop.load(Ordering::Relaxed) {
+                c.send_raw(&batch);
+                for _ in 0..16 {
+                    c.read_reply();
+                }
+            }
+            one.len()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut c = RawConn::connect(s.port);
+    let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).to_string();
+    stop.store(true, Ordering::Relaxed);
+    let request = load.join().unwrap() as f64;
+    let field = |n: &str| -> f64 {
+        info.lines().find_map(|l| l.strip_prefix(&format!("{n}:"))).unwrap_or_else(|| panic!("{n}")).parse().unwrap()
+    };
+    let ops = field("instantaneous_ops_per_sec");
+    let (kin, kout) = (field("instantaneous_input_kbps"), field("instantaneous_output_kbps"));
+    assert!(ops > 1000.0, "{info}");
+    let want_in = ops * request / 1024.0;
+    assert!((kin - want_in).abs() / want_in < 0.25, "input {kin} KiB/s, expected about {want_in}: {info}");
+    let want_out = ops * 5.0 / 1024.0;
+    assert!((kout - want_out).abs() / want_out < 0.25, "output {kout} KiB/s, expected about {want_out}: {info}");
+}

@@ -277,8 +277,9 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("total_net_output_bytes:{}", st.sum(|c| &c.net_output_bytes));
                 f!("total_net_repl_input_bytes:0");
                 f!("total_net_repl_output_bytes:0");
-                f!("instantaneous_input_kbps:0.00");
-                f!("instantaneous_output_kbps:0.00");
+                let (kin, kout) = srv.instantaneous_kbps();
+                f!("instantaneous_input_kbps:{kin:.2}");
+                f!("instantaneous_output_kbps:{kout:.2}");
                 f!("instantaneous_input_repl_kbps:0.00");
                 f!("instantaneous_output_repl_kbps:0.00");
                 f!("rejected_connections:{}", st.sum(|c| &c.rejected_connections));

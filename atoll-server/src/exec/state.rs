@@ -28,11 +28,28 @@ struct Sample {
     ops_per_sec: u64,
     cycles_per_sec: u64,
     us_per_cycle: u64,
+    net_in: u64,
+    net_out: u64,
+    /// Network bytes per second, in and out.
+    in_per_sec: f64,
+    out_per_sec: f64,
 }
 
 impl Default for Sample {
     fn default() -> Sample {
-        Sample { at: Instant::now(), ops: 0, cycles: 0, us: 0, ops_per_sec: 0, cycles_per_sec: 0, us_per_cycle: 0 }
+        Sample {
+            at: Instant::now(),
+            ops: 0,
+            cycles: 0,
+            us: 0,
+            ops_per_sec: 0,
+            cycles_per_sec: 0,
+            us_per_cycle: 0,
+            net_in: 0,
+            net_out: 0,
+            in_per_sec: 0.0,
+            out_per_sec: 0.0,
+        }
     }
 }
 
@@ -255,11 +272,20 @@ impl Server {
         (s.cycles_per_sec, s.us_per_cycle)
     }
 
+    /// (input, output) KiB per second over the last sampling period (INFO
+    /// instantaneous_input_kbps / instantaneous_output_kbps).
+    pub fn instantaneous_kbps(&self) -> (f64, f64) {
+        let s = self.ops_sample.lock();
+        (s.in_per_sec / 1024.0, s.out_per_sec / 1024.0)
+    }
+
     /// Called periodically: updates the instantaneous figures (at most once a second).
     pub fn sample_ops(&self) {
         let ops = self.stats.sum(|c| &c.commands);
         let cycles = self.stats.sum(|c| &c.eventloop_cycles);
         let us = self.stats.sum(|c| &c.eventloop_us);
+        let net_in = self.stats.sum(|c| &c.net_input_bytes);
+        let net_out = self.stats.sum(|c| &c.net_output_bytes);
         let mut s = self.ops_sample.lock();
         let el = s.at.elapsed().as_secs_f64();
         if el >= 1.0 {
@@ -267,7 +293,9 @@ impl Server {
             s.ops_per_sec = (ops.saturating_sub(s.ops) as f64 / el) as u64;
             s.cycles_per_sec = (d_cycles as f64 / el) as u64;
             s.us_per_cycle = us.saturating_sub(s.us).checked_div(d_cycles).unwrap_or(0);
-            *s = Sample { at: Instant::now(), ops, cycles, us, ..*s };
+            s.in_per_sec = net_in.saturating_sub(s.net_in) as f64 / el;
+            s.out_per_sec = net_out.saturating_sub(s.net_out) as f64 / el;
+            *s = Sample { at: Instant::now(), ops, cycles, us, net_in, net_out, ..*s };
         }
     }
 

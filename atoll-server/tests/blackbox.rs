@@ -690,3 +690,35 @@ fn instantaneous_rates_follow_the_traffic() {
     let want_out = ops * 5.0 / 1024.0;
     assert!((kout - want_out).abs() / want_out < 0.25, "output {kout} KiB/s, expected about {want_out}: {info}");
 }
+
+/// INFO's client memory figures see a client's unfinished request: a 100 KB SET half sent
+/// shows in `client_recent_max_input_buffer` and `mem_clients_normal`, and leaves them once
+/// the request completes.
+#[test]
+fn info_client_buffers_follow_an_unfinished_request() {
+    let s = start_atoll(&[]);
+    let mut info_conn = RawConn::connect(s.port);
+    let mut field = |n: &str| -> u64 {
+        let info = String::from_utf8_lossy(&info_conn.cmd(&[b"INFO", b"everything"])).to_string();
+        info.lines().find_map(|l| l.strip_prefix(&format!("{n}:"))).unwrap_or_else(|| panic!("{n}")).parse().unwrap()
+    };
+    let idle = field("mem_clients_normal");
+    let mut c = RawConn::connect(s.port);
+    c.send_raw(b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$100000\r\n");
+    c.send_raw(&[b'x'; 50_000]);
+    let mut held = 0;
+    for _ in 0..100 {
+        held = field("client_recent_max_input_buffer");
+        if held >= 50_000 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(held >= 50_000, "{held}");
+    assert!(field("mem_clients_normal") >= idle + 1024 + 50_000);
+    c.send_raw(&[b'x'; 50_000]);
+    c.send_raw(b"\r\n");
+    assert_eq!(c.read_reply(), b"+OK\r\n");
+    assert_eq!(field("client_recent_max_input_buffer"), 0);
+    assert_eq!(field("mem_clients_normal"), idle + 1024);
+}

@@ -328,10 +328,7 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
     }
     let qbuf = h.qbuf.load(Ordering::Relaxed) + request as u64;
     let multi_mem = h.multi_mem.load(Ordering::Relaxed);
-    // What a connection itself holds in Atoll: its state (about 1 KB; docs/BENCHMARKS.md
-    // measures 1.6 KB per idle connection with the kernel's share) plus the buffers above.
-    // Replies go out within the round they are made, so no output stays queued (omem 0).
-    let tot = 1024 + qbuf + argv_mem as u64 + multi_mem;
+    let tot = h.memory() + request as u64 + argv_mem as u64;
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp=0 obl=0 oll=0 omem=0 tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         h.id,

@@ -69,6 +69,15 @@ pub struct ClientHandle {
 }
 
 impl ClientHandle {
+    /// What the connection holds between commands (CLIENT LIST `tot-mem` less the running
+    /// request; INFO `mem_clients_normal` sums it): its state, about 1 KB (docs/BENCHMARKS.md
+    /// measures 1.6 KB per idle connection with the kernel's share), its unfinished request
+    /// and its queued transaction. Replies go out within the round they are made, so no
+    /// output stays queued.
+    pub fn memory(&self) -> u64 {
+        1024 + self.qbuf.load(Ordering::Relaxed) + self.multi_mem.load(Ordering::Relaxed)
+    }
+
     pub fn new(id: u64, addr: String, laddr: String, fd: i32, unix: bool, now_ms: i64) -> ClientHandle {
         ClientHandle {
             id,

@@ -722,3 +722,46 @@ fn info_client_buffers_follow_an_unfinished_request() {
     assert_eq!(field("client_recent_max_input_buffer"), 0);
     assert_eq!(field("mem_clients_normal"), idle + 1024);
 }
+
+/// `expired_stale_perc` follows active expiry as Redis's does: it rises while the cycles find
+/// expired keys in their samples, decays once there are none, and RESETSTAT zeroes it.
+#[test]
+fn expired_stale_perc_rises_and_decays() {
+    let s = start_atoll(&[]);
+    let mut c = RawConn::connect(s.port);
+    let mut stats = |c: &mut RawConn| -> (u64, f64) {
+        let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).to_string();
+        let f = |n: &str| info.lines().find_map(|l| l.strip_prefix(&format!("{n}:"))).unwrap().to_string();
+        assert!(f("expired_time_cap_reached_count").parse::<u64>().is_ok());
+        (f("expired_keys").parse().unwrap(), f("expired_stale_perc").parse().unwrap())
+    };
+    let mut batch = Vec::new();
+    for i in 0..20_000 {
+        batch.extend(encode(&[
+            b"SET".to_vec(),
+            format!("k{i}").into_bytes(),
+            b"v".to_vec(),
+            b"PX".to_vec(),
+            b"200".to_vec(),
+        ]));
+    }
+    c.send_raw(&batch);
+    for _ in 0..20_000 {
+        c.read_reply();
+    }
+    let mut peak = 0.0f64;
+    for _ in 0..300 {
+        let (expired, perc) = stats(&mut c);
+        peak = peak.max(perc);
+        if expired == 20_000 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(peak > 1.0, "peak {peak}");
+    std::thread::sleep(Duration::from_millis(2000));
+    let (_, later) = stats(&mut c);
+    assert!(later < peak / 2.0, "{later} after a peak of {peak}");
+    c.cmd(&[b"CONFIG", b"RESETSTAT"]);
+    assert_eq!(stats(&mut c).1, 0.0);
+}

@@ -290,8 +290,8 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("sync_partial_ok:0");
                 f!("sync_partial_err:0");
                 f!("expired_keys:{}", st.sum(|c| &c.expired_keys));
-                f!("expired_stale_perc:0.00");
-                f!("expired_time_cap_reached_count:0");
+                f!("expired_stale_perc:{:.2}", srv.stats.expired_stale_perc());
+                f!("expired_time_cap_reached_count:{}", st.sum(|c| &c.expire_cycle_capped));
                 f!("expire_cycle_cpu_milliseconds:{}", st.sum(|c| &c.expire_cycle_cpu_ms));
                 f!("evicted_keys:0");
                 f!("evicted_clients:0");

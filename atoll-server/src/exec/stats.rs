@@ -30,6 +30,8 @@ pub struct Counters {
     pub keyspace_misses: AtomicU64,
     pub expired_keys: AtomicU64,
     pub expire_cycle_cpu_ms: AtomicU64,
+    /// Expiry cycles that ran out of their time budget (INFO expired_time_cap_reached_count).
+    pub expire_cycle_capped: AtomicU64,
     pub error_replies: AtomicU64,
     pub unexpected_error_replies: AtomicU64,
     pub dirty: AtomicU64,
@@ -83,6 +85,7 @@ impl WorkerStats {
             &c.keyspace_misses,
             &c.expired_keys,
             &c.expire_cycle_cpu_ms,
+            &c.expire_cycle_capped,
             &c.error_replies,
             &c.unexpected_error_replies,
             &c.eventloop_cycles,
@@ -105,11 +108,14 @@ impl WorkerStats {
 pub struct Stats {
     /// One per worker, plus one at the end for background work (active expiry).
     pub workers: Box<[WorkerStats]>,
+    /// Redis's `stat_expired_stale_perc`: a moving average (weight 0.05 per expiry cycle) of
+    /// the share of sampled TTL keys found already expired, as f64 bits.
+    expired_stale: AtomicU64,
 }
 
 impl Stats {
     pub fn new(workers: usize, ncmds: usize) -> Stats {
-        Stats { workers: (0..=workers).map(|_| WorkerStats::new(ncmds)).collect() }
+        Stats { workers: (0..=workers).map(|_| WorkerStats::new(ncmds)).collect(), expired_stale: AtomicU64::new(0) }
     }
 
     pub fn background(&self) -> &WorkerStats {
@@ -135,7 +141,21 @@ impl Stats {
         out
     }
 
+    /// Folds one expiry cycle's sample into `expired_stale_perc`; a cycle that found nothing
+    /// to sample counts as 0 %, so the figure decays once the keyspace is clean (as Redis's).
+    /// Workers' cycles may race here; a lost update only skips one step of the average.
+    pub fn note_expiry_sample(&self, sampled: usize, expired: usize) {
+        let cur = if sampled == 0 { 0.0 } else { expired as f64 / sampled as f64 };
+        let old = f64::from_bits(self.expired_stale.load(Ordering::Relaxed));
+        self.expired_stale.store((cur * 0.05 + old * 0.95).to_bits(), Ordering::Relaxed);
+    }
+
+    pub fn expired_stale_perc(&self) -> f64 {
+        f64::from_bits(self.expired_stale.load(Ordering::Relaxed)) * 100.0
+    }
+
     pub fn reset(&self) {
+        self.expired_stale.store(0, Ordering::Relaxed);
         for w in self.workers.iter() {
             w.reset();
         }

@@ -35,6 +35,7 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
     let total = ndbs * SHARDS;
     let mut reclaimed = 0;
     let mut visited = 0;
+    let mut total_sampled = 0;
     // The shared cursor walks (db, shard) positions; positions of shards without TTLs are
     // skipped a 64-shard word at a time. At most one lap per cycle.
     let mut steps = 0;
@@ -74,6 +75,7 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
                 }
             }
             s.expire_cursor = cursor;
+            total_sampled += sampled;
             for k in &expired {
                 s.remove(k);
                 s.touch_watched(k);
@@ -90,5 +92,9 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
             }
         }
     }
+    if start.elapsed() > budget {
+        stats.expire_cycle_capped.fetch_add(1, Ordering::Relaxed);
+    }
+    srv.stats.note_expiry_sample(total_sampled, reclaimed);
     reclaimed
 }

@@ -729,7 +729,7 @@ fn info_client_buffers_follow_an_unfinished_request() {
 fn expired_stale_perc_rises_and_decays() {
     let s = start_atoll(&[]);
     let mut c = RawConn::connect(s.port);
-    let mut stats = |c: &mut RawConn| -> (u64, f64) {
+    let stats = |c: &mut RawConn| -> (u64, f64) {
         let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).to_string();
         let f = |n: &str| info.lines().find_map(|l| l.strip_prefix(&format!("{n}:"))).unwrap().to_string();
         assert!(f("expired_time_cap_reached_count").parse::<u64>().is_ok());

@@ -1,42 +1,19 @@
 """The metrics listener's /metrics, parsed by a real Prometheus text parser (prometheus_client),
 with the counters checked against the commands that ran and against INFO."""
-import os
-import socket
-import subprocess
-import time
 import urllib.request
 
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINARY = os.environ.get("ATOLL_BIN", os.path.join(ROOT, "target", "debug", "atoll-server"))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from atoll_proc import atoll, free_port
 
 
 @pytest.fixture(scope="module")
 def ports():
-    assert os.path.exists(BINARY), f"{BINARY} missing: build it first (cargo build)"
     p, m = free_port(), free_port()
-    proc = subprocess.Popen([BINARY, "--port", str(p), "--metrics-port", str(m), "--loglevel", "warning"],
-                            stdout=subprocess.DEVNULL)
-    for _ in range(500):
-        try:
-            redis.Redis(port=p).ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.02)
-    yield p, m
-    proc.terminate()
-    assert proc.wait(timeout=10) == 0
+    with atoll(p, "--metrics-port", str(m)):
+        yield p, m
 
 
 def scrape(m):

@@ -1,40 +1,17 @@
 """Atoll through redis-py, a client with its own handshake (HELLO 3, CLIENT SETINFO) and its
 own parsers for both protocols."""
-import os
-import socket
-import subprocess
-import time
 
 import pytest
 import redis
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINARY = os.environ.get("ATOLL_BIN", os.path.join(ROOT, "target", "debug", "atoll-server"))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from atoll_proc import atoll, free_port
 
 
 @pytest.fixture(scope="module")
 def port():
-    assert os.path.exists(BINARY), f"{BINARY} missing: build it first (cargo build)"
     p = free_port()
-    proc = subprocess.Popen([BINARY, "--port", str(p), "--threads", "2", "--loglevel", "warning"],
-                            stdout=subprocess.DEVNULL)
-    for _ in range(500):
-        try:
-            redis.Redis(port=p).ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.02)
-    yield p
-    proc.terminate()
-    assert proc.wait(timeout=10) == 0
+    with atoll(p, "--threads", "2"):
+        yield p
 
 
 @pytest.mark.parametrize("protocol", [2, 3])

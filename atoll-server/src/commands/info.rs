@@ -163,8 +163,8 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("maxclients:{}", srv.config.hot.maxclients.load(Ordering::Relaxed));
                 // The largest unfinished request held now (Redis keeps the largest of the last
                 // few seconds; Atoll holds no read buffer between requests).
-                let max_qbuf = srv.clients.snapshot().iter().map(|h| h.qbuf.load(Ordering::Relaxed)).max();
-                f!("client_recent_max_input_buffer:{}", max_qbuf.unwrap_or(0));
+                let max_qbuf = srv.clients.fold(0, |m, h| m.max(h.qbuf.load(Ordering::Relaxed)));
+                f!("client_recent_max_input_buffer:{}", max_qbuf);
                 f!("client_recent_max_output_buffer:0");
                 f!("blocked_clients:{}", srv.blocked_clients.load(Ordering::Relaxed));
                 f!("tracking_clients:0");
@@ -230,7 +230,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("mem_replication_backlog:0");
                 f!("mem_total_replication_buffers:0");
                 f!("mem_clients_slaves:0");
-                f!("mem_clients_normal:{}", srv.clients.snapshot().iter().map(|h| h.memory()).sum::<u64>());
+                f!("mem_clients_normal:{}", srv.clients.fold(0, |sum, h| sum + h.memory()));
                 f!("mem_cluster_links:0");
                 f!("mem_aof_buffer:0");
                 f!("mem_allocator:jemalloc");

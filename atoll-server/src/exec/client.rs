@@ -223,6 +223,12 @@ impl Registry {
         self.clients.lock().values().cloned().collect()
     }
 
+    /// Folds over the registered clients under the registry lock, without cloning handles
+    /// (INFO's client figures).
+    pub fn fold<T>(&self, init: T, mut f: impl FnMut(T, &ClientHandle) -> T) -> T {
+        self.clients.lock().values().fold(init, |acc, h| f(acc, h))
+    }
+
     pub fn get(&self, id: u64) -> Option<Arc<ClientHandle>> {
         self.clients.lock().get(&id).cloned()
     }

@@ -32,7 +32,8 @@ struct Job {
 #[derive(Default)]
 pub struct LazyFree {
     /// The freeing thread's queue, started on first use (most servers never need it).
-    tx: OnceLock<parking_lot::Mutex<Sender<Job>>>,
+    /// `Sender` is `Sync`, so workers send on it without a lock.
+    tx: OnceLock<Sender<Job>>,
     counters: Arc<Counters>,
 }
 
@@ -65,9 +66,9 @@ impl LazyFree {
                     }
                 })
                 .expect("spawning the lazyfree thread");
-            parking_lot::Mutex::new(tx)
+            tx
         });
-        if let Err(e) = tx.lock().send(Job { what, objects }) {
+        if let Err(e) = tx.send(Job { what, objects }) {
             // The thread is gone (it cannot panic on a drop, but be safe): free it here.
             drop(e.0);
             self.counters.pending.fetch_sub(objects, Ordering::Relaxed);

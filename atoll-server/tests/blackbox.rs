@@ -720,7 +720,9 @@ fn info_client_buffers_follow_an_unfinished_request() {
     c.send_raw(b"\r\n");
     assert_eq!(c.read_reply(), b"+OK\r\n");
     assert_eq!(field("client_recent_max_input_buffer"), 0);
-    assert_eq!(field("mem_clients_normal"), idle + 1024);
+    // The client's state plus the small reply buffer it keeps between rounds (≤ 4 KB).
+    let after = field("mem_clients_normal");
+    assert!((idle + 1024..=idle + 1024 + 4096).contains(&after), "{idle} {after}");
 }
 
 /// `expired_stale_perc` follows active expiry as Redis's does: it rises while the cycles find

@@ -326,11 +326,17 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
     if flags.is_empty() {
         flags.push('N');
     }
-    let qbuf = h.qbuf.load(Ordering::Relaxed) + request as u64;
-    let multi_mem = h.multi_mem.load(Ordering::Relaxed);
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let qbuf = load(&h.qbuf) + request as u64;
+    let multi_mem = load(&h.multi_mem);
+    // Atoll keeps one growable reply buffer per connection, not Redis's fixed 16 KB buffer
+    // plus a list of blocks: replies a slow reader has not taken are both the buffer's
+    // occupancy (`obl`) and the output memory that `client-output-buffer-limit` weighs (`omem`);
+    // `oll` (list blocks) has no counterpart and stays 0.
+    let pending = load(&h.out_pending);
     let tot = h.memory() + request as u64 + argv_mem as u64;
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp=0 obl=0 oll=0 omem=0 tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
@@ -342,11 +348,15 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
         h.db.load(Ordering::Relaxed),
         multi,
         qbuf,
-        0,
+        load(&h.qbuf_free),
         argv_mem,
         multi_mem,
-        qbuf,
+        load(&h.reply_cap),
+        load(&h.reply_peak),
+        pending,
+        pending,
         tot,
+        if pending > 0 { "rw" } else { "r" },
         cmd,
         h.resp.load(Ordering::Relaxed),
         String::from_utf8_lossy(&h.lib_name.lock()),

@@ -56,6 +56,14 @@ pub struct ClientHandle {
     /// Bytes of the commands queued in MULTI (CLIENT LIST multi-mem).
     pub multi_mem: AtomicU64,
     pub qbuf: AtomicU64,
+    /// Spare capacity of the buffer holding an unfinished request (CLIENT LIST `qbuf-free`).
+    pub qbuf_free: AtomicU64,
+    /// Capacity of the connection's reply buffers between rounds (`rbs`).
+    pub reply_cap: AtomicU64,
+    /// The largest batch of replies since the reply buffer was last given back (`rbp`).
+    pub reply_peak: AtomicU64,
+    /// Reply bytes the socket has not taken yet (`obl`, `omem`; `events=rw` while non-zero).
+    pub out_pending: AtomicU64,
     pub flags_watch: AtomicBool,
     pub no_evict: AtomicBool,
     pub no_touch: AtomicBool,
@@ -72,10 +80,11 @@ impl ClientHandle {
     /// What the connection holds between commands (CLIENT LIST `tot-mem` less the running
     /// request; INFO `mem_clients_normal` sums it): its state, about 1 KB (docs/BENCHMARKS.md
     /// measures 1.6 KB per idle connection with the kernel's share), its unfinished request
-    /// and its queued transaction. Replies go out within the round they are made, so no
-    /// output stays queued.
+    /// with the buffer's spare room, its queued transaction, its reply buffers and the replies
+    /// a slow reader has not taken yet (the backend's buffers grow to hold them).
     pub fn memory(&self) -> u64 {
-        1024 + self.qbuf.load(Ordering::Relaxed) + self.multi_mem.load(Ordering::Relaxed)
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        1024 + r(&self.qbuf) + r(&self.qbuf_free) + r(&self.multi_mem) + r(&self.reply_cap)
     }
 
     pub fn new(id: u64, addr: String, laddr: String, fd: i32, unix: bool, now_ms: i64) -> ClientHandle {
@@ -96,6 +105,10 @@ impl ClientHandle {
             multi: (-1).into(),
             multi_mem: 0.into(),
             qbuf: 0.into(),
+            qbuf_free: 0.into(),
+            reply_cap: 0.into(),
+            reply_peak: 0.into(),
+            out_pending: 0.into(),
             flags_watch: AtomicBool::new(false),
             no_evict: AtomicBool::new(false),
             no_touch: AtomicBool::new(false),

@@ -166,6 +166,7 @@ impl Worker {
     fn flush(&mut self, t: usize) {
         let ws = &self.core.srv.stats.workers[self.core.id];
         let Some(c) = self.conns.get_mut(t) else { return };
+        let batch = c.link.out.len();
         while c.out_pos < c.link.out.len() {
             let rest = &c.link.out[c.out_pos..];
             // SAFETY: writes from a live slice, within its length.
@@ -189,6 +190,8 @@ impl Worker {
         }
         let fd = c.fd.as_raw_fd();
         if c.out_pos < c.link.out.len() {
+            let cap = c.link.out.capacity();
+            c.link.show_output(batch, batch - c.out_pos, cap);
             if !c.want_write {
                 c.want_write = true;
                 let _ = self.poll.registry().reregister(
@@ -204,7 +207,7 @@ impl Worker {
             c.want_write = false;
             let _ = self.poll.registry().reregister(&mut SourceFd(&fd), Token(t), Interest::READABLE);
         }
-        if !self.core.flushed(&mut c.link) {
+        if !self.core.flushed(&mut c.link, 0) {
             self.close(t);
         }
     }

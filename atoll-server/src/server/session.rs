@@ -76,7 +76,14 @@ impl Session {
             crate::log_warning!("Closing client that reached max query buffer length (qbuf={})", self.pending.len());
             return false;
         }
-        self.client.handle.qbuf.store(self.pending.len() as u64, Ordering::Relaxed);
+        let h = &self.client.handle;
+        h.qbuf.store(self.pending.len() as u64, Ordering::Relaxed);
+        // The spare room is only worth a store while a request is unfinished (or just was):
+        // between requests the buffer is empty and given back at the next flush.
+        let free = if self.pending.is_empty() { 0 } else { (self.pending.capacity() - self.pending.len()) as u64 };
+        if free != 0 || h.qbuf_free.load(Ordering::Relaxed) != 0 {
+            h.qbuf_free.store(free, Ordering::Relaxed);
+        }
         !self.client.close_after_reply
     }
 

@@ -528,6 +528,12 @@ impl Worker {
         bump(&counters.net_output_bytes, res as u64);
         bump(&counters.writes_processed, 1);
         c.sent += res as usize;
+        if c.sent < c.sending.len() {
+            // A short send: the socket is full, the client reads slower than it asks.
+            let pending = c.sending.len() - c.sent + c.link.out.len();
+            let cap = c.sending.capacity() + c.link.out.capacity();
+            c.link.show_output(c.sending.len(), pending, cap);
+        }
         self.flush(t);
     }
 
@@ -544,12 +550,14 @@ impl Worker {
                 if c.sending.capacity() > super::worker::KEEP_OUT {
                     c.sending = Vec::new();
                 }
-                if !self.core.flushed(&mut c.link) {
+                if !self.core.flushed(&mut c.link, c.sending.capacity()) {
                     self.close(t);
                 }
                 return;
             }
             std::mem::swap(&mut c.sending, &mut c.link.out);
+            let batch = c.sending.len();
+            c.link.show_output(batch, 0, c.sending.capacity() + c.link.out.capacity());
         }
         let rest = &c.sending[c.sent..];
         let e = opcode::Send::new(types::Fd(c.fd.as_raw_fd()), rest.as_ptr(), rest.len() as u32)

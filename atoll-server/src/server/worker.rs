@@ -128,6 +128,48 @@ pub struct Link {
     pub closing: bool,
     /// Already queued for this round's flush.
     pub queued: bool,
+    /// What the handle last showed of the output side (see [`Link::show_output`]).
+    shown: OutputShown,
+}
+
+/// CLIENT LIST's output fields as last published: `rbs` (reply buffer capacity), `rbp` (the
+/// largest batch of replies since the buffer was last given back) and the bytes the socket has
+/// not taken yet (`obl`/`omem`, `events=rw`).
+#[derive(Default, Clone, Copy)]
+struct OutputShown {
+    cap: usize,
+    peak: usize,
+    pending: usize,
+}
+
+impl Link {
+    /// Publishes the output side to the client's handle, touching the shared atomics only
+    /// when a figure changed: a client whose replies fit its socket and its kept buffer costs
+    /// three comparisons per flush. `batch`: bytes of the replies being written now; `cap`:
+    /// capacity of the buffers the backend holds for this connection.
+    pub fn show_output(&mut self, batch: usize, pending: usize, cap: usize) {
+        let h = &self.session.client.handle;
+        if batch > self.shown.peak {
+            self.shown.peak = batch;
+            h.reply_peak.store(batch as u64, Ordering::Relaxed);
+        }
+        if pending != self.shown.pending {
+            self.shown.pending = pending;
+            h.out_pending.store(pending as u64, Ordering::Relaxed);
+        }
+        if cap != self.shown.cap {
+            self.shown.cap = cap;
+            h.reply_cap.store(cap as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The reply buffer was given back: its peak starts over (from the batch that grew it).
+    fn reset_peak(&mut self) {
+        if self.shown.peak != 0 {
+            self.shown.peak = 0;
+            self.session.client.handle.reply_peak.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Gives the core access to the link inside a backend's connection type.
@@ -214,7 +256,13 @@ impl Core {
         let inbox = self.inbox.clone();
         let id = client.id();
         client.wake = Some(Arc::new(move || inbox.resume(token, id)));
-        Link { session: Session::new(client), out: Vec::new(), closing: false, queued: false }
+        Link {
+            session: Session::new(client),
+            out: Vec::new(),
+            closing: false,
+            queued: false,
+            shown: OutputShown::default(),
+        }
     }
 
     /// The connection is live: CLIENT LIST shows it and CLIENT KILL may shut it down.
@@ -362,12 +410,17 @@ impl Core {
     }
 
     /// All output of `l` reached the socket: recycle the buffer, act on SHUTDOWN, give back
-    /// idle memory. Returns false if the connection must now close.
-    pub fn flushed(&self, l: &mut Link) -> bool {
+    /// idle memory. `kept`: capacity of the backend's own send buffer, still held. Returns
+    /// false if the connection must now close.
+    pub fn flushed(&self, l: &mut Link, kept: usize) -> bool {
+        let batch = l.out.len();
         l.out.clear();
         if l.out.capacity() > KEEP_OUT {
             l.out = Vec::new();
+            l.reset_peak();
         }
+        let cap = l.out.capacity() + kept;
+        l.show_output(batch, 0, cap);
         if l.closing {
             return false;
         }

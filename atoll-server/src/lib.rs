@@ -6,6 +6,7 @@
 //! * `types` — each data type's commands (LPUSH in `types::list` …);
 //! * `exec` — the execution core: command context, dispatch and `call`, the write epilogue,
 //!   client state, blocking, statistics, the shared `Server` state;
+//! * `persist` — RDB files and DUMP payloads in Redis's formats, fork-less snapshots;
 //! * `config`, `log` — the configuration table and Redis-format logging;
 //! * `engine` — the sharded keyspace and the values it stores;
 //! * `protocol` — RESP parsing and reply encoding, no storage knowledge.
@@ -15,6 +16,7 @@ pub mod config;
 pub mod engine;
 pub mod exec;
 pub mod log;
+pub mod persist;
 pub mod protocol;
 pub mod server;
 pub mod types;

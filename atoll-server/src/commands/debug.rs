@@ -240,7 +240,7 @@ fn serialized_length(v: &Value, fill: i64) -> usize {
 fn object_line(srv: &Server, now_ms: i64, v: &Value, key_lru: u32) -> String {
     // Redis's 24-bit LRU clock (unix seconds); Atoll keeps seconds since start per key.
     let start_s = srv.start_ms / 1000;
-    let lru = ((start_s + key_lru as i64) & 0xFF_FFFF) as u64;
+    let lru = ((start_s + key_lru as i64 - crate::engine::value::LRU_BASE as i64) & 0xFF_FFFF) as u64;
     let now = ((now_ms / 1000) & 0xFF_FFFF) as u64;
     let idle = if now >= lru { now - lru } else { now + (0xFF_FFFF - lru) };
     let fill = srv.config.hot.list_max_listpack_size.load(Ordering::Relaxed);

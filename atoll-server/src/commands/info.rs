@@ -145,7 +145,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("uptime_in_days:{}", up / 86400);
                 f!("hz:{}", srv.config.hot.hz.load(Ordering::Relaxed));
                 f!("configured_hz:{}", srv.config.hot.hz.load(Ordering::Relaxed));
-                f!("lru_clock:{}", srv.lru_clock(now));
+                f!("lru_clock:{}", (now / 1000) & 0xFF_FFFF);
                 f!("executable:{}", srv.executable);
                 f!("config_file:{}", srv.config.config_file.clone().unwrap_or_default());
                 f!("io_threads_active:0");

@@ -12,6 +12,7 @@ pub mod latency;
 pub mod memory;
 pub mod metrics;
 pub mod multi;
+pub mod persist;
 pub mod server;
 pub mod string;
 pub mod table;

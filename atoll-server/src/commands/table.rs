@@ -4,7 +4,7 @@
 
 use super::{
     admin as adm, bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, memory as mem, multi,
-    server as srv, string as st,
+    persist as pst, server as srv, string as st,
 };
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
 use Scope::*;
@@ -106,6 +106,8 @@ static ROWS: &[Row] = &[
     c("rename", keys::rename, Keys),
     c("renamenx", keys::renamenx, Keys),
     c("copy", keys::copy, Custom(keys::plan_copy)),
+    c("dump", pst::dump, Keys),
+    c("restore", pst::restore, Keys),
     c("move", keys::move_, Custom(keys::plan_move)),
     c("keys", keys::keys, Walk),
     c("scan", keys::scan, Walk),

@@ -176,19 +176,27 @@ impl List {
 
     /// Each node's listpack bytes in the quicklist Redis would build (MEMORY USAGE).
     pub fn quicklist_node_bytes(&self, fill: i64) -> Vec<usize> {
-        let (mut out, mut cur_b, mut cur_n) = (Vec::new(), 0, 0);
+        self.quicklist_runs(fill).into_iter().map(|(_, bytes, _)| bytes).collect()
+    }
+
+    /// The nodes of the quicklist Redis would build from these elements pushed one by one at
+    /// the tail: (element count, listpack bytes, plain) each — a plain node holds one element
+    /// past the packed threshold as it is. RDB files store lists node by node.
+    pub fn quicklist_runs(&self, fill: i64) -> Vec<(usize, usize, bool)> {
+        let (mut out, mut cur_b, mut cur_n, mut cur_plain) = (Vec::new(), 0, 0, false);
         for e in &self.items {
             let s = lp_entry_size(e);
             let plain = e.len() >= packed_threshold();
-            if cur_n > 0 && (plain || exceeds_limit(fill, LP_OVERHEAD + cur_b + s, cur_n + 1)) {
-                out.push(LP_OVERHEAD + cur_b);
+            if cur_n > 0 && (plain || cur_plain || exceeds_limit(fill, LP_OVERHEAD + cur_b + s, cur_n + 1)) {
+                out.push((cur_n, LP_OVERHEAD + cur_b, cur_plain));
                 (cur_b, cur_n) = (0, 0);
             }
             cur_b += s;
             cur_n += 1;
+            cur_plain = plain;
         }
         if cur_n > 0 {
-            out.push(LP_OVERHEAD + cur_b);
+            out.push((cur_n, LP_OVERHEAD + cur_b, cur_plain));
         }
         out
     }

@@ -16,6 +16,7 @@ pub mod hash;
 pub mod keytable;
 pub mod list;
 pub mod packed;
+pub mod rdb;
 pub mod set;
 pub mod skiplist;
 pub mod slot;
@@ -56,6 +57,8 @@ pub struct Shard {
     pub expire_cursor: u64,
     /// Clients blocked on keys of this shard, oldest first (see `exec::blocking`).
     pub blocked: Option<Box<BlockedRegistry>>,
+    /// The last snapshot epoch this shard was serialized in (see [`Snapshots`]).
+    pub saved_epoch: u64,
 }
 
 /// Key → clients blocked on it, oldest first.
@@ -157,9 +160,11 @@ pub struct Db {
 }
 
 impl Db {
-    fn new() -> Db {
+    /// A new database: empty at the instant of any snapshot already running, so its shards
+    /// count as serialized in `epoch`.
+    fn new(epoch: u64) -> Db {
         Db {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard { saved_epoch: epoch, ..Shard::default() })).collect(),
             volatile: (0..SHARDS.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -194,6 +199,74 @@ impl Db {
 
 pub struct Keyspace {
     dbs: Box<[OnceLock<Db>]>,
+    pub snapshots: Snapshots,
+}
+
+/// Where a point-in-time snapshot sends each shard's contents (`persist` implements it).
+pub trait SnapshotSink: Send + Sync {
+    /// Serializes one shard as it is now. Called with the shard's lock held, exactly once per
+    /// shard and snapshot, by whichever thread locks the shard first after the snapshot began.
+    fn shard(&self, db: usize, idx: usize, shard: &Shard);
+}
+
+/// Fork-less point-in-time snapshots by shard-granular copy-before-write (DESIGN §1). A
+/// snapshot is the state at the instant [`Snapshots::begin`] runs. From then on, whoever locks
+/// a shard first — the snapshot's own walk, or a command about to change it — serializes it
+/// before anything else happens under that lock, and stamps it with the snapshot's epoch so
+/// it is serialized once. A command checks after taking all its locks, so its shards are
+/// either all serialized before its writes or all after them (a shard serialized earlier was
+/// reached through its lock, which the command then saw the snapshot through). Extra memory
+/// is the serialized shards not yet written out, not a copy of the dataset.
+#[derive(Default)]
+pub struct Snapshots {
+    active: AtomicBool,
+    epoch: AtomicU64,
+    sink: parking_lot::RwLock<Option<Arc<dyn SnapshotSink>>>,
+}
+
+impl Snapshots {
+    /// Starts a snapshot; None if one is already running. Returns its epoch.
+    pub fn begin(&self, sink: Arc<dyn SnapshotSink>) -> Option<u64> {
+        let mut g = self.sink.write();
+        if g.is_some() {
+            return None;
+        }
+        *g = Some(sink);
+        let e = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        self.active.store(true, Ordering::SeqCst);
+        Some(e)
+    }
+
+    /// Ends the snapshot (after every shard was visited).
+    pub fn end(&self) {
+        self.active.store(false, Ordering::SeqCst);
+        *self.sink.write() = None;
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Copy-before-write: call with `shard` locked, before changing it. One relaxed load when
+    /// no snapshot runs.
+    #[inline]
+    pub fn before_use(&self, db: usize, idx: usize, shard: &mut Shard) {
+        if self.active.load(Ordering::Acquire) {
+            self.serialize(db, idx, shard);
+        }
+    }
+
+    #[cold]
+    pub fn serialize(&self, db: usize, idx: usize, shard: &mut Shard) {
+        let e = self.epoch.load(Ordering::Acquire);
+        if shard.saved_epoch >= e {
+            return;
+        }
+        if let Some(sink) = self.sink.read().clone() {
+            sink.shard(db, idx, shard);
+        }
+        shard.saved_epoch = e;
+    }
 }
 
 /// Where a key will be looked up, for `Keyspace::prefetch_spots`.
@@ -233,7 +306,7 @@ pub fn shard_id(db: usize, shard: usize) -> u32 {
 
 impl Keyspace {
     pub fn new(databases: usize) -> Keyspace {
-        Keyspace { dbs: (0..databases).map(|_| OnceLock::new()).collect() }
+        Keyspace { dbs: (0..databases).map(|_| OnceLock::new()).collect(), snapshots: Snapshots::default() }
     }
 
     pub fn num_dbs(&self) -> usize {
@@ -242,7 +315,7 @@ impl Keyspace {
 
     /// The database, created on first use.
     pub fn db(&self, i: usize) -> &Db {
-        self.dbs[i].get_or_init(Db::new)
+        self.dbs[i].get_or_init(|| Db::new(self.snapshots.epoch()))
     }
 
     /// Batch prefetching: a lookup is two dependent cache misses (bucket slot, then node), and
@@ -380,11 +453,15 @@ impl<'k> Locks<'k> {
         }
         // A plan may name a database that does not exist (SWAPDB 0 99): the command itself
         // reports the error, nothing is locked for it.
-        let mut held = SmallVec::new();
+        let mut held: SmallVec<[(u32, MutexGuard<'k, Shard>); 2]> = SmallVec::new();
         for &id in plan.ids.as_slice() {
             if let Some(db) = ks.dbs.get((id >> 16) as usize) {
-                held.push((id, db.get_or_init(Db::new).shards[(id & 0xffff) as usize].lock()));
+                held.push((id, db.get_or_init(|| Db::new(ks.snapshots.epoch())).shards[(id & 0xffff) as usize].lock()));
             }
+        }
+        // Copy-before-write, checked once all the locks are held (see `Snapshots`).
+        for (id, g) in held.iter_mut() {
+            ks.snapshots.before_use((*id >> 16) as usize, (*id & 0xffff) as usize, &mut *g);
         }
         Locks { ks, held }
     }
@@ -449,6 +526,7 @@ impl<'k> Locks<'k> {
         } else {
             let d = self.ks.db(db);
             let mut g = d.shards[shard].lock();
+            self.ks.snapshots.before_use(db, shard, &mut g);
             f(&mut g)
         }
     }

@@ -321,6 +321,14 @@ impl Set {
         }
     }
 
+    /// The members of an `intset`-encoded set (sorted); None for the other encodings.
+    pub fn ints(&self) -> Option<&[i64]> {
+        match &self.repr {
+            Repr::Ints(v) => Some(v),
+            _ => None,
+        }
+    }
+
     /// Visits every member (integers rendered as text).
     pub fn for_each(&self, mut f: impl FnMut(&[u8])) {
         match &self.repr {

@@ -90,7 +90,7 @@ pub struct Node {
     /// Estimated listpack size, for `stream-node-max-bytes`.
     pub bytes: usize,
     /// The master entry's fields (an entry with the same fields is stored more compactly).
-    master_fields: Vec<Vec<u8>>,
+    pub(crate) master_fields: Vec<Vec<u8>>,
 }
 
 /// A pending (delivered, not yet acknowledged) entry of a consumer group.
@@ -154,7 +154,7 @@ impl Group {
 /// A stream value.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Stream {
-    nodes: BTreeMap<StreamId, Node>,
+    pub(crate) nodes: BTreeMap<StreamId, Node>,
     /// Live entries.
     pub length: u64,
     pub last_id: StreamId,

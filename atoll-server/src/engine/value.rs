@@ -33,7 +33,12 @@ pub enum Value {
     Stream(Box<Stream>),
 }
 
-/// A key's value plus its access clock (seconds since start, for OBJECT IDLETIME).
+/// Where the access clock starts: seconds since start are counted from here, so a key can be
+/// given an idle time longer than the server has been up (RESTORE … IDLETIME, RDB `IDLE`).
+/// 2^22 s is 48 days; the 32-bit clock then lasts 130 years.
+pub const LRU_BASE: u32 = 1 << 22;
+
+/// A key's value plus its access clock (`LRU_BASE` + seconds since start, for OBJECT IDLETIME).
 #[derive(Debug, Clone)]
 pub struct Obj {
     pub val: Value,

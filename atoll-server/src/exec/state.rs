@@ -212,10 +212,10 @@ impl Server {
         self.clock.now_ms()
     }
 
-    /// Seconds since start, the clock OBJECT IDLETIME is measured in.
+    /// Seconds since start plus `LRU_BASE`, the clock OBJECT IDLETIME is measured in.
     #[inline]
     pub fn lru_clock(&self, now_ms: i64) -> u32 {
-        ((now_ms - self.start_ms).max(0) / 1000) as u32
+        crate::engine::value::LRU_BASE + ((now_ms - self.start_ms).max(0) / 1000) as u32
     }
 
     pub fn effects_enabled(&self) -> bool {

@@ -54,6 +54,7 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
         steps += shard - from + 1;
         visited += 1;
         let Some(mut s) = d.shards[shard].try_lock() else { continue };
+        srv.ks.snapshots.before_use(db, shard, &mut s);
         if s.expires.is_empty() {
             d.clear_volatile(shard);
             continue;

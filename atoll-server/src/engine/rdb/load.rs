@@ -1,0 +1,356 @@
+//! Reads a value's body for any RDB type Redis 2.6–7.2 wrote, building Atoll's value with the
+//! encoding the current thresholds give it (as Redis converts on load: a ziplist becomes a
+//! listpack, a small hashtable hash becomes a listpack, an oversized listpack a hashtable).
+//! Duplicates, NaN scores and malformed blobs are errors, never a panic; an empty aggregate
+//! is reported as `None` (Redis skips such keys).
+
+use super::blobs::{intset, listpack, ziplist, zipmap, Elem};
+use super::save::{STREAM_DELETED, STREAM_SAMEFIELDS};
+use super::*;
+use crate::engine::hash::{Hash, Limits as HashLimits};
+use crate::engine::list::List;
+use crate::engine::set::{Set, SetLimits};
+use crate::engine::stream::{Consumer, Entry, Group, Nack, Node, Stream, StreamId};
+use crate::engine::zset::{ZLimits, ZSet};
+use crate::engine::Value;
+use std::collections::{BTreeSet, HashSet};
+
+/// The encoding thresholds loading converts by.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOpts {
+    pub list_fill: i64,
+    pub hash: HashLimits,
+    pub set: SetLimits,
+    pub zset: ZLimits,
+}
+
+impl Default for LoadOpts {
+    fn default() -> Self {
+        LoadOpts {
+            list_fill: -2,
+            hash: HashLimits { max_entries: 128, max_value: 64 },
+            set: SetLimits { intset_entries: 512, listpack_entries: 128, listpack_value: 64 },
+            zset: ZLimits { entries: 128, value: 64 },
+        }
+    }
+}
+
+/// True for the type bytes of values (as opposed to opcodes).
+pub fn is_value_type(t: u8) -> bool {
+    matches!(t, 0..=7 | 9..=21)
+}
+
+/// Reads the body of a value of type `t`. `Ok(None)`: a valid but empty aggregate.
+pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<Value>> {
+    let v = match t {
+        TYPE_STRING => match inp.int_or_string()? {
+            IntOrStr::Int(i) => Value::Int(i),
+            IntOrStr::Str(s) => Value::from_bytes(&s),
+        },
+        TYPE_LIST => {
+            let n = inp.count()?;
+            let mut items = Vec::new();
+            for _ in 0..n {
+                items.push(inp.string()?.into_boxed_slice());
+            }
+            list(items, o)
+        }
+        TYPE_SET => {
+            let n = inp.count()?;
+            let mut members = Vec::new();
+            for _ in 0..n {
+                members.push(inp.string()?);
+            }
+            set(members, o)?
+        }
+        TYPE_ZSET | TYPE_ZSET_2 => {
+            let n = inp.count()?;
+            let mut items = Vec::new();
+            for _ in 0..n {
+                let m = inp.string()?;
+                let s = if t == TYPE_ZSET { inp.double_text()? } else { inp.double_bin()? };
+                items.push((s, m));
+            }
+            zset(items, o)?
+        }
+        TYPE_HASH => {
+            let n = inp.count()?;
+            let mut pairs = Vec::new();
+            for _ in 0..n {
+                let f = inp.string()?;
+                pairs.push((f, inp.string()?));
+            }
+            hash(pairs, o)?
+        }
+        TYPE_HASH_ZIPMAP => hash(zipmap(&inp.string()?)?, o)?,
+        TYPE_LIST_ZIPLIST => list(ziplist(&inp.string()?)?.into_iter().map(|e| e.into_bytes().into()).collect(), o),
+        TYPE_SET_INTSET => {
+            let ints = intset(&inp.string()?)?;
+            set(ints.iter().map(|i| itoa::Buffer::new().format(*i).as_bytes().to_vec()).collect(), o)?
+        }
+        TYPE_SET_LISTPACK => set(listpack(&inp.string()?)?.into_iter().map(Elem::into_bytes).collect(), o)?,
+        TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
+            let blob = inp.string()?;
+            let elems = if t == TYPE_ZSET_ZIPLIST { ziplist(&blob)? } else { listpack(&blob)? };
+            if elems.len() % 2 != 0 {
+                return err("Sorted set listpack with an odd number of elements");
+            }
+            let mut items = Vec::with_capacity(elems.len() / 2);
+            let mut it = elems.into_iter();
+            while let (Some(m), Some(s)) = (it.next(), it.next()) {
+                let score = match s {
+                    Elem::Int(i) => i as f64,
+                    Elem::Str(b) => crate::engine::zset::parse_score(&b)
+                        .or_else(|| matches!(&b[..], b"inf" | b"+inf").then_some(f64::INFINITY))
+                        .or_else(|| (b == b"-inf").then_some(f64::NEG_INFINITY))
+                        .ok_or_else(|| RdbError("Invalid score in sorted set listpack".into()))?,
+                };
+                items.push((score, m.into_bytes()));
+            }
+            zset(items, o)?
+        }
+        TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
+            let blob = inp.string()?;
+            let elems = if t == TYPE_HASH_ZIPLIST { ziplist(&blob)? } else { listpack(&blob)? };
+            if elems.len() % 2 != 0 {
+                return err("Hash listpack with an odd number of elements");
+            }
+            let mut pairs = Vec::with_capacity(elems.len() / 2);
+            let mut it = elems.into_iter();
+            while let (Some(f), Some(v)) = (it.next(), it.next()) {
+                pairs.push((f.into_bytes(), v.into_bytes()));
+            }
+            hash(pairs, o)?
+        }
+        TYPE_LIST_QUICKLIST | TYPE_LIST_QUICKLIST_2 => {
+            let nodes = inp.count()?;
+            let mut items: Vec<Box<[u8]>> = Vec::new();
+            for _ in 0..nodes {
+                let container = if t == TYPE_LIST_QUICKLIST_2 { inp.length()? } else { QL_PACKED };
+                let blob = inp.string()?;
+                match container {
+                    QL_PLAIN => items.push(blob.into_boxed_slice()),
+                    QL_PACKED => {
+                        let elems = if t == TYPE_LIST_QUICKLIST { ziplist(&blob)? } else { listpack(&blob)? };
+                        // Redis skips empty nodes (files written by buggy versions hold some).
+                        items.extend(elems.into_iter().map(|e| e.into_bytes().into_boxed_slice()));
+                    }
+                    c => return err(format!("Quicklist integrity check failed: unknown container {c}")),
+                }
+            }
+            list(items, o)
+        }
+        TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => {
+            return stream(t, inp).map(|s| Some(Value::Stream(Box::new(s))));
+        }
+        TYPE_MODULE_PRE_GA | TYPE_MODULE_2 => return err("Module values are not supported (Atoll loads no modules)"),
+        _ => return err(format!("Unknown RDB encoding type {t}")),
+    };
+    let empty = match &v {
+        Value::List(l) => l.is_empty(),
+        Value::Set(s) => s.is_empty(),
+        Value::ZSet(z) => z.is_empty(),
+        Value::Hash(h) => h.is_empty(),
+        _ => false,
+    };
+    Ok((!empty).then_some(v))
+}
+
+fn list(items: Vec<Box<[u8]>>, o: &LoadOpts) -> Value {
+    Value::List(Box::new(List::from_elements(items, o.list_fill)))
+}
+
+fn set(members: Vec<Vec<u8>>, o: &LoadOpts) -> Result<Value> {
+    let Some(first) = members.first() else { return Ok(Value::Set(Set::new_intset())) };
+    let mut s = Set::create(first, members.len(), &o.set);
+    for m in &members {
+        if !s.add(m, &o.set) {
+            return err("Duplicate set members detected");
+        }
+    }
+    Ok(Value::Set(s))
+}
+
+fn zset(items: Vec<(f64, Vec<u8>)>, o: &LoadOpts) -> Result<Value> {
+    let mut seen = HashSet::with_capacity(items.len());
+    let mut out = Vec::with_capacity(items.len());
+    for (s, m) in items {
+        if s.is_nan() {
+            return err("Zset with NAN score detected");
+        }
+        if !seen.insert(m.clone()) {
+            return err("Duplicate zset fields detected");
+        }
+        out.push((s, m.into_boxed_slice()));
+    }
+    Ok(Value::ZSet(ZSet::build(out, &o.zset)))
+}
+
+fn hash(pairs: Vec<(Vec<u8>, Vec<u8>)>, o: &LoadOpts) -> Result<Value> {
+    let mut h = Hash::new();
+    for (f, v) in &pairs {
+        if !h.set(f, v, o.hash) {
+            return err("Duplicate hash fields detected");
+        }
+    }
+    Ok(Value::Hash(h))
+}
+
+fn id_from(b: &[u8]) -> Result<StreamId> {
+    if b.len() != 16 {
+        return err("Stream node key entry is not the size of a stream ID");
+    }
+    Ok(StreamId::new(u64::from_be_bytes(b[..8].try_into().unwrap()), u64::from_be_bytes(b[8..].try_into().unwrap())))
+}
+
+fn stream<R: Read>(t: u8, inp: &mut Input<R>) -> Result<Stream> {
+    let mut s = Stream::default();
+    let nodes = inp.count()?;
+    for _ in 0..nodes {
+        let master = id_from(&inp.string()?)?;
+        let lp = inp.string()?;
+        let bytes = lp.len();
+        let node = stream_node(master, listpack(&lp)?, bytes)?;
+        if node.entries.is_empty() {
+            return err("Empty listpack inside stream");
+        }
+        if s.nodes.last_key_value().is_some_and(|(k, n)| *k >= master || n.entries.last().unwrap().id >= master) {
+            return err("Stream nodes out of order");
+        }
+        s.nodes.insert(master, node);
+    }
+    s.length = inp.length()?;
+    s.last_id = StreamId::new(inp.length()?, inp.length()?);
+    let live: u64 = s.nodes.values().map(|n| n.live as u64).sum();
+    if live != s.length {
+        return err("Stream length does not match its entries");
+    }
+    if t >= TYPE_STREAM_LISTPACKS_2 {
+        s.first_id = StreamId::new(inp.length()?, inp.length()?);
+        s.max_deleted_id = StreamId::new(inp.length()?, inp.length()?);
+        s.entries_added = inp.length()?;
+    } else {
+        // Version 1 kept none of these: derive them as Redis does.
+        s.first_id = s.range(StreamId::MIN, StreamId::MAX, false, 1).first().map(|e| e.id).unwrap_or_default();
+        s.entries_added = s.length;
+    }
+    let groups = inp.count()?;
+    for _ in 0..groups {
+        let name = inp.string()?;
+        let last_id = StreamId::new(inp.length()?, inp.length()?);
+        let entries_read = if t >= TYPE_STREAM_LISTPACKS_2 {
+            inp.length()? as i64
+        } else {
+            crate::engine::stream::ENTRIES_READ_INVALID
+        };
+        let mut g = Group::new(last_id, entries_read);
+        let pel = inp.count()?;
+        for _ in 0..pel {
+            let id = id_from(&inp.array::<16>()?)?;
+            let delivery_time = inp.ms()?;
+            let delivery_count = inp.length()?;
+            if g.pel.insert(id, Nack { consumer: Vec::new(), delivery_time, delivery_count }).is_some() {
+                return err("Duplicated global PEL entry loading stream consumer group");
+            }
+        }
+        let consumers = inp.count()?;
+        for _ in 0..consumers {
+            let cname = inp.string()?;
+            let seen_time = inp.ms()?;
+            let active_time = if t >= TYPE_STREAM_LISTPACKS_3 { inp.ms()? } else { seen_time };
+            let mut c = Consumer { seen_time, active_time, pel: BTreeSet::new() };
+            let n = inp.count()?;
+            for _ in 0..n {
+                let id = id_from(&inp.array::<16>()?)?;
+                let Some(nack) = g.pel.get_mut(&id) else {
+                    return err("Consumer entry not found in group global PEL");
+                };
+                if !nack.consumer.is_empty() || !c.pel.insert(id) {
+                    return err("Duplicated consumer PEL entry loading a stream consumer group");
+                }
+                nack.consumer = cname.clone();
+            }
+            if g.consumers.insert(cname, c).is_some() {
+                return err("Duplicated consumer name in stream consumer group");
+            }
+        }
+        if g.pel.values().any(|n| n.consumer.is_empty()) {
+            return err("Stream PEL entry without a consumer");
+        }
+        if s.groups.insert(name, g).is_some() {
+            return err("Duplicated consumer group name");
+        }
+    }
+    Ok(s)
+}
+
+/// Decodes one stream listpack (see `save::node_listpack` for the layout), checking every
+/// count it carries against what is there.
+fn stream_node(master: StreamId, elems: Vec<Elem>, bytes: usize) -> Result<Node> {
+    fn bad<T>(what: &str) -> Result<T> {
+        err(format!("Stream listpack integrity check failed: {what}"))
+    }
+    let mut it = elems.into_iter();
+    let int = |it: &mut std::vec::IntoIter<Elem>| -> Result<i64> {
+        match it.next().and_then(|e| e.as_int()) {
+            Some(v) => Ok(v),
+            None => bad("expected an integer"),
+        }
+    };
+    let live = int(&mut it)?;
+    let deleted = int(&mut it)?;
+    let nmaster = int(&mut it)?;
+    if live < 0 || deleted < 0 || nmaster < 0 || nmaster as usize > it.len() {
+        return bad("master entry");
+    }
+    let master_fields: Vec<Vec<u8>> = it.by_ref().take(nmaster as usize).map(Elem::into_bytes).collect();
+    if int(&mut it)? != 0 {
+        return bad("master entry terminator");
+    }
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut n_live = 0usize;
+    while it.len() > 0 {
+        let flags = int(&mut it)?;
+        let ms = master.ms.wrapping_add(int(&mut it)? as u64);
+        let seq = master.seq.wrapping_add(int(&mut it)? as u64);
+        let id = StreamId::new(ms, seq);
+        if entries.last().is_some_and(|e| e.id >= id) || id < master {
+            return bad("entry IDs out of order");
+        }
+        let mut fields = Vec::new();
+        let lp_count = if flags & STREAM_SAMEFIELDS != 0 {
+            if it.len() < master_fields.len() {
+                return bad("entry values");
+            }
+            for f in &master_fields {
+                fields.push(f.clone());
+                fields.push(it.next().unwrap().into_bytes());
+            }
+            master_fields.len() as i64 + 3
+        } else {
+            let nf = int(&mut it)?;
+            if nf < 0 || (nf as usize).saturating_mul(2) > it.len() {
+                return bad("entry fields");
+            }
+            for _ in 0..nf * 2 {
+                fields.push(it.next().unwrap().into_bytes());
+            }
+            2 * nf + 4
+        };
+        if int(&mut it)? != lp_count {
+            return bad("entry element count");
+        }
+        let del = flags & STREAM_DELETED != 0;
+        if !del {
+            n_live += 1;
+        }
+        entries.push(Entry { id, fields, deleted: del });
+    }
+    if n_live as i64 != live || (entries.len() - n_live) as i64 != deleted {
+        return bad("master entry counts");
+    }
+    if n_live == 0 {
+        return bad("node without live entries");
+    }
+    Ok(Node { entries, live: n_live, bytes, master_fields })
+}

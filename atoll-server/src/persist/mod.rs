@@ -1,0 +1,95 @@
+//! Persistence in Redis's own formats: DUMP/RESTORE payloads and RDB files (`rdbfile`).
+//! The value codec itself is the storage layer's (`engine::rdb`); this layer frames it, reads
+//! the thresholds it needs from the configuration, and walks the keyspace.
+
+pub mod rdbfile;
+
+use crate::config::Config;
+use crate::engine::rdb::{self, load::LoadOpts, save::SaveOpts, Input, RdbError, CRC64, RDB_VERSION};
+use crate::engine::Value;
+use std::sync::atomic::Ordering;
+
+/// Saving options from the configuration.
+pub fn save_opts(c: &Config) -> SaveOpts {
+    SaveOpts { compress: c.get_bool("rdbcompression"), list_fill: c.hot.list_max_listpack_size.load(Ordering::Relaxed) }
+}
+
+/// The encoding thresholds values are converted by on load.
+pub fn load_opts(c: &Config) -> LoadOpts {
+    let h = &c.hot;
+    let r = |a: &std::sync::atomic::AtomicUsize| a.load(Ordering::Relaxed);
+    LoadOpts {
+        list_fill: h.list_max_listpack_size.load(Ordering::Relaxed),
+        hash: crate::engine::hash::Limits {
+            max_entries: r(&h.hash_max_listpack_entries),
+            max_value: r(&h.hash_max_listpack_value),
+        },
+        set: crate::engine::set::SetLimits {
+            intset_entries: r(&h.set_max_intset_entries).min(1 << 30),
+            listpack_entries: r(&h.set_max_listpack_entries),
+            listpack_value: r(&h.set_max_listpack_value),
+        },
+        zset: crate::engine::zset::ZLimits {
+            entries: r(&h.zset_max_listpack_entries),
+            value: r(&h.zset_max_listpack_value),
+        },
+    }
+}
+
+/// A DUMP payload: the value's RDB type and body, the RDB version (2 bytes, little-endian)
+/// and a CRC-64 of all that (8 bytes, little-endian).
+pub fn dump(v: &Value, o: &SaveOpts) -> Vec<u8> {
+    let mut out = vec![rdb::save::type_byte(v)];
+    rdb::save::value(&mut out, v, o);
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = CRC64.checksum(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Why a RESTORE payload was refused, with Redis's reply for each case.
+#[derive(Debug, PartialEq)]
+pub enum PayloadError {
+    /// Footer: a newer RDB version or a checksum mismatch.
+    VersionOrChecksum,
+    /// The body does not decode (or decodes to an empty value).
+    BadData(RdbError),
+}
+
+impl PayloadError {
+    pub fn reply(&self) -> &'static str {
+        match self {
+            PayloadError::VersionOrChecksum => "ERR DUMP payload version or checksum are wrong",
+            PayloadError::BadData(_) => "ERR Bad data format",
+        }
+    }
+}
+
+/// Decodes a DUMP payload (Redis's `verifyDumpPayload` then `rdbLoadObject`): the footer is
+/// checked before the body is read, and the body must be used up exactly.
+pub fn restore(payload: &[u8], o: &LoadOpts) -> Result<Value, PayloadError> {
+    if payload.len() < 10 {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let (body, footer) = payload.split_at(payload.len() - 10);
+    let version = u16::from_le_bytes([footer[0], footer[1]]);
+    if version > RDB_VERSION {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let crc = u64::from_le_bytes(footer[2..].try_into().unwrap());
+    if CRC64.checksum(&payload[..payload.len() - 8]) != crc {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let Some((&t, rest)) = body.split_first() else {
+        return Err(PayloadError::BadData(RdbError("empty payload".into())));
+    };
+    if !rdb::load::is_value_type(t) {
+        return Err(PayloadError::BadData(RdbError(format!("not a value type: {t}"))));
+    }
+    let mut inp = Input::new(rest, false);
+    let v = rdb::load::value(t, &mut inp, o).map_err(PayloadError::BadData)?;
+    if !inp.into_inner().is_empty() {
+        return Err(PayloadError::BadData(RdbError("trailing bytes after the value".into())));
+    }
+    v.ok_or_else(|| PayloadError::BadData(RdbError("empty value".into())))
+}

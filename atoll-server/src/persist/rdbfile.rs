@@ -1,0 +1,310 @@
+//! Whole RDB files: writing a point-in-time snapshot of the keyspace (fork-less, see
+//! `engine::Snapshots`) and reading a file into it. The layout is Redis 7.2's: `REDIS0011`,
+//! aux fields, then per database SELECTDB and its keys (each with EXPIRETIME_MS when it has a
+//! TTL), EOF and a CRC-64 of everything before it. Shards are emitted in whatever order
+//! they were serialized, each chunk opening with its own SELECTDB — RDB allows repeating it.
+
+use crate::engine::rdb::{self, load::LoadOpts, save::SaveOpts, Input};
+use crate::engine::{key_shard, Keyspace, Shard, SnapshotSink, Value};
+use parking_lot::Mutex;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Appends one shard's keys as RDB records, after a SELECTDB; nothing for an empty shard.
+/// Returns the number of keys written.
+pub fn shard_records(db: usize, shard: &Shard, o: &SaveOpts, out: &mut Vec<u8>) -> u64 {
+    if shard.keys.is_empty() {
+        return 0;
+    }
+    out.push(rdb::OP_SELECTDB);
+    rdb::put_len(out, db as u64);
+    let mut n = 0;
+    shard.keys.for_each(|k, v| {
+        if let Some(t) = shard.expires.get(k) {
+            out.push(rdb::OP_EXPIRETIME_MS);
+            rdb::put_ms(out, *t);
+        }
+        out.push(rdb::save::type_byte(v));
+        rdb::put_str(out, k, o.compress);
+        rdb::save::value(out, v, o);
+        n += 1;
+    });
+    n
+}
+
+/// The snapshot's sink: shards serialized by whichever thread got to them first, waiting for
+/// the snapshot's own thread to write them out.
+struct Chunks {
+    opts: SaveOpts,
+    queue: Mutex<Vec<Vec<u8>>>,
+    keys: AtomicU64,
+}
+
+impl SnapshotSink for Chunks {
+    fn shard(&self, db: usize, _idx: usize, shard: &Shard) {
+        let mut out = Vec::new();
+        let n = shard_records(db, shard, &self.opts, &mut out);
+        if n > 0 {
+            self.keys.fetch_add(n, Ordering::Relaxed);
+            self.queue.lock().push(out);
+        }
+    }
+}
+
+/// Ends the snapshot however the save ends (error paths included).
+struct Running<'a>(&'a Keyspace);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.snapshots.end();
+    }
+}
+
+/// What a save wrote.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SaveInfo {
+    pub keys: u64,
+    pub bytes: u64,
+}
+
+/// Writes `out`, counting the checksum.
+struct Out<W: Write> {
+    w: W,
+    crc: crc::Digest<'static, u64, crc::Table<16>>,
+    bytes: u64,
+}
+
+impl<W: Write> Out<W> {
+    fn put(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.crc.update(b);
+        self.bytes += b.len() as u64;
+        self.w.write_all(b)
+    }
+}
+
+/// Why a snapshot could not start.
+pub const ERR_IN_PROGRESS: &str = "Background save already in progress";
+
+/// Writes a point-in-time snapshot of the keyspace to `w`: the state at the instant this is
+/// called, while other threads go on writing. `aux`: the header's aux fields.
+pub fn write_snapshot<W: Write>(
+    ks: &Keyspace,
+    w: W,
+    aux: &[(&str, String)],
+    opts: SaveOpts,
+    checksum: bool,
+) -> std::io::Result<(SaveInfo, W)> {
+    let sink = Arc::new(Chunks { opts, queue: Mutex::new(Vec::new()), keys: AtomicU64::new(0) });
+    let Some(_epoch) = ks.snapshots.begin(sink.clone()) else {
+        return Err(std::io::Error::other(ERR_IN_PROGRESS));
+    };
+    let running = Running(ks);
+    let mut out = Out { w, crc: rdb::CRC64.digest(), bytes: 0 };
+    let mut head = format!("REDIS{:04}", rdb::RDB_VERSION).into_bytes();
+    for (k, v) in aux {
+        head.push(rdb::OP_AUX);
+        rdb::put_str(&mut head, k.as_bytes(), false);
+        rdb::put_str(&mut head, v.as_bytes(), false);
+    }
+    out.put(&head)?;
+    let drain = |out: &mut Out<W>| -> std::io::Result<()> {
+        let chunks = std::mem::take(&mut *sink.queue.lock());
+        for c in chunks {
+            out.put(&c)?;
+        }
+        Ok(())
+    };
+    for db in 0..ks.num_dbs() {
+        let Some(d) = ks.db_if_exists(db) else { continue };
+        for (i, m) in d.shards.iter().enumerate() {
+            ks.snapshots.serialize(db, i, &mut m.lock());
+            drain(&mut out)?;
+        }
+    }
+    drop(running);
+    drain(&mut out)?;
+    out.put(&[rdb::OP_EOF])?;
+    let crc = if checksum { out.crc.clone().finalize() } else { 0 };
+    out.w.write_all(&crc.to_le_bytes())?;
+    out.bytes += 8;
+    Ok((SaveInfo { keys: sink.keys.load(Ordering::Relaxed), bytes: out.bytes }, out.w))
+}
+
+/// Saves a snapshot to `path` as Redis does: into a temporary file in the same directory,
+/// fsync'd, then renamed over `path`, and the directory fsync'd, so a crash leaves either
+/// the old file or the new one whole.
+pub fn save_file(
+    ks: &Keyspace,
+    path: &Path,
+    aux: &[(&str, String)],
+    opts: SaveOpts,
+    checksum: bool,
+) -> std::io::Result<SaveInfo> {
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    let tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
+    let result = (|| {
+        let f = std::fs::File::create(&tmp)?;
+        let (info, w) = write_snapshot(ks, BufWriter::with_capacity(1 << 20, f), aux, opts, checksum)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(info)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// What a load found.
+#[derive(Debug, Default, Clone)]
+pub struct LoadInfo {
+    pub version: u16,
+    pub keys_loaded: u64,
+    pub keys_expired: u64,
+    /// Empty aggregates Redis would skip (written by old versions).
+    pub empty_keys_skipped: u64,
+    pub aux: Vec<(String, String)>,
+}
+
+/// Reads an RDB stream, handing each live key to `insert(db, key, value, expire_ms)`; keys
+/// already past their expiry at `now_ms` are skipped (counted), as a Redis master does.
+/// Errors name the offset and, inside a key, the key.
+pub fn load<R: Read>(
+    r: R,
+    opts: &LoadOpts,
+    num_dbs: usize,
+    now_ms: i64,
+    mut insert: impl FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>,
+) -> Result<LoadInfo, String> {
+    let mut inp = Input::new(r, true);
+    let magic: [u8; 9] = inp.array().map_err(|e| e.0)?;
+    if magic.starts_with(b"VALKEY") {
+        return Err(format!(
+            "Can't handle RDB format version {}: a Valkey 8.1+ file, newer than Redis 7.2's RDB 11",
+            String::from_utf8_lossy(&magic[6..])
+        ));
+    }
+    if &magic[..5] != b"REDIS" {
+        return Err("Wrong signature trying to load DB from file".into());
+    }
+    let version: u16 = std::str::from_utf8(&magic[5..]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    if !(1..=rdb::RDB_VERSION).contains(&version) {
+        return Err(format!("Can't handle RDB format version {version}"));
+    }
+    let mut info = LoadInfo { version, ..LoadInfo::default() };
+    let mut db = 0usize;
+    let mut expire: Option<i64> = None;
+    let e = |inp: &Input<R>, m: String| format!("{m} (at offset {})", inp.pos);
+    loop {
+        let t = inp.u8().map_err(|x| x.0)?;
+        match t {
+            rdb::OP_EXPIRETIME_MS => expire = Some(inp.ms().map_err(|x| x.0)?),
+            rdb::OP_EXPIRETIME => {
+                let b: [u8; 4] = inp.array().map_err(|x| x.0)?;
+                expire = Some(i32::from_le_bytes(b) as i64 * 1000);
+            }
+            rdb::OP_FREQ => {
+                inp.u8().map_err(|x| x.0)?;
+            }
+            rdb::OP_IDLE => {
+                inp.length().map_err(|x| x.0)?;
+            }
+            rdb::OP_SELECTDB => {
+                let d = inp.length().map_err(|x| x.0)?;
+                if d >= num_dbs as u64 {
+                    return Err(format!(
+                        "FATAL: Data file was created with a Redis server configured to handle more than {num_dbs} databases. Exiting"
+                    ));
+                }
+                db = d as usize;
+            }
+            rdb::OP_RESIZEDB => {
+                inp.length().map_err(|x| x.0)?;
+                inp.length().map_err(|x| x.0)?;
+            }
+            rdb::OP_AUX => {
+                let k = inp.string().map_err(|x| x.0)?;
+                let v = inp.string().map_err(|x| x.0)?;
+                info.aux.push((String::from_utf8_lossy(&k).into(), String::from_utf8_lossy(&v).into()));
+            }
+            rdb::OP_MODULE_AUX => {
+                return Err(e(&inp, "The RDB file contains module data; Atoll loads no modules".into()))
+            }
+            rdb::OP_FUNCTION2 | rdb::OP_FUNCTION_PRE_GA => {
+                return Err(e(
+                    &inp,
+                    "The RDB file contains function libraries; Atoll does not support functions yet".into(),
+                ))
+            }
+            rdb::OP_EOF => break,
+            t if rdb::load::is_value_type(t) => {
+                let key = inp.string().map_err(|x| e(&inp, x.0))?;
+                let v = rdb::load::value(t, &mut inp, opts)
+                    .map_err(|x| e(&inp, format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key))))?;
+                let exp = expire.take();
+                match v {
+                    None => info.empty_keys_skipped += 1,
+                    Some(_) if exp.is_some_and(|t| t < now_ms) => info.keys_expired += 1,
+                    Some(v) => {
+                        insert(db, key, v, exp).map_err(|m| e(&inp, m))?;
+                        info.keys_loaded += 1;
+                    }
+                }
+            }
+            t => return Err(e(&inp, format!("Unknown RDB opcode or type {t}"))),
+        }
+    }
+    if version >= 5 {
+        let computed = inp.checksum();
+        let stored = u64::from_le_bytes(inp.array().map_err(|x| x.0)?);
+        if stored != 0 && stored != computed {
+            return Err("Wrong RDB checksum. Aborting now.".into());
+        }
+    }
+    Ok(info)
+}
+
+/// Loads an RDB file into an empty keyspace at start-up (nothing else runs yet).
+/// `lru`: the access clock loaded keys start with.
+pub fn load_file(ks: &Keyspace, path: &Path, opts: &LoadOpts, now_ms: i64, lru: u32) -> Result<LoadInfo, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{e}"))?;
+    let r = std::io::BufReader::with_capacity(1 << 20, f);
+    load(r, opts, ks.num_dbs(), now_ms, |db, key, val, exp| {
+        let s = key_shard(&key);
+        let d = ks.db(db);
+        let mut g = d.shards[s].lock();
+        insert_into(&mut g, db, &key, val, exp, lru)?;
+        if exp.is_some() {
+            d.mark_volatile(s);
+        }
+        Ok(())
+    })
+}
+
+/// Adds a loaded key to its (locked) shard; a key already there is a corrupt file.
+pub fn insert_into(
+    sh: &mut Shard,
+    db: usize,
+    key: &[u8],
+    val: Value,
+    exp: Option<i64>,
+    lru: u32,
+) -> Result<(), String> {
+    if sh.keys.contains_key(key) {
+        return Err(format!("RDB has duplicated key '{}' in DB {db}", String::from_utf8_lossy(key)));
+    }
+    sh.keys.insert_new(key, crate::engine::Obj { val, lru });
+    if let Some(t) = exp {
+        sh.expires.insert(key, t);
+    }
+    Ok(())
+}

@@ -456,11 +456,11 @@ mod tests {
             w.push(i);
         }
         let blob = w.finish();
-        // Redis's layout for a small one: header 6, "a" = 0x81 'a' backlen 2, end.
+        // Redis's layout for a small one: header 6, "a" = 0x81 'a' backlen 2, 5 backlen 1, end.
         let mut small = LpWriter::new();
         small.push(b"a");
         small.push(b"5");
-        assert_eq!(small.finish(), [11, 0, 0, 0, 2, 0, 0x81, b'a', 2, 5, 1, 0xFF]);
+        assert_eq!(small.finish(), [12, 0, 0, 0, 2, 0, 0x81, b'a', 2, 5, 1, 0xFF]);
         let back: Vec<Vec<u8>> = listpack(&blob).unwrap().into_iter().map(Elem::into_bytes).collect();
         assert_eq!(back, items);
         let mut bad = blob.clone();

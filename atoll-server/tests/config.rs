@@ -19,6 +19,8 @@ const ENV_DEPENDENT: &[&str] = &[
     "bind",
     // The oracle is built with libc malloc: its jemalloc-bg-thread is inert.
     "jemalloc-bg-thread",
+    // Each test server runs in a scratch directory of its own.
+    "dir",
 ];
 
 fn pairs(reply: &[u8]) -> BTreeMap<String, String> {
@@ -299,8 +301,8 @@ fn stock_redis_configs_load() {
         ),
     ] {
         let path = src.join(file);
-        let dir = std::env::temp_dir();
         let port = free_port();
+        let dir = scratch_dir(port);
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
             .arg(&path)
             .args(["--port", &port.to_string(), "--pidfile", "", "--dir", dir.to_str().unwrap(), "--logfile", ""])

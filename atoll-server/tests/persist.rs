@@ -260,3 +260,256 @@ fn crc64(data: &[u8]) -> u64 {
     }
     crc
 }
+
+fn redis_tool(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(&redis_bin()).parent().unwrap().join(name)
+}
+
+fn info_field(c: &mut RawConn, name: &str) -> String {
+    let info = String::from_utf8_lossy(&cmd(c, &[b"INFO", b"persistence"])).to_string();
+    info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or_else(|| panic!("{name}")).to_string()
+}
+
+/// The encodings of every key, for comparing a dataset before and after a reload.
+fn encodings(c: &mut RawConn) -> Vec<(Vec<u8>, String)> {
+    keys_of(c).into_iter().map(|k| (k.clone(), show(&cmd(c, &[b"OBJECT", b"ENCODING", &k])))).collect()
+}
+
+#[test]
+fn rdb_files_move_both_ways_between_redis_and_atoll() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let (mut rc, mut ac) = (RawConn::connect(r.port), RawConn::connect(a.port));
+    populate(&mut rc);
+    populate(&mut ac);
+    let digest = cmd(&mut rc, &[b"DEBUG", b"DIGEST"]);
+    assert_eq!(cmd(&mut ac, &[b"DEBUG", b"DIGEST"]), digest);
+    // Redis's file, loaded by a new Atoll.
+    assert_eq!(cmd(&mut rc, &[b"SAVE"]), b"+OK\r\n");
+    let rdir = String::from_utf8_lossy(&parse_array(&cmd(&mut rc, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    let a2 = start_atoll(&["--enable-debug-command", "yes", "--dir", &rdir]);
+    let mut a2c = RawConn::connect(a2.port);
+    assert_eq!(cmd(&mut a2c, &[b"DEBUG", b"DIGEST"]), digest, "Redis's RDB loaded into Atoll");
+    assert_eq!(encodings(&mut a2c), encodings(&mut rc));
+    // Every key of both databases (db 3 holds two).
+    assert_eq!(info_field(&mut a2c, "rdb_last_load_keys_loaded"), (keys_of(&mut rc).len() + 2).to_string());
+    // Atoll's file: passes redis-check-rdb, and a new Redis loads it.
+    assert_eq!(cmd(&mut ac, &[b"SAVE"]), b"+OK\r\n");
+    let adir = String::from_utf8_lossy(&parse_array(&cmd(&mut ac, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    let file = std::path::Path::new(&adir).join("dump.rdb");
+    let check = std::process::Command::new(redis_tool("redis-check-rdb")).arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success() && text.contains("RDB looks OK!"), "{text}");
+    let r2 = start_redis(&["--dir", &adir]);
+    let mut r2c = RawConn::connect(r2.port);
+    assert_eq!(cmd(&mut r2c, &[b"DEBUG", b"DIGEST"]), digest, "Atoll's RDB loaded into Redis");
+    assert_eq!(encodings(&mut r2c), encodings(&mut ac));
+    // No more than 1 % larger (Atoll repeats SELECTDB per shard; values are laid out alike,
+    // and its LZF finds somewhat more matches).
+    let rsize = std::fs::metadata(std::path::Path::new(&rdir).join("dump.rdb")).unwrap().len() as f64;
+    let asize = std::fs::metadata(&file).unwrap().len() as f64;
+    assert!(asize / rsize < 1.01 && asize / rsize > 0.9, "Atoll {asize} bytes, Redis {rsize}");
+}
+
+#[test]
+fn debug_reload_keeps_every_type_and_encoding_as_redis_does() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let (mut rc, mut ac) = (RawConn::connect(r.port), RawConn::connect(a.port));
+    populate(&mut rc);
+    populate(&mut ac);
+    let digest = cmd(&mut ac, &[b"DEBUG", b"DIGEST"]);
+    for c in [&mut rc, &mut ac] {
+        assert_eq!(cmd(c, &[b"DEBUG", b"RELOAD"]), b"+OK\r\n");
+    }
+    assert_eq!(cmd(&mut ac, &[b"DEBUG", b"DIGEST"]), digest);
+    assert_eq!(cmd(&mut rc, &[b"DEBUG", b"DIGEST"]), digest);
+    assert_eq!(encodings(&mut ac), encodings(&mut rc));
+    // The options, and their errors, as Redis answers them.
+    for args in [
+        &[&b"DEBUG"[..], b"RELOAD", b"NOSAVE"][..],
+        &[b"SET", b"after", b"1"],
+        &[b"DEBUG", b"RELOAD", b"NOSAVE"],
+        &[b"EXISTS", b"after"],
+        &[b"SET", b"s:int", b"changed"],
+        // (NOFLUSH without MERGE finds every key twice: Redis 7.2 then exits on the
+        // "corrupt" file; Atoll answers the load error and keeps its data.)
+        &[b"DEBUG", b"RELOAD", b"NOSAVE", b"NOFLUSH", b"MERGE"],
+        &[b"GET", b"s:int"],
+        &[b"DEBUG", b"RELOAD", b"BOGUS"],
+    ] {
+        let (x, y) = (cmd(&mut rc, args), cmd(&mut ac, args));
+        assert_eq!(show(&y), show(&x), "{}", String::from_utf8_lossy(&args.concat()));
+    }
+}
+
+/// BGSAVE while clients write: the file holds the dataset as it was at one instant. Writers
+/// keep pairs of keys in different shards equal (MULTI/EXEC, MSET) and bump a counter; in
+/// the file every pair is still equal.
+#[test]
+fn bgsave_is_point_in_time_while_clients_write() {
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let mut ac = RawConn::connect(a.port);
+    // Enough data that the save takes a while.
+    cmd(&mut ac, &[b"DEBUG", b"POPULATE", b"300000", b"bulk", b"64"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..3 {
+        let (port, stop) = (a.port, stop.clone());
+        writers.push(std::thread::spawn(move || {
+            let mut c = RawConn::connect(port);
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let n = i.to_string();
+                let (x, y) = (format!("pair{w}:x"), format!("pair{w}:y"));
+                let batch = [
+                    encode(&v(&["MULTI"])),
+                    encode(&v(&["SET", &x, &n])),
+                    encode(&v(&["SET", &y, &n])),
+                    encode(&v(&["EXEC"])),
+                    encode(&v(&["MSET", &format!("m{w}:a"), &n, &format!("m{w}:b"), &n, &format!("m{w}:c"), &n])),
+                ]
+                .concat();
+                c.send_raw(&batch);
+                for _ in 0..5 {
+                    c.read_reply();
+                }
+                i += 1;
+            }
+            i
+        }));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(show(&cmd(&mut ac, &[b"BGSAVE"])), "+Background saving started\\r\\n");
+    assert_eq!(info_field(&mut ac, "rdb_bgsave_in_progress"), "1");
+    assert!(cmd(&mut ac, &[b"BGSAVE"]).starts_with(b"-ERR Background save already in progress"));
+    let mut waited = 0;
+    while info_field(&mut ac, "rdb_bgsave_in_progress") == "1" {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 1;
+        assert!(waited < 3000, "BGSAVE did not finish");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds: Vec<u64> = writers.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(rounds.iter().all(|&n| n > 10), "{rounds:?}");
+    assert_eq!(info_field(&mut ac, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(info_field(&mut ac, "rdb_saves"), "1");
+    // Load the file in a new server and check every pair.
+    let dir = String::from_utf8_lossy(&parse_array(&cmd(&mut ac, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    let b = start_atoll(&["--dir", &dir]);
+    let mut bc = RawConn::connect(b.port);
+    for w in 0..3 {
+        let x = cmd(&mut bc, &[b"GET", format!("pair{w}:x").as_bytes()]);
+        let y = cmd(&mut bc, &[b"GET", format!("pair{w}:y").as_bytes()]);
+        assert_eq!(show(&x), show(&y), "writer {w}: a transaction was cut in two");
+        let m = cmd(
+            &mut bc,
+            &[b"MGET", format!("m{w}:a").as_bytes(), format!("m{w}:b").as_bytes(), format!("m{w}:c").as_bytes()],
+        );
+        let vals = parse_array(&m);
+        assert!(vals.windows(2).all(|p| p[0] == p[1]), "writer {w}: MSET cut: {vals:?}");
+    }
+    assert_eq!(cmd(&mut bc, &[b"DBSIZE"])[..], *format!(":{}\r\n", 300_000 + 3 * 5).as_bytes());
+}
+
+#[test]
+fn shutdown_saves_and_a_restart_loads() {
+    let a = start_atoll(&["--save", "3600", "1"]);
+    let mut ac = RawConn::connect(a.port);
+    let dir = String::from_utf8_lossy(&parse_array(&cmd(&mut ac, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    cmd(&mut ac, &[b"SET", b"kept", b"yes"]);
+    cmd(&mut ac, &[b"SET", b"ttl", b"v", b"EX", b"1000"]);
+    assert_eq!(info_field(&mut ac, "rdb_changes_since_last_save"), "2");
+    ac.send(&v(&["SHUTDOWN"]));
+    let mut a = a;
+    assert!(a.child.wait().unwrap().success());
+    let b = start_atoll(&["--dir", &dir]);
+    let mut bc = RawConn::connect(b.port);
+    assert_eq!(cmd(&mut bc, &[b"GET", b"kept"]), b"$3\r\nyes\r\n");
+    let ttl = cmd(&mut bc, &[b"TTL", b"ttl"]);
+    assert!(ttl == b":1000\r\n" || ttl == b":999\r\n", "{}", show(&ttl));
+    assert_eq!(info_field(&mut bc, "rdb_changes_since_last_save"), "0");
+    // NOSAVE: the change is not written.
+    cmd(&mut bc, &[b"SET", b"lost", b"1"]);
+    bc.send(&v(&["SHUTDOWN", "NOSAVE"]));
+    let mut b = b;
+    assert!(b.child.wait().unwrap().success());
+    // SIGTERM with save points saves (here: none configured, so it does not).
+    let c = start_atoll(&["--dir", &dir, "--save", "3600", "1"]);
+    let mut cc = RawConn::connect(c.port);
+    assert_eq!(cmd(&mut cc, &[b"EXISTS", b"lost"]), b":0\r\n");
+    cmd(&mut cc, &[b"SET", b"by-sigterm", b"1"]);
+    let mut c = c;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.child.id() as i32, libc::SIGTERM) };
+    assert!(c.child.wait().unwrap().success());
+    let d = start_atoll(&["--dir", &dir]);
+    let mut dc = RawConn::connect(d.port);
+    assert_eq!(cmd(&mut dc, &[b"GET", b"by-sigterm"]), b"$1\r\n1\r\n");
+    assert_eq!(cmd(&mut dc, &[b"GET", b"kept"]), b"$3\r\nyes\r\n");
+}
+
+/// A file that cannot be loaded stops start-up with a message naming the problem (and the
+/// offset), instead of starting with part of the data.
+#[test]
+fn unloadable_files_stop_startup_with_a_clear_message() {
+    let a = start_atoll(&[]);
+    let mut ac = RawConn::connect(a.port);
+    run_all(
+        &mut ac,
+        &[v(&["SET", "a", "1"]), v(&["RPUSH", "list", "x", "y", "z"]), v(&["SET", "b", &"x".repeat(100)])],
+    );
+    assert_eq!(cmd(&mut ac, &[b"SAVE"]), b"+OK\r\n");
+    let dir = String::from_utf8_lossy(&parse_array(&cmd(&mut ac, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    let good = std::fs::read(std::path::Path::new(&dir).join("dump.rdb")).unwrap();
+    let mut flipped = good.clone();
+    let mid = good.len() / 2;
+    flipped[mid] ^= 0xFF;
+    let mut newer = good.clone();
+    newer[5..9].copy_from_slice(b"0012");
+    let mut valkey = good.clone();
+    valkey[..9].copy_from_slice(b"VALKEY080");
+    for (name, bytes, want) in [
+        ("truncated", &good[..good.len() - 20], "Unexpected EOF"),
+        ("flipped", &flipped, ""),
+        ("newer", &newer, "Can't handle RDB format version 12"),
+        ("valkey", &valkey, "Valkey"),
+    ] {
+        let port = free_port();
+        let d = scratch_dir(port);
+        std::fs::write(d.join("dump.rdb"), bytes).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+            .args(["--port", &port.to_string(), "--dir", d.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let log = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(log.contains("Fatal error loading the DB") && log.contains(want), "{name}: {log}");
+    }
+}
+
+/// A failing BGSAVE sets `rdb_last_bgsave_status:err`, and with save points and
+/// `stop-writes-on-bgsave-error` writes get Redis's MISCONF until a save succeeds.
+#[test]
+fn failed_saves_refuse_writes_as_redis_does() {
+    let a = start_atoll(&["--save", "3600", "1"]);
+    let mut ac = RawConn::connect(a.port);
+    let dir = String::from_utf8_lossy(&parse_array(&cmd(&mut ac, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    cmd(&mut ac, &[b"SET", b"k", b"v"]);
+    // A directory where the file should go: the final rename fails.
+    let blocker = std::path::Path::new(&dir).join("dump.rdb");
+    std::fs::create_dir_all(blocker.join("x")).unwrap();
+    assert_eq!(cmd(&mut ac, &[b"SAVE"]), b"-ERR\r\n");
+    assert_eq!(info_field(&mut ac, "rdb_last_bgsave_status"), "err");
+    let misconf = cmd(&mut ac, &[b"SET", b"k", b"v2"]);
+    assert!(misconf.starts_with(b"-MISCONF Redis is configured to save RDB snapshots"), "{}", show(&misconf));
+    assert!(cmd(&mut ac, &[b"PING"]).starts_with(b"-MISCONF"));
+    assert_eq!(cmd(&mut ac, &[b"GET", b"k"]), b"$1\r\nv\r\n");
+    std::fs::remove_dir_all(&blocker).unwrap();
+    assert_eq!(cmd(&mut ac, &[b"BGSAVE"]), b"+Background saving started\r\n");
+    while info_field(&mut ac, "rdb_bgsave_in_progress") == "1" {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(info_field(&mut ac, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(cmd(&mut ac, &[b"SET", b"k", b"v2"]), b"+OK\r\n");
+}

@@ -74,7 +74,7 @@ def atoll(tmp_path):
     port, mport = free_ports(2)
     log = open(tmp_path / "atoll.log", "wb")
     proc = subprocess.Popen([BINARY, "--port", str(port), "--metrics-port", str(mport),
-                             "--save", "", "--loglevel", "warning"],
+                             "--save", "", "--dir", str(tmp_path), "--loglevel", "warning"],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 15

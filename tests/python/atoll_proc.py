@@ -4,6 +4,7 @@ import contextlib
 import os
 import socket
 import subprocess
+import tempfile
 import time
 
 import redis
@@ -24,8 +25,12 @@ def free_port():
 def atoll(port, *args):
     """Runs Atoll on `port` with extra arguments until the block ends; it must exit cleanly."""
     assert os.path.exists(BINARY), f"{BINARY} missing: build it first (cargo build)"
-    proc = subprocess.Popen([BINARY, "--port", str(port), "--loglevel", "warning", *args],
-                            stdout=subprocess.DEVNULL)
+    # A directory of its own (no stray dump.rdb loaded or left behind) and no save points
+    # unless the test sets them.
+    scratch = tempfile.mkdtemp(prefix="atoll-py-")
+    defaults = [] if "--save" in args else ["--save", ""]
+    proc = subprocess.Popen([BINARY, "--port", str(port), "--loglevel", "warning", "--dir", scratch,
+                             *defaults, *args], stdout=subprocess.DEVNULL)
     for _ in range(500):
         try:
             redis.Redis(port=port).ping()

@@ -556,15 +556,38 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
                 ctx.reply.int(hits as i64);
             }
         }
-        ("reload", _) | ("loadaof", _) => {
-            return Err(CmdError::msg(format!(
-                "ERR DEBUG {} is not supported by Atoll yet: persistence (RDB snapshots and AOF)",
-                sub.to_uppercase()
-            )))
+        ("reload", _) => {
+            let (mut save, mut flush, mut merge) = (true, true, false);
+            for &opt in &ctx.args[2..] {
+                if eq_ic(opt, "MERGE") {
+                    merge = true;
+                } else if eq_ic(opt, "NOFLUSH") {
+                    flush = false;
+                } else if eq_ic(opt, "NOSAVE") {
+                    save = false;
+                } else {
+                    return Err(CmdError::msg("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."));
+                }
+            }
+            // Every shard is locked (`reload_locks_all`): the dataset is replaced atomically.
+            if let Err(e) = crate::exec::persistence::reload(ctx.srv, ctx.ks.locks, save, flush, merge) {
+                crate::log_warning!("DEBUG RELOAD: {e}");
+                return Err(CmdError::msg("ERR Error trying to load the RDB dump, check server logs."));
+            }
+            crate::log_notice!("DB reloaded by DEBUG RELOAD");
+            ctx.reply.ok();
+        }
+        ("loadaof", _) => {
+            return Err(CmdError::msg("ERR DEBUG LOADAOF is not supported by Atoll yet: persistence (AOF)"))
         }
         _ => return Err(unknown(ctx.args[1])),
     }
     Ok(())
+}
+
+/// DEBUG's lock scope: RELOAD replaces the whole dataset, so it locks every database.
+pub fn reload_locks_all(args: &[&[u8]]) -> bool {
+    args.len() > 1 && eq_ic(args[1], "RELOAD")
 }
 
 /// Runs `f` on the live value at `key` in the client's database (a key past its time counts

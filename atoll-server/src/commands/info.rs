@@ -57,15 +57,7 @@ pub fn rss_bytes() -> u64 {
 
 /// Bytes allocated by the program according to jemalloc (0 when jemalloc is not the
 /// allocator, as in unit tests).
-pub fn allocated_bytes() -> (u64, u64, u64) {
-    use tikv_jemalloc_ctl::{epoch, stats};
-    let _ = epoch::advance();
-    (
-        stats::allocated::read().unwrap_or(0) as u64,
-        stats::active::read().unwrap_or(0) as u64,
-        stats::resident::read().unwrap_or(0) as u64,
-    )
-}
+pub use crate::exec::stats::allocated_bytes;
 
 fn total_system_memory() -> u64 {
     let s = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
@@ -248,16 +240,19 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("current_fork_perc:0.00");
                 f!("current_save_keys_processed:0");
                 f!("current_save_keys_total:0");
-                f!("rdb_changes_since_last_save:{}", st.sum(|c| &c.dirty));
-                f!("rdb_bgsave_in_progress:0");
+                let p = &srv.persistence;
+                let running = p.in_progress.load(Ordering::Relaxed);
+                f!("rdb_changes_since_last_save:{}", crate::exec::persistence::changes_since_save(srv));
+                f!("rdb_bgsave_in_progress:{}", running as u8);
                 f!("rdb_last_save_time:{}", srv.lastsave.load(Ordering::Relaxed));
-                f!("rdb_last_bgsave_status:ok");
-                f!("rdb_last_bgsave_time_sec:-1");
-                f!("rdb_current_bgsave_time_sec:-1");
-                f!("rdb_saves:0");
+                f!("rdb_last_bgsave_status:{}", if p.last_failed.load(Ordering::Relaxed) { "err" } else { "ok" });
+                f!("rdb_last_bgsave_time_sec:{}", p.last_bgsave_secs.load(Ordering::Relaxed));
+                let current = if running { (now - p.bgsave_started_ms.load(Ordering::Relaxed)) / 1000 } else { -1 };
+                f!("rdb_current_bgsave_time_sec:{}", current);
+                f!("rdb_saves:{}", p.saves.load(Ordering::Relaxed));
                 f!("rdb_last_cow_size:0");
-                f!("rdb_last_load_keys_expired:0");
-                f!("rdb_last_load_keys_loaded:0");
+                f!("rdb_last_load_keys_expired:{}", p.last_load_keys_expired.load(Ordering::Relaxed));
+                f!("rdb_last_load_keys_loaded:{}", p.last_load_keys_loaded.load(Ordering::Relaxed));
                 f!("aof_enabled:0");
                 f!("aof_rewrite_in_progress:0");
                 f!("aof_rewrite_scheduled:0");

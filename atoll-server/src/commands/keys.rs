@@ -1196,8 +1196,12 @@ mod tests {
         let srv = server();
         let mut s = session(&srv);
         let mut locks = Locks::none(&srv.ks);
-        locks.with_shard(0, key_shard(b"n"), |sh| sh.keys.insert(b"n", Obj { val: Value::Int(42), lru: 0 }));
-        locks.with_shard(0, key_shard(b"big"), |sh| sh.keys.insert(b"big", Obj { val: Value::Int(10_000), lru: 0 }));
+        locks.with_shard(0, key_shard(b"n"), |sh| {
+            sh.keys.insert(b"n", Obj { val: Value::Int(42), lru: crate::engine::value::LRU_BASE })
+        });
+        locks.with_shard(0, key_shard(b"big"), |sh| {
+            sh.keys.insert(b"big", Obj { val: Value::Int(10_000), lru: crate::engine::value::LRU_BASE })
+        });
         drop(locks);
         assert_eq!(run(&srv, &mut s, "OBJECT ENCODING n"), "$3\r\nint\r\n");
         assert_eq!(run(&srv, &mut s, "OBJECT REFCOUNT n"), ":2147483647\r\n");

@@ -1,6 +1,7 @@
 //! Persistence commands: DUMP and RESTORE (Redis's payloads), SAVE, BGSAVE and LASTSAVE.
 //! The formats live in `persist`; this module parses arguments and applies the results.
 
+use crate::exec::persistence;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx};
 use crate::persist;
 
@@ -91,5 +92,33 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
     // FREQ is accepted as Redis does; Atoll keeps no LFU counter until maxmemory policies exist.
     let _ = freq;
     ctx.reply.ok();
+    Ok(())
+}
+
+// SAVE
+pub fn save(ctx: &mut Ctx) -> CmdResult {
+    match persistence::save(ctx.srv) {
+        Ok(_) => {
+            ctx.reply.ok();
+            Ok(())
+        }
+        Err(e) if e == persistence::ERR_BGSAVE_RUNNING => Err(CmdError::msg(persistence::ERR_BGSAVE_RUNNING)),
+        Err(_) => Err(CmdError::msg("ERR")),
+    }
+}
+
+// BGSAVE [SCHEDULE]
+pub fn bgsave(ctx: &mut Ctx) -> CmdResult {
+    let schedule = match ctx.args.len() {
+        1 => false,
+        2 if eq_ic(ctx.args[1], "SCHEDULE") => true,
+        _ => return Err(CmdError::Syntax),
+    };
+    let _ = schedule;
+    match persistence::bgsave(ctx.srv) {
+        Ok(()) if ctx.client.in_exec => ctx.reply.simple("Background saving scheduled"),
+        Ok(()) => ctx.reply.simple("Background saving started"),
+        Err(e) => return Err(CmdError::msg(e)),
+    }
     Ok(())
 }

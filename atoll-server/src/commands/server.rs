@@ -691,13 +691,15 @@ pub fn command_help(ctx: &mut Ctx) -> CmdResult {
 // SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]
 pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     let mut mode = ShutdownMode::Default;
-    let mut abort = false;
+    let (mut abort, mut force) = (false, false);
     for &a in &ctx.args[1..] {
         if eq_ic(a, "NOSAVE") {
             mode = ShutdownMode::NoSave;
         } else if eq_ic(a, "SAVE") {
             mode = ShutdownMode::Save;
-        } else if eq_ic(a, "NOW") || eq_ic(a, "FORCE") {
+        } else if eq_ic(a, "NOW") {
+        } else if eq_ic(a, "FORCE") {
+            force = true;
         } else if eq_ic(a, "ABORT") {
             abort = true;
         } else {
@@ -710,7 +712,12 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
         }
         return Err(CmdError::msg("ERR No shutdown in progress."));
     }
-    ctx.client.shutdown = Some(mode);
+    // The final save happens here, so its failure is this command's error reply (FORCE
+    // exits anyway); the exit itself then has nothing left to save.
+    if crate::exec::persistence::shutdown_save(ctx.srv, mode).is_err() && !force {
+        return Err(CmdError::msg("ERR Errors trying to SHUTDOWN. Check logs."));
+    }
+    ctx.client.shutdown = Some(ShutdownMode::NoSave);
     Ok(())
 }
 

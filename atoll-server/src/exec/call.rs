@@ -37,6 +37,8 @@ fn unknown_command_error(argv: &[&[u8]]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {args}")
 }
 
+const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+
 fn reject(ws: &WorkerStats, client: &mut Client, out: &mut Reply, cmd: Option<&Command>, e: CmdError) {
     if let Some(c) = cmd {
         ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
@@ -172,6 +174,13 @@ fn gated(
             )));
         }
     }
+    // stop-writes-on-bgsave-error: one relaxed load while the last save succeeded.
+    if srv.persistence.last_failed.load(Ordering::Relaxed)
+        && (cmd.has(flags::WRITE) || cmd.name == "ping")
+        && super::persistence::writes_refused(srv)
+    {
+        return reject(ws, client, out, Some(cmd), CmdError::msg(MISCONF));
+    }
     if let Some(m) = client.multi.as_mut() {
         let n = cmd.name.as_str();
         let passes = matches!(n, "exec" | "discard" | "multi" | "watch" | "quit" | "reset");
@@ -281,6 +290,13 @@ pub fn lock_plan(cmd: &Command, argv: &[&[u8]], db: usize, in_exec: bool, ndbs: 
         }
         Scope::WalkAll => {
             if in_exec {
+                for d in 0..ndbs {
+                    plan.whole_db(d);
+                }
+            }
+        }
+        Scope::WalkAllOr(all) => {
+            if in_exec || all(argv) {
                 for d in 0..ndbs {
                     plan.whole_db(d);
                 }

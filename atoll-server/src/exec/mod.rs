@@ -19,6 +19,7 @@ pub mod latency;
 pub mod lazyfree;
 pub mod ldouble;
 pub mod multi;
+pub mod persistence;
 pub mod slowlog;
 pub mod state;
 pub mod stats;

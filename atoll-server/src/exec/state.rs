@@ -81,6 +81,8 @@ pub struct Server {
     /// DEBUG SET-DISABLE-DENY-SCRIPTS (kept for scripting: `noscript` commands in scripts).
     pub deny_scripts_disabled: AtomicBool,
     pub lastsave: AtomicI64,
+    /// RDB snapshots: SAVE/BGSAVE state and INFO persistence figures.
+    pub persistence: super::persistence::Persistence,
     pub shutting_down: AtomicBool,
     /// Workers run the io_uring backend (INFO's multiplexing_api).
     pub io_uring: AtomicBool,
@@ -191,6 +193,7 @@ impl Server {
             peak_allocated: Default::default(),
             deny_scripts_disabled: AtomicBool::new(false),
             lastsave: AtomicI64::new(now / 1000),
+            persistence: super::persistence::Persistence::new(),
             shutting_down: AtomicBool::new(false),
             io_uring: AtomicBool::new(false),
             blocked_clients: Default::default(),

@@ -161,3 +161,14 @@ impl Stats {
         }
     }
 }
+
+/// The allocator's (allocated, active, resident) bytes, refreshed now.
+pub fn allocated_bytes() -> (u64, u64, u64) {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    let _ = epoch::advance();
+    (
+        stats::allocated::read().unwrap_or(0) as u64,
+        stats::active::read().unwrap_or(0) as u64,
+        stats::resident::read().unwrap_or(0) as u64,
+    )
+}

@@ -31,6 +31,9 @@ pub enum Scope {
     /// Reads every database one shard at a time (INFO keyspace); inside a transaction it
     /// locks every database instead, so it never waits for a shard its own EXEC holds.
     WalkAll,
+    /// `WalkAll`, but locks every database when the predicate holds for the arguments
+    /// (DEBUG RELOAD replaces the whole dataset; DEBUG DIGEST only reads it).
+    WalkAllOr(fn(&[&[u8]]) -> bool),
     /// Locks every shard of the client's database (FLUSHDB).
     Db,
     /// Locks every shard of every database (FLUSHALL).

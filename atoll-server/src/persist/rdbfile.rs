@@ -87,6 +87,25 @@ impl<W: Write> Out<W> {
 /// Why a snapshot could not start.
 pub const ERR_IN_PROGRESS: &str = "Background save already in progress";
 
+/// The header: magic and aux fields.
+fn header(aux: &[(&str, String)]) -> Vec<u8> {
+    let mut head = format!("REDIS{:04}", rdb::RDB_VERSION).into_bytes();
+    for (k, v) in aux {
+        head.push(rdb::OP_AUX);
+        rdb::put_str(&mut head, k.as_bytes(), false);
+        rdb::put_str(&mut head, v.as_bytes(), false);
+    }
+    head
+}
+
+/// EOF and the checksum (0 without `rdbchecksum`, which loaders then skip).
+fn footer<W: Write>(mut out: Out<W>, checksum: bool) -> std::io::Result<(u64, W)> {
+    out.put(&[rdb::OP_EOF])?;
+    let crc = if checksum { out.crc.clone().finalize() } else { 0 };
+    out.w.write_all(&crc.to_le_bytes())?;
+    Ok((out.bytes + 8, out.w))
+}
+
 /// Writes a point-in-time snapshot of the keyspace to `w`: the state at the instant this is
 /// called, while other threads go on writing. `aux`: the header's aux fields.
 pub fn write_snapshot<W: Write>(
@@ -102,13 +121,7 @@ pub fn write_snapshot<W: Write>(
     };
     let running = Running(ks);
     let mut out = Out { w, crc: rdb::CRC64.digest(), bytes: 0 };
-    let mut head = format!("REDIS{:04}", rdb::RDB_VERSION).into_bytes();
-    for (k, v) in aux {
-        head.push(rdb::OP_AUX);
-        rdb::put_str(&mut head, k.as_bytes(), false);
-        rdb::put_str(&mut head, v.as_bytes(), false);
-    }
-    out.put(&head)?;
+    out.put(&header(aux))?;
     let drain = |out: &mut Out<W>| -> std::io::Result<()> {
         let chunks = std::mem::take(&mut *sink.queue.lock());
         for c in chunks {
@@ -125,11 +138,40 @@ pub fn write_snapshot<W: Write>(
     }
     drop(running);
     drain(&mut out)?;
-    out.put(&[rdb::OP_EOF])?;
-    let crc = if checksum { out.crc.clone().finalize() } else { 0 };
-    out.w.write_all(&crc.to_le_bytes())?;
-    out.bytes += 8;
-    Ok((SaveInfo { keys: sink.keys.load(Ordering::Relaxed), bytes: out.bytes }, out.w))
+    let (bytes, w) = footer(out, checksum)?;
+    Ok((SaveInfo { keys: sink.keys.load(Ordering::Relaxed), bytes }, w))
+}
+
+/// Calls its argument on every (db, shard) to be written.
+pub type ShardWalk<'a> = dyn FnMut(&mut dyn FnMut(usize, &Shard)) + 'a;
+
+/// Writes the keyspace from shards the caller holds locked, all of them (DEBUG RELOAD):
+/// nothing changes meanwhile, so no snapshot machinery is needed.
+pub fn write_locked<W: Write>(
+    shards: &mut ShardWalk<'_>,
+    w: W,
+    aux: &[(&str, String)],
+    opts: SaveOpts,
+    checksum: bool,
+) -> std::io::Result<(SaveInfo, W)> {
+    let mut out = Out { w, crc: rdb::CRC64.digest(), bytes: 0 };
+    out.put(&header(aux))?;
+    let (mut keys, mut buf, mut err) = (0, Vec::new(), None);
+    shards(&mut |db, sh| {
+        if err.is_some() {
+            return;
+        }
+        buf.clear();
+        keys += shard_records(db, sh, &opts, &mut buf);
+        if let Err(e) = out.put(&buf) {
+            err = Some(e);
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let (bytes, w) = footer(out, checksum)?;
+    Ok((SaveInfo { keys, bytes }, w))
 }
 
 /// Saves a snapshot to `path` as Redis does: into a temporary file in the same directory,
@@ -142,11 +184,22 @@ pub fn save_file(
     opts: SaveOpts,
     checksum: bool,
 ) -> std::io::Result<SaveInfo> {
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    save_with(path, |w| write_snapshot(ks, w, aux, opts, checksum))
+}
+
+/// `save_file` with the writing done by `write` (a snapshot, or `write_locked`).
+pub fn save_with(
+    path: &Path,
+    write: impl FnOnce(BufWriter<std::fs::File>) -> std::io::Result<(SaveInfo, BufWriter<std::fs::File>)>,
+) -> std::io::Result<SaveInfo> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
     let tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
     let result = (|| {
         let f = std::fs::File::create(&tmp)?;
-        let (info, w) = write_snapshot(ks, BufWriter::with_capacity(1 << 20, f), aux, opts, checksum)?;
+        let (info, w) = write(BufWriter::with_capacity(1 << 20, f))?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         drop(f);

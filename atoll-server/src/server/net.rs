@@ -103,6 +103,17 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let (allocated, _, _) = crate::commands::info::allocated_bytes();
     srv.startup_allocated.store(allocated, Ordering::Relaxed);
     srv.peak_allocated.store(allocated, Ordering::Relaxed);
+    if let Err(e) = crate::exec::persistence::load_at_startup(&srv) {
+        log_warning!("Fatal error loading the DB: {e}. Exiting.");
+        return 1;
+    }
+    {
+        let srv2 = srv.clone();
+        std::thread::Builder::new()
+            .name("atoll-persist".into())
+            .spawn(move || crate::exec::persistence::run_thread(srv2))
+            .expect("spawn the persistence thread");
+    }
     let (sd_tx, mut sd_rx) = tokio::sync::watch::channel(None);
     let _ = super::worker::SHUTDOWN.set(sd_tx);
     let ready = Arc::new(AtomicUsize::new(0));
@@ -210,25 +221,32 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             .run_until(async {
                 let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
                 let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).unwrap();
-                let mode = tokio::select! {
-                    _ = term.recv() => { log_warning!("Received SIGTERM scheduling shutdown..."); ShutdownMode::Default }
-                    _ = int.recv() => { log_warning!("Received SIGINT scheduling shutdown..."); ShutdownMode::Default }
-                    _ = async {
-                        loop {
-                            if sd_rx.changed().await.is_err() {
-                                break;
+                loop {
+                    let mode = tokio::select! {
+                        _ = term.recv() => { log_warning!("Received SIGTERM scheduling shutdown..."); signal_mode(&srv, "shutdown-on-sigterm") }
+                        _ = int.recv() => { log_warning!("Received SIGINT scheduling shutdown..."); signal_mode(&srv, "shutdown-on-sigint") }
+                        _ = async {
+                            loop {
+                                if sd_rx.changed().await.is_err() {
+                                    break;
+                                }
+                                if sd_rx.borrow().is_some() {
+                                    break;
+                                }
                             }
-                            if sd_rx.borrow().is_some() {
-                                break;
-                            }
+                        } => {
+                            let m = *sd_rx.borrow();
+                            log_warning!("User requested shutdown...");
+                            m.unwrap_or(ShutdownMode::Default)
                         }
-                    } => {
-                        let m = *sd_rx.borrow();
-                        log_warning!("User requested shutdown...");
-                        m.unwrap_or(ShutdownMode::Default)
+                    };
+                    // A save that fails keeps the server running, as Redis does: exiting
+                    // would lose what could not be written.
+                    match shutdown(&srv, mode) {
+                        Some(code) => return code,
+                        None => log_warning!("SIGTERM received but errors trying to shut down the server, check the logs for more information"),
                     }
-                };
-                shutdown(&srv, mode)
+                }
             })
             .await
     });
@@ -304,13 +322,25 @@ fn tcp_keepalive(s: &std::net::TcpStream, secs: i64) -> io::Result<()> {
     sock.set_tcp_keepalive(&ka)
 }
 
-/// Final steps before exit. SAVE becomes real with persistence; today there is nothing to
-/// write, so every mode exits cleanly.
-fn shutdown(srv: &Server, mode: ShutdownMode) -> i32 {
-    srv.shutting_down.store(true, Ordering::Release);
-    if mode == ShutdownMode::Save {
-        log_notice!("Saving is not available yet (no persistence); nothing to save.");
+/// `shutdown-on-sigterm` / `shutdown-on-sigint`: whether a signal's shutdown saves.
+fn signal_mode(srv: &Server, param: &str) -> ShutdownMode {
+    let v = srv.config.get(param);
+    if v.split(' ').any(|f| f == "nosave") {
+        ShutdownMode::NoSave
+    } else if v.split(' ').any(|f| f == "save") {
+        ShutdownMode::Save
+    } else {
+        ShutdownMode::Default
     }
+}
+
+/// Final steps before exit: the final save (SAVE, or by default when `save` points are
+/// configured; NOSAVE skips it), then the pid and socket files. None if the save failed.
+fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
+    if crate::exec::persistence::shutdown_save(srv, mode).is_err() {
+        return None;
+    }
+    srv.shutting_down.store(true, Ordering::Release);
     let pidfile = srv.config.get("pidfile");
     if !pidfile.is_empty() {
         log_notice!("Removing the pid file.");
@@ -322,5 +352,5 @@ fn shutdown(srv: &Server, mode: ShutdownMode) -> i32 {
         let _ = std::fs::remove_file(&unixsocket);
     }
     log_warning!("Atoll is now ready to exit, bye bye...");
-    0
+    Some(0)
 }

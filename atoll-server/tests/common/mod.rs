@@ -71,6 +71,12 @@ pub fn start_atoll(extra: &[&str]) -> ServerProc {
     let port = free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_atoll-server"));
     cmd.args(["--port", &port.to_string(), "--loglevel", "warning"]);
+    // Each server in a directory of its own, so no test loads (or leaves) another's dump.rdb;
+    // and no save points unless the test asks for them.
+    cmd.arg("--dir").arg(scratch_dir(port));
+    if !extra.contains(&"--save") {
+        cmd.args(["--save", ""]);
+    }
     // scripts/test.sh runs the black-box suites a second time on the io_uring backend.
     if let Ok(b) = std::env::var("ATOLL_TEST_IO_BACKEND") {
         cmd.args(["--io-backend", &b]);
@@ -80,6 +86,14 @@ pub fn start_atoll(extra: &[&str]) -> ServerProc {
     let mut child = cmd.spawn().expect("start atoll-server");
     wait_ready(&mut child, port, "atoll-server");
     ServerProc { child, port, name: "atoll" }
+}
+
+/// A fresh, empty directory for one server's files.
+pub fn scratch_dir(port: u16) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("atoll-test-{}-{port}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
 }
 
 /// The oracle: `$REDIS_SERVER` if set, else Redis 7.2.6 itself, built once (cached) by
@@ -108,6 +122,7 @@ pub fn start_redis(extra: &[&str]) -> ServerProc {
     let bin = redis_bin();
     let mut cmd = Command::new(&bin);
     cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--loglevel", "warning"]);
+    cmd.arg("--dir").arg(scratch_dir(port));
     cmd.args(["--enable-debug-command", "yes"]).args(extra);
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {bin} ({e})"));

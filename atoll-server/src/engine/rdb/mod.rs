@@ -10,6 +10,7 @@
 
 pub mod blobs;
 pub mod load;
+pub mod lzf;
 pub mod save;
 
 use std::io::Read;
@@ -123,16 +124,14 @@ pub fn put_str(out: &mut Vec<u8>, s: &[u8], compress: bool) {
         }
     }
     if compress && s.len() > 20 {
-        if let Ok(c) = lzf::compress(s) {
-            // Redis gives LZF an output buffer of len - 4 bytes: a saving below that is
-            // not worth the decompression.
-            if c.len() < s.len() - 4 {
-                out.push(0xC3);
-                put_len(out, c.len() as u64);
-                put_len(out, s.len() as u64);
-                out.extend_from_slice(&c);
-                return;
-            }
+        // Redis gives LZF an output buffer of len - 4 bytes: a smaller saving is not worth
+        // the decompression.
+        if let Some(c) = self::lzf::compress(s, s.len() - 4) {
+            out.push(0xC3);
+            put_len(out, c.len() as u64);
+            put_len(out, s.len() as u64);
+            out.extend_from_slice(&c);
+            return;
         }
     }
     put_len(out, s.len() as u64);
@@ -273,7 +272,7 @@ impl<R: Read> Input<R> {
             return err(format!("Invalid LZF lengths (compressed {clen}, plain {len})"));
         }
         let c = self.bytes(clen)?;
-        match lzf::decompress(&c, len as usize) {
+        match ::lzf::decompress(&c, len as usize) {
             Ok(v) if v.len() as u64 == len => Ok(v),
             _ => err("Invalid LZF compressed string"),
         }

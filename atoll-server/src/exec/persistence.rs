@@ -1,0 +1,308 @@
+//! RDB snapshots as operators drive them: SAVE, BGSAVE (and SCHEDULE), `save <seconds>
+//! <changes>` points, the start-up load, SHUTDOWN's save, and INFO persistence's figures.
+//!
+//! Snapshots are fork-less and point-in-time (`engine::Snapshots`): BGSAVE runs on the
+//! persistence thread (started with the server) while the workers go on serving, and a shard
+//! about to change is serialized first. SAVE runs the same snapshot on the calling worker.
+
+use super::Server;
+use crate::engine::{Locks, SHARDS};
+use crate::persist::rdbfile;
+use parking_lot::{Condvar, Mutex};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct Persistence {
+    /// A snapshot (SAVE or BGSAVE) is being written.
+    pub in_progress: AtomicBool,
+    /// The running BGSAVE's start (unix ms).
+    pub bgsave_started_ms: AtomicI64,
+    /// The last BGSAVE (or SAVE) failed (`rdb_last_bgsave_status:err`).
+    pub last_failed: AtomicBool,
+    pub last_bgsave_secs: AtomicI64,
+    /// Unix ms of the last attempt, for retrying a failed save point after 5 s as Redis does.
+    pub last_try_ms: AtomicI64,
+    pub saves: AtomicU64,
+    /// The dirty counter when the last successful snapshot began.
+    pub dirty_at_save: AtomicU64,
+    /// BGSAVE SCHEDULE (or BGSAVE inside EXEC): run on the persistence thread's next tick.
+    pub scheduled: AtomicBool,
+    pub last_load_keys_loaded: AtomicU64,
+    pub last_load_keys_expired: AtomicU64,
+    /// Wakes the persistence thread (a BGSAVE request).
+    wake: (Mutex<bool>, Condvar),
+}
+
+impl Persistence {
+    pub fn new() -> Persistence {
+        let p = Persistence::default();
+        p.last_bgsave_secs.store(-1, Ordering::Relaxed);
+        p
+    }
+}
+
+/// The RDB file's path: `dbfilename` in the working directory (`dir` changes it).
+pub fn rdb_path(srv: &Server) -> PathBuf {
+    PathBuf::from(srv.config.get("dbfilename"))
+}
+
+fn dirty(srv: &Server) -> u64 {
+    srv.stats.sum(|c| &c.dirty)
+}
+
+/// The aux fields Redis 7.2 writes at the top of a file.
+fn aux(srv: &Server) -> Vec<(&'static str, String)> {
+    let (allocated, _, _) = super::stats::allocated_bytes();
+    vec![
+        ("redis-ver", crate::REDIS_VERSION.to_string()),
+        ("redis-bits", "64".into()),
+        ("ctime", (srv.now_ms() / 1000).to_string()),
+        ("used-mem", allocated.to_string()),
+        ("aof-base", "0".into()),
+    ]
+}
+
+/// Why a snapshot could not be taken, as Redis replies it.
+pub const ERR_BGSAVE_RUNNING: &str = "ERR Background save already in progress";
+
+/// Writes a snapshot to the RDB file now, on this thread (SAVE, SHUTDOWN, DEBUG RELOAD's
+/// first half). Records the outcome as Redis does.
+pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
+    let p = &srv.persistence;
+    if p.in_progress.swap(true, Ordering::AcqRel) {
+        return Err(ERR_BGSAVE_RUNNING.into());
+    }
+    let r = write(srv);
+    p.in_progress.store(false, Ordering::Release);
+    r
+}
+
+fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
+    let p = &srv.persistence;
+    let start_dirty = dirty(srv);
+    let now = srv.now_ms();
+    p.last_try_ms.store(now, Ordering::Relaxed);
+    let path = rdb_path(srv);
+    let opts = crate::persist::save_opts(&srv.config);
+    let checksum = srv.config.get_bool("rdbchecksum");
+    match rdbfile::save_file(&srv.ks, &path, &aux(srv), opts, checksum) {
+        Ok(info) => {
+            p.dirty_at_save.store(start_dirty, Ordering::Relaxed);
+            srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
+            p.saves.fetch_add(1, Ordering::Relaxed);
+            p.last_failed.store(false, Ordering::Relaxed);
+            crate::log_notice!("DB saved on disk");
+            Ok(info)
+        }
+        Err(e) => {
+            p.last_failed.store(true, Ordering::Relaxed);
+            crate::log_warning!(
+                "Failed opening the temp RDB file {} (in server root dir {}) for saving: {e}",
+                path.display(),
+                cwd()
+            );
+            Err(format!("{e}"))
+        }
+    }
+}
+
+fn cwd() -> String {
+    std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
+}
+
+/// Starts a BGSAVE on the persistence thread. Err: a snapshot is already being written.
+/// `rdb_bgsave_in_progress` is 1 from here on, so a client polling INFO never sees the
+/// request as done before it ran.
+pub fn bgsave(srv: &Server) -> Result<(), &'static str> {
+    let p = &srv.persistence;
+    if p.in_progress.swap(true, Ordering::AcqRel) {
+        return Err(ERR_BGSAVE_RUNNING);
+    }
+    p.bgsave_started_ms.store(srv.now_ms(), Ordering::Relaxed);
+    p.scheduled.store(true, Ordering::Release);
+    let (m, cv) = &p.wake;
+    *m.lock() = true;
+    cv.notify_one();
+    Ok(())
+}
+
+/// Changes since the last successful snapshot (`rdb_changes_since_last_save`).
+pub fn changes_since_save(srv: &Server) -> u64 {
+    dirty(srv).saturating_sub(srv.persistence.dirty_at_save.load(Ordering::Relaxed))
+}
+
+/// `stop-writes-on-bgsave-error`: writes are refused while the last save failed and save
+/// points are configured (Redis's `-MISCONF`).
+pub fn writes_refused(srv: &Server) -> bool {
+    srv.persistence.last_failed.load(Ordering::Relaxed)
+        && srv.config.get_bool("stop-writes-on-bgsave-error")
+        && !srv.config.get("save").is_empty()
+}
+
+/// The persistence thread: runs BGSAVEs when asked and when a `save` point is reached.
+pub fn run_thread(srv: Arc<Server>) {
+    let p = &srv.persistence;
+    loop {
+        {
+            let (m, cv) = &p.wake;
+            let mut woken = m.lock();
+            if !*woken {
+                cv.wait_for(&mut woken, Duration::from_millis(100));
+            }
+            *woken = false;
+        }
+        if srv.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        // A BGSAVE request arrives with `in_progress` already set; a save point sets it here.
+        let requested = p.scheduled.swap(false, Ordering::AcqRel);
+        if !requested {
+            if !save_point_reached(&srv) || p.in_progress.swap(true, Ordering::AcqRel) {
+                continue;
+            }
+            p.bgsave_started_ms.store(srv.now_ms(), Ordering::Relaxed);
+        }
+        let start = p.bgsave_started_ms.load(Ordering::Relaxed);
+        crate::log_notice!("Background saving started");
+        let ok = write(&srv).is_ok();
+        p.last_bgsave_secs.store((srv.now_ms() - start) / 1000, Ordering::Relaxed);
+        p.in_progress.store(false, Ordering::Release);
+        if ok {
+            crate::log_notice!("Background saving terminated with success");
+        } else {
+            crate::log_warning!("Background saving error");
+        }
+    }
+}
+
+/// Redis's serverCron rule: some `save <seconds> <changes>` point has at least `changes`
+/// changes and `seconds` since the last save — and, after a failed save, 5 s have passed.
+fn save_point_reached(srv: &Server) -> bool {
+    let save = srv.config.get("save");
+    if save.is_empty() {
+        return false;
+    }
+    let p = &srv.persistence;
+    let now = srv.now_ms();
+    let changes = changes_since_save(srv);
+    let since = now / 1000 - srv.lastsave.load(Ordering::Relaxed);
+    if p.last_failed.load(Ordering::Relaxed) && now - p.last_try_ms.load(Ordering::Relaxed) < 5000 {
+        return false;
+    }
+    let nums: Vec<i64> = save.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    nums.chunks(2).any(|c| c.len() == 2 && changes as i64 >= c[1] && since >= c[0])
+}
+
+/// Loads the RDB file at start-up, if there is one. Err: the file exists but cannot be
+/// loaded (the server must not start with a partial dataset).
+pub fn load_at_startup(srv: &Server) -> Result<(), String> {
+    let path = rdb_path(srv);
+    if !path.exists() {
+        return Ok(());
+    }
+    let start = std::time::Instant::now();
+    let opts = crate::persist::load_opts(&srv.config);
+    let now = srv.now_ms();
+    let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now))?;
+    let p = &srv.persistence;
+    p.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
+    p.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
+    if let Some((_, v)) = info.aux.iter().find(|(k, _)| k == "redis-ver") {
+        crate::log_notice!("Loading RDB produced by version {v}");
+    }
+    crate::log_notice!("Done loading RDB, keys loaded: {}, keys expired: {}.", info.keys_loaded, info.keys_expired);
+    crate::log_notice!("DB loaded from disk: {:.3} seconds", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// DEBUG RELOAD, with every shard of every database locked by the caller: saves the dataset
+/// (unless `save` is false), empties it (unless `flush` is false) and loads the file back.
+/// With `merge`, a loaded key replaces one already there; without it that is an error.
+pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: bool) -> Result<(), String> {
+    let path = rdb_path(srv);
+    let ndbs = srv.ks.num_dbs();
+    if save {
+        let start_dirty = dirty(srv);
+        let opts = crate::persist::save_opts(&srv.config);
+        let checksum = srv.config.get_bool("rdbchecksum");
+        let aux = aux(srv);
+        let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| {
+            for db in 0..ndbs {
+                if srv.ks.db_if_exists(db).is_none() {
+                    continue;
+                }
+                for i in 0..SHARDS {
+                    f(db, locks.shard(db, i));
+                }
+            }
+        };
+        rdbfile::save_with(&path, |w| rdbfile::write_locked(&mut visit, w, &aux, opts, checksum))
+            .map_err(|e| format!("{e}"))?;
+        srv.persistence.dirty_at_save.store(start_dirty, Ordering::Relaxed);
+        srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
+    }
+    if flush {
+        for db in 0..ndbs {
+            if srv.ks.db_if_exists(db).is_none() {
+                continue;
+            }
+            for i in 0..SHARDS {
+                let sh = locks.shard(db, i);
+                if sh.keys.is_empty() {
+                    continue;
+                }
+                let keys = &sh.keys;
+                sh.touch_watched_where(|k| keys.contains_key(k));
+                sh.keys.clear();
+                sh.expires.clear();
+            }
+        }
+    }
+    let f = std::fs::File::open(&path).map_err(|e| format!("{e}"))?;
+    let opts = crate::persist::load_opts(&srv.config);
+    let now = srv.now_ms();
+    let lru = srv.lru_clock(now);
+    let info = rdbfile::load(std::io::BufReader::with_capacity(1 << 20, f), &opts, ndbs, now, |db, key, val, exp| {
+        let s = crate::engine::key_shard(&key);
+        let sh = locks.shard(db, s);
+        if merge {
+            sh.remove(&key);
+        }
+        rdbfile::insert_into(sh, db, &key, val, exp, lru)?;
+        if exp.is_some() {
+            srv.ks.db(db).mark_volatile(s);
+        }
+        Ok(())
+    })?;
+    srv.persistence.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
+    srv.persistence.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The save SHUTDOWN (or SIGTERM/SIGINT) makes before exiting: with SAVE always, by default
+/// when `save` points are configured, never with NOSAVE. A BGSAVE still running is waited
+/// for first (Redis kills its child; here it is a thread of ours). Err after logging why.
+pub fn shutdown_save(srv: &Server, mode: super::ShutdownMode) -> Result<(), String> {
+    let wanted = match mode {
+        super::ShutdownMode::NoSave => false,
+        super::ShutdownMode::Save => true,
+        super::ShutdownMode::Default => !srv.config.get("save").is_empty(),
+    };
+    if !wanted {
+        return Ok(());
+    }
+    crate::log_notice!("Saving the final RDB snapshot before exiting.");
+    loop {
+        match save(srv) {
+            Ok(_) => return Ok(()),
+            Err(e) if e == ERR_BGSAVE_RUNNING => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => {
+                crate::log_warning!("Error trying to save the DB, can't exit.");
+                return Err(e);
+            }
+        }
+    }
+}

@@ -234,14 +234,24 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 o.push_str("# Persistence\r\n");
                 f!("loading:0");
                 f!("async_loading:0");
-                f!("current_cow_peak:0");
-                f!("current_cow_size:0");
-                f!("current_cow_size_age:0");
-                f!("current_fork_perc:0.00");
-                f!("current_save_keys_processed:0");
-                f!("current_save_keys_total:0");
+                // A fork-less snapshot's "copy-on-write" is what commands serialized ahead of
+                // its walk because they were about to change a shard (see rdbfile::Progress).
                 let p = &srv.persistence;
                 let running = p.in_progress.load(Ordering::Relaxed);
+                let pr = &p.progress;
+                let (cow, done, total) = if running {
+                    let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                    (l(&pr.cow_bytes), l(&pr.keys_processed), l(&pr.keys_total))
+                } else {
+                    (0, 0, 0)
+                };
+                f!("current_cow_peak:{cow}");
+                f!("current_cow_size:{cow}");
+                f!("current_cow_size_age:0");
+                let perc = if total > 0 { done as f64 * 100.0 / total as f64 } else { 0.0 };
+                f!("current_fork_perc:{perc:.2}");
+                f!("current_save_keys_processed:{done}");
+                f!("current_save_keys_total:{total}");
                 f!("rdb_changes_since_last_save:{}", crate::exec::persistence::changes_since_save(srv));
                 f!("rdb_bgsave_in_progress:{}", running as u8);
                 f!("rdb_last_save_time:{}", srv.lastsave.load(Ordering::Relaxed));
@@ -250,7 +260,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 let current = if running { (now - p.bgsave_started_ms.load(Ordering::Relaxed)) / 1000 } else { -1 };
                 f!("rdb_current_bgsave_time_sec:{}", current);
                 f!("rdb_saves:{}", p.saves.load(Ordering::Relaxed));
-                f!("rdb_last_cow_size:0");
+                f!("rdb_last_cow_size:{}", p.last_cow_bytes.load(Ordering::Relaxed));
                 f!("rdb_last_load_keys_expired:{}", p.last_load_keys_expired.load(Ordering::Relaxed));
                 f!("rdb_last_load_keys_loaded:{}", p.last_load_keys_loaded.load(Ordering::Relaxed));
                 f!("aof_enabled:0");

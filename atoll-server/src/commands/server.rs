@@ -117,6 +117,7 @@ pub fn flushall(ctx: &mut Ctx) -> CmdResult {
             n += empty_db(ctx, db, lazy);
         }
     }
+    crate::exec::persistence::after_flushall(ctx.srv, ctx.ks.locks);
     ctx.ks.dirty += n.max(1) as u64;
     ctx.reply.ok();
     Ok(())

@@ -268,7 +268,7 @@ pub static DEFS: &[Def] = &[
     Def::new("protected-mode", Bool, "yes").live(),
     Def::new("proto-max-bulk-len", Memory { min: 1048576, max: LMAX }, "536870912").live(),
     Def::new("rdb-del-sync-files", Bool, "no").inert(),
-    Def::new("rdb-key-save-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).inert(),
+    Def::new("rdb-key-save-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).live(),
     Def::new("rdb-save-incremental-fsync", Bool, "yes").inert(),
     Def::new("rdbchecksum", Bool, "yes").flags(IMMUTABLE).live(),
     Def::new("rdbcompression", Bool, "yes").live(),

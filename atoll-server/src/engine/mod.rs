@@ -205,8 +205,10 @@ pub struct Keyspace {
 /// Where a point-in-time snapshot sends each shard's contents (`persist` implements it).
 pub trait SnapshotSink: Send + Sync {
     /// Serializes one shard as it is now. Called with the shard's lock held, exactly once per
-    /// shard and snapshot, by whichever thread locks the shard first after the snapshot began.
-    fn shard(&self, db: usize, idx: usize, shard: &Shard);
+    /// shard and snapshot, by whichever thread locks the shard first after the snapshot began:
+    /// `by_writer` when that is a command about to change it (copy-before-write), not the
+    /// snapshot's own walk.
+    fn shard(&self, db: usize, idx: usize, shard: &Shard, by_writer: bool);
 }
 
 /// Fork-less point-in-time snapshots by shard-granular copy-before-write (DESIGN §1). A
@@ -252,18 +254,23 @@ impl Snapshots {
     #[inline]
     pub fn before_use(&self, db: usize, idx: usize, shard: &mut Shard) {
         if self.active.load(Ordering::Acquire) {
-            self.serialize(db, idx, shard);
+            self.serialize(db, idx, shard, true);
         }
     }
 
+    /// The snapshot's own walk reaching a shard (locked): serializes it unless a writer did.
+    pub fn visit(&self, db: usize, idx: usize, shard: &mut Shard) {
+        self.serialize(db, idx, shard, false);
+    }
+
     #[cold]
-    pub fn serialize(&self, db: usize, idx: usize, shard: &mut Shard) {
+    fn serialize(&self, db: usize, idx: usize, shard: &mut Shard, by_writer: bool) {
         let e = self.epoch.load(Ordering::Acquire);
         if shard.saved_epoch >= e {
             return;
         }
         if let Some(sink) = self.sink.read().clone() {
-            sink.shard(db, idx, shard);
+            sink.shard(db, idx, shard, by_writer);
         }
         shard.saved_epoch = e;
     }

@@ -30,6 +30,10 @@ pub struct Persistence {
     pub dirty_at_save: AtomicU64,
     /// BGSAVE SCHEDULE (or BGSAVE inside EXEC): run on the persistence thread's next tick.
     pub scheduled: AtomicBool,
+    /// The running save's progress (INFO `current_save_keys_*`, `current_cow_size`).
+    pub progress: Arc<rdbfile::Progress>,
+    /// `current_cow_size` of the last finished save (`rdb_last_cow_size`).
+    pub last_cow_bytes: AtomicU64,
     pub last_load_keys_loaded: AtomicU64,
     pub last_load_keys_expired: AtomicU64,
     /// Wakes the persistence thread (a BGSAVE request).
@@ -88,7 +92,9 @@ fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     let path = rdb_path(srv);
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.get_bool("rdbchecksum");
-    match rdbfile::save_file(&srv.ks, &path, &aux(srv), opts, checksum) {
+    let r = rdbfile::save_file(&srv.ks, &path, &aux(srv), opts, checksum, &p.progress);
+    p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+    match r {
         Ok(info) => {
             p.dirty_at_save.store(start_dirty, Ordering::Relaxed);
             srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
@@ -96,6 +102,10 @@ fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
             p.last_failed.store(false, Ordering::Relaxed);
             crate::log_notice!("DB saved on disk");
             Ok(info)
+        }
+        Err(e) if e.to_string() == rdbfile::CANCELLED => {
+            crate::log_notice!("Background saving cancelled (FLUSHALL)");
+            Err(e.to_string())
         }
         Err(e) => {
             p.last_failed.store(true, Ordering::Relaxed);
@@ -122,6 +132,11 @@ pub fn bgsave(srv: &Server) -> Result<(), &'static str> {
         return Err(ERR_BGSAVE_RUNNING);
     }
     p.bgsave_started_ms.store(srv.now_ms(), Ordering::Relaxed);
+    // Progress is visible from the reply on (the walk sets the same total when it starts).
+    let total = (0..srv.ks.num_dbs()).map(|d| srv.ks.dbsize(d) as u64).sum();
+    p.progress.keys_total.store(total, Ordering::Relaxed);
+    p.progress.keys_processed.store(0, Ordering::Relaxed);
+    p.progress.cow_bytes.store(0, Ordering::Relaxed);
     p.scheduled.store(true, Ordering::Release);
     let (m, cv) = &p.wake;
     *m.lock() = true;
@@ -218,6 +233,45 @@ pub fn load_at_startup(srv: &Server) -> Result<(), String> {
     Ok(())
 }
 
+/// Saves the dataset from shards the caller holds locked, all of them (DEBUG RELOAD, and
+/// FLUSHALL with save points): nothing changes meanwhile, so no snapshot is needed.
+pub fn save_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<rdbfile::SaveInfo> {
+    let path = rdb_path(srv);
+    let ndbs = srv.ks.num_dbs();
+    let start_dirty = dirty(srv);
+    let opts = crate::persist::save_opts(&srv.config);
+    let checksum = srv.config.get_bool("rdbchecksum");
+    let aux = aux(srv);
+    let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| {
+        for db in 0..ndbs {
+            if srv.ks.db_if_exists(db).is_none() {
+                continue;
+            }
+            for i in 0..SHARDS {
+                f(db, locks.shard(db, i));
+            }
+        }
+    };
+    let info = rdbfile::save_with(&path, |w| rdbfile::write_locked(&mut visit, w, &aux, opts, checksum))?;
+    srv.persistence.dirty_at_save.store(start_dirty, Ordering::Relaxed);
+    srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
+    Ok(info)
+}
+
+/// FLUSHALL's part (Redis's `flushAllDataAndResetRDB`), with every shard locked and the
+/// data already emptied: a running BGSAVE is abandoned, and with save points the now empty
+/// dataset is saved at once.
+pub fn after_flushall(srv: &Server, locks: &mut Locks) {
+    if srv.persistence.in_progress.load(Ordering::Acquire) {
+        srv.persistence.progress.cancel.store(true, Ordering::Relaxed);
+    }
+    if !srv.config.get("save").is_empty() {
+        if let Err(e) = save_locked(srv, locks) {
+            crate::log_warning!("Error saving the DB after FLUSHALL: {e}");
+        }
+    }
+}
+
 /// DEBUG RELOAD, with every shard of every database locked by the caller: saves the dataset
 /// (unless `save` is false), empties it (unless `flush` is false) and loads the file back.
 /// With `merge`, a loaded key replaces one already there; without it that is an error.
@@ -225,24 +279,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
     let path = rdb_path(srv);
     let ndbs = srv.ks.num_dbs();
     if save {
-        let start_dirty = dirty(srv);
-        let opts = crate::persist::save_opts(&srv.config);
-        let checksum = srv.config.get_bool("rdbchecksum");
-        let aux = aux(srv);
-        let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| {
-            for db in 0..ndbs {
-                if srv.ks.db_if_exists(db).is_none() {
-                    continue;
-                }
-                for i in 0..SHARDS {
-                    f(db, locks.shard(db, i));
-                }
-            }
-        };
-        rdbfile::save_with(&path, |w| rdbfile::write_locked(&mut visit, w, &aux, opts, checksum))
-            .map_err(|e| format!("{e}"))?;
-        srv.persistence.dirty_at_save.store(start_dirty, Ordering::Relaxed);
-        srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
+        save_locked(srv, locks).map_err(|e| format!("{e}"))?;
     }
     if flush {
         for db in 0..ndbs {

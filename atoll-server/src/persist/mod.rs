@@ -11,7 +11,11 @@ use std::sync::atomic::Ordering;
 
 /// Saving options from the configuration.
 pub fn save_opts(c: &Config) -> SaveOpts {
-    SaveOpts { compress: c.get_bool("rdbcompression"), list_fill: c.hot.list_max_listpack_size.load(Ordering::Relaxed) }
+    SaveOpts {
+        compress: c.get_bool("rdbcompression"),
+        list_fill: c.hot.list_max_listpack_size.load(Ordering::Relaxed),
+        key_delay_us: c.get("rdb-key-save-delay").parse().unwrap_or(0),
+    }
 }
 
 /// The encoding thresholds values are converted by on load.

@@ -34,21 +34,42 @@ pub fn shard_records(db: usize, shard: &Shard, o: &SaveOpts, out: &mut Vec<u8>) 
     n
 }
 
+/// A running save's progress, for INFO (`current_save_keys_*`, `current_cow_size`,
+/// `current_fork_perc`): keys written so far out of the total when it began, and the bytes
+/// commands had to serialize ahead of the walk because they were about to change a shard —
+/// the memory a fork-less snapshot spends where a forked child's copy-on-write would.
+#[derive(Default, Debug)]
+pub struct Progress {
+    pub keys_total: AtomicU64,
+    pub keys_processed: AtomicU64,
+    pub cow_bytes: AtomicU64,
+    /// Set to abandon the save (FLUSHALL does, as Redis kills its child): the writer stops at
+    /// its next chunk and the temporary file is removed.
+    pub cancel: std::sync::atomic::AtomicBool,
+}
+
+/// The error a cancelled save ends with.
+pub const CANCELLED: &str = "snapshot cancelled";
+
 /// The snapshot's sink: shards serialized by whichever thread got to them first, waiting for
-/// the snapshot's own thread to write them out.
+/// the snapshot's own thread to write them out (with the number of keys in each).
 struct Chunks {
     opts: SaveOpts,
-    queue: Mutex<Vec<Vec<u8>>>,
+    queue: Mutex<Vec<(Vec<u8>, u64)>>,
     keys: AtomicU64,
+    progress: Arc<Progress>,
 }
 
 impl SnapshotSink for Chunks {
-    fn shard(&self, db: usize, _idx: usize, shard: &Shard) {
+    fn shard(&self, db: usize, _idx: usize, shard: &Shard, by_writer: bool) {
         let mut out = Vec::new();
         let n = shard_records(db, shard, &self.opts, &mut out);
         if n > 0 {
+            if by_writer {
+                self.progress.cow_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+            }
             self.keys.fetch_add(n, Ordering::Relaxed);
-            self.queue.lock().push(out);
+            self.queue.lock().push((out, n));
         }
     }
 }
@@ -114,8 +135,14 @@ pub fn write_snapshot<W: Write>(
     aux: &[(&str, String)],
     opts: SaveOpts,
     checksum: bool,
+    progress: &Arc<Progress>,
 ) -> std::io::Result<(SaveInfo, W)> {
-    let sink = Arc::new(Chunks { opts, queue: Mutex::new(Vec::new()), keys: AtomicU64::new(0) });
+    let sink =
+        Arc::new(Chunks { opts, queue: Mutex::new(Vec::new()), keys: AtomicU64::new(0), progress: progress.clone() });
+    progress.keys_processed.store(0, Ordering::Relaxed);
+    progress.cow_bytes.store(0, Ordering::Relaxed);
+    progress.cancel.store(false, Ordering::Relaxed);
+    progress.keys_total.store((0..ks.num_dbs()).map(|d| ks.dbsize(d) as u64).sum(), Ordering::Relaxed);
     let Some(_epoch) = ks.snapshots.begin(sink.clone()) else {
         return Err(std::io::Error::other(ERR_IN_PROGRESS));
     };
@@ -123,16 +150,21 @@ pub fn write_snapshot<W: Write>(
     let mut out = Out { w, crc: rdb::CRC64.digest(), bytes: 0 };
     out.put(&header(aux))?;
     let drain = |out: &mut Out<W>| -> std::io::Result<()> {
+        if progress.cancel.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other(CANCELLED));
+        }
         let chunks = std::mem::take(&mut *sink.queue.lock());
-        for c in chunks {
+        for (c, n) in chunks {
             out.put(&c)?;
+            progress.keys_processed.fetch_add(n, Ordering::Relaxed);
+            key_delay(opts.key_delay_us, n);
         }
         Ok(())
     };
     for db in 0..ks.num_dbs() {
         let Some(d) = ks.db_if_exists(db) else { continue };
         for (i, m) in d.shards.iter().enumerate() {
-            ks.snapshots.serialize(db, i, &mut m.lock());
+            ks.snapshots.visit(db, i, &mut m.lock());
             drain(&mut out)?;
         }
     }
@@ -140,6 +172,21 @@ pub fn write_snapshot<W: Write>(
     drain(&mut out)?;
     let (bytes, w) = footer(out, checksum)?;
     Ok((SaveInfo { keys: sink.keys.load(Ordering::Relaxed), bytes }, w))
+}
+
+/// `rdb-key-save-delay` (a testing knob of Redis's): microseconds per key written, or with a
+/// negative -N one microsecond per N keys. Slept by the snapshot's writer, holding no lock.
+fn key_delay(us: i64, keys: u64) {
+    let total = if us > 0 {
+        us as u64 * keys
+    } else if us < 0 {
+        keys / us.unsigned_abs()
+    } else {
+        0
+    };
+    if total > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(total));
+    }
 }
 
 /// Calls its argument on every (db, shard) to be written.
@@ -183,8 +230,9 @@ pub fn save_file(
     aux: &[(&str, String)],
     opts: SaveOpts,
     checksum: bool,
+    progress: &Arc<Progress>,
 ) -> std::io::Result<SaveInfo> {
-    save_with(path, |w| write_snapshot(ks, w, aux, opts, checksum))
+    save_with(path, |w| write_snapshot(ks, w, aux, opts, checksum, progress))
 }
 
 /// `save_file` with the writing done by `write` (a snapshot, or `write_locked`).
@@ -320,7 +368,9 @@ pub fn load<R: Read>(
         let computed = inp.checksum();
         let stored = u64::from_le_bytes(inp.array().map_err(|x| x.0)?);
         if stored != 0 && stored != computed {
-            return Err("Wrong RDB checksum. Aborting now.".into());
+            return Err(format!(
+                "Wrong RDB checksum expected: ({computed:x}) but got ({stored:x}). Aborting now. RDB CRC error"
+            ));
         }
     }
     Ok(info)

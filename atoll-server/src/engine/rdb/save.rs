@@ -14,11 +14,13 @@ pub struct SaveOpts {
     pub compress: bool,
     /// `list-max-listpack-size`: how a quicklist is cut into nodes.
     pub list_fill: i64,
+    /// `rdb-key-save-delay` (tests slow saves down with it).
+    pub key_delay_us: i64,
 }
 
 impl Default for SaveOpts {
     fn default() -> Self {
-        SaveOpts { compress: true, list_fill: -2 }
+        SaveOpts { compress: true, list_fill: -2, key_delay_us: 0 }
     }
 }
 

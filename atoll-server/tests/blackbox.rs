@@ -607,7 +607,6 @@ fn large_values_round_trip_through_small_buffers() {
 #[test]
 fn unsupported_settings_refuse_to_start() {
     for (name, value, missing) in [
-        ("appendonly", "yes", "persistence"),
         ("maxmemory", "10mb", "maxmemory"),
         ("replicaof", "127.0.0.1 6379", "replication"),
         ("cluster-enabled", "yes", "cluster mode"),

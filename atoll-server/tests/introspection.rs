@@ -471,15 +471,17 @@ fn memory_usage_and_replies_match_redis() {
     }
     data.extend([h, s, z]);
     // Streams: many nodes closed by entry count, one by bytes, a group with two consumers'
-    // pending entries.
+    // pending entries. Explicit IDs: with `*` the two servers' IDs fall on different
+    // milliseconds, and the ID deltas inside a node take different sizes.
+    let id = |i: usize| format!("{}-{}", 1_700_000_000_000u64 + i as u64 / 7, i % 7);
     for i in 0..1000 {
-        data.push(vec!["XADD".into(), "stream".into(), "*".into(), "field".into(), i.to_string()]);
+        data.push(vec!["XADD".into(), "stream".into(), id(i), "field".into(), i.to_string()]);
     }
     for i in 0..250 {
         data.push(vec![
             "XADD".into(),
             "fatstream".into(),
-            "*".into(),
+            id(i),
             "f".into(),
             i.to_string(),
             "v".into(),

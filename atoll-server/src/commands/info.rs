@@ -263,18 +263,30 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("rdb_last_cow_size:{}", p.last_cow_bytes.load(Ordering::Relaxed));
                 f!("rdb_last_load_keys_expired:{}", p.last_load_keys_expired.load(Ordering::Relaxed));
                 f!("rdb_last_load_keys_loaded:{}", p.last_load_keys_loaded.load(Ordering::Relaxed));
-                f!("aof_enabled:0");
+                let aof = &srv.persistence.aof;
+                let log = aof.log();
+                f!("aof_enabled:{}", log.is_some() as u8);
                 f!("aof_rewrite_in_progress:0");
                 f!("aof_rewrite_scheduled:0");
                 f!("aof_last_rewrite_time_sec:-1");
                 f!("aof_current_rewrite_time_sec:-1");
                 f!("aof_last_bgrewrite_status:ok");
-                f!("aof_rewrites:0");
+                f!("aof_rewrites:{}", aof.rewrites.load(Ordering::Relaxed));
                 f!("aof_rewrites_consecutive_failures:0");
-                f!("aof_last_write_status:ok");
+                let failed = log.as_ref().is_some_and(|l| l.write_failed.load(Ordering::Relaxed));
+                f!("aof_last_write_status:{}", if failed { "err" } else { "ok" });
                 f!("aof_last_cow_size:0");
                 f!("module_fork_in_progress:0");
                 f!("module_fork_last_cow_size:0");
+                if let Some(l) = &log {
+                    let base = aof.base_size.load(Ordering::Relaxed);
+                    f!("aof_current_size:{}", base + l.file_size.load(Ordering::Relaxed));
+                    f!("aof_base_size:{base}");
+                    f!("aof_pending_rewrite:0");
+                    f!("aof_buffer_length:0");
+                    f!("aof_pending_bio_fsync:0");
+                    f!("aof_delayed_fsync:0");
+                }
             }
             "stats" => {
                 o.push_str("# Stats\r\n");

@@ -134,6 +134,18 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
         call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks, None);
     }
     ctx.client.in_exec = false;
+    // The transaction's effects, as one group while its locks are still held: a log or a
+    // replica sees all of it or none (wrapped as Redis wraps them when there are several).
+    let mut effects = std::mem::take(&mut ctx.client.exec_effects);
+    if effects.len() > 1 {
+        let db = effects[0].db;
+        effects.insert(0, crate::exec::Effect { db, argv: vec![b"MULTI".to_vec()] });
+        let last = effects.last().map_or(db, |e| e.db);
+        effects.push(crate::exec::Effect { db: last, argv: vec![b"EXEC".to_vec()] });
+    }
+    if !effects.is_empty() {
+        srv.publish_effects(&effects);
+    }
     // Clients blocked on keys the transaction made ready are served now that it is complete.
     if !ctx.client.ready.is_empty() {
         let mut ks = KsView {

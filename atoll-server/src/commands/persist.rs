@@ -122,3 +122,11 @@ pub fn bgsave(ctx: &mut Ctx) -> CmdResult {
     }
     Ok(())
 }
+
+// BGREWRITEAOF (every shard locked by the table's scope: see `exec::aof`)
+pub fn bgrewriteaof(ctx: &mut Ctx) -> CmdResult {
+    crate::exec::aof::rewrite_locked(ctx.srv, ctx.ks.locks)
+        .map_err(|e| CmdError::msg(format!("ERR Background AOF rewrite failed: {e}")))?;
+    ctx.reply.simple("Background append only file rewriting started");
+    Ok(())
+}

@@ -214,8 +214,28 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let pairs: Vec<(&[u8], &[u8])> = args.chunks(2).map(|p| (p[0], p[1])).collect();
+    let names = |n: &str| pairs.iter().any(|(k, _)| k.eq_ignore_ascii_case(n.as_bytes()));
+    let aof_switch = names("appendonly");
+    if aof_switch && ctx.client.in_exec {
+        // Turning AOF on locks every shard; inside EXEC this client already holds some.
+        return Err(CmdError::msg("ERR CONFIG SET appendonly is not allowed inside MULTI/EXEC in Atoll"));
+    }
+    let was_on = ctx.srv.config.get_bool("appendonly");
     ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(CmdError::msg)?;
     crate::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
+    if names("appendfsync") {
+        crate::exec::aof::set_policy(ctx.srv);
+    }
+    let on = ctx.srv.config.get_bool("appendonly");
+    if aof_switch && on != was_on {
+        if let Err(e) = crate::exec::aof::set_enabled(ctx.srv, on) {
+            crate::log_warning!("Unable to turn on AOF: {e}");
+            let _ = ctx.srv.config.set_many(&[(b"appendonly", b"no")], true);
+            return Err(CmdError::msg(
+                "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.",
+            ));
+        }
+    }
     ctx.reply.ok();
     Ok(())
 }

@@ -109,6 +109,7 @@ static ROWS: &[Row] = &[
     c("dump", pst::dump, Keys),
     c("save", pst::save, None),
     c("bgsave", pst::bgsave, None),
+    c("bgrewriteaof", pst::bgrewriteaof, All),
     c("restore", pst::restore, Keys),
     c("move", keys::move_, Custom(keys::plan_move)),
     c("keys", keys::keys, Walk),

@@ -133,7 +133,6 @@ impl Def {
 }
 
 // What a `pending` parameter is waiting for, as its error names it.
-const PERSIST: &str = "persistence (RDB snapshots and AOF)";
 const REPL: &str = "replication";
 const CLUSTER: &str = "cluster mode";
 const MAXMEM: &str = "maxmemory limits and eviction";
@@ -173,15 +172,15 @@ pub static DEFS: &[Def] = &[
     Def::new("activerehashing", Bool, "yes").inert(),
     Def::new("always-show-logo", Bool, "no").flags(IMMUTABLE).inert(),
     Def::new("aof-disable-auto-gc", Bool, "no").flags(HIDDEN).inert(),
-    Def::new("aof-load-truncated", Bool, "yes").inert(),
+    Def::new("aof-load-truncated", Bool, "yes").live(),
     Def::new("aof-rewrite-incremental-fsync", Bool, "yes").inert(),
     Def::new("aof-timestamp-enabled", Bool, "no").inert(),
     Def::new("aof-use-rdb-preamble", Bool, "yes").inert(),
     Def::new("aof_rewrite_cpulist", Str, "").flags(IMMUTABLE).inert(),
-    Def::new("appenddirname", Str, "appendonlydir").flags(IMMUTABLE).inert(),
-    Def::new("appendfilename", Str, "appendonly.aof").flags(IMMUTABLE).inert(),
-    Def::new("appendfsync", Enum(&["everysec", "always", "no"]), "everysec").inert(),
-    Def::new("appendonly", Bool, "no").flags(DENY_LOADING).pending(PERSIST),
+    Def::new("appenddirname", Str, "appendonlydir").flags(IMMUTABLE).live(),
+    Def::new("appendfilename", Str, "appendonly.aof").flags(IMMUTABLE).live(),
+    Def::new("appendfsync", Enum(&["everysec", "always", "no"]), "everysec").live(),
+    Def::new("appendonly", Bool, "no").flags(DENY_LOADING).live(),
     Def::new("auto-aof-rewrite-min-size", Memory { min: 0, max: LMAX }, "67108864").inert(),
     Def::new("auto-aof-rewrite-percentage", Int { min: 0, max: IMAX }, "100").inert(),
     Def::new("bgsave_cpulist", Str, "").flags(IMMUTABLE).inert(),

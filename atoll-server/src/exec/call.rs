@@ -414,7 +414,11 @@ pub fn call(
         blocking::serve_ready(&mut ctx.ks, srv);
     }
     if emit && !ctx.ks.effects.is_empty() {
-        srv.publish_effects(&ctx.ks.effects);
+        if ctx.client.in_exec {
+            ctx.client.exec_effects.append(&mut ctx.ks.effects);
+        } else {
+            srv.publish_effects(&ctx.ks.effects);
+        }
     }
     let st = &ws.cmds[cmd.id];
     stats::bump(&st.calls, 1);

@@ -153,6 +153,9 @@ pub struct Client {
     pub shutdown: Option<crate::exec::ShutdownMode>,
     /// True while EXEC runs this client's queued commands: blocking commands must not block.
     pub in_exec: bool,
+    /// The effects of the transaction EXEC is running, published together at its end
+    /// (wrapped in MULTI/EXEC when there are several, as Redis propagates them).
+    pub exec_effects: Vec<super::Effect>,
     /// Set by a blocking command that has to wait (see `server::blocking`).
     pub blocked: Option<crate::exec::blocking::BlockRequest>,
     /// The wait this client is suspended in.
@@ -186,6 +189,7 @@ impl Client {
             close_after_reply: false,
             shutdown: None,
             in_exec: false,
+            exec_effects: Vec::new(),
             blocked: None,
             waiting: None,
             ready: Vec::new(),

@@ -30,6 +30,8 @@ pub struct Persistence {
     pub dirty_at_save: AtomicU64,
     /// BGSAVE SCHEDULE (or BGSAVE inside EXEC): run on the persistence thread's next tick.
     pub scheduled: AtomicBool,
+    /// The append-only file.
+    pub aof: super::aof::AofState,
     /// The running save's progress (INFO `current_save_keys_*`, `current_cow_size`).
     pub progress: Arc<rdbfile::Progress>,
     /// `current_cow_size` of the last finished save (`rdb_last_cow_size`).

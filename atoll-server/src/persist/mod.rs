@@ -2,6 +2,7 @@
 //! The value codec itself is the storage layer's (`engine::rdb`); this layer frames it, reads
 //! the thresholds it needs from the configuration, and walks the keyspace.
 
+pub mod aof;
 pub mod rdbfile;
 
 use crate::config::Config;

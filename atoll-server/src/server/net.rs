@@ -103,7 +103,13 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let (allocated, _, _) = crate::commands::info::allocated_bytes();
     srv.startup_allocated.store(allocated, Ordering::Relaxed);
     srv.peak_allocated.store(allocated, Ordering::Relaxed);
-    if let Err(e) = crate::exec::persistence::load_at_startup(&srv) {
+    // With AOF on, the AOF is the dataset (as Redis: the RDB file is not read).
+    let loaded = if srv.config.get_bool("appendonly") {
+        crate::exec::aof::start(&srv)
+    } else {
+        crate::exec::persistence::load_at_startup(&srv)
+    };
+    if let Err(e) = loaded {
         log_warning!("Fatal error loading the DB: {e}. Exiting.");
         return 1;
     }
@@ -341,6 +347,10 @@ fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
         return None;
     }
     srv.shutting_down.store(true, Ordering::Release);
+    if let Some(log) = srv.persistence.aof.log() {
+        log_notice!("Calling fsync() on the AOF file.");
+        log.close();
+    }
     let pidfile = srv.config.get("pidfile");
     if !pidfile.is_empty() {
         log_notice!("Removing the pid file.");

@@ -346,6 +346,8 @@ impl Core {
     /// beforeSleep, first half: the connections to write, each unmarked so the writes may
     /// queue it again. The backend writes them, then hands the list back to `end_round`.
     pub fn take_flush<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) -> Vec<usize> {
+        // `appendfsync always`: this round's writes are on disk before any reply goes out.
+        crate::exec::aof::before_replies(&self.srv);
         let pending = std::mem::take(&mut self.to_flush);
         for &t in &pending {
             if let Some(c) = conns.get_mut(t) {

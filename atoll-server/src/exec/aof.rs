@@ -1,0 +1,313 @@
+//! The append-only file as operators drive it: `appendonly yes` at start-up (load the
+//! directory, or create it), CONFIG SET appendonly, BGREWRITEAOF, the effect sink that
+//! appends every write's effects, and `appendfsync always`'s wait before replies go out.
+//!
+//! A rewrite (and turning AOF on at runtime) runs with every shard locked: the new base is the
+//! dataset at that instant, the new incremental file starts empty, and no effect can fall
+//! between them. It blocks writes for the time of writing the base — Redis's forked rewrite
+//! does not; making it fork-less and concurrent like BGSAVE is the next step.
+
+use super::{Effect, Server};
+use crate::engine::{LockPlan, Locks};
+use crate::persist::aof::{self, AofFile, AofLog, CommandReader, Fsync, Manifest, Next};
+use crate::persist::rdbfile;
+use parking_lot::{Mutex, RwLock};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+#[derive(Default)]
+pub struct AofState {
+    log: RwLock<Option<Arc<AofLog>>>,
+    manifest: Mutex<Manifest>,
+    pub rewrites: AtomicU64,
+    pub base_size: AtomicU64,
+}
+
+impl AofState {
+    /// The open log, if AOF is on.
+    pub fn log(&self) -> Option<Arc<AofLog>> {
+        self.log.read().clone()
+    }
+}
+
+fn dir(srv: &Server) -> PathBuf {
+    aof::dir_path(&srv.config.get("appenddirname"))
+}
+
+fn fname(srv: &Server) -> String {
+    srv.config.get("appendfilename")
+}
+
+/// Installs `log` as where effects go.
+fn install(srv: &Server, log: Option<Arc<AofLog>>) {
+    *srv.persistence.aof.log.write() = log.clone();
+    match log {
+        Some(l) => srv.set_effect_sink(Some(Box::new(move |effects: &[Effect]| {
+            l.append(effects.iter().map(|e| (e.db, e.argv.as_slice())));
+        }))),
+        None => srv.set_effect_sink(None),
+    }
+}
+
+/// After a round of commands, before its replies go out: what this thread appended is
+/// handed to the kernel, and with `appendfsync always` waited for until it is on disk (every
+/// worker's waiting appends share one fsync: group commit). Costs a thread-local read when
+/// the round wrote nothing.
+pub fn before_replies(srv: &Server) {
+    let upto = aof::take_thread_appended();
+    if upto == 0 {
+        return;
+    }
+    if let Some(log) = srv.persistence.aof.log() {
+        log.before_replies(upto);
+    }
+}
+
+/// `appendfsync` changed.
+pub fn set_policy(srv: &Server) {
+    if let Some(log) = srv.persistence.aof.log() {
+        log.policy.store(Fsync::parse(&srv.config.get("appendfsync")) as u8, Ordering::Relaxed);
+    }
+}
+
+/// Start-up with `appendonly yes`: loads the AOF directory named by the manifest, or creates
+/// one from the (empty) dataset; then logs every write.
+pub fn start(srv: &Server) -> Result<(), String> {
+    let d = dir(srv);
+    let manifest_path = d.join(aof::manifest_name(&fname(srv)));
+    if manifest_path.exists() {
+        let text = std::fs::read_to_string(&manifest_path).map_err(|e| e.to_string())?;
+        let m = Manifest::parse(&text)?;
+        load(srv, &d, &m)?;
+        let last = match m.incr.last() {
+            Some(f) => f.clone(),
+            None => {
+                // A base without incremental files: start one.
+                let seq = 1 + m.base.as_ref().map_or(0, |b| b.seq);
+                let f = AofFile { name: aof::incr_name(&fname(srv), seq), seq };
+                let mut m2 = m.clone();
+                m2.incr.push(f.clone());
+                aof::write_manifest(&d, &fname(srv), &m2).map_err(|e| e.to_string())?;
+                f
+            }
+        };
+        let mut m = m;
+        if !m.incr.contains(&last) {
+            m.incr.push(last.clone());
+        }
+        *srv.persistence.aof.manifest.lock() = m;
+        let log = AofLog::open(&d.join(&last.name), Fsync::parse(&srv.config.get("appendfsync")))
+            .map_err(|e| e.to_string())?;
+        install(srv, Some(log));
+        Ok(())
+    } else {
+        let mut locks = lock_all(srv);
+        rewrite_locked(srv, &mut locks).map_err(|e| format!("Can't create the AOF directory: {e}"))
+    }
+}
+
+fn lock_all(srv: &Server) -> Locks<'_> {
+    let mut plan = LockPlan::default();
+    for db in 0..srv.ks.num_dbs() {
+        plan.whole_db(db);
+    }
+    Locks::acquire(&srv.ks, plan)
+}
+
+/// CONFIG SET appendonly yes|no at runtime.
+pub fn set_enabled(srv: &Server, on: bool) -> Result<(), String> {
+    let running = srv.persistence.aof.log().is_some();
+    if on && !running {
+        let mut locks = lock_all(srv);
+        rewrite_locked(srv, &mut locks).map_err(|e| e.to_string())?;
+        crate::log_notice!("Background append only file rewriting started");
+    } else if !on && running {
+        if let Some(l) = srv.persistence.aof.log.write().take() {
+            srv.set_effect_sink(None);
+            l.close();
+        }
+    }
+    Ok(())
+}
+
+/// BGREWRITEAOF (and turning AOF on), with every shard held by `locks`: a new base holding the
+/// dataset, a new empty incremental file, the manifest naming them; the previous files are
+/// removed once the manifest no longer names them.
+pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
+    let d = dir(srv);
+    std::fs::create_dir_all(&d)?;
+    let name = fname(srv);
+    let old = srv.persistence.aof.manifest.lock().clone();
+    let seq = old.base.as_ref().map_or(0, |b| b.seq).max(old.incr.last().map_or(0, |i| i.seq)) + 1;
+    let base = AofFile { name: aof::base_name(&name, seq, true), seq };
+    let incr = AofFile { name: aof::incr_name(&name, seq), seq };
+    let ndbs = srv.ks.num_dbs();
+    let opts = crate::persist::save_opts(&srv.config);
+    let mut aux = vec![
+        ("redis-ver", crate::REDIS_VERSION.to_string()),
+        ("redis-bits", "64".to_string()),
+        ("ctime", (srv.now_ms() / 1000).to_string()),
+        ("aof-base", "1".to_string()),
+    ];
+    aux.truncate(4);
+    let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| {
+        for db in 0..ndbs {
+            if srv.ks.db_if_exists(db).is_none() {
+                continue;
+            }
+            for i in 0..crate::engine::SHARDS {
+                f(db, locks.shard(db, i));
+            }
+        }
+    };
+    let info = rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &aux, opts, true))?;
+    // With AOF off (BGREWRITEAOF anyway, as Redis allows) only the base is written.
+    let on = srv.config.get_bool("appendonly");
+    let m = Manifest { base: Some(base), history: Vec::new(), incr: if on { vec![incr.clone()] } else { Vec::new() } };
+    if on {
+        std::fs::File::create(d.join(&incr.name))?.sync_all()?;
+    }
+    aof::write_manifest(&d, &name, &m)?;
+    if on {
+        let log = AofLog::open(&d.join(&incr.name), Fsync::parse(&srv.config.get("appendfsync")))?;
+        if let Some(prev) = srv.persistence.aof.log() {
+            prev.close();
+        }
+        install(srv, Some(log));
+    }
+    *srv.persistence.aof.manifest.lock() = m;
+    srv.persistence.aof.base_size.store(info.bytes, Ordering::Relaxed);
+    srv.persistence.aof.rewrites.fetch_add(1, Ordering::Relaxed);
+    for f in old.base.iter().chain(&old.history).chain(&old.incr) {
+        let _ = std::fs::remove_file(d.join(&f.name));
+    }
+    crate::log_notice!("Background AOF rewrite finished successfully");
+    Ok(())
+}
+
+/// Loads the files a manifest names: the base (an RDB, or commands), then each incremental
+/// file's commands in order. A torn last command of the last file is cut off when
+/// `aof-load-truncated` allows (as Redis, with a warning); anywhere else it is an error.
+fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
+    let start = std::time::Instant::now();
+    let mut files: Vec<(&AofFile, bool)> = Vec::new();
+    if let Some(b) = &m.base {
+        files.push((b, false));
+    }
+    for (i, f) in m.incr.iter().enumerate() {
+        files.push((f, i + 1 == m.incr.len()));
+    }
+    let mut replay = Replay::new(srv);
+    let mut keys = 0u64;
+    for (f, last) in files {
+        let path = d.join(&f.name);
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !last => {
+                return Err(format!("Can't open the append-only file {}: {e}", f.name));
+            }
+            Err(_) => continue,
+        };
+        let mut magic = [0u8; 5];
+        let n = std::io::Read::read(&mut file, &mut magic).unwrap_or(0);
+        drop(file);
+        if n == 5 && &magic == b"REDIS" {
+            let opts = crate::persist::load_opts(&srv.config);
+            let now = srv.now_ms();
+            let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now))
+                .map_err(|e| format!("{e} (in {})", f.name))?;
+            keys += info.keys_loaded;
+            crate::log_notice!("Reading RDB base file on AOF loading...");
+            continue;
+        }
+        let r = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&path).map_err(|e| e.to_string())?);
+        let max_bulk = srv.config.get("proto-max-bulk-len").parse().unwrap_or(512 << 20);
+        let mut reader = CommandReader::new(r, max_bulk);
+        let mut multi_at: Option<u64> = None;
+        loop {
+            let at = reader.offset();
+            match reader.read_next().map_err(|e| format!("{e} ({})", f.name))? {
+                Next::Command(argv) => {
+                    let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+                    if name == "multi" {
+                        multi_at = Some(at);
+                    } else if name == "exec" {
+                        multi_at = None;
+                    }
+                    replay.run(srv, &argv).map_err(|e| format!("{e} ({})", f.name))?;
+                }
+                Next::End => {
+                    if let Some(at) = multi_at {
+                        cut(srv, &path, at, last, "Revert incomplete MULTI/EXEC transaction in AOF file")?;
+                        replay.run(srv, &[b"DISCARD".to_vec()])?;
+                    }
+                    break;
+                }
+                Next::Truncated(at) => {
+                    let at = multi_at.unwrap_or(at);
+                    if multi_at.is_some() {
+                        replay.run(srv, &[b"DISCARD".to_vec()])?;
+                    }
+                    cut(srv, &path, at, last, "!!! Warning: short read while loading the AOF file !!!")?;
+                    break;
+                }
+            }
+        }
+    }
+    crate::log_notice!(
+        "DB loaded from append only file: {:.3} seconds ({} keys from the base)",
+        start.elapsed().as_secs_f64(),
+        keys
+    );
+    Ok(())
+}
+
+/// Cuts a torn tail off the last incremental file (`aof-load-truncated yes`).
+fn cut(srv: &Server, path: &Path, at: u64, last: bool, what: &str) -> Result<(), String> {
+    if !last || !srv.config.get_bool("aof-load-truncated") {
+        return Err(format!(
+            "Unexpected end of file reading the append only file {} at offset {at}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
+            path.display()
+        ));
+    }
+    crate::log_warning!("{what}");
+    crate::log_warning!(
+        "AOF {} loaded anyway because aof-load-truncated is enabled (truncated at offset {at})",
+        path.display()
+    );
+    let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| e.to_string())?;
+    f.set_len(at).map_err(|e| e.to_string())?;
+    f.sync_all().map_err(|e| e.to_string())
+}
+
+/// Runs logged commands as a client that is never answered (Redis's AOF fake client).
+struct Replay {
+    client: super::client::Client,
+}
+
+impl Replay {
+    fn new(srv: &Server) -> Replay {
+        let h = Arc::new(super::client::ClientHandle::new(
+            srv.clients.next_id(),
+            "aof:0".into(),
+            String::new(),
+            -1,
+            true,
+            0,
+        ));
+        Replay { client: super::client::Client::new(h, 0, false) }
+    }
+
+    fn run(&mut self, srv: &Server, argv: &[Vec<u8>]) -> Result<(), String> {
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        if srv.table.lookup(args[0]).is_none() {
+            return Err(format!("Unknown command '{}' reading the append only file", String::from_utf8_lossy(args[0])));
+        }
+        let mut out = crate::protocol::Reply::new(self.client.proto);
+        self.client.clock = None;
+        // In a transaction a blocking command does not block; logged effects never block.
+        super::dispatch(srv, &srv.stats.workers[0], &mut self.client, &args, &mut out);
+        Ok(())
+    }
+}

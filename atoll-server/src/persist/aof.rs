@@ -1,0 +1,462 @@
+//! Redis 7's multi-part append-only file: a directory (`appenddirname`) holding a base file
+//! (an RDB, or commands), incremental files of commands, and a manifest naming them
+//! (`file appendonly.aof.1.base.rdb seq 1 type b`). This module has the formats — manifest,
+//! the commands as RESP, reading them back — and the log writer with its fsync policies.
+
+use crate::engine::rdb::Input;
+use parking_lot::{Condvar, Mutex};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------------
+// Manifest
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AofFile {
+    pub name: String,
+    pub seq: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Manifest {
+    pub base: Option<AofFile>,
+    pub history: Vec<AofFile>,
+    pub incr: Vec<AofFile>,
+}
+
+impl Manifest {
+    /// Parses a manifest as Redis writes it; a line it cannot read is an error (Redis refuses
+    /// to start on an invalid manifest).
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let mut m = Manifest::default();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if !words.len().is_multiple_of(2) {
+                return Err(format!("Invalid AOF manifest file format (line {})", n + 1));
+            }
+            let (mut name, mut seq, mut kind) = (None, None, None);
+            for kv in words.chunks(2) {
+                match kv[0] {
+                    "file" => name = Some(kv[1].trim_matches('"').to_string()),
+                    "seq" => seq = kv[1].parse::<u64>().ok(),
+                    "type" => kind = Some(kv[1]),
+                    _ => {}
+                }
+            }
+            let (Some(name), Some(seq), Some(kind)) = (name, seq, kind) else {
+                return Err(format!("Invalid AOF manifest file format (line {})", n + 1));
+            };
+            if name.contains('/') {
+                return Err(format!("File can't be a path, just a filename (line {})", n + 1));
+            }
+            let f = AofFile { name, seq };
+            match kind {
+                "b" => {
+                    if m.base.is_some() {
+                        return Err("Found duplicate base file information".into());
+                    }
+                    m.base = Some(f)
+                }
+                "h" => m.history.push(f),
+                "i" => m.incr.push(f),
+                _ => return Err(format!("Unknown AOF file type {kind}")),
+            }
+        }
+        if m.base.is_none() && m.incr.is_empty() {
+            return Err("Found an empty AOF manifest".into());
+        }
+        Ok(m)
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        if let Some(b) = &self.base {
+            s.push_str(&format!("file {} seq {} type b\n", b.name, b.seq));
+        }
+        for h in &self.history {
+            s.push_str(&format!("file {} seq {} type h\n", h.name, h.seq));
+        }
+        for i in &self.incr {
+            s.push_str(&format!("file {} seq {} type i\n", i.name, i.seq));
+        }
+        s
+    }
+}
+
+pub fn manifest_name(appendfilename: &str) -> String {
+    format!("{appendfilename}.manifest")
+}
+
+pub fn base_name(appendfilename: &str, seq: u64, rdb: bool) -> String {
+    format!("{appendfilename}.{seq}.base.{}", if rdb { "rdb" } else { "aof" })
+}
+
+pub fn incr_name(appendfilename: &str, seq: u64) -> String {
+    format!("{appendfilename}.{seq}.incr.aof")
+}
+
+/// Writes the manifest atomically (temporary file, fsync, rename, directory fsync).
+pub fn write_manifest(dir: &Path, appendfilename: &str, m: &Manifest) -> std::io::Result<()> {
+    let tmp = dir.join(format!("temp-{}", manifest_name(appendfilename)));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(m.text().as_bytes())?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(manifest_name(appendfilename)))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands as RESP
+// ---------------------------------------------------------------------------------------------
+
+/// Appends a command as a RESP multibulk, as AOF files hold them.
+pub fn encode(out: &mut Vec<u8>, argv: &[Vec<u8>]) {
+    let mut b = itoa::Buffer::new();
+    out.push(b'*');
+    out.extend_from_slice(b.format(argv.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for a in argv {
+        out.push(b'$');
+        out.extend_from_slice(b.format(a.len()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// What reading the next command found.
+pub enum Next {
+    Command(Vec<Vec<u8>>),
+    /// Clean end of file.
+    End,
+    /// The file ends inside a command (a torn write): its offset.
+    Truncated(u64),
+}
+
+/// Reads the commands of an AOF file one by one. `#` lines (timestamp annotations) are
+/// skipped. Lengths are checked against `max_bulk` and read as the data arrives.
+pub struct CommandReader<R: Read> {
+    inp: Input<R>,
+    max_bulk: u64,
+}
+
+impl<R: Read> CommandReader<R> {
+    pub fn new(r: R, max_bulk: u64) -> Self {
+        CommandReader { inp: Input::new(r, false), max_bulk }
+    }
+
+    pub fn offset(&self) -> u64 {
+        self.inp.pos
+    }
+
+    /// A `\r\n`-terminated line of at most 128 bytes (its terminator removed); None at EOF.
+    fn line(&mut self) -> Result<Option<Vec<u8>>, String> {
+        let mut l = Vec::new();
+        loop {
+            let mut b = [0u8; 1];
+            match self.inp.fill(&mut b) {
+                Ok(()) => {}
+                Err(_) if l.is_empty() => return Ok(None),
+                Err(_) => return Err("truncated".into()),
+            }
+            if b[0] == b'\n' {
+                if l.last() == Some(&b'\r') {
+                    l.pop();
+                }
+                return Ok(Some(l));
+            }
+            l.push(b[0]);
+            if l.len() > 128 {
+                return Err("line too long".into());
+            }
+        }
+    }
+
+    /// The next command. Err: malformed content (not a torn tail), with the offset.
+    pub fn read_next(&mut self) -> Result<Next, String> {
+        loop {
+            let start = self.inp.pos;
+            let torn = || Ok(Next::Truncated(start));
+            let Some(l) = (match self.line() {
+                Ok(l) => l,
+                Err(_) => return torn(),
+            }) else {
+                return Ok(Next::End);
+            };
+            if l.first() == Some(&b'#') {
+                continue;
+            }
+            let bad =
+                |what: &str| Err(format!("Bad file format reading the append only file at offset {start}: {what}"));
+            if l.first() != Some(&b'*') {
+                return bad("expected '*'");
+            }
+            let n: usize = match std::str::from_utf8(&l[1..]).ok().and_then(|s| s.parse().ok()) {
+                Some(n) if (1..=1 << 20).contains(&n) => n,
+                _ => return bad("invalid argument count"),
+            };
+            let mut argv = Vec::with_capacity(n.min(64));
+            for _ in 0..n {
+                let l = match self.line() {
+                    Ok(Some(l)) => l,
+                    Ok(None) | Err(_) => return torn(),
+                };
+                if l.first() != Some(&b'$') {
+                    return bad("expected '$'");
+                }
+                let len: u64 = match std::str::from_utf8(&l[1..]).ok().and_then(|s| s.parse().ok()) {
+                    Some(v) if v <= self.max_bulk => v,
+                    _ => return bad("invalid bulk length"),
+                };
+                let Ok(a) = self.inp.bytes(len) else { return torn() };
+                let Ok(crlf) = self.inp.array::<2>() else { return torn() };
+                if &crlf != b"\r\n" {
+                    return bad("missing CRLF after a bulk");
+                }
+                argv.push(a);
+            }
+            return Ok(Next::Command(argv));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The log writer
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Fsync {
+    Always = 0,
+    EverySec = 1,
+    No = 2,
+}
+
+impl Fsync {
+    pub fn parse(s: &str) -> Fsync {
+        match s {
+            "always" => Fsync::Always,
+            "no" => Fsync::No,
+            _ => Fsync::EverySec,
+        }
+    }
+}
+
+/// Effects appended but not yet handed to the writer: the buffer and the database the last
+/// appended command ran in (a SELECT is written when it changes).
+struct Pending {
+    buf: Vec<u8>,
+    db: Option<usize>,
+    /// Bytes appended since the log opened.
+    appended: u64,
+}
+
+thread_local! {
+    /// The log offset this thread's last append reached: a worker using `always` waits for
+    /// it to be durable before it sends the round's replies.
+    static LAST_APPENDED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The offset this thread appended up to since it last asked (0: nothing new).
+pub fn take_thread_appended() -> u64 {
+    LAST_APPENDED.with(|c| c.replace(0))
+}
+
+/// The incremental file being appended to, its writer thread and its durability.
+///
+/// Like Redis, a worker hands what its round appended to the kernel (`write`) before the
+/// round's replies go out, whatever the fsync policy: a process that is killed loses nothing
+/// it acknowledged. The writer thread fsyncs — after every write with `always` (workers
+/// wait for it: one fsync covers every worker's waiting writes), once a second with
+/// `everysec`, never with `no` — and also writes what idle rounds left behind.
+pub struct AofLog {
+    pending: Mutex<Pending>,
+    /// Taken to write (then `pending`): writes reach the file in append order.
+    file: Mutex<std::fs::File>,
+    /// Wakes the writer.
+    work: Condvar,
+    work_lock: Mutex<()>,
+    /// Bytes written to the file, and fsync'd (the durable offset).
+    pub written: AtomicU64,
+    pub durable: AtomicU64,
+    durable_lock: Mutex<()>,
+    durable_cv: Condvar,
+    pub policy: AtomicU8,
+    stop: AtomicBool,
+    /// Unix seconds of the last fsync.
+    pub last_fsync_s: AtomicI64,
+    /// The last write failed (`aof_last_write_status:err`).
+    pub write_failed: AtomicBool,
+    pub file_size: AtomicU64,
+}
+
+impl AofLog {
+    /// Opens (appending) the incremental file and starts its writer thread.
+    pub fn open(path: &Path, policy: Fsync) -> std::io::Result<Arc<AofLog>> {
+        let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let size = f.metadata()?.len();
+        let syncer = f.try_clone()?;
+        let log = Arc::new(AofLog {
+            pending: Mutex::new(Pending { buf: Vec::new(), db: None, appended: 0 }),
+            file: Mutex::new(f),
+            work: Condvar::new(),
+            work_lock: Mutex::new(()),
+            written: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            durable_lock: Mutex::new(()),
+            durable_cv: Condvar::new(),
+            policy: AtomicU8::new(policy as u8),
+            stop: AtomicBool::new(false),
+            last_fsync_s: AtomicI64::new(0),
+            write_failed: AtomicBool::new(false),
+            file_size: AtomicU64::new(size),
+        });
+        let l2 = log.clone();
+        std::thread::Builder::new().name("atoll-aof".into()).spawn(move || l2.writer(syncer))?;
+        Ok(log)
+    }
+
+    pub fn policy(&self) -> Fsync {
+        match self.policy.load(Ordering::Relaxed) {
+            0 => Fsync::Always,
+            2 => Fsync::No,
+            _ => Fsync::EverySec,
+        }
+    }
+
+    /// Appends commands run in `db` (called with the writer's shard locks held, so the log's
+    /// order is the lock order). A leaf lock around a memcpy.
+    pub fn append<'a>(&self, cmds: impl Iterator<Item = (usize, &'a [Vec<u8>])>) {
+        let mut p = self.pending.lock();
+        let before = p.buf.len();
+        for (db, argv) in cmds {
+            if p.db != Some(db) {
+                let sel = vec![b"SELECT".to_vec(), db.to_string().into_bytes()];
+                encode(&mut p.buf, &sel);
+                p.db = Some(db);
+            }
+            encode(&mut p.buf, argv);
+        }
+        p.appended += (p.buf.len() - before) as u64;
+        let at = p.appended;
+        drop(p);
+        LAST_APPENDED.with(|c| c.set(at));
+    }
+
+    /// Writes everything appended so far to the file (whoever comes first writes for all).
+    pub fn write_pending(&self) {
+        let mut f = self.file.lock();
+        let (buf, upto) = {
+            let mut p = self.pending.lock();
+            (std::mem::take(&mut p.buf), p.appended)
+        };
+        if buf.is_empty() {
+            return;
+        }
+        match f.write_all(&buf) {
+            Ok(()) => {
+                self.written.store(upto, Ordering::Release);
+                self.file_size.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                self.write_failed.store(false, Ordering::Relaxed);
+            }
+            Err(e) => {
+                crate::log_warning!("Error writing to the AOF file: {e}");
+                self.write_failed.store(true, Ordering::Relaxed);
+                let mut p = self.pending.lock();
+                let mut rest = buf;
+                rest.extend_from_slice(&p.buf);
+                p.buf = rest;
+            }
+        }
+    }
+
+    /// Before a round's replies: what this thread appended (up to `offset`) is written, and
+    /// with `always` also fsync'd.
+    pub fn before_replies(&self, offset: u64) {
+        if self.written.load(Ordering::Acquire) < offset {
+            self.write_pending();
+        }
+        if self.policy() == Fsync::Always {
+            let mut g = self.durable_lock.lock();
+            while self.durable.load(Ordering::Acquire) < offset && !self.stop.load(Ordering::Relaxed) {
+                self.work.notify_one();
+                self.durable_cv.wait_for(&mut g, Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Stops the writer after a last write and fsync of what is pending.
+    pub fn close(&self) {
+        self.write_pending();
+        self.stop.store(true, Ordering::Release);
+        self.work.notify_one();
+        let target = self.written.load(Ordering::Acquire);
+        let mut g = self.durable_lock.lock();
+        while self.durable.load(Ordering::Acquire) < target {
+            if self.durable_cv.wait_for(&mut g, Duration::from_secs(5)).timed_out() {
+                break;
+            }
+        }
+    }
+
+    fn writer(self: Arc<AofLog>, syncer: std::fs::File) {
+        let mut last_sync = Instant::now();
+        loop {
+            {
+                let mut g = self.work_lock.lock();
+                if !self.stop.load(Ordering::Acquire) {
+                    let wait = if self.policy() == Fsync::Always { 20 } else { 100 };
+                    self.work.wait_for(&mut g, Duration::from_millis(wait));
+                }
+            }
+            self.write_pending();
+            let written = self.written.load(Ordering::Acquire);
+            let stopping = self.stop.load(Ordering::Acquire);
+            let due = written > self.durable.load(Ordering::Acquire)
+                && match self.policy() {
+                    Fsync::Always => true,
+                    Fsync::EverySec => last_sync.elapsed() >= Duration::from_secs(1) || stopping,
+                    Fsync::No => stopping,
+                };
+            if due {
+                // Everything written before this call is covered.
+                if syncer.sync_data().is_ok() {
+                    last_sync = Instant::now();
+                    self.last_fsync_s.store(unix_s(), Ordering::Relaxed);
+                    self.mark_durable(written);
+                }
+            }
+            if stopping {
+                self.mark_durable(written);
+                return;
+            }
+        }
+    }
+
+    fn mark_durable(&self, upto: u64) {
+        let _g = self.durable_lock.lock();
+        if upto > self.durable.load(Ordering::Acquire) {
+            self.durable.store(upto, Ordering::Release);
+        }
+        self.durable_cv.notify_all();
+    }
+}
+
+fn unix_s() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// Where the AOF directory is.
+pub fn dir_path(appenddirname: &str) -> PathBuf {
+    PathBuf::from(appenddirname)
+}

@@ -283,9 +283,10 @@ pub struct AofLog {
     pending: Mutex<Pending>,
     /// Taken to write (then `pending`): writes reach the file in append order.
     file: Mutex<std::fs::File>,
-    /// Wakes the writer.
+    /// Wakes the writer: the flag (set under its mutex) says work was asked for, so a wake-up
+    /// sent before the writer starts waiting is not lost.
     work: Condvar,
-    work_lock: Mutex<()>,
+    work_lock: Mutex<bool>,
     /// Bytes written to the file, and fsync'd (the durable offset).
     pub written: AtomicU64,
     pub durable: AtomicU64,
@@ -310,7 +311,7 @@ impl AofLog {
             pending: Mutex::new(Pending { buf: Vec::new(), db: None, appended: 0 }),
             file: Mutex::new(f),
             work: Condvar::new(),
-            work_lock: Mutex::new(()),
+            work_lock: Mutex::new(false),
             written: AtomicU64::new(0),
             durable: AtomicU64::new(0),
             durable_lock: Mutex::new(()),
@@ -386,20 +387,27 @@ impl AofLog {
         if self.written.load(Ordering::Acquire) < offset {
             self.write_pending();
         }
-        if self.policy() == Fsync::Always {
+        if self.policy() == Fsync::Always && self.durable.load(Ordering::Acquire) < offset {
+            self.wake_writer();
             let mut g = self.durable_lock.lock();
             while self.durable.load(Ordering::Acquire) < offset && !self.stop.load(Ordering::Relaxed) {
-                self.work.notify_one();
-                self.durable_cv.wait_for(&mut g, Duration::from_millis(100));
+                if self.durable_cv.wait_for(&mut g, Duration::from_millis(100)).timed_out() {
+                    self.wake_writer();
+                }
             }
         }
+    }
+
+    fn wake_writer(&self) {
+        *self.work_lock.lock() = true;
+        self.work.notify_one();
     }
 
     /// Stops the writer after a last write and fsync of what is pending.
     pub fn close(&self) {
         self.write_pending();
         self.stop.store(true, Ordering::Release);
-        self.work.notify_one();
+        self.wake_writer();
         let target = self.written.load(Ordering::Acquire);
         let mut g = self.durable_lock.lock();
         while self.durable.load(Ordering::Acquire) < target {
@@ -413,11 +421,11 @@ impl AofLog {
         let mut last_sync = Instant::now();
         loop {
             {
-                let mut g = self.work_lock.lock();
-                if !self.stop.load(Ordering::Acquire) {
-                    let wait = if self.policy() == Fsync::Always { 20 } else { 100 };
-                    self.work.wait_for(&mut g, Duration::from_millis(wait));
+                let mut asked = self.work_lock.lock();
+                if !*asked && !self.stop.load(Ordering::Acquire) {
+                    self.work.wait_for(&mut asked, Duration::from_millis(100));
                 }
+                *asked = false;
             }
             self.write_pending();
             let written = self.written.load(Ordering::Acquire);

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Persistence benchmarks, side by side with redis-server in one run (DESIGN §4).
+
+  aof   SET, 50 clients, server CPU µs/op and ops/s: Atoll without AOF, with appendfsync
+        everysec and always; Redis with everysec and always. Server pinned to CPU 0,
+        redis-benchmark to CPU 1, medians of alternating rounds.
+  save  N keys loaded, then BGSAVE while 50 clients write: the server's peak memory during
+        the save (Redis: PSS summed over the server and its forked child, from
+        /proc/PID/smaps_rollup; Atoll: its RSS), p99 of the writers during the save vs steady,
+        the file's size, and the time each server takes to load that file at start-up.
+
+Usage: python3 bench/persist.py [--only aof|save] [--rounds 3] [--requests 300000] [--keys 1000000]
+Needs: redis-server and redis-benchmark (Debian's 7.0.15, as bench.py), taskset, a release build.
+"""
+import argparse, os, shutil, statistics, subprocess, sys, tempfile, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (its server start-up and CPU accounting)
+
+
+def start_in(kind, d, extra=()):
+    return bench.start(kind, extra=["--dir", d, *extra])
+
+
+def aof_suite(rounds, requests):
+    configs = [
+        ("atoll", "no AOF", ["--appendonly", "no"]),
+        ("atoll", "everysec", ["--appendonly", "yes", "--appendfsync", "everysec"]),
+        ("atoll", "always", ["--appendonly", "yes", "--appendfsync", "always"]),
+        # Two workers on the same core: while one waits for an fsync the other serves its
+        # clients, and the next fsync covers both (group commit).
+        ("atoll", "always-2w", ["--appendonly", "yes", "--appendfsync", "always", "--threads", "2"]),
+        ("redis", "everysec", ["--appendonly", "yes", "--appendfsync", "everysec"]),
+        ("redis", "always", ["--appendonly", "yes", "--appendfsync", "always"]),
+    ]
+    res = {(k, n): [] for k, n, _ in configs}
+    for r in range(rounds):
+        order = configs if r % 2 == 0 else list(reversed(configs))
+        for kind, name, extra in order:
+            d = tempfile.mkdtemp(prefix="atoll-bench-aof-")
+            p, port = start_in(kind, d, extra)
+            try:
+                (u0, s0) = bench.proc_user_sys_ticks(p.pid)
+                ops, lat = bench.run_bench(port, "set", requests, 1)
+                (u1, s1) = bench.proc_user_sys_ticks(p.pid)
+                us = (u1 - u0 + s1 - s0) / bench.HZ * 1e6 / requests
+                res[(kind, name)].append((ops, us, lat[4] if len(lat) >= 5 else float("nan")))
+            finally:
+                p.kill()
+                p.wait()
+                shutil.rmtree(d, ignore_errors=True)
+    print("SET, 50 clients | ops/s | server CPU µs/op | p99 ms")
+    med = {}
+    for (kind, name), v in res.items():
+        m = [statistics.median(x[i] for x in v) for i in range(3)]
+        med[(kind, name)] = m
+        print(f"{kind:5} {name:9} | {m[0]:9.0f} | {m[1]:6.2f} | {m[2]:6.2f}")
+    a0, ae, aa = med[("atoll", "no AOF")], med[("atoll", "everysec")], med[("atoll", "always")]
+    re_, ra = med[("redis", "everysec")], med[("redis", "always")]
+    print(f"Atoll everysec ÷ Atoll without AOF: ops {ae[0] / a0[0]:.2f}×, CPU/op {ae[1] / a0[1]:.2f}×")
+    print(f"Atoll ÷ Redis, everysec: ops {ae[0] / re_[0]:.2f}×, CPU/op {ae[1] / re_[1]:.2f}×")
+    print(f"Atoll ÷ Redis, always:   ops {aa[0] / ra[0]:.2f}×, CPU/op {aa[1] / ra[1]:.2f}×")
+    a2 = med[("atoll", "always-2w")]
+    print(f"Atoll (2 workers, one core) ÷ Redis, always: ops {a2[0] / ra[0]:.2f}×, CPU/op {a2[1] / ra[1]:.2f}×")
+
+
+def tree_memory(pid):
+    """PSS of the process and its children (a forked child shares pages until written)."""
+    total = 0
+    pids = [pid]
+    try:
+        kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        pids += [int(k) for k in kids]
+    except Exception:
+        pass
+    for q in pids:
+        try:
+            with open(f"/proc/{q}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def info(port, field):
+    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "persistence"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def save_one(kind, keys):
+    d = tempfile.mkdtemp(prefix="atoll-bench-save-")
+    p, port = start_in(kind, d, ["--save", ""])
+    try:
+        # Random keys from a range of `keys` (about 86 % of them end up set), 100-byte values.
+        subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", "set", "-r", str(keys),
+                        "-n", str(keys * 2), "-P", "64", "-d", "100", "-q"], capture_output=True, check=True)
+        base = tree_memory(p.pid)
+        # Steady p99 of 50 writers, then the same load during BGSAVE.
+        _, steady = bench.run_bench(port, "set", 200000, 1)
+        peak = [base]
+        lat = {}
+
+        def load():
+            lat["v"] = bench.run_bench(port, "set", 2000000, 1)[1]
+        t = threading.Thread(target=load)
+        t.start()
+        time.sleep(0.5)
+        t0 = time.time()
+        subprocess.run(["redis-cli", "-p", str(port), "BGSAVE"], capture_output=True, check=True)
+        time.sleep(0.05)
+        while info(port, "rdb_bgsave_in_progress") == "1":
+            peak.append(tree_memory(p.pid))
+            time.sleep(0.05)
+        save_s = time.time() - t0
+        t.join()
+        size = os.path.getsize(os.path.join(d, "dump.rdb"))
+    finally:
+        p.kill()
+        p.wait()
+    # Load time: start-up until PING answers.
+    t0 = time.time()
+    p2, port2 = start_in(kind, d, ["--save", ""])
+    load_s = time.time() - t0
+    p2.kill()
+    p2.wait()
+    shutil.rmtree(d, ignore_errors=True)
+    return dict(base=base, peak=max(peak), save_s=save_s, size=size, load_s=load_s,
+                p99_steady=steady[4], p99_save=lat["v"][4])
+
+
+def save_suite(keys):
+    rows = {k: save_one(k, keys) for k in ("redis", "atoll")}
+    print(f"BGSAVE of {keys} keys (100-byte values) under 50 writers")
+    print("server | memory before MB | peak during save MB | peak ÷ before | save s | p99 steady ms | p99 during save ms | RDB MB | load s")
+    for k, r in rows.items():
+        print(f"{k:6} | {r['base'] / 1e6:8.1f} | {r['peak'] / 1e6:8.1f} | {r['peak'] / r['base']:.2f} | {r['save_s']:.2f} | "
+              f"{r['p99_steady']:.2f} | {r['p99_save']:.2f} | {r['size'] / 1e6:.1f} | {r['load_s']:.2f}")
+    a, r = rows["atoll"], rows["redis"]
+    print(f"Atoll ÷ Redis: RDB size {a['size'] / r['size']:.3f}×, load time {a['load_s'] / r['load_s']:.2f}×")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", choices=["aof", "save"])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=300000)
+    ap.add_argument("--keys", type=int, default=1000000)
+    a = ap.parse_args()
+    if a.only in (None, "aof"):
+        aof_suite(a.rounds, a.requests)
+    if a.only in (None, "save"):
+        save_suite(a.keys)
+
+
+if __name__ == "__main__":
+    main()

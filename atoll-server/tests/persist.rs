@@ -513,3 +513,41 @@ fn failed_saves_refuse_writes_as_redis_does() {
     assert_eq!(info_field(&mut ac, "rdb_last_bgsave_status"), "ok");
     assert_eq!(cmd(&mut ac, &[b"SET", b"k", b"v2"]), b"+OK\r\n");
 }
+
+/// While a big file loads, the server is up and says so: `-LOADING` for data commands, INFO
+/// `loading:1` with its progress; then it serves the loaded data.
+#[test]
+fn clients_get_loading_while_a_file_loads() {
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let mut ac = RawConn::connect(a.port);
+    cmd(&mut ac, &[b"DEBUG", b"POPULATE", b"2000"]);
+    assert_eq!(cmd(&mut ac, &[b"SAVE"]), b"+OK\r\n");
+    let dir = String::from_utf8_lossy(&parse_array(&cmd(&mut ac, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    let port = free_port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+        .args(["--port", &port.to_string(), "--dir", &dir, "--save", "", "--key-load-delay", "1000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _srv = ServerProc { child, port, name: "atoll" };
+    let mut c = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(s);
+            break RawConn::connect(port);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!(show(&cmd(&mut c, &[b"GET", b"key:1"])), "-LOADING Redis is loading the dataset in memory\\r\\n");
+    assert_eq!(info_field(&mut c, "loading"), "1");
+    let perc: f64 = info_field(&mut c, "loading_loaded_perc").parse().unwrap();
+    assert!((0.0..100.0).contains(&perc), "{perc}");
+    assert!(info_field(&mut c, "loading_total_bytes").parse::<u64>().unwrap() > 20_000);
+    let mut waited = 0;
+    while cmd(&mut c, &[b"PING"]) != b"+PONG\r\n" {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 1000, "never finished loading");
+    }
+    assert_eq!(info_field(&mut c, "loading"), "0");
+    assert_eq!(cmd(&mut c, &[b"DBSIZE"]), b":2000\r\n");
+}

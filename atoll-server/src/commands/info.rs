@@ -232,11 +232,27 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
             }
             "persistence" => {
                 o.push_str("# Persistence\r\n");
-                f!("loading:0");
+                let p = &srv.persistence;
+                let loading = p.loading_now.load(Ordering::Relaxed);
+                f!("loading:{}", loading as u8);
                 f!("async_loading:0");
+                if loading {
+                    let total = p.loading_total_bytes.load(Ordering::Relaxed);
+                    let done = p.loading.loaded_bytes.load(Ordering::Relaxed);
+                    let start = p.loading_start_s.load(Ordering::Relaxed);
+                    let elapsed = (now / 1000 - start).max(0);
+                    let perc = if total > 0 { done as f64 * 100.0 / total as f64 } else { 0.0 };
+                    let eta =
+                        if done > 0 && total > done { (total - done) as i64 * elapsed.max(1) / done as i64 } else { 1 };
+                    f!("loading_start_time:{start}");
+                    f!("loading_total_bytes:{total}");
+                    f!("loading_rdb_used_mem:0");
+                    f!("loading_loaded_bytes:{done}");
+                    f!("loading_loaded_perc:{perc:.2}");
+                    f!("loading_eta_seconds:{eta}");
+                }
                 // A fork-less snapshot's "copy-on-write" is what commands serialized ahead of
                 // its walk because they were about to change a shard (see rdbfile::Progress).
-                let p = &srv.persistence;
                 let running = p.in_progress.load(Ordering::Relaxed);
                 let pr = &p.progress;
                 let (cow, done, total) = if running {

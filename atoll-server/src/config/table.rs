@@ -229,7 +229,7 @@ pub static DEFS: &[Def] = &[
     Def::new("io-threads", Int { min: 1, max: 128 }, "1").flags(IMMUTABLE).live(),
     Def::new("io-threads-do-reads", Bool, "no").flags(IMMUTABLE).inert(),
     Def::new("jemalloc-bg-thread", Bool, "yes").live(),
-    Def::new("key-load-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).inert(),
+    Def::new("key-load-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).live(),
     Def::new("latency-monitor-threshold", Int { min: 0, max: LMAX }, "0").live(),
     Def::new("latency-tracking", Bool, "yes").live(),
     Def::new("latency-tracking-info-percentiles", Percentiles, "50 99 99.9").live(),

@@ -215,7 +215,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
         if n == 5 && &magic == b"REDIS" {
             let opts = crate::persist::load_opts(&srv.config);
             let now = srv.now_ms();
-            let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now))
+            let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &srv.persistence.loading)
                 .map_err(|e| format!("{e} (in {})", f.name))?;
             keys += info.keys_loaded;
             crate::log_notice!("Reading RDB base file on AOF loading...");
@@ -296,7 +296,9 @@ impl Replay {
             true,
             0,
         ));
-        Replay { client: super::client::Client::new(h, 0, false) }
+        let mut client = super::client::Client::new(h, 0, false);
+        client.replaying = true;
+        Replay { client }
     }
 
     fn run(&mut self, srv: &Server, argv: &[Vec<u8>]) -> Result<(), String> {

@@ -174,6 +174,10 @@ fn gated(
             )));
         }
     }
+    // A start-up load is running: only commands flagged `loading` run (one relaxed load).
+    if srv.persistence.loading_now.load(Ordering::Relaxed) && !cmd.has(flags::LOADING) && !client.replaying {
+        return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
+    }
     // stop-writes-on-bgsave-error: one relaxed load while the last save succeeded.
     if srv.persistence.last_failed.load(Ordering::Relaxed)
         && (cmd.has(flags::WRITE) || cmd.name == "ping")

@@ -153,6 +153,8 @@ pub struct Client {
     pub shutdown: Option<crate::exec::ShutdownMode>,
     /// True while EXEC runs this client's queued commands: blocking commands must not block.
     pub in_exec: bool,
+    /// The AOF loader replaying logged commands (runs while the server is loading).
+    pub replaying: bool,
     /// The effects of the transaction EXEC is running, published together at its end
     /// (wrapped in MULTI/EXEC when there are several, as Redis propagates them).
     pub exec_effects: Vec<super::Effect>,
@@ -190,6 +192,7 @@ impl Client {
             shutdown: None,
             in_exec: false,
             exec_effects: Vec::new(),
+            replaying: false,
             blocked: None,
             waiting: None,
             ready: Vec::new(),

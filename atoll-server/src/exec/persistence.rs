@@ -32,6 +32,12 @@ pub struct Persistence {
     pub scheduled: AtomicBool,
     /// The append-only file.
     pub aof: super::aof::AofState,
+    /// A start-up load is running: commands without the `loading` flag get `-LOADING`.
+    pub loading_now: AtomicBool,
+    pub loading_start_s: AtomicI64,
+    pub loading_total_bytes: AtomicU64,
+    /// Its progress (bytes read) and `key-load-delay`.
+    pub loading: rdbfile::LoadHooks,
     /// The running save's progress (INFO `current_save_keys_*`, `current_cow_size`).
     pub progress: Arc<rdbfile::Progress>,
     /// `current_cow_size` of the last finished save (`rdb_last_cow_size`).
@@ -174,6 +180,9 @@ pub fn run_thread(srv: Arc<Server>) {
         if srv.shutting_down.load(Ordering::Acquire) {
             return;
         }
+        if p.loading_now.load(Ordering::Acquire) {
+            continue;
+        }
         // A BGSAVE request arrives with `in_progress` already set; a save point sets it here.
         let requested = p.scheduled.swap(false, Ordering::AcqRel);
         if !requested {
@@ -223,8 +232,9 @@ pub fn load_at_startup(srv: &Server) -> Result<(), String> {
     let start = std::time::Instant::now();
     let opts = crate::persist::load_opts(&srv.config);
     let now = srv.now_ms();
-    let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now))?;
     let p = &srv.persistence;
+    p.loading_total_bytes.store(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
+    let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)?;
     p.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     p.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
     if let Some((_, v)) = info.aux.iter().find(|(k, _)| k == "redis-ver") {
@@ -304,18 +314,20 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
     let opts = crate::persist::load_opts(&srv.config);
     let now = srv.now_ms();
     let lru = srv.lru_clock(now);
-    let info = rdbfile::load(std::io::BufReader::with_capacity(1 << 20, f), &opts, ndbs, now, |db, key, val, exp| {
-        let s = crate::engine::key_shard(&key);
-        let sh = locks.shard(db, s);
-        if merge {
-            sh.remove(&key);
-        }
-        rdbfile::insert_into(sh, db, &key, val, exp, lru)?;
-        if exp.is_some() {
-            srv.ks.db(db).mark_volatile(s);
-        }
-        Ok(())
-    })?;
+    let hooks = rdbfile::LoadHooks::default();
+    let info =
+        rdbfile::load(std::io::BufReader::with_capacity(1 << 20, f), &opts, ndbs, now, &hooks, |db, key, val, exp| {
+            let s = crate::engine::key_shard(&key);
+            let sh = locks.shard(db, s);
+            if merge {
+                sh.remove(&key);
+            }
+            rdbfile::insert_into(sh, db, &key, val, exp, lru)?;
+            if exp.is_some() {
+                srv.ks.db(db).mark_volatile(s);
+            }
+            Ok(())
+        })?;
     srv.persistence.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     srv.persistence.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
     Ok(())

@@ -265,6 +265,14 @@ pub fn save_with(
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// What a load reports as it goes, and Redis's `key-load-delay` testing knob.
+#[derive(Default)]
+pub struct LoadHooks {
+    /// Bytes of the file read so far (INFO `loading_loaded_bytes`).
+    pub loaded_bytes: AtomicU64,
+    pub key_delay_us: std::sync::atomic::AtomicI64,
+}
+
 /// What a load found.
 #[derive(Debug, Default, Clone)]
 pub struct LoadInfo {
@@ -284,6 +292,7 @@ pub fn load<R: Read>(
     opts: &LoadOpts,
     num_dbs: usize,
     now_ms: i64,
+    hooks: &LoadHooks,
     mut insert: impl FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>,
 ) -> Result<LoadInfo, String> {
     let mut inp = Input::new(r, true);
@@ -358,6 +367,11 @@ pub fn load<R: Read>(
                     Some(v) => {
                         insert(db, key, v, exp).map_err(|m| e(&inp, m))?;
                         info.keys_loaded += 1;
+                        hooks.loaded_bytes.store(inp.pos, Ordering::Relaxed);
+                        let delay = hooks.key_delay_us.load(Ordering::Relaxed);
+                        if delay != 0 {
+                            key_delay(delay, 1);
+                        }
                     }
                 }
             }
@@ -378,10 +392,17 @@ pub fn load<R: Read>(
 
 /// Loads an RDB file into an empty keyspace at start-up (nothing else runs yet).
 /// `lru`: the access clock loaded keys start with.
-pub fn load_file(ks: &Keyspace, path: &Path, opts: &LoadOpts, now_ms: i64, lru: u32) -> Result<LoadInfo, String> {
+pub fn load_file(
+    ks: &Keyspace,
+    path: &Path,
+    opts: &LoadOpts,
+    now_ms: i64,
+    lru: u32,
+    hooks: &LoadHooks,
+) -> Result<LoadInfo, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{e}"))?;
     let r = std::io::BufReader::with_capacity(1 << 20, f);
-    load(r, opts, ks.num_dbs(), now_ms, |db, key, val, exp| {
+    load(r, opts, ks.num_dbs(), now_ms, hooks, |db, key, val, exp| {
         let s = key_shard(&key);
         let d = ks.db(db);
         let mut g = d.shards[s].lock();

@@ -103,16 +103,29 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let (allocated, _, _) = crate::commands::info::allocated_bytes();
     srv.startup_allocated.store(allocated, Ordering::Relaxed);
     srv.peak_allocated.store(allocated, Ordering::Relaxed);
-    // With AOF on, the AOF is the dataset (as Redis: the RDB file is not read).
-    let loaded = if srv.config.get_bool("appendonly") {
-        crate::exec::aof::start(&srv)
-    } else {
-        crate::exec::persistence::load_at_startup(&srv)
+    // Loading runs on a thread of its own once the server is up: meanwhile commands without
+    // Redis's `loading` flag (all but INFO, CONFIG, SHUTDOWN and the like) get `-LOADING`, as
+    // in Redis, and INFO shows the progress. With AOF on, the AOF is the dataset (as Redis:
+    // the RDB file is not read then).
+    srv.persistence.loading_now.store(true, Ordering::Release);
+    srv.persistence.loading_start_s.store(srv.now_ms() / 1000, Ordering::Relaxed);
+    let loader = {
+        let srv = srv.clone();
+        move || {
+            let p = &srv.persistence;
+            p.loading.key_delay_us.store(srv.config.get("key-load-delay").parse().unwrap_or(0), Ordering::Relaxed);
+            let loaded = if srv.config.get_bool("appendonly") {
+                crate::exec::aof::start(&srv)
+            } else {
+                crate::exec::persistence::load_at_startup(&srv)
+            };
+            if let Err(e) = loaded {
+                log_warning!("Fatal error loading the DB: {e}. Exiting.");
+                std::process::exit(1);
+            }
+            p.loading_now.store(false, Ordering::Release);
+        }
     };
-    if let Err(e) = loaded {
-        log_warning!("Fatal error loading the DB: {e}. Exiting.");
-        return 1;
-    }
     {
         let srv2 = srv.clone();
         std::thread::Builder::new()
@@ -166,6 +179,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         if uring { "io_uring" } else { "epoll" }
     );
     log_notice!("Server initialized");
+    std::thread::Builder::new().name("atoll-load".into()).spawn(loader).expect("spawn the loader");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("main runtime");
     let code = rt.block_on(async move {
         let next = Rc::new(std::cell::Cell::new(0usize));

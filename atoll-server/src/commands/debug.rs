@@ -577,8 +577,17 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
             crate::log_notice!("DB reloaded by DEBUG RELOAD");
             ctx.reply.ok();
         }
-        ("loadaof", _) => {
-            return Err(CmdError::msg("ERR DEBUG LOADAOF is not supported by Atoll yet: persistence (AOF)"))
+        ("loadaof", 2) => {
+            if ctx.client.in_exec {
+                // It locks every shard; inside EXEC this client already holds some.
+                return Err(CmdError::msg("ERR DEBUG LOADAOF is not allowed inside MULTI/EXEC in Atoll"));
+            }
+            if let Err(e) = crate::exec::aof::debug_loadaof(ctx.srv) {
+                crate::log_warning!("DEBUG LOADAOF: {e}");
+                return Err(CmdError::msg("ERR Error trying to load the AOF files, check server logs."));
+            }
+            crate::log_notice!("Append Only File loaded by DEBUG LOADAOF");
+            ctx.reply.ok();
         }
         _ => return Err(unknown(ctx.args[1])),
     }

@@ -659,7 +659,7 @@ fn expire_generic(ctx: &mut Ctx, basetime: i64, seconds: bool) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     }
-    if when <= ctx.ks.now {
+    if when <= ctx.ks.now && !ctx.ks.loading {
         // A time already past deletes the key now; replicas and the AOF get the deletion, not
         // an expiry they would apply at their own, later time.
         ctx.ks.delete(key);

@@ -161,6 +161,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             ready: std::mem::take(&mut ctx.client.ready),
             key_hint: None,
             hold_expired: false,
+            loading: false,
         };
         blocking::serve_ready(&mut ks, srv);
         if !ks.effects.is_empty() {

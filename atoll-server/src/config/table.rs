@@ -175,7 +175,7 @@ pub static DEFS: &[Def] = &[
     Def::new("aof-load-truncated", Bool, "yes").live(),
     Def::new("aof-rewrite-incremental-fsync", Bool, "yes").inert(),
     Def::new("aof-timestamp-enabled", Bool, "no").inert(),
-    Def::new("aof-use-rdb-preamble", Bool, "yes").inert(),
+    Def::new("aof-use-rdb-preamble", Bool, "yes").pending("AOF bases written as commands (Atoll writes an RDB base)"),
     Def::new("aof_rewrite_cpulist", Str, "").flags(IMMUTABLE).inert(),
     Def::new("appenddirname", Str, "appendonlydir").flags(IMMUTABLE).live(),
     Def::new("appendfilename", Str, "appendonly.aof").flags(IMMUTABLE).live(),

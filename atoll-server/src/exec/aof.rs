@@ -101,10 +101,29 @@ pub fn start(srv: &Server) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         install(srv, Some(log));
         Ok(())
+    } else if Path::new(&fname(srv)).is_file() {
+        upgrade(srv, &d, &manifest_path)?;
+        start(srv)
     } else {
         let mut locks = lock_all(srv);
         rewrite_locked(srv, &mut locks).map_err(|e| format!("Can't create the AOF directory: {e}"))
     }
+}
+
+/// An AOF of Redis before 7.0 — one file, `appendfilename` in `dir` — becomes the base of a
+/// multi-part AOF, as Redis 7 upgrades it: moved into the directory under its name, with an
+/// empty incremental file and a manifest naming both.
+fn upgrade(srv: &Server, d: &Path, manifest_path: &Path) -> Result<(), String> {
+    let name = fname(srv);
+    std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+    std::fs::rename(&name, d.join(&name)).map_err(|e| e.to_string())?;
+    let incr = AofFile { name: aof::incr_name(&name, 1), seq: 1 };
+    std::fs::File::create(d.join(&incr.name)).and_then(|f| f.sync_all()).map_err(|e| e.to_string())?;
+    let m = Manifest { base: Some(AofFile { name: name.clone(), seq: 1 }), history: Vec::new(), incr: vec![incr] };
+    aof::write_manifest(d, &name, &m).map_err(|e| e.to_string())?;
+    crate::log_notice!("Successfully migrated an old-style AOF into the AOF directory {}", d.display());
+    debug_assert!(manifest_path.exists());
+    Ok(())
 }
 
 fn lock_all(srv: &Server) -> Locks<'_> {
@@ -202,26 +221,23 @@ fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
     let mut keys = 0u64;
     for (f, last) in files {
         let path = d.join(&f.name);
-        let mut file = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !last => {
-                return Err(format!("Can't open the append-only file {}: {e}", f.name));
-            }
-            Err(_) => continue,
-        };
+        let mut file = std::fs::File::open(&path).map_err(|e| {
+            format!("Fatal error: can't open the append log file {} for reading: {}", f.name, io_text(&e))
+        })?;
+        let _ = last;
         let mut magic = [0u8; 5];
         let n = std::io::Read::read(&mut file, &mut magic).unwrap_or(0);
         drop(file);
+        let mut r = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&path).map_err(|e| e.to_string())?);
         if n == 5 && &magic == b"REDIS" {
+            // An RDB preamble, then (in an AOF of Redis 4–6) commands after it.
             let opts = crate::persist::load_opts(&srv.config);
             let now = srv.now_ms();
-            let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &srv.persistence.loading)
+            let info = rdbfile::load_into(&srv.ks, &mut r, &opts, now, srv.lru_clock(now), &srv.persistence.loading)
                 .map_err(|e| format!("{e} (in {})", f.name))?;
             keys += info.keys_loaded;
             crate::log_notice!("Reading RDB base file on AOF loading...");
-            continue;
         }
-        let r = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&path).map_err(|e| e.to_string())?);
         let max_bulk = srv.config.get("proto-max-bulk-len").parse().unwrap_or(512 << 20);
         let mut reader = CommandReader::new(r, max_bulk);
         let mut multi_at: Option<u64> = None;
@@ -261,6 +277,12 @@ fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
         keys
     );
     Ok(())
+}
+
+/// An I/O error as strerror words it ("No such file or directory"), without Rust's suffix.
+fn io_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
 }
 
 /// Cuts a torn tail off the last incremental file (`aof-load-truncated yes`).
@@ -312,4 +334,35 @@ impl Replay {
         super::dispatch(srv, &srv.stats.workers[0], &mut self.client, &args, &mut out);
         Ok(())
     }
+}
+
+/// DEBUG LOADAOF: the dataset is replaced by what the AOF directory holds (after writing what
+/// is pending). Runs without holding locks across the replay, so it is not atomic with
+/// respect to other clients, and the replay itself is not logged again.
+pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
+    let log = srv.persistence.aof.log();
+    if let Some(l) = &log {
+        l.write_pending();
+    }
+    let d = dir(srv);
+    let text = std::fs::read_to_string(d.join(aof::manifest_name(&fname(srv)))).map_err(|e| e.to_string())?;
+    let m = Manifest::parse(&text)?;
+    srv.set_effect_sink(None);
+    {
+        let mut locks = lock_all(srv);
+        for db in 0..srv.ks.num_dbs() {
+            for i in 0..crate::engine::SHARDS {
+                let sh = locks.shard(db, i);
+                if !sh.keys.is_empty() {
+                    let keys = &sh.keys;
+                    sh.touch_watched_where(|k| keys.contains_key(k));
+                    sh.keys.clear();
+                    sh.expires.clear();
+                }
+            }
+        }
+    }
+    let r = load(srv, &d, &m);
+    install(srv, log);
+    r
 }

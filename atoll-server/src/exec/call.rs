@@ -360,6 +360,7 @@ pub fn call(
             ready: Vec::new(),
             key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
             hold_expired: srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused(),
+            loading: client.replaying,
         },
         client,
     };

@@ -107,6 +107,9 @@ pub struct KsView<'a, 'k> {
     /// CLIENT PAUSE is holding writes back: a key past its time reads as missing but is not
     /// deleted (Redis keeps expiry's deletions for after the pause).
     pub hold_expired: bool,
+    /// Replaying a log at load time: nothing expires, and an expiry already past is set, not
+    /// applied (as Redis loads: such keys go once loading ends).
+    pub loading: bool,
 }
 
 /// Lazy expiry's slow path: deletes a key whose time has passed, signals its watchers, counts
@@ -151,7 +154,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         let h = self.hash_of(key);
         let (db, now) = (self.db, self.now);
         let shard = self.locks.shard_of_key(db, key);
-        let expired = shard.expired_hashed(key, h, now);
+        let expired = !self.loading && shard.expired_hashed(key, h, now);
         if expired && !self.hold_expired {
             expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
         }

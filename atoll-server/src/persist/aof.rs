@@ -34,14 +34,22 @@ impl Manifest {
     /// to start on an invalid manifest).
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let mut m = Manifest::default();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
+        let mut last_incr = 0;
+        for (n, raw) in text.split_inclusive('\n').enumerate() {
+            if raw.starts_with('#') {
                 continue;
             }
+            if raw.len() > 1024 || !raw.ends_with('\n') && raw.len() == 1024 {
+                return Err("The AOF manifest file contains too long line".into());
+            }
+            let line = raw.trim_matches(|c| c == ' ' || c == '\t' || c == '\r' || c == '\n');
+            let bad = || Err(format!("Invalid AOF manifest file format (line {})", n + 1));
+            if line.is_empty() {
+                return bad();
+            }
             let words: Vec<&str> = line.split_whitespace().collect();
-            if !words.len().is_multiple_of(2) {
-                return Err(format!("Invalid AOF manifest file format (line {})", n + 1));
+            if words.len() < 6 || !words.len().is_multiple_of(2) {
+                return bad();
             }
             let (mut name, mut seq, mut kind) = (None, None, None);
             for kv in words.chunks(2) {
@@ -53,7 +61,7 @@ impl Manifest {
                 }
             }
             let (Some(name), Some(seq), Some(kind)) = (name, seq, kind) else {
-                return Err(format!("Invalid AOF manifest file format (line {})", n + 1));
+                return bad();
             };
             if name.contains('/') {
                 return Err(format!("File can't be a path, just a filename (line {})", n + 1));
@@ -67,7 +75,13 @@ impl Manifest {
                     m.base = Some(f)
                 }
                 "h" => m.history.push(f),
-                "i" => m.incr.push(f),
+                "i" => {
+                    if f.seq <= last_incr {
+                        return Err("Found a non-monotonic sequence number".into());
+                    }
+                    last_incr = f.seq;
+                    m.incr.push(f)
+                }
                 _ => return Err(format!("Unknown AOF file type {kind}")),
             }
         }

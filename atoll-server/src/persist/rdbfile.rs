@@ -401,7 +401,20 @@ pub fn load_file(
     hooks: &LoadHooks,
 ) -> Result<LoadInfo, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{e}"))?;
-    let r = std::io::BufReader::with_capacity(1 << 20, f);
+    let mut r = std::io::BufReader::with_capacity(1 << 20, f);
+    load_into(ks, &mut r, opts, now_ms, lru, hooks)
+}
+
+/// Loads an RDB stream into a keyspace nobody else uses yet, leaving `r` just after the RDB
+/// (an AOF base with an RDB preamble goes on with commands).
+pub fn load_into<R: Read>(
+    ks: &Keyspace,
+    r: &mut R,
+    opts: &LoadOpts,
+    now_ms: i64,
+    lru: u32,
+    hooks: &LoadHooks,
+) -> Result<LoadInfo, String> {
     load(r, opts, ks.num_dbs(), now_ms, hooks, |db, key, val, exp| {
         let s = key_shard(&key);
         let d = ks.db(db);

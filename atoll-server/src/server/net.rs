@@ -109,6 +109,11 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     // the RDB file is not read then).
     srv.persistence.loading_now.store(true, Ordering::Release);
     srv.persistence.loading_start_s.store(srv.now_ms() / 1000, Ordering::Relaxed);
+    if !srv.config.get_bool("appendonly") {
+        // Known before the first client can ask (INFO loading_total_bytes).
+        let size = std::fs::metadata(crate::exec::persistence::rdb_path(&srv)).map_or(0, |m| m.len());
+        srv.persistence.loading_total_bytes.store(size, Ordering::Relaxed);
+    }
     let loader = {
         let srv = srv.clone();
         move || {

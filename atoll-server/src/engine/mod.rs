@@ -245,6 +245,11 @@ impl Snapshots {
         *self.sink.write() = None;
     }
 
+    #[inline]
+    pub fn running(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
@@ -466,9 +471,12 @@ impl<'k> Locks<'k> {
                 held.push((id, db.get_or_init(|| Db::new(ks.snapshots.epoch())).shards[(id & 0xffff) as usize].lock()));
             }
         }
-        // Copy-before-write, checked once all the locks are held (see `Snapshots`).
-        for (id, g) in held.iter_mut() {
-            ks.snapshots.before_use((*id >> 16) as usize, (*id & 0xffff) as usize, &mut *g);
+        // Copy-before-write, checked once all the locks are held (see `Snapshots`): one
+        // relaxed load when no snapshot runs.
+        if ks.snapshots.running() {
+            for (id, g) in held.iter_mut() {
+                ks.snapshots.before_use((*id >> 16) as usize, (*id & 0xffff) as usize, &mut *g);
+            }
         }
         Locks { ks, held }
     }

@@ -174,16 +174,17 @@ fn gated(
             )));
         }
     }
-    // A start-up load is running: only commands flagged `loading` run (one relaxed load).
-    if srv.persistence.loading_now.load(Ordering::Relaxed) && !cmd.has(flags::LOADING) && !client.replaying {
-        return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
-    }
-    // stop-writes-on-bgsave-error: one relaxed load while the last save succeeded.
-    if srv.persistence.last_failed.load(Ordering::Relaxed)
-        && (cmd.has(flags::WRITE) || cmd.name == "ping")
-        && super::persistence::writes_refused(srv)
-    {
-        return reject(ws, client, out, Some(cmd), CmdError::msg(MISCONF));
+    // Loading, or the last save failed: one relaxed load when neither.
+    let gates = srv.persistence.gates.load(Ordering::Relaxed);
+    if gates != 0 {
+        use super::persistence::{writes_refused, GATE_LOADING, GATE_SAVE_FAILED};
+        if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !client.replaying {
+            return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
+        }
+        // stop-writes-on-bgsave-error.
+        if gates & GATE_SAVE_FAILED != 0 && (cmd.has(flags::WRITE) || cmd.name == "ping") && writes_refused(srv) {
+            return reject(ws, client, out, Some(cmd), CmdError::msg(MISCONF));
+        }
     }
     if let Some(m) = client.multi.as_mut() {
         let n = cmd.name.as_str();

@@ -34,6 +34,9 @@ pub struct Persistence {
     pub aof: super::aof::AofState,
     /// A start-up load is running: commands without the `loading` flag get `-LOADING`.
     pub loading_now: AtomicBool,
+    /// `GATE_LOADING | GATE_SAVE_FAILED`: one load on the command path tells whether either
+    /// of the two gates above needs a closer look.
+    pub gates: std::sync::atomic::AtomicU8,
     pub loading_start_s: AtomicI64,
     pub loading_total_bytes: AtomicU64,
     /// Its progress (bytes read) and `key-load-delay`.
@@ -48,7 +51,28 @@ pub struct Persistence {
     wake: (Mutex<bool>, Condvar),
 }
 
+pub const GATE_LOADING: u8 = 1;
+pub const GATE_SAVE_FAILED: u8 = 2;
+
 impl Persistence {
+    pub fn set_loading(&self, on: bool) {
+        self.loading_now.store(on, Ordering::Release);
+        self.set_gate(GATE_LOADING, on);
+    }
+
+    pub fn set_failed(&self, failed: bool) {
+        self.last_failed.store(failed, Ordering::Relaxed);
+        self.set_gate(GATE_SAVE_FAILED, failed);
+    }
+
+    fn set_gate(&self, bit: u8, on: bool) {
+        if on {
+            self.gates.fetch_or(bit, Ordering::Release);
+        } else {
+            self.gates.fetch_and(!bit, Ordering::Release);
+        }
+    }
+
     pub fn new() -> Persistence {
         let p = Persistence::default();
         p.last_bgsave_secs.store(-1, Ordering::Relaxed);
@@ -107,7 +131,7 @@ fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
             p.dirty_at_save.store(start_dirty, Ordering::Relaxed);
             srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
             p.saves.fetch_add(1, Ordering::Relaxed);
-            p.last_failed.store(false, Ordering::Relaxed);
+            p.set_failed(false);
             crate::log_notice!("DB saved on disk");
             Ok(info)
         }
@@ -116,7 +140,7 @@ fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
             Err(e.to_string())
         }
         Err(e) => {
-            p.last_failed.store(true, Ordering::Relaxed);
+            p.set_failed(true);
             crate::log_warning!(
                 "Failed opening the temp RDB file {} (in server root dir {}) for saving: {e}",
                 path.display(),

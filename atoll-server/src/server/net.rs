@@ -107,7 +107,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     // Redis's `loading` flag (all but INFO, CONFIG, SHUTDOWN and the like) get `-LOADING`, as
     // in Redis, and INFO shows the progress. With AOF on, the AOF is the dataset (as Redis:
     // the RDB file is not read then).
-    srv.persistence.loading_now.store(true, Ordering::Release);
+    srv.persistence.set_loading(true);
     srv.persistence.loading_start_s.store(srv.now_ms() / 1000, Ordering::Relaxed);
     if !srv.config.get_bool("appendonly") {
         // Known before the first client can ask (INFO loading_total_bytes).
@@ -128,7 +128,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                 log_warning!("Fatal error loading the DB: {e}. Exiting.");
                 std::process::exit(1);
             }
-            p.loading_now.store(false, Ordering::Release);
+            p.set_loading(false);
         }
     };
     {

@@ -551,3 +551,140 @@ fn clients_get_loading_while_a_file_loads() {
     assert_eq!(info_field(&mut c, "loading"), "0");
     assert_eq!(cmd(&mut c, &[b"DBSIZE"]), b":2000\r\n");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Files of older Redis versions (RDB 9: ziplist, zipmap, the first quicklist, text doubles).
+// No oracle writes these any more, so a small writer here crafts one from the format's
+// description; Redis 7.2.6 and Atoll must load it to the same data.
+// ---------------------------------------------------------------------------------------------
+
+fn rdb_len(out: &mut Vec<u8>, n: usize) {
+    assert!(n < 16384);
+    if n < 64 {
+        out.push(n as u8);
+    } else {
+        out.extend_from_slice(&[0x40 | (n >> 8) as u8, n as u8]);
+    }
+}
+
+fn rdb_str(out: &mut Vec<u8>, s: &[u8]) {
+    rdb_len(out, s.len());
+    out.extend_from_slice(s);
+}
+
+/// A ziplist of small strings and integers (the encodings Redis ≤ 6.2 chose for them).
+fn ziplist(items: &[&str]) -> Vec<u8> {
+    let mut entries = Vec::new();
+    let (mut prev, mut tail) = (0usize, 10usize);
+    for it in items {
+        let start = entries.len();
+        tail = 10 + start;
+        entries.push(prev as u8);
+        match it.parse::<i64>() {
+            Ok(v) if (0..=12).contains(&v) && it.len() == v.to_string().len() => entries.push(0xF1 + v as u8),
+            Ok(v) if i8::try_from(v).is_ok() && *it == v.to_string() => {
+                entries.extend_from_slice(&[0xFE, v as i8 as u8])
+            }
+            Ok(v) if i16::try_from(v).is_ok() && *it == v.to_string() => {
+                entries.push(0xC0);
+                entries.extend_from_slice(&(v as i16).to_le_bytes());
+            }
+            _ => {
+                entries.push(it.len() as u8);
+                entries.extend_from_slice(it.as_bytes());
+            }
+        }
+        prev = entries.len() - start;
+    }
+    let mut zl = Vec::new();
+    zl.extend_from_slice(&((11 + entries.len()) as u32).to_le_bytes());
+    zl.extend_from_slice(&(tail as u32).to_le_bytes());
+    zl.extend_from_slice(&(items.len() as u16).to_le_bytes());
+    zl.extend_from_slice(&entries);
+    zl.push(0xFF);
+    zl
+}
+
+fn zipmap(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let mut z = vec![pairs.len() as u8];
+    for (k, v) in pairs {
+        z.push(k.len() as u8);
+        z.extend_from_slice(k.as_bytes());
+        z.push(v.len() as u8);
+        z.push(0);
+        z.extend_from_slice(v.as_bytes());
+    }
+    z.push(0xFF);
+    z
+}
+
+fn old_rdb() -> Vec<u8> {
+    let mut f = b"REDIS0009".to_vec();
+    f.extend_from_slice(&[0xFE, 0]); // SELECTDB 0
+    let key = |f: &mut Vec<u8>, t: u8, k: &str| {
+        f.push(t);
+        rdb_str(f, k.as_bytes());
+    };
+    key(&mut f, 13, "h:zl");
+    rdb_str(&mut f, &ziplist(&["f1", "v1", "f2", "2", "f3", "-300"]));
+    key(&mut f, 9, "h:zm");
+    rdb_str(&mut f, &zipmap(&[("a", "1"), ("bb", "hello")]));
+    key(&mut f, 10, "l:zl");
+    rdb_str(&mut f, &ziplist(&["x", "7", "-3", "300", "yy"]));
+    key(&mut f, 12, "z:zl");
+    rdb_str(&mut f, &ziplist(&["m1", "1", "m2", "2.5", "m3", "-7"]));
+    key(&mut f, 14, "l:ql");
+    rdb_len(&mut f, 2);
+    rdb_str(&mut f, &ziplist(&["a", "b", "c"]));
+    rdb_str(&mut f, &ziplist(&["10", "11"]));
+    key(&mut f, 11, "s:is");
+    let mut is = Vec::new();
+    is.extend_from_slice(&2u32.to_le_bytes());
+    is.extend_from_slice(&3u32.to_le_bytes());
+    for v in [-5i16, 3, 900] {
+        is.extend_from_slice(&v.to_le_bytes());
+    }
+    rdb_str(&mut f, &is);
+    key(&mut f, 3, "z:txt");
+    rdb_len(&mut f, 2);
+    rdb_str(&mut f, b"one");
+    f.push(3);
+    f.extend_from_slice(b"1.5");
+    rdb_str(&mut f, b"top");
+    f.push(254); // +inf
+    key(&mut f, 2, "s:ht");
+    rdb_len(&mut f, 2);
+    rdb_str(&mut f, b"a");
+    rdb_str(&mut f, b"b");
+    key(&mut f, 1, "l:old");
+    rdb_len(&mut f, 2);
+    rdb_str(&mut f, b"p");
+    rdb_str(&mut f, b"q");
+    f.push(0xFD); // EXPIRETIME in seconds, far ahead
+    f.extend_from_slice(&2_000_000_000u32.to_le_bytes());
+    key(&mut f, 0, "s:ttl");
+    rdb_str(&mut f, b"old ttl");
+    f.push(0xFF);
+    f.extend_from_slice(&[0; 8]); // checksum 0: not checked
+    f
+}
+
+#[test]
+fn rdb_files_of_older_versions_load_as_redis_loads_them() {
+    let file = old_rdb();
+    let (rport, aport) = (free_port(), free_port());
+    let (rdir, adir) = (scratch_dir(rport), scratch_dir(aport));
+    std::fs::write(rdir.join("dump.rdb"), &file).unwrap();
+    std::fs::write(adir.join("dump.rdb"), &file).unwrap();
+    let r = start_redis(&["--dir", rdir.to_str().unwrap()]);
+    let a = start_atoll(&["--enable-debug-command", "yes", "--dir", adir.to_str().unwrap()]);
+    let (mut rc, mut ac) = (RawConn::connect(r.port), RawConn::connect(a.port));
+    let keys = keys_of(&mut rc);
+    assert_eq!(keys.len(), 10, "Redis loaded {keys:?}");
+    assert_eq!(keys_of(&mut ac), keys);
+    assert_eq!(show(&cmd(&mut ac, &[b"DEBUG", b"DIGEST"])), show(&cmd(&mut rc, &[b"DEBUG", b"DIGEST"])));
+    assert_eq!(encodings(&mut ac), encodings(&mut rc));
+    for k in &keys {
+        assert_eq!(digest_value(&mut ac, k), digest_value(&mut rc, k), "{}", String::from_utf8_lossy(k));
+    }
+}

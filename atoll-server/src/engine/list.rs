@@ -109,6 +109,16 @@ impl List {
         l
     }
 
+    /// A list kept as a quicklist whatever its size (loading an RDB list Redis keeps so: an
+    /// old ziplist list, or a quicklist of several nodes).
+    pub fn quicklist_of<I: IntoIterator<Item = Box<[u8]>>>(elements: I) -> List {
+        let mut l = List { quick: true, ..List::default() };
+        for e in elements {
+            l.push(&e, End::Tail);
+        }
+        l
+    }
+
     /// The name OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
         if self.quick {

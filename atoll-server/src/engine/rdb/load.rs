@@ -83,7 +83,10 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
             hash(pairs, o)?
         }
         TYPE_HASH_ZIPMAP => hash(zipmap(&inp.string()?)?, o)?,
-        TYPE_LIST_ZIPLIST => list(ziplist(&inp.string()?)?.into_iter().map(|e| e.into_bytes().into()).collect(), o),
+        // Redis 7.2 keeps an old ziplist list a quicklist, whatever its size.
+        TYPE_LIST_ZIPLIST => Value::List(Box::new(List::quicklist_of(
+            ziplist(&inp.string()?)?.into_iter().map(|e| e.into_bytes().into_boxed_slice()),
+        ))),
         TYPE_SET_INTSET => {
             let ints = intset(&inp.string()?)?;
             set(ints.iter().map(|i| itoa::Buffer::new().format(*i).as_bytes().to_vec()).collect(), o)?
@@ -125,20 +128,31 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
         TYPE_LIST_QUICKLIST | TYPE_LIST_QUICKLIST_2 => {
             let nodes = inp.count()?;
             let mut items: Vec<Box<[u8]>> = Vec::new();
+            let mut kept_nodes = 0;
             for _ in 0..nodes {
                 let container = if t == TYPE_LIST_QUICKLIST_2 { inp.length()? } else { QL_PACKED };
                 let blob = inp.string()?;
                 match container {
-                    QL_PLAIN => items.push(blob.into_boxed_slice()),
+                    QL_PLAIN => {
+                        items.push(blob.into_boxed_slice());
+                        kept_nodes += 1;
+                    }
                     QL_PACKED => {
                         let elems = if t == TYPE_LIST_QUICKLIST { ziplist(&blob)? } else { listpack(&blob)? };
                         // Redis skips empty nodes (files written by buggy versions hold some).
+                        kept_nodes += usize::from(!elems.is_empty());
                         items.extend(elems.into_iter().map(|e| e.into_bytes().into_boxed_slice()));
                     }
                     c => return err(format!("Quicklist integrity check failed: unknown container {c}")),
                 }
             }
-            list(items, o)
+            // Redis 7.2 turns a quicklist back into a listpack on load only when it has a
+            // single node that fits (`listTypeTryConversion`); several nodes stay a quicklist.
+            if kept_nodes == 1 {
+                list(items, o)
+            } else {
+                Value::List(Box::new(List::quicklist_of(items)))
+            }
         }
         TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => {
             return stream(t, inp).map(|s| Some(Value::Stream(Box::new(s))));

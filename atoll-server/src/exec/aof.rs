@@ -366,3 +366,22 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
     install(srv, log);
     r
 }
+
+/// `auto-aof-rewrite-percentage` / `auto-aof-rewrite-min-size` (Redis's serverCron rule):
+/// once the AOF is over the minimum size and has grown by the percentage since the last
+/// rewrite, rewrite it. Checked by the persistence thread.
+pub fn maybe_auto_rewrite(srv: &Server) {
+    let Some(log) = srv.persistence.aof.log() else { return };
+    let perc: u64 = srv.config.get("auto-aof-rewrite-percentage").parse().unwrap_or(0);
+    let min: u64 = srv.config.get("auto-aof-rewrite-min-size").parse().unwrap_or(u64::MAX);
+    let base = srv.persistence.aof.base_size.load(Ordering::Relaxed).max(1);
+    let current = base + log.file_size.load(Ordering::Relaxed);
+    if perc == 0 || current <= min || (current * 100 / base).saturating_sub(100) < perc {
+        return;
+    }
+    crate::log_notice!("Starting automatic rewriting of AOF on {}% growth", (current * 100 / base) - 100);
+    let mut locks = lock_all(srv);
+    if let Err(e) = rewrite_locked(srv, &mut locks) {
+        crate::log_warning!("Automatic AOF rewrite failed: {e}");
+    }
+}

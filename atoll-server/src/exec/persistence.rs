@@ -207,6 +207,7 @@ pub fn run_thread(srv: Arc<Server>) {
         if p.loading_now.load(Ordering::Acquire) {
             continue;
         }
+        super::aof::maybe_auto_rewrite(&srv);
         // A BGSAVE request arrives with `in_progress` already set; a save point sets it here.
         let requested = p.scheduled.swap(false, Ordering::AcqRel);
         if !requested {

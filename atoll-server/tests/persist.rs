@@ -688,3 +688,67 @@ fn rdb_files_of_older_versions_load_as_redis_loads_them() {
         assert_eq!(digest_value(&mut ac, k), digest_value(&mut rc, k), "{}", String::from_utf8_lossy(k));
     }
 }
+
+/// MIGRATE between Atoll and Redis 7.2.6 both ways: keys arrive with their TTLs, leave the
+/// source unless COPY, REPLACE and AUTH work, and the replies equal Redis-to-Redis MIGRATE's.
+#[test]
+fn migrate_moves_keys_between_redis_and_atoll() {
+    // Each source migrates into a target of its own, so both targets go through the same states.
+    let (t1, t2) = (start_redis(&["--requirepass", "sekret"]), start_redis(&["--requirepass", "sekret"]));
+    let r2 = start_redis(&[]);
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let (mut t1c, mut t2c) = (RawConn::connect(t1.port), RawConn::connect(t2.port));
+    let (mut r2c, mut ac) = (RawConn::connect(r2.port), RawConn::connect(a.port));
+    for t in [&mut t1c, &mut t2c] {
+        assert_eq!(cmd(t, &[b"AUTH", b"sekret"]), b"+OK\r\n");
+    }
+    for c in [&mut r2c, &mut ac] {
+        run_all(
+            c,
+            &[
+                v(&["SET", "s", "hello"]),
+                v(&["RPUSH", "l", "a", "b"]),
+                v(&["SET", "t", "x", "EX", "1000"]),
+                v(&["SET", "c", "copy-me"]),
+            ],
+        );
+    }
+    let (p1, p2, ap) = (t1.port.to_string(), t2.port.to_string(), a.port.to_string());
+    let runs = |p: &str| -> Vec<Vec<Vec<u8>>> {
+        let l = |x: &[&str]| x.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+        vec![
+            l(&["MIGRATE", "127.0.0.1", p, "s", "0", "1000"]),
+            l(&["MIGRATE", "127.0.0.1", p, "s", "0", "1000", "AUTH", "sekret"]),
+            l(&["MIGRATE", "127.0.0.1", p, "nosuch", "0", "1000", "AUTH", "sekret"]),
+            l(&["MIGRATE", "127.0.0.1", p, "x", "0", "1000", "KEYS", "l"]),
+            l(&["MIGRATE", "127.0.0.1", p, "", "1", "1000", "AUTH2", "default", "sekret", "KEYS", "l", "t"]),
+            l(&["MIGRATE", "127.0.0.1", p, "c", "2", "1000", "COPY", "AUTH", "sekret"]),
+            l(&["MIGRATE", "127.0.0.1", p, "c", "2", "1000", "COPY", "AUTH", "sekret"]),
+            l(&["MIGRATE", "127.0.0.1", p, "c", "2", "1000", "REPLACE", "AUTH", "sekret"]),
+            l(&["MIGRATE", "127.0.0.1", "1", "c", "2", "100"]),
+            l(&["MIGRATE", "127.0.0.1", p, "c", "2", "abc"]),
+            l(&["MIGRATE", "127.0.0.1", p, "c", "2", "100", "BOGUS"]),
+            l(&["EXISTS", "s", "l", "t", "c"]),
+        ]
+    };
+    for (i, (x, y)) in runs(&p1).iter().zip(runs(&p2)).enumerate() {
+        let x: Vec<&[u8]> = x.iter().map(|a| a.as_slice()).collect();
+        let y: Vec<&[u8]> = y.iter().map(|a| a.as_slice()).collect();
+        let (from_redis, from_atoll) = (cmd(&mut r2c, &x), cmd(&mut ac, &y));
+        assert_eq!(show(&from_atoll), show(&from_redis), "step {i}");
+    }
+    // What arrived is the same on both targets, TTLs included.
+    for t in [&mut t1c, &mut t2c] {
+        cmd(t, &[b"SELECT", b"1"]);
+        assert_eq!(cmd(t, &[b"LRANGE", b"l", b"0", b"-1"]), b"*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+        let ttl = cmd(t, &[b"TTL", b"t"]);
+        assert!(ttl == b":1000\r\n" || ttl == b":999\r\n", "{}", show(&ttl));
+        cmd(t, &[b"SELECT", b"2"]);
+        assert_eq!(cmd(t, &[b"GET", b"c"]), b"$7\r\ncopy-me\r\n");
+    }
+    // And into Atoll from Redis.
+    cmd(&mut r2c, &[b"SET", b"to-atoll", b"v"]);
+    let reply = cmd(&mut r2c, &[b"MIGRATE", b"127.0.0.1", ap.as_bytes(), b"to-atoll", b"0", b"1000"]);
+    assert_eq!(reply, b"+OK\r\n");
+    assert_eq!(cmd(&mut ac, &[b"GET", b"to-atoll"]), b"$1\r\nv\r\n");
+}

@@ -130,3 +130,140 @@ pub fn bgrewriteaof(ctx: &mut Ctx) -> CmdResult {
     ctx.reply.simple("Background append only file rewriting started");
     Ok(())
 }
+
+// MIGRATE host port <key | ""> destination-db timeout [COPY] [REPLACE]
+//   [AUTH password | AUTH2 username password] [KEYS key [key ...]]
+//
+// Like Redis, the transfer runs inside the command (the keys' shards stay locked, so nothing
+// changes them half-way): DUMP payloads sent as RESTORE commands in one pipeline, then the
+// moved keys deleted here unless COPY. The connection is bounded by `timeout` at every step.
+pub fn migrate(ctx: &mut Ctx) -> CmdResult {
+    use std::io::{BufRead, BufReader, Write};
+    let args = ctx.args;
+    let (mut copy, mut replace) = (false, false);
+    let mut auth: Option<Vec<Vec<u8>>> = None;
+    let mut keys: Vec<&[u8]> = vec![args[3]];
+    let mut j = 6;
+    while j < args.len() {
+        let more = args.len() - j - 1;
+        if eq_ic(args[j], "COPY") {
+            copy = true;
+        } else if eq_ic(args[j], "REPLACE") {
+            replace = true;
+        } else if eq_ic(args[j], "AUTH") {
+            if more < 1 {
+                return Err(CmdError::Syntax);
+            }
+            auth = Some(vec![b"AUTH".to_vec(), args[j + 1].to_vec()]);
+            j += 1;
+        } else if eq_ic(args[j], "AUTH2") {
+            if more < 2 {
+                return Err(CmdError::Syntax);
+            }
+            auth = Some(vec![b"AUTH".to_vec(), args[j + 1].to_vec(), args[j + 2].to_vec()]);
+            j += 2;
+        } else if eq_ic(args[j], "KEYS") {
+            if !args[3].is_empty() {
+                return Err(CmdError::msg(
+                    "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string",
+                ));
+            }
+            keys = args[j + 1..].to_vec();
+            break;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let mut timeout = parse_int(args[5])?;
+    let dbid = parse_int(args[4])?;
+    if timeout <= 0 {
+        timeout = 1000;
+    }
+    // The keys that exist, with their payloads and remaining TTLs.
+    let opts = persist::save_opts(&ctx.srv.config);
+    let now = ctx.ks.now;
+    let mut found: Vec<(&[u8], Vec<u8>, i64)> = Vec::new();
+    for &k in &keys {
+        let Some(o) = ctx.ks.lookup_read(k) else { continue };
+        let payload = persist::dump(&o, &opts);
+        let ttl = ctx.ks.get_expire(k).map_or(0, |t| (t - now).max(1));
+        found.push((k, payload, ttl));
+    }
+    if found.is_empty() {
+        ctx.reply.simple("NOKEY");
+        return Ok(());
+    }
+    let io = |what: &str| CmdError::msg(format!("IOERR error or timeout {what} to target instance"));
+    let host = String::from_utf8_lossy(args[1]).to_string();
+    let port: u16 = String::from_utf8_lossy(args[2])
+        .parse()
+        .map_err(|_| CmdError::msg("IOERR error or timeout connecting to the client"))?;
+    let dur = std::time::Duration::from_millis(timeout as u64);
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| CmdError::msg("IOERR error or timeout connecting to the client"))?;
+    let mut sock = std::net::TcpStream::connect_timeout(&addr, dur)
+        .map_err(|_| CmdError::msg("IOERR error or timeout connecting to the client"))?;
+    let _ = sock.set_read_timeout(Some(dur));
+    let _ = sock.set_write_timeout(Some(dur));
+    let mut req = Vec::new();
+    let mut expect = 0;
+    if let Some(a) = &auth {
+        crate::persist::aof::encode(&mut req, a);
+        expect += 1;
+    }
+    crate::persist::aof::encode(&mut req, &[b"SELECT".to_vec(), dbid.to_string().into_bytes()]);
+    expect += 1;
+    for (k, payload, ttl) in &found {
+        let mut argv = vec![b"RESTORE".to_vec(), k.to_vec(), ttl.to_string().into_bytes(), payload.clone()];
+        if replace {
+            argv.push(b"REPLACE".to_vec());
+        }
+        crate::persist::aof::encode(&mut req, &argv);
+    }
+    sock.write_all(&req).map_err(|_| io("writing"))?;
+    let mut rd = BufReader::new(sock);
+    let mut line = String::new();
+    let mut read_line = |line: &mut String| -> Result<(), CmdError> {
+        line.clear();
+        match rd.read_line(line) {
+            Ok(n) if n > 0 => Ok(()),
+            _ => Err(io("reading")),
+        }
+    };
+    let target_err = |l: &str| {
+        CmdError::msg(format!("ERR Target instance replied with error: {}", l.trim_end().trim_start_matches('-')))
+    };
+    for _ in 0..expect {
+        read_line(&mut line)?;
+        if line.starts_with('-') {
+            return Err(target_err(&line));
+        }
+    }
+    let mut first_err = None;
+    let mut moved = vec![b"DEL".to_vec()];
+    for (k, _, _) in &found {
+        read_line(&mut line)?;
+        if line.starts_with('-') {
+            first_err.get_or_insert_with(|| target_err(&line));
+        } else if !copy {
+            ctx.ks.delete(k);
+            moved.push(k.to_vec());
+        }
+    }
+    if moved.len() > 1 {
+        // Propagated as the deletion of the keys that moved.
+        ctx.rewrite_effect(moved);
+    } else {
+        ctx.no_effect();
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => {
+            ctx.reply.ok();
+            Ok(())
+        }
+    }
+}

@@ -111,6 +111,7 @@ static ROWS: &[Row] = &[
     c("bgsave", pst::bgsave, None),
     c("bgrewriteaof", pst::bgrewriteaof, All),
     c("restore", pst::restore, Keys),
+    c("migrate", pst::migrate, Keys),
     c("move", keys::move_, Custom(keys::plan_move)),
     c("keys", keys::keys, Walk),
     c("scan", keys::scan, Walk),

@@ -252,11 +252,9 @@ fn stream<R: Read>(t: u8, inp: &mut Input<R>) -> Result<Stream> {
     for _ in 0..groups {
         let name = inp.string()?;
         let last_id = StreamId::new(inp.length()?, inp.length()?);
-        let entries_read = if t >= TYPE_STREAM_LISTPACKS_2 {
-            inp.length()? as i64
-        } else {
-            crate::engine::stream::ENTRIES_READ_INVALID
-        };
+        // Version 1 did not keep the counter: estimated from the group's last ID, as Redis does.
+        let entries_read =
+            if t >= TYPE_STREAM_LISTPACKS_2 { inp.length()? as i64 } else { s.estimate_distance(last_id) };
         let mut g = Group::new(last_id, entries_read);
         let pel = inp.count()?;
         for _ in 0..pel {

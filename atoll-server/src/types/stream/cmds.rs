@@ -95,6 +95,12 @@ fn parse_add_trim(ctx: &Ctx, xadd: bool) -> Result<AddTrim, CmdError> {
     if !xadd && p.trim.strategy == TrimStrategy::None {
         return Err(CmdError::msg("ERR syntax error, XTRIM must be called with a trimming strategy"));
     }
+    // Replayed from the AOF (Redis's `mustObeyClient`): the threshold was rewritten exact when
+    // logged, so LIMIT is ignored rather than refused.
+    if ctx.client.replaying {
+        p.trim.limit = 0;
+        return Ok(p);
+    }
     match limit {
         Some(_) if !p.trim.approx => {
             return Err(CmdError::msg("ERR syntax error, LIMIT cannot be used without the special ~ option"));

@@ -86,6 +86,13 @@ fn aof_directories_move_both_ways_between_redis_and_atoll() {
     let a = start_atoll(&["--enable-debug-command", "yes", "--appendonly", "yes"]);
     let mut ac = RawConn::connect(a.port);
     workload(&mut ac);
+    // Half of it in a base written as commands (`aof-use-rdb-preamble no`), the rest after.
+    assert_eq!(ac.cmd(&[b"CONFIG", b"SET", b"aof-use-rdb-preamble", b"no"]), b"+OK\r\n");
+    assert!(ac.cmd(&[b"BGREWRITEAOF"]).starts_with(b"+"));
+    run_all(
+        &mut ac,
+        &[v(&["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "x", ">"]), v(&["SET", "after", "rewrite"])],
+    );
     let want = digest(&mut ac);
     let adir = dir_of(&mut ac);
     ac.send(&v(&["SHUTDOWN", "NOSAVE"]));
@@ -272,7 +279,7 @@ fn random_writes_survive_reload_and_aof_replay_with_equal_digests() {
         rng % n
     };
     for round in 0..5 {
-        let mut cmds = Vec::new();
+        let mut cmds = vec![v(&["XGROUP", "CREATE", "x0", "g", "0", "MKSTREAM"])];
         for _ in 0..2000 {
             let k = format!("k{}", next(40));
             let m = format!("m{}", next(300));
@@ -293,6 +300,12 @@ fn random_writes_survive_reload_and_aof_replay_with_equal_digests() {
                 12 => vec!["DEL".into(), k],
                 13 => vec!["INCRBYFLOAT".into(), format!("f{}", next(3)), "0.25".into()],
                 14 => vec!["SET".into(), k, "x".repeat(next(200) as usize)],
+                15 if next(2) == 0 => {
+                    ["XREADGROUP", "GROUP", "g", &format!("c{}", next(3)), "COUNT", "2", "STREAMS", "x0", ">"]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
+                }
                 _ => vec!["ZPOPMIN".into(), format!("z{}", next(5))],
             };
             cmds.push(cmd.into_iter().map(String::into_bytes).collect::<Vec<_>>());
@@ -310,6 +323,12 @@ fn random_writes_survive_reload_and_aof_replay_with_equal_digests() {
         assert_eq!(show(&digest(&mut c)), show(&before), "round {round}: DEBUG RELOAD");
         assert_eq!(c.cmd(&[b"DEBUG", b"LOADAOF"]), b"+OK\r\n");
         assert_eq!(show(&digest(&mut c)), show(&before), "round {round}: DEBUG LOADAOF");
+        // A rewrite, its base as an RDB or (every other round) as commands, then the same.
+        let preamble: &[u8] = if round % 2 == 0 { b"no" } else { b"yes" };
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"aof-use-rdb-preamble", preamble]), b"+OK\r\n");
+        assert!(c.cmd(&[b"BGREWRITEAOF"]).starts_with(b"+Background append only file rewriting"));
+        assert_eq!(c.cmd(&[b"DEBUG", b"LOADAOF"]), b"+OK\r\n");
+        assert_eq!(show(&digest(&mut c)), show(&before), "round {round}: rewrite (preamble {preamble:?}) and reload");
     }
 }
 

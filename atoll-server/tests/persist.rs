@@ -526,6 +526,8 @@ fn clients_get_loading_while_a_file_loads() {
     let port = free_port();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
         .args(["--port", &port.to_string(), "--dir", &dir, "--save", "", "--key-load-delay", "1000"])
+        // Served (with -LOADING) once 1 KB of the file is read, not the default 2 MB.
+        .args(["--loading-process-events-interval-bytes", "1024"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();

@@ -159,7 +159,8 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let name = fname(srv);
     let old = srv.persistence.aof.manifest.lock().clone();
     let seq = old.base.as_ref().map_or(0, |b| b.seq).max(old.incr.last().map_or(0, |i| i.seq)) + 1;
-    let base = AofFile { name: aof::base_name(&name, seq, true), seq };
+    let preamble = srv.config.get_bool("aof-use-rdb-preamble");
+    let base = AofFile { name: aof::base_name(&name, seq, preamble), seq };
     let incr = AofFile { name: aof::incr_name(&name, seq), seq };
     let ndbs = srv.ks.num_dbs();
     let opts = crate::persist::save_opts(&srv.config);
@@ -180,7 +181,37 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
             }
         }
     };
-    let info = rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &aux, opts, true))?;
+    let info = if preamble {
+        rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &aux, opts, true))?
+    } else {
+        rdbfile::save_with(&d.join(&base.name), |mut w| {
+            use std::io::Write;
+            let (mut keys, mut bytes, mut buf, mut err) = (0, 0, Vec::new(), None);
+            let mut last_db = None;
+            visit(&mut |db, sh| {
+                if err.is_some() || sh.keys.is_empty() {
+                    return;
+                }
+                buf.clear();
+                if last_db != Some(db) {
+                    aof::encode(&mut buf, &[b"SELECT".to_vec(), db.to_string().into_bytes()]);
+                    last_db = Some(db);
+                }
+                sh.keys.for_each(|k, v| {
+                    aof::value_commands(&mut buf, k, v, sh.expires.get(k).copied());
+                    keys += 1;
+                });
+                bytes += buf.len() as u64;
+                if let Err(e) = w.write_all(&buf) {
+                    err = Some(e);
+                }
+            });
+            match err {
+                Some(e) => Err(e),
+                None => Ok((rdbfile::SaveInfo { keys, bytes }, w)),
+            }
+        })?
+    };
     // With AOF off (BGREWRITEAOF anyway, as Redis allows) only the base is written.
     let on = srv.config.get_bool("appendonly");
     let m = Manifest { base: Some(base), history: Vec::new(), incr: if on { vec![incr.clone()] } else { Vec::new() } };

@@ -482,3 +482,149 @@ fn unix_s() -> i64 {
 pub fn dir_path(appenddirname: &str) -> PathBuf {
     PathBuf::from(appenddirname)
 }
+
+// ---------------------------------------------------------------------------------------------
+// A base written as commands (`aof-use-rdb-preamble no`), as Redis's rewriteAppendOnlyFileRio
+// writes one: each key rebuilt by the commands that create it, 64 items per command.
+// ---------------------------------------------------------------------------------------------
+
+const ITEMS_PER_CMD: usize = 64;
+
+fn bulk(s: &[u8]) -> Vec<u8> {
+    s.to_vec()
+}
+
+fn num(v: impl std::fmt::Display) -> Vec<u8> {
+    v.to_string().into_bytes()
+}
+
+fn score(v: f64) -> Vec<u8> {
+    let mut b = Vec::new();
+    crate::protocol::reply::fmt_double(v, &mut b);
+    b
+}
+
+/// Appends, in batches, `cmd key item…` commands for `items` (each item one or more words).
+fn batched(out: &mut Vec<u8>, cmd: &[u8], key: &[u8], items: impl Iterator<Item = Vec<Vec<u8>>>) {
+    let mut argv: Vec<Vec<u8>> = Vec::new();
+    let mut n = 0;
+    for it in items {
+        if n == 0 {
+            argv = vec![bulk(cmd), bulk(key)];
+        }
+        argv.extend(it);
+        n += 1;
+        if n == ITEMS_PER_CMD {
+            encode(out, &argv);
+            n = 0;
+        }
+    }
+    if n > 0 {
+        encode(out, &argv);
+    }
+}
+
+/// The commands that rebuild `key` holding `v` (with its expiry, if any).
+pub fn value_commands(out: &mut Vec<u8>, key: &[u8], v: &crate::engine::Value, expire: Option<i64>) {
+    use crate::engine::Value;
+    let mut ib = itoa::Buffer::new();
+    match v {
+        Value::List(l) => batched(out, b"RPUSH", key, l.iter().map(|e| vec![bulk(e)])),
+        Value::Set(s) => {
+            let mut members = Vec::with_capacity(s.len());
+            s.for_each(|m| members.push(vec![bulk(m)]));
+            batched(out, b"SADD", key, members.into_iter());
+        }
+        Value::ZSet(z) => {
+            let mut items = Vec::with_capacity(z.len());
+            z.for_each(|m, sc| items.push(vec![score(sc), bulk(m)]));
+            batched(out, b"ZADD", key, items.into_iter());
+        }
+        Value::Hash(h) => {
+            let mut items = Vec::with_capacity(h.len());
+            h.for_each(|f, val| items.push(vec![bulk(f), bulk(val)]));
+            batched(out, b"HMSET", key, items.into_iter());
+        }
+        Value::Stream(s) => {
+            use crate::engine::stream::StreamId;
+            let entries = s.range(StreamId::MIN, StreamId::MAX, false, 0);
+            if entries.is_empty() {
+                // An empty stream still exists: create it with an entry trimmed away at once.
+                encode(
+                    out,
+                    &[
+                        bulk(b"XADD"),
+                        bulk(key),
+                        bulk(b"MAXLEN"),
+                        bulk(b"0"),
+                        s.last_id.to_bytes(),
+                        bulk(b"x"),
+                        bulk(b"y"),
+                    ],
+                );
+            }
+            for e in entries {
+                let mut argv = vec![bulk(b"XADD"), bulk(key), e.id.to_bytes()];
+                argv.extend(e.fields.iter().cloned());
+                encode(out, &argv);
+            }
+            encode(
+                out,
+                &[
+                    bulk(b"XSETID"),
+                    bulk(key),
+                    s.last_id.to_bytes(),
+                    bulk(b"ENTRIESADDED"),
+                    num(s.entries_added),
+                    bulk(b"MAXDELETEDID"),
+                    s.max_deleted_id.to_bytes(),
+                ],
+            );
+            for (name, g) in &s.groups {
+                encode(
+                    out,
+                    &[
+                        bulk(b"XGROUP"),
+                        bulk(b"CREATE"),
+                        bulk(key),
+                        bulk(name),
+                        g.last_id.to_bytes(),
+                        bulk(b"ENTRIESREAD"),
+                        num(g.entries_read),
+                    ],
+                );
+                for (cname, c) in &g.consumers {
+                    encode(out, &[bulk(b"XGROUP"), bulk(b"CREATECONSUMER"), bulk(key), bulk(name), bulk(cname)]);
+                    for id in &c.pel {
+                        let Some(nack) = g.pel.get(id) else { continue };
+                        encode(
+                            out,
+                            &[
+                                bulk(b"XCLAIM"),
+                                bulk(key),
+                                bulk(name),
+                                bulk(cname),
+                                bulk(b"0"),
+                                id.to_bytes(),
+                                bulk(b"TIME"),
+                                num(nack.delivery_time),
+                                bulk(b"RETRYCOUNT"),
+                                num(nack.delivery_count),
+                                bulk(b"JUSTID"),
+                                bulk(b"FORCE"),
+                            ],
+                        );
+                    }
+                }
+            }
+        }
+        _ => {
+            let mut b = itoa::Buffer::new();
+            let val = v.as_bytes(&mut b).unwrap_or_default().to_vec();
+            encode(out, &[bulk(b"SET"), bulk(key), val]);
+        }
+    }
+    if let Some(t) = expire {
+        encode(out, &[bulk(b"PEXPIREAT"), bulk(key), ib.format(t).as_bytes().to_vec()]);
+    }
+}

@@ -194,6 +194,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             let l = tokio::net::TcpListener::from_std(l).expect("listener");
             let (srv, workers, next) = (srv.clone(), workers.clone(), next.clone());
             local.spawn_local(async move {
+                first_events(&srv).await;
                 loop {
                     let Ok((s, peer)) = l.accept().await else {
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -214,6 +215,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             let l = tokio::net::UnixListener::from_std(l).expect("unix listener");
             let (srv, workers, next) = (srv.clone(), workers.clone(), next.clone());
             local.spawn_local(async move {
+                first_events(&srv).await;
                 loop {
                     let Ok((s, _)) = l.accept().await else {
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -276,6 +278,18 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             .await
     });
     std::process::exit(code);
+}
+
+/// Redis loads before its event loop runs and serves events (answering `-LOADING`) only once
+/// `loading-process-events-interval-bytes` of the file are read: clients of a small dataset
+/// wait in the listen backlog and never see `-LOADING`. Connections are accepted from the
+/// same point here.
+async fn first_events(srv: &Server) {
+    let interval: u64 = srv.config.get("loading-process-events-interval-bytes").parse().unwrap_or(2 << 20);
+    let p = &srv.persistence;
+    while p.loading_now.load(Ordering::Acquire) && p.loading.loaded_bytes.load(Ordering::Relaxed) < interval {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
 }
 
 /// Listens on `port` at every `bind` address (a `-` marks one that may be missing); None

@@ -47,16 +47,22 @@ impl Manifest {
             if line.is_empty() {
                 return bad();
             }
-            let words: Vec<&str> = line.split_whitespace().collect();
+            // Words as Redis splits them (`sdssplitargs`): a file name with spaces or control
+            // characters is quoted and escaped.
+            let mut words: Vec<Vec<u8>> = Vec::new();
+            if !crate::protocol::parser::split_args(line.as_bytes(), &mut words) {
+                return bad();
+            }
             if words.len() < 6 || !words.len().is_multiple_of(2) {
                 return bad();
             }
             let (mut name, mut seq, mut kind) = (None, None, None);
             for kv in words.chunks(2) {
-                match kv[0] {
-                    "file" => name = Some(kv[1].trim_matches('"').to_string()),
-                    "seq" => seq = kv[1].parse::<u64>().ok(),
-                    "type" => kind = Some(kv[1]),
+                let v = String::from_utf8_lossy(&kv[1]).to_string();
+                match &kv[0][..] {
+                    b"file" => name = Some(v),
+                    b"seq" => seq = v.parse::<u64>().ok(),
+                    b"type" => kind = Some(v),
                     _ => {}
                 }
             }
@@ -67,7 +73,7 @@ impl Manifest {
                 return Err(format!("File can't be a path, just a filename (line {})", n + 1));
             }
             let f = AofFile { name, seq };
-            match kind {
+            match kind.as_str() {
                 "b" => {
                     if m.base.is_some() {
                         return Err("Found duplicate base file information".into());
@@ -94,16 +100,41 @@ impl Manifest {
     pub fn text(&self) -> String {
         let mut s = String::new();
         if let Some(b) = &self.base {
-            s.push_str(&format!("file {} seq {} type b\n", b.name, b.seq));
+            s.push_str(&format!("file {} seq {} type b\n", repr(&b.name), b.seq));
         }
         for h in &self.history {
-            s.push_str(&format!("file {} seq {} type h\n", h.name, h.seq));
+            s.push_str(&format!("file {} seq {} type h\n", repr(&h.name), h.seq));
         }
         for i in &self.incr {
-            s.push_str(&format!("file {} seq {} type i\n", i.name, i.seq));
+            s.push_str(&format!("file {} seq {} type i\n", repr(&i.name), i.seq));
         }
         s
     }
+}
+
+/// A file name as the manifest writes it: as is, or quoted and escaped like Redis's
+/// `sdscatrepr` when it holds spaces, quotes, backslashes or control characters.
+fn repr(name: &str) -> String {
+    let needs = name.bytes().any(|c| c.is_ascii_whitespace() || c == b'"' || c == b'\\' || !(0x20..0x7f).contains(&c));
+    if !needs {
+        return name.to_string();
+    }
+    let mut out = String::from("\"");
+    for c in name.bytes() {
+        match c {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            7 => out.push_str("\\a"),
+            8 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(c as char),
+            _ => out.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    out.push('"');
+    out
 }
 
 pub fn manifest_name(appendfilename: &str) -> String {
@@ -626,5 +657,35 @@ pub fn value_commands(out: &mut Vec<u8>, key: &[u8], v: &crate::engine::Value, e
     }
     if let Some(t) = expire {
         encode(out, &[bulk(b"PEXPIREAT"), bulk(key), ib.format(t).as_bytes().to_vec()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifests_round_trip_and_quote_odd_names() {
+        let odd = " file seq \n\n.aof ".to_string();
+        let m = Manifest {
+            base: Some(AofFile { name: base_name(&odd, 2, true), seq: 2 }),
+            history: Vec::new(),
+            incr: vec![AofFile { name: incr_name("appendonly.aof", 2), seq: 2 }],
+        };
+        let text = m.text();
+        assert_eq!(
+            text,
+            "file \" file seq \\n\\n.aof .2.base.rdb\" seq 2 type b\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
+        );
+        assert_eq!(Manifest::parse(&text).unwrap(), m);
+        assert_eq!(
+            Manifest::parse("file a seq 1 type b\n\n").unwrap_err(),
+            "Invalid AOF manifest file format (line 2)"
+        );
+        assert_eq!(
+            Manifest::parse("file a seq 2 type i\nfile b seq 1 type i\n").unwrap_err(),
+            "Found a non-monotonic sequence number"
+        );
+        assert!(Manifest::parse("file a seq 1\n").unwrap_err().starts_with("Invalid AOF manifest file format"));
     }
 }

@@ -402,6 +402,10 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
             std::thread::sleep(std::time::Duration::from_micros(us));
             ctx.reply.ok();
         }
+        ("set-skip-checksum-validation", 3) => {
+            ctx.srv.skip_checksum.store(atoi(ctx.args[2]) != 0, Ordering::Relaxed);
+            ctx.reply.ok();
+        }
         ("set-active-expire", 3) => {
             ctx.srv.active_expire.store(atoi(ctx.args[2]) != 0, Ordering::Relaxed);
             ctx.reply.ok();

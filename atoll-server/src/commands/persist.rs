@@ -57,7 +57,14 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
     if ttl < 0 {
         return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
     }
-    let val = persist::restore(args[3], &persist::load_opts(&ctx.srv.config)).map_err(|e| CmdError::msg(e.reply()))?;
+    let skip_crc = ctx.srv.skip_checksum.load(std::sync::atomic::Ordering::Relaxed);
+    let val = persist::restore(args[3], &persist::load_opts(&ctx.srv.config), skip_crc).map_err(|e| {
+        if let persist::PayloadError::BadData(why) = &e {
+            // Logged as Redis logs a corrupt payload, so an operator sees what was wrong.
+            crate::log_warning!("Internal error in RDB reading offset 0, function at RESTORE -> {why}");
+        }
+        CmdError::msg(e.reply())
+    })?;
     let deleted = replace && ctx.ks.delete(key).is_some();
     if ttl != 0 && !absttl {
         ttl = ttl.saturating_add(ctx.ks.now);

@@ -73,6 +73,8 @@ pub struct Server {
     pub tcp_port: u16,
     pub executable: String,
     pub active_expire: AtomicBool,
+    /// DEBUG SET-SKIP-CHECKSUM-VALIDATION: RESTORE does not check the payload's CRC-64.
+    pub skip_checksum: AtomicBool,
     /// DEBUG PAUSE-CRON: the workers' periodic tasks (active expiry, timeouts) are stopped.
     pub cron_paused: AtomicBool,
     /// Allocated bytes once the server was up, and the highest seen since (MEMORY STATS).
@@ -188,6 +190,7 @@ impl Server {
             tcp_port,
             executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
             active_expire: AtomicBool::new(true),
+            skip_checksum: AtomicBool::new(false),
             cron_paused: AtomicBool::new(false),
             startup_allocated: Default::default(),
             peak_allocated: Default::default(),

@@ -362,7 +362,10 @@ pub fn load<R: Read>(
                     .map_err(|x| e(&inp, format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key))))?;
                 let exp = expire.take();
                 match v {
-                    None => info.empty_keys_skipped += 1,
+                    None => {
+                        crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(&key));
+                        info.empty_keys_skipped += 1
+                    }
                     Some(_) if exp.is_some_and(|t| t < now_ms) => info.keys_expired += 1,
                     Some(v) => {
                         insert(db, key, v, exp).map_err(|m| e(&inp, m))?;

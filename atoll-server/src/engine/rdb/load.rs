@@ -132,6 +132,9 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
             for _ in 0..nodes {
                 let container = if t == TYPE_LIST_QUICKLIST_2 { inp.length()? } else { QL_PACKED };
                 let blob = inp.string()?;
+                if blob.is_empty() {
+                    return err("Quicklist integrity check failed: empty node");
+                }
                 match container {
                     QL_PLAIN => {
                         items.push(blob.into_boxed_slice());

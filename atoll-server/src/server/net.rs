@@ -125,7 +125,6 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                 crate::exec::persistence::load_at_startup(&srv)
             };
             if let Err(e) = loaded {
-                log_warning!("{e}");
                 log_warning!("Terminating server after rdb file reading failure.");
                 log_warning!("Fatal error loading the DB: {e}. Exiting.");
                 std::process::exit(1);

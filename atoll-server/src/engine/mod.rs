@@ -139,6 +139,18 @@ impl Shard {
         matches!(self.expire_of(key), Some(t) if t <= now)
     }
 
+    /// Empties the shard — keys and TTLs — marking the watchers of its keys dirty (a dataset
+    /// replaced by DEBUG RELOAD or DEBUG LOADAOF).
+    pub fn empty(&mut self) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let keys = &self.keys;
+        self.touch_watched_where(|k| keys.contains_key(k));
+        self.keys.clear();
+        self.expires.clear();
+    }
+
     /// Removes a key and its expiry; returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<Obj> {
         let obj = self.keys.remove(key)?;

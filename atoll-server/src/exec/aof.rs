@@ -383,13 +383,7 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
         let mut locks = lock_all(srv);
         for db in 0..srv.ks.num_dbs() {
             for i in 0..crate::engine::SHARDS {
-                let sh = locks.shard(db, i);
-                if !sh.keys.is_empty() {
-                    let keys = &sh.keys;
-                    sh.touch_watched_where(|k| keys.contains_key(k));
-                    sh.keys.clear();
-                    sh.expires.clear();
-                }
+                locks.shard(db, i).empty();
             }
         }
     }

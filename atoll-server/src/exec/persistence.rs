@@ -324,14 +324,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
                 continue;
             }
             for i in 0..SHARDS {
-                let sh = locks.shard(db, i);
-                if sh.keys.is_empty() {
-                    continue;
-                }
-                let keys = &sh.keys;
-                sh.touch_watched_where(|k| keys.contains_key(k));
-                sh.keys.clear();
-                sh.expires.clear();
+                locks.shard(db, i).empty();
             }
         }
     }

@@ -9,22 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn v(args: &[&str]) -> Vec<Vec<u8>> {
-    args.iter().map(|s| s.as_bytes().to_vec()).collect()
-}
-
-fn run_all(c: &mut RawConn, cmds: &[Vec<Vec<u8>>]) {
-    let mut batch = Vec::new();
-    for a in cmds {
-        batch.extend(encode(a));
-    }
-    c.send_raw(&batch);
-    for a in cmds {
-        let r = c.read_reply();
-        assert!(r[0] != b'-', "{:?}: {}", a.iter().map(|x| String::from_utf8_lossy(x)).collect::<Vec<_>>(), show(&r));
-    }
-}
-
 fn dir_of(c: &mut RawConn) -> String {
     String::from_utf8_lossy(&parse_array(&c.cmd(&[b"CONFIG", b"GET", b"dir"]))[1]).to_string()
 }

@@ -19,23 +19,6 @@ fn cmd(c: &mut RawConn, args: &[&[u8]]) -> Vec<u8> {
     c.cmd(args)
 }
 
-/// Runs commands pipelined and checks none failed.
-fn run_all(c: &mut RawConn, cmds: &[Vec<Vec<u8>>]) {
-    let mut batch = Vec::new();
-    for a in cmds {
-        batch.extend(encode(a));
-    }
-    c.send_raw(&batch);
-    for a in cmds {
-        let r = c.read_reply();
-        assert!(r[0] != b'-', "{:?}: {}", a.iter().map(|x| String::from_utf8_lossy(x)).collect::<Vec<_>>(), show(&r));
-    }
-}
-
-fn v(args: &[&str]) -> Vec<Vec<u8>> {
-    args.iter().map(|s| s.as_bytes().to_vec()).collect()
-}
-
 /// Every type in every encoding Redis 7.2 has, with TTLs, in two databases.
 fn populate(c: &mut RawConn) {
     let mut cmds: Vec<Vec<Vec<u8>>> = vec![

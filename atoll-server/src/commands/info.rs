@@ -233,7 +233,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
             "persistence" => {
                 o.push_str("# Persistence\r\n");
                 let p = &srv.persistence;
-                let loading = p.loading_now.load(Ordering::Relaxed);
+                let loading = p.loading();
                 f!("loading:{}", loading as u8);
                 f!("async_loading:0");
                 if loading {
@@ -271,7 +271,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("rdb_changes_since_last_save:{}", crate::exec::persistence::changes_since_save(srv));
                 f!("rdb_bgsave_in_progress:{}", running as u8);
                 f!("rdb_last_save_time:{}", srv.lastsave.load(Ordering::Relaxed));
-                f!("rdb_last_bgsave_status:{}", if p.last_failed.load(Ordering::Relaxed) { "err" } else { "ok" });
+                f!("rdb_last_bgsave_status:{}", if p.failed() { "err" } else { "ok" });
                 f!("rdb_last_bgsave_time_sec:{}", p.last_bgsave_secs.load(Ordering::Relaxed));
                 let current = if running { (now - p.bgsave_started_ms.load(Ordering::Relaxed)) / 1000 } else { -1 };
                 f!("rdb_current_bgsave_time_sec:{}", current);

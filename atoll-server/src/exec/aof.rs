@@ -102,7 +102,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
         install(srv, Some(log));
         Ok(())
     } else if Path::new(&fname(srv)).is_file() {
-        upgrade(srv, &d, &manifest_path)?;
+        upgrade(srv, &d)?;
         start(srv)
     } else {
         let mut locks = lock_all(srv);
@@ -113,7 +113,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
 /// An AOF of Redis before 7.0 — one file, `appendfilename` in `dir` — becomes the base of a
 /// multi-part AOF, as Redis 7 upgrades it: moved into the directory under its name, with an
 /// empty incremental file and a manifest naming both.
-fn upgrade(srv: &Server, d: &Path, manifest_path: &Path) -> Result<(), String> {
+fn upgrade(srv: &Server, d: &Path) -> Result<(), String> {
     let name = fname(srv);
     std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
     std::fs::rename(&name, d.join(&name)).map_err(|e| e.to_string())?;
@@ -122,7 +122,6 @@ fn upgrade(srv: &Server, d: &Path, manifest_path: &Path) -> Result<(), String> {
     let m = Manifest { base: Some(AofFile { name: name.clone(), seq: 1 }), history: Vec::new(), incr: vec![incr] };
     aof::write_manifest(d, &name, &m).map_err(|e| e.to_string())?;
     crate::log_notice!("Successfully migrated an old-style AOF into the AOF directory {}", d.display());
-    debug_assert!(manifest_path.exists());
     Ok(())
 }
 
@@ -162,25 +161,10 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let preamble = srv.config.get_bool("aof-use-rdb-preamble");
     let base = AofFile { name: aof::base_name(&name, seq, preamble), seq };
     let incr = AofFile { name: aof::incr_name(&name, seq), seq };
-    let ndbs = srv.ks.num_dbs();
     let opts = crate::persist::save_opts(&srv.config);
-    let mut aux = vec![
-        ("redis-ver", crate::REDIS_VERSION.to_string()),
-        ("redis-bits", "64".to_string()),
-        ("ctime", (srv.now_ms() / 1000).to_string()),
-        ("aof-base", "1".to_string()),
-    ];
-    aux.truncate(4);
-    let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| {
-        for db in 0..ndbs {
-            if srv.ks.db_if_exists(db).is_none() {
-                continue;
-            }
-            for i in 0..crate::engine::SHARDS {
-                f(db, locks.shard(db, i));
-            }
-        }
-    };
+    let aux = super::persistence::aux(srv, true);
+    let mut visit =
+        |f: &mut dyn FnMut(usize, &crate::engine::Shard)| super::persistence::each_locked_shard(srv, locks, f);
     let info = if preamble {
         rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &aux, opts, true))?
     } else {
@@ -252,15 +236,12 @@ fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
     let mut keys = 0u64;
     for (f, last) in files {
         let path = d.join(&f.name);
-        let mut file = std::fs::File::open(&path).map_err(|e| {
+        let file = std::fs::File::open(&path).map_err(|e| {
             format!("Fatal error: can't open the append log file {} for reading: {}", f.name, io_text(&e))
         })?;
-        let _ = last;
-        let mut magic = [0u8; 5];
-        let n = std::io::Read::read(&mut file, &mut magic).unwrap_or(0);
-        drop(file);
-        let mut r = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&path).map_err(|e| e.to_string())?);
-        if n == 5 && &magic == b"REDIS" {
+        let mut r = std::io::BufReader::with_capacity(1 << 20, file);
+        let is_rdb = std::io::BufRead::fill_buf(&mut r).is_ok_and(|b| b.starts_with(b"REDIS"));
+        if is_rdb {
             // An RDB preamble, then (in an AOF of Redis 4–6) commands after it.
             let opts = crate::persist::load_opts(&srv.config);
             let now = srv.now_ms();

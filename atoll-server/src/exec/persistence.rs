@@ -20,8 +20,6 @@ pub struct Persistence {
     pub in_progress: AtomicBool,
     /// The running BGSAVE's start (unix ms).
     pub bgsave_started_ms: AtomicI64,
-    /// The last BGSAVE (or SAVE) failed (`rdb_last_bgsave_status:err`).
-    pub last_failed: AtomicBool,
     pub last_bgsave_secs: AtomicI64,
     /// Unix ms of the last attempt, for retrying a failed save point after 5 s as Redis does.
     pub last_try_ms: AtomicI64,
@@ -32,10 +30,10 @@ pub struct Persistence {
     pub scheduled: AtomicBool,
     /// The append-only file.
     pub aof: super::aof::AofState,
-    /// A start-up load is running: commands without the `loading` flag get `-LOADING`.
-    pub loading_now: AtomicBool,
-    /// `GATE_LOADING | GATE_SAVE_FAILED`: one load on the command path tells whether either
-    /// of the two gates above needs a closer look.
+    /// `GATE_LOADING` (a start-up load is running: commands without the `loading` flag get
+    /// `-LOADING`) and `GATE_SAVE_FAILED` (the last SAVE/BGSAVE failed:
+    /// `rdb_last_bgsave_status:err`, and `-MISCONF` for writes). One word, so the command path
+    /// tests both with one load.
     pub gates: std::sync::atomic::AtomicU8,
     pub loading_start_s: AtomicI64,
     pub loading_total_bytes: AtomicU64,
@@ -56,13 +54,19 @@ pub const GATE_SAVE_FAILED: u8 = 2;
 
 impl Persistence {
     pub fn set_loading(&self, on: bool) {
-        self.loading_now.store(on, Ordering::Release);
         self.set_gate(GATE_LOADING, on);
     }
 
+    pub fn loading(&self) -> bool {
+        self.gates.load(Ordering::Acquire) & GATE_LOADING != 0
+    }
+
     pub fn set_failed(&self, failed: bool) {
-        self.last_failed.store(failed, Ordering::Relaxed);
         self.set_gate(GATE_SAVE_FAILED, failed);
+    }
+
+    pub fn failed(&self) -> bool {
+        self.gates.load(Ordering::Relaxed) & GATE_SAVE_FAILED != 0
     }
 
     fn set_gate(&self, bit: u8, on: bool) {
@@ -90,15 +94,29 @@ fn dirty(srv: &Server) -> u64 {
 }
 
 /// The aux fields Redis 7.2 writes at the top of a file.
-fn aux(srv: &Server) -> Vec<(&'static str, String)> {
+/// (`aof_base`: the file is an AOF's base.)
+pub(super) fn aux(srv: &Server, aof_base: bool) -> Vec<(&'static str, String)> {
     let (allocated, _, _) = super::stats::allocated_bytes();
     vec![
         ("redis-ver", crate::REDIS_VERSION.to_string()),
         ("redis-bits", "64".into()),
         ("ctime", (srv.now_ms() / 1000).to_string()),
         ("used-mem", allocated.to_string()),
-        ("aof-base", "0".into()),
+        ("aof-base", (aof_base as u8).to_string()),
     ]
+}
+
+/// Calls `f` on every shard of every database in use, all of them held in `locks` (writers
+/// that need no snapshot because nothing can change: DEBUG RELOAD, FLUSHALL, AOF rewrite).
+pub(super) fn each_locked_shard(srv: &Server, locks: &mut Locks, f: &mut dyn FnMut(usize, &crate::engine::Shard)) {
+    for db in 0..srv.ks.num_dbs() {
+        if srv.ks.db_if_exists(db).is_none() {
+            continue;
+        }
+        for i in 0..SHARDS {
+            f(db, locks.shard(db, i));
+        }
+    }
 }
 
 /// Why a snapshot could not be taken, as Redis replies it.
@@ -124,7 +142,7 @@ fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     let path = rdb_path(srv);
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.get_bool("rdbchecksum");
-    let r = rdbfile::save_file(&srv.ks, &path, &aux(srv), opts, checksum, &p.progress);
+    let r = rdbfile::save_file(&srv.ks, &path, &aux(srv, false), opts, checksum, &p.progress);
     p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
     match r {
         Ok(info) => {
@@ -184,9 +202,7 @@ pub fn changes_since_save(srv: &Server) -> u64 {
 /// `stop-writes-on-bgsave-error`: writes are refused while the last save failed and save
 /// points are configured (Redis's `-MISCONF`).
 pub fn writes_refused(srv: &Server) -> bool {
-    srv.persistence.last_failed.load(Ordering::Relaxed)
-        && srv.config.get_bool("stop-writes-on-bgsave-error")
-        && !srv.config.get("save").is_empty()
+    srv.persistence.failed() && srv.config.get_bool("stop-writes-on-bgsave-error") && !srv.config.get("save").is_empty()
 }
 
 /// The persistence thread: runs BGSAVEs when asked and when a `save` point is reached.
@@ -204,7 +220,7 @@ pub fn run_thread(srv: Arc<Server>) {
         if srv.shutting_down.load(Ordering::Acquire) {
             return;
         }
-        if p.loading_now.load(Ordering::Acquire) {
+        if p.loading() {
             continue;
         }
         super::aof::maybe_auto_rewrite(&srv);
@@ -240,7 +256,7 @@ fn save_point_reached(srv: &Server) -> bool {
     let now = srv.now_ms();
     let changes = changes_since_save(srv);
     let since = now / 1000 - srv.lastsave.load(Ordering::Relaxed);
-    if p.last_failed.load(Ordering::Relaxed) && now - p.last_try_ms.load(Ordering::Relaxed) < 5000 {
+    if p.failed() && now - p.last_try_ms.load(Ordering::Relaxed) < 5000 {
         return false;
     }
     let nums: Vec<i64> = save.split_whitespace().filter_map(|x| x.parse().ok()).collect();
@@ -274,21 +290,11 @@ pub fn load_at_startup(srv: &Server) -> Result<(), String> {
 /// FLUSHALL with save points): nothing changes meanwhile, so no snapshot is needed.
 pub fn save_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<rdbfile::SaveInfo> {
     let path = rdb_path(srv);
-    let ndbs = srv.ks.num_dbs();
     let start_dirty = dirty(srv);
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.get_bool("rdbchecksum");
-    let aux = aux(srv);
-    let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| {
-        for db in 0..ndbs {
-            if srv.ks.db_if_exists(db).is_none() {
-                continue;
-            }
-            for i in 0..SHARDS {
-                f(db, locks.shard(db, i));
-            }
-        }
-    };
+    let aux = aux(srv, false);
+    let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| each_locked_shard(srv, locks, f);
     let info = rdbfile::save_with(&path, |w| rdbfile::write_locked(&mut visit, w, &aux, opts, checksum))?;
     srv.persistence.dirty_at_save.store(start_dirty, Ordering::Relaxed);
     srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);

@@ -288,7 +288,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
 async fn first_events(srv: &Server) {
     let interval: u64 = srv.config.get("loading-process-events-interval-bytes").parse().unwrap_or(2 << 20);
     let p = &srv.persistence;
-    while p.loading_now.load(Ordering::Acquire) && p.loading.loaded_bytes.load(Ordering::Relaxed) < interval {
+    while p.loading() && p.loading.loaded_bytes.load(Ordering::Relaxed) < interval {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
 }

@@ -296,3 +296,21 @@ pub fn wait_for_port(port: u16) {
     }
     panic!("nothing answered on port {port}");
 }
+
+/// A command's arguments as bytes.
+pub fn v(args: &[&str]) -> Vec<Vec<u8>> {
+    args.iter().map(|s| s.as_bytes().to_vec()).collect()
+}
+
+/// Runs commands pipelined and checks none failed.
+pub fn run_all(c: &mut RawConn, cmds: &[Vec<Vec<u8>>]) {
+    let mut batch = Vec::new();
+    for a in cmds {
+        batch.extend(encode(a));
+    }
+    c.send_raw(&batch);
+    for a in cmds {
+        let r = c.read_reply();
+        assert!(r[0] != b'-', "{:?}: {}", a.iter().map(|x| String::from_utf8_lossy(x)).collect::<Vec<_>>(), show(&r));
+    }
+}

@@ -24,6 +24,19 @@ fn hash(p: &[u8]) -> usize {
     (v.wrapping_mul(2654435761) >> (32 - HLOG)) as usize
 }
 
+/// Appends a literal byte to the current run, closing the run at its 32-byte maximum.
+#[inline]
+fn literal(out: &mut Vec<u8>, run_at: &mut usize, lit: &mut usize, b: u8) {
+    out.push(b);
+    *lit += 1;
+    if *lit == MAX_LIT {
+        out[*run_at] = (MAX_LIT - 1) as u8;
+        *run_at = out.len();
+        out.push(0);
+        *lit = 0;
+    }
+}
+
 /// Compresses `input`; None if the result would exceed `max_out` bytes (not worth it).
 pub fn compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
     let n = input.len();
@@ -71,30 +84,15 @@ pub fn compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
                 }
                 ip += len;
             } else {
-                out.push(input[ip]);
-                lit += 1;
+                literal(&mut out, &mut run_at, &mut lit, input[ip]);
                 ip += 1;
-                if lit == MAX_LIT {
-                    out[run_at] = (MAX_LIT - 1) as u8;
-                    run_at = out.len();
-                    out.push(0);
-                    lit = 0;
-                }
             }
             if out.len() > max_out + 1 {
                 return None;
             }
         }
-        while ip < n {
-            out.push(input[ip]);
-            lit += 1;
-            ip += 1;
-            if lit == MAX_LIT {
-                out[run_at] = (MAX_LIT - 1) as u8;
-                run_at = out.len();
-                out.push(0);
-                lit = 0;
-            }
+        for &b in &input[ip..] {
+            literal(&mut out, &mut run_at, &mut lit, b);
         }
         if lit == 0 {
             out.pop();

@@ -53,6 +53,18 @@ ATOLL_TEST_IO_BACKEND=epoll cargo test -p atoll-server --test blackbox --test bl
 # /metrics) against the debug binary built above.
 python3 -m pytest -q tests/python 2>&1 | tee -a "$log"
 
+# A real Node.js application: a BullMQ job queue (every operation a Lua script) with worker
+# processes, against the debug binary.
+if ! command -v node >/dev/null 2>&1; then
+  echo "==> installing nodejs and npm (the BullMQ test)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+(cd tests/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+node tests/node/bullmq_test.js 2>&1 | tee -a "$log"
+
 # The live dashboard in headless Chromium: it loads, polls, and its charts move under load.
 python3 -m pytest -q tests/browser 2>&1 | tee -a "$log"
 

@@ -18,6 +18,7 @@ pub mod exec;
 pub mod log;
 pub mod persist;
 pub mod protocol;
+pub mod scripting;
 pub mod server;
 pub mod types;
 

@@ -163,6 +163,9 @@ impl Pair {
             assert!(!r.starts_with(b"-"), "HELLO failed: {}", show(&r));
             let r = c.cmd(&[b"FLUSHALL"]);
             assert_eq!(r, b"+OK\r\n");
+            // Scripts and function libraries are server state too.
+            assert_eq!(c.cmd(&[b"SCRIPT", b"FLUSH"]), b"+OK\r\n");
+            assert_eq!(c.cmd(&[b"FUNCTION", b"FLUSH"]), b"+OK\r\n");
             let r = c.cmd(&[b"SELECT", b"0"]);
             assert_eq!(r, b"+OK\r\n");
         }

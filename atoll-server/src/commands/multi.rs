@@ -111,6 +111,12 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             plan.key(*d, k);
         }
     }
+    // A queued script locks as it goes: the transaction holds the script gate first, as the
+    // script would (see `Keyspace::script_gate`), so it may add shards while holding these.
+    let _gate = cmds
+        .iter()
+        .any(|c| c.name.starts_with("eval") || c.name.starts_with("fcall"))
+        .then(|| srv.ks.script_gate.lock());
     let mut locks = Locks::acquire(&srv.ks, plan);
     // Watched keys: touched since WATCH, or expired since (they were alive at WATCH time,
     // which reclaimed keys already expired then).

@@ -747,17 +747,26 @@ pub fn script_help(ctx: &mut Ctx) -> CmdResult {
     if ctx.args.len() == 1 {
         return Err(CmdError::Arity("script".into()));
     }
-    help_reply(ctx, "SCRIPT", &["FLUSH [ASYNC|SYNC]", "    Flush the Lua scripts cache. Very dangerous on replicas."]);
-    Ok(())
-}
-
-// SCRIPT FLUSH [ASYNC | SYNC]
-pub fn script_flush(ctx: &mut Ctx) -> CmdResult {
-    if ctx.args.len() > 3 || (ctx.args.len() == 3 && !eq_ic(ctx.args[2], "ASYNC") && !eq_ic(ctx.args[2], "SYNC")) {
-        return Err(CmdError::msg("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
-    }
-    // No script cache exists until scripting lands: there is nothing to flush.
-    ctx.reply.ok();
+    help_reply(
+        ctx,
+        "SCRIPT",
+        &[
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    );
     Ok(())
 }
 
@@ -766,15 +775,48 @@ pub fn function_help(ctx: &mut Ctx) -> CmdResult {
     if ctx.args.len() == 1 {
         return Err(CmdError::Arity("function".into()));
     }
-    help_reply(ctx, "FUNCTION", &["FLUSH [ASYNC|SYNC]", "    Delete all the libraries."]);
-    Ok(())
-}
-
-// FUNCTION FLUSH [ASYNC | SYNC]
-pub fn function_flush(ctx: &mut Ctx) -> CmdResult {
-    if ctx.args.len() > 3 || (ctx.args.len() == 3 && !eq_ic(ctx.args[2], "ASYNC") && !eq_ic(ctx.args[2], "SYNC")) {
-        return Err(CmdError::msg("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"));
-    }
-    ctx.reply.ok();
+    help_reply(
+        ctx,
+        "FUNCTION",
+        &[
+            "LOAD [REPLACE] <FUNCTION CODE>",
+            "    Create a new library with the given library name and code.",
+            "DELETE <LIBRARY NAME>",
+            "    Delete the given library.",
+            "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+            "    Return general information on all the libraries:",
+            "    * Library name",
+            "    * The engine used to run the Library",
+            "    * Library description",
+            "    * Functions list",
+            "    * Library code (if WITHCODE is given)",
+            "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+            "STATS",
+            "    Return information about the current function running:",
+            "    * Function name",
+            "    * Command used to run the function",
+            "    * Duration in MS that the function is running",
+            "    If no function is running, return nil",
+            "    In addition, returns a list of available engines.",
+            "KILL",
+            "    Kill the current running function.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Delete all the libraries.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the libraries.",
+            "    * SYNC: Synchronously flush the libraries.",
+            "DUMP",
+            "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+            "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+            "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+            "    control how to handle existing libraries (default APPEND):",
+            "    * FLUSH: delete all existing libraries.",
+            "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+            "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+            "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+            "      in case of functions name collision with another library).",
+        ],
+    );
     Ok(())
 }

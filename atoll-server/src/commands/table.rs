@@ -7,6 +7,7 @@ use super::{
     persist as pst, server as srv, string as st,
 };
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
+use crate::scripting as lua;
 use Scope::*;
 
 #[rustfmt::skip]
@@ -94,9 +95,29 @@ static ROWS: &[Row] = &[
     c("latency|histogram", lat::latency_histogram, None),
     c("shutdown", srv::shutdown, None),
     c("script", srv::script_help, None),
-    c("script|flush", srv::script_flush, None),
+    c("script|help", srv::script_help, None),
+    c("script|flush", lua::script_flush, None),
+    c("script|load", lua::script_load, None),
+    c("script|exists", lua::script_exists, None),
+    c("script|kill", lua::script_kill, None),
+    c("script|debug", lua::script_debug, None),
+    // scripting: no locks up front — a script locks shards as its commands touch them
+    c("eval", lua::eval, None),
+    c("eval_ro", lua::eval_ro, None),
+    c("evalsha", lua::evalsha, None),
+    c("evalsha_ro", lua::evalsha_ro, None),
     c("function", srv::function_help, None),
-    c("function|flush", srv::function_flush, None),
+    c("function|help", srv::function_help, None),
+    c("function|flush", lua::function_flush, None),
+    c("function|load", lua::function_load, None),
+    c("function|delete", lua::function_delete, None),
+    c("function|list", lua::function_list, None),
+    c("function|stats", lua::function_stats, None),
+    c("function|kill", lua::function_kill, None),
+    c("function|dump", lua::function_dump, None),
+    c("function|restore", lua::function_restore, None),
+    c("fcall", lua::fcall, None),
+    c("fcall_ro", lua::fcall_ro, None),
     c("lastsave", srv::lastsave, None),
     // generic keyspace
     c("del", keys::del, Keys),

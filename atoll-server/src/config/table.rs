@@ -187,7 +187,7 @@ pub static DEFS: &[Def] = &[
     Def::new("bind", Bind, "127.0.0.1 -::1").file_only(BIND),
     Def::new("bind-source-addr", Str, "").inert(),
     Def::new("bio_cpulist", Str, "").flags(IMMUTABLE).inert(),
-    Def::new("busy-reply-threshold", Int { min: 0, max: LMAX }, "5000").alias("lua-time-limit").inert(),
+    Def::new("busy-reply-threshold", Int { min: 0, max: LMAX }, "5000").alias("lua-time-limit").live(),
     Def::new("client-output-buffer-limit", OutputLimits, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60").pending(OBUF),
     Def::new("client-query-buffer-limit", Memory { min: 1048576, max: LMAX }, "1073741824").live(),
     Def::new("cluster-allow-pubsubshard-when-down", Bool, "yes").inert(),

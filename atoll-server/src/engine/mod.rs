@@ -212,6 +212,14 @@ impl Db {
 pub struct Keyspace {
     dbs: Box<[OnceLock<Db>]>,
     pub snapshots: Snapshots,
+    /// The script gate: held by a running script (or a transaction holding one) for its whole
+    /// run, taken before any shard lock. Its holder is the only thread allowed to lock shards
+    /// in any order and to wait for a shard while holding others ([`Locks::add`]): everyone
+    /// else acquires in ascending order and never waits while holding (see
+    /// [`Locks::acquire`]), so no cycle of waits can form. A snapshot begins only outside it, so
+    /// a script is wholly before or wholly after a snapshot's instant. Reentrant: EXEC takes
+    /// it for a queued EVAL, which takes it again.
+    pub script_gate: parking_lot::ReentrantMutex<()>,
 }
 
 /// Where a point-in-time snapshot sends each shard's contents (`persist` implements it).
@@ -330,7 +338,11 @@ pub fn shard_id(db: usize, shard: usize) -> u32 {
 
 impl Keyspace {
     pub fn new(databases: usize) -> Keyspace {
-        Keyspace { dbs: (0..databases).map(|_| OnceLock::new()).collect(), snapshots: Snapshots::default() }
+        Keyspace {
+            dbs: (0..databases).map(|_| OnceLock::new()).collect(),
+            snapshots: Snapshots::default(),
+            script_gate: parking_lot::ReentrantMutex::new(()),
+        }
     }
 
     pub fn num_dbs(&self) -> usize {
@@ -469,7 +481,11 @@ impl<'k> Locks<'k> {
         Locks { ks, held: SmallVec::new() }
     }
 
-    /// Locks every shard of the plan in ascending order (so no two commands can deadlock).
+    /// Locks every shard of the plan. A single shard is simply locked. Several are taken in
+    /// ascending order, but only the first is waited for: a later one that is busy makes the
+    /// command let go of everything and wait for that one alone before trying again. A command
+    /// therefore never waits while holding a shard, which is what lets a script (the holder of
+    /// [`Keyspace::script_gate`]) lock shards in whatever order it touches them.
     pub fn acquire(ks: &'k Keyspace, mut plan: LockPlan) -> Locks<'k> {
         if plan.ids.len() > 1 {
             plan.ids.sort_unstable();
@@ -477,11 +493,37 @@ impl<'k> Locks<'k> {
         }
         // A plan may name a database that does not exist (SWAPDB 0 99): the command itself
         // reports the error, nothing is locked for it.
+        let mutex = |id: u32| {
+            ks.dbs
+                .get((id >> 16) as usize)
+                .map(|db| &db.get_or_init(|| Db::new(ks.snapshots.epoch())).shards[(id & 0xffff) as usize])
+        };
         let mut held: SmallVec<[(u32, MutexGuard<'k, Shard>); 2]> = SmallVec::new();
-        for &id in plan.ids.as_slice() {
-            if let Some(db) = ks.dbs.get((id >> 16) as usize) {
-                held.push((id, db.get_or_init(|| Db::new(ks.snapshots.epoch())).shards[(id & 0xffff) as usize].lock()));
+        let ids = plan.ids.as_slice();
+        // The shard to wait for on this attempt (its index in `ids`).
+        let mut wait_for = 0;
+        'attempt: loop {
+            held.clear();
+            if let Some(m) = ids.get(wait_for).and_then(|&id| mutex(id)) {
+                held.push((ids[wait_for], m.lock()));
             }
+            for (i, &id) in ids.iter().enumerate() {
+                if i == wait_for {
+                    continue;
+                }
+                let Some(m) = mutex(id) else { continue };
+                match m.try_lock() {
+                    Some(g) => held.push((id, g)),
+                    None => {
+                        wait_for = i;
+                        continue 'attempt;
+                    }
+                }
+            }
+            break;
+        }
+        if wait_for != 0 {
+            held.sort_unstable_by_key(|(id, _)| *id);
         }
         // Copy-before-write, checked once all the locks are held (see `Snapshots`): one
         // relaxed load when no snapshot runs.
@@ -491,6 +533,23 @@ impl<'k> Locks<'k> {
             }
         }
         Locks { ks, held }
+    }
+
+    /// Adds the shards of `plan` not held yet, waiting for each in turn, in any order. Only
+    /// the holder of [`Keyspace::script_gate`] may do this (a script touching keys as it
+    /// goes): it keeps everything it locked until it ends, as Redis's single thread would
+    /// have run it alone. No snapshot can begin while it runs, so one that began before
+    /// serializes each shard before the script's first change to it.
+    pub fn add(&mut self, plan: &LockPlan) {
+        debug_assert!(self.ks.script_gate.is_owned_by_current_thread(), "Locks::add outside the script gate");
+        let ks = self.ks;
+        for &id in plan.ids.as_slice() {
+            let Err(pos) = self.held.binary_search_by_key(&id, |(i, _)| *i) else { continue };
+            let Some(db) = ks.dbs.get((id >> 16) as usize) else { continue };
+            let mut g = db.get_or_init(|| Db::new(ks.snapshots.epoch())).shards[(id & 0xffff) as usize].lock();
+            ks.snapshots.before_use((id >> 16) as usize, (id & 0xffff) as usize, &mut g);
+            self.held.insert(pos, (id, g));
+        }
     }
 
     pub fn keyspace(&self) -> &'k Keyspace {

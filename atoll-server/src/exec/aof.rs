@@ -162,15 +162,21 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let base = AofFile { name: aof::base_name(&name, seq, preamble), seq };
     let incr = AofFile { name: aof::incr_name(&name, seq), seq };
     let opts = crate::persist::save_opts(&srv.config);
-    let aux = super::persistence::aux(srv, true);
+    let head = super::persistence::header(srv, true);
     let mut visit =
         |f: &mut dyn FnMut(usize, &crate::engine::Shard)| super::persistence::each_locked_shard(srv, locks, f);
     let info = if preamble {
-        rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &aux, opts, true))?
+        rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &head, opts, true))?
     } else {
         rdbfile::save_with(&d.join(&base.name), |mut w| {
             use std::io::Write;
             let (mut keys, mut bytes, mut buf, mut err) = (0, 0, Vec::new(), None);
+            // The libraries first, as Redis's rewrite writes them.
+            for code in &head.functions {
+                aof::encode(&mut buf, &[b"FUNCTION".to_vec(), b"LOAD".to_vec(), code.clone()]);
+            }
+            w.write_all(&buf)?;
+            bytes += buf.len() as u64;
             let mut last_db = None;
             visit(&mut |db, sh| {
                 if err.is_some() || sh.keys.is_empty() {
@@ -247,6 +253,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
             let now = srv.now_ms();
             let info = rdbfile::load_into(&srv.ks, &mut r, &opts, now, srv.lru_clock(now), &srv.persistence.loading)
                 .map_err(|e| format!("{e} (in {})", f.name))?;
+            super::persistence::install_functions(srv, &info.functions)?;
             keys += info.keys_loaded;
             crate::log_notice!("Reading RDB base file on AOF loading...");
         }

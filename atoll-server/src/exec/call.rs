@@ -39,6 +39,10 @@ fn unknown_command_error(argv: &[&[u8]]) -> String {
 
 const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
+pub const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
 fn reject(ws: &WorkerStats, client: &mut Client, out: &mut Reply, cmd: Option<&Command>, e: CmdError) {
     if let Some(c) = cmd {
         ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
@@ -177,9 +181,13 @@ fn gated(
     // Loading, or the last save failed: one relaxed load when neither.
     let gates = srv.persistence.gates.load(Ordering::Relaxed);
     if gates != 0 {
-        use super::persistence::{writes_refused, GATE_LOADING, GATE_SAVE_FAILED};
+        use super::persistence::{writes_refused, GATE_LOADING, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY};
         if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !client.replaying {
             return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
+        }
+        if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) {
+            let e = if srv.scripts.run.is_eval.load(Ordering::Relaxed) { BUSY } else { BUSY_FUNCTION };
+            return reject(ws, client, out, Some(cmd), CmdError::msg(e));
         }
         // stop-writes-on-bgsave-error.
         if gates & GATE_SAVE_FAILED != 0 && (cmd.has(flags::WRITE) || cmd.name == "ping") && writes_refused(srv) {
@@ -337,7 +345,7 @@ pub fn call(
     // One clock read gives both the command's fixed time (7.2 semantics) and the start of
     // its duration measurement; within a pipelined batch it is the previous command's end.
     let start = client.clock.take().unwrap_or_else(|| srv.clock.instant());
-    let now = srv.clock.ms_at(start);
+    let now = client.fixed_ms.unwrap_or_else(|| srv.clock.ms_at(start));
     let emit = srv.effects_enabled();
     let db = client.db;
     let no_touch = client.no_touch && cmd.name != "touch";
@@ -479,4 +487,61 @@ pub fn disconnect(srv: &Server, client: &mut Client) {
         blocking::unregister(&srv.ks, &w);
         *client.handle.waiter.lock() = None;
     }
+}
+
+/// A command called by a running script (`redis.call`/`redis.pcall`; Redis's `scriptCall`):
+/// the script's own checks — the command exists with the right arity, may run from a script,
+/// is no write in a read-only script, may write now — then its shards are added to the
+/// script's locks (it keeps them until it ends) and it runs through [`call`] like any other,
+/// its reply in `out`. `Err` is Redis's text for a refused call: a bare message (the caller
+/// gives it the `ERR` code) or `-CODE message`.
+pub fn script_call(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    out: &mut Reply,
+    argv: &[&[u8]],
+    locks: &mut Locks<'_>,
+    read_only: bool,
+) -> Result<(), String> {
+    let cmd = match resolve(srv, argv) {
+        Ok(c) => c,
+        Err((Some(c), _)) => {
+            ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
+            return Err("Wrong number of args calling Redis command from script".into());
+        }
+        Err((None, _)) => return Err("Unknown Redis command called from script".into()),
+    };
+    let refuse = |e: &str| {
+        ws.cmds[cmd.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
+        Err(e.to_string())
+    };
+    if cmd.has(flags::NOSCRIPT) && !srv.deny_scripts_disabled.load(Ordering::Relaxed) {
+        return refuse("This Redis command is not allowed from script");
+    }
+    let writes = cmd.has(flags::WRITE);
+    if read_only && (writes || cmd.has(flags::MAY_REPLICATE)) {
+        return refuse("Write commands are not allowed from read-only scripts.");
+    }
+    // A failed save refuses writes, unless the script already wrote (it cannot stop half-way).
+    if writes
+        && !srv.scripts.run.wrote.load(Ordering::Relaxed)
+        && srv.persistence.failed()
+        && super::persistence::writes_refused(srv)
+    {
+        return refuse(&format!("-{MISCONF}"));
+    }
+    if writes {
+        srv.scripts.run.wrote.store(true, Ordering::Relaxed);
+    }
+    let plan = match lock_plan(cmd, argv, client.db, true, srv.ks.num_dbs()) {
+        Ok(p) => p,
+        Err(e) => {
+            error_reply(ws, out, &e);
+            return Ok(());
+        }
+    };
+    locks.add(&plan);
+    call(srv, ws, client, out, cmd, argv, locks, None);
+    Ok(())
 }

@@ -174,6 +174,9 @@ pub struct Client {
     /// first when resolving the next request: pipelines repeat one command, and comparing a
     /// name costs less than hashing it.
     pub memo_cmd: usize,
+    /// The time every command of a running script sees (unix ms): a script is one instant,
+    /// as in Redis 7.2, so no key expires half-way through it.
+    pub fixed_ms: Option<i64>,
 }
 
 impl Client {
@@ -199,6 +202,7 @@ impl Client {
             wake: None,
             clock: None,
             memo_cmd: 0,
+            fixed_ms: None,
         }
     }
 

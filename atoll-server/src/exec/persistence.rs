@@ -34,7 +34,7 @@ pub struct Persistence {
     /// `-LOADING`) and `GATE_SAVE_FAILED` (the last SAVE/BGSAVE failed:
     /// `rdb_last_bgsave_status:err`, and `-MISCONF` for writes). One word, so the command path
     /// tests both with one load.
-    pub gates: std::sync::atomic::AtomicU8,
+    pub gates: Arc<std::sync::atomic::AtomicU8>,
     pub loading_start_s: AtomicI64,
     pub loading_total_bytes: AtomicU64,
     /// Its progress (bytes read) and `key-load-delay`.
@@ -51,6 +51,9 @@ pub struct Persistence {
 
 pub const GATE_LOADING: u8 = 1;
 pub const GATE_SAVE_FAILED: u8 = 2;
+/// A script has run past `busy-reply-threshold`: other clients get `-BUSY` (set and cleared by
+/// the script's own worker; it shares the word so the command path still tests one load).
+pub const GATE_SCRIPT_BUSY: u8 = 4;
 
 impl Persistence {
     pub fn set_loading(&self, on: bool) {
@@ -69,7 +72,7 @@ impl Persistence {
         self.gates.load(Ordering::Relaxed) & GATE_SAVE_FAILED != 0
     }
 
-    fn set_gate(&self, bit: u8, on: bool) {
+    pub fn set_gate(&self, bit: u8, on: bool) {
         if on {
             self.gates.fetch_or(bit, Ordering::Release);
         } else {
@@ -95,15 +98,29 @@ fn dirty(srv: &Server) -> u64 {
 
 /// The aux fields Redis 7.2 writes at the top of a file.
 /// (`aof_base`: the file is an AOF's base.)
-pub(super) fn aux(srv: &Server, aof_base: bool) -> Vec<(&'static str, String)> {
+pub(super) fn header(srv: &Server, aof_base: bool) -> rdbfile::Header<'static> {
     let (allocated, _, _) = super::stats::allocated_bytes();
-    vec![
+    let aux = vec![
         ("redis-ver", crate::REDIS_VERSION.to_string()),
         ("redis-bits", "64".into()),
         ("ctime", (srv.now_ms() / 1000).to_string()),
         ("used-mem", allocated.to_string()),
         ("aof-base", (aof_base as u8).to_string()),
-    ]
+    ];
+    let functions = srv.scripts.functions.read().libraries.values().map(|l| l.code.to_vec()).collect();
+    rdbfile::Header { aux, functions }
+}
+
+/// Installs the FUNCTION libraries a load found (through the scripting layer's loader, which
+/// the server registers at start; replacing libraries of the same name, as a reload does).
+pub fn install_functions(srv: &Server, codes: &[Vec<u8>]) -> Result<(), String> {
+    if codes.is_empty() {
+        return Ok(());
+    }
+    match srv.functions_loader.get() {
+        Some(load) => load(srv, codes),
+        None => Err("The RDB file contains function libraries and no scripting engine is installed".into()),
+    }
 }
 
 /// Calls `f` on every shard of every database in use, all of them held in `locks` (writers
@@ -142,7 +159,7 @@ fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     let path = rdb_path(srv);
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.get_bool("rdbchecksum");
-    let r = rdbfile::save_file(&srv.ks, &path, &aux(srv, false), opts, checksum, &p.progress);
+    let r = rdbfile::save_file(&srv.ks, &path, &header(srv, false), opts, checksum, &p.progress);
     p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
     match r {
         Ok(info) => {
@@ -276,6 +293,7 @@ pub fn load_at_startup(srv: &Server) -> Result<(), String> {
     let p = &srv.persistence;
     p.loading_total_bytes.store(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
     let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)?;
+    install_functions(srv, &info.functions)?;
     p.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     p.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
     if let Some((_, v)) = info.aux.iter().find(|(k, _)| k == "redis-ver") {
@@ -293,9 +311,9 @@ pub fn save_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<rdbfile::
     let start_dirty = dirty(srv);
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.get_bool("rdbchecksum");
-    let aux = aux(srv, false);
+    let head = header(srv, false);
     let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| each_locked_shard(srv, locks, f);
-    let info = rdbfile::save_with(&path, |w| rdbfile::write_locked(&mut visit, w, &aux, opts, checksum))?;
+    let info = rdbfile::save_with(&path, |w| rdbfile::write_locked(&mut visit, w, &head, opts, checksum))?;
     srv.persistence.dirty_at_save.store(start_dirty, Ordering::Relaxed);
     srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
     Ok(info)
@@ -352,6 +370,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
             }
             Ok(())
         })?;
+    install_functions(srv, &info.functions)?;
     srv.persistence.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     srv.persistence.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
     Ok(())

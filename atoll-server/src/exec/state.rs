@@ -56,6 +56,9 @@ impl Default for Sample {
 /// A consumer of write effects (AOF, replicas, tests).
 pub type EffectSink = Box<dyn Fn(&[Effect]) + Send + Sync>;
 
+/// What installs FUNCTION libraries found by a load (see `Server::functions_loader`).
+pub type FunctionsLoader = fn(&Server, &[Vec<u8>]) -> Result<(), String>;
+
 pub struct Server {
     pub config: Config,
     pub ks: Keyspace,
@@ -82,6 +85,11 @@ pub struct Server {
     pub peak_allocated: std::sync::atomic::AtomicU64,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS (kept for scripting: `noscript` commands in scripts).
     pub deny_scripts_disabled: AtomicBool,
+    /// The script cache and the running script's state.
+    pub scripts: super::scripts::Scripts,
+    /// Loads FUNCTION libraries found in an RDB file or AOF (the scripting layer, above this
+    /// one, registers it when the server starts).
+    pub functions_loader: std::sync::OnceLock<FunctionsLoader>,
     pub lastsave: AtomicI64,
     /// RDB snapshots: SAVE/BGSAVE state and INFO persistence figures.
     pub persistence: super::persistence::Persistence,
@@ -175,6 +183,7 @@ impl Server {
             (0..40).map(|_| char::from_digit(r.gen_range(0..16), 16).unwrap()).collect()
         };
         let now = unix_ms();
+        let persistence = super::persistence::Persistence::new();
         Server {
             stats: stats::Stats::new(threads, table.all.len()),
             lazyfree: lazyfree::LazyFree::default(),
@@ -195,8 +204,10 @@ impl Server {
             startup_allocated: Default::default(),
             peak_allocated: Default::default(),
             deny_scripts_disabled: AtomicBool::new(false),
+            scripts: super::scripts::Scripts::new(persistence.gates.clone()),
+            functions_loader: std::sync::OnceLock::new(),
             lastsave: AtomicI64::new(now / 1000),
-            persistence: super::persistence::Persistence::new(),
+            persistence,
             shutting_down: AtomicBool::new(false),
             io_uring: AtomicBool::new(false),
             blocked_clients: Default::default(),

@@ -99,3 +99,43 @@ pub fn restore(payload: &[u8], o: &LoadOpts, skip_crc: bool) -> Result<Value, Pa
     }
     v.ok_or_else(|| PayloadError::BadData(RdbError("empty value".into())))
 }
+
+/// FUNCTION DUMP's payload: each library's code as an RDB `FUNCTION2` record, then the RDB
+/// version and a CRC-64, like a DUMP payload.
+pub fn dump_functions<'a>(codes: impl Iterator<Item = &'a [u8]>, o: &SaveOpts) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(rdb::OP_FUNCTION2);
+        rdb::put_str(&mut out, code, o.compress);
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = CRC64.checksum(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The library codes of a FUNCTION RESTORE payload, or Redis's error text.
+pub fn restore_functions(payload: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
+    if payload.len() < 10 {
+        return Err("DUMP payload version or checksum are wrong");
+    }
+    let (body, footer) = payload.split_at(payload.len() - 10);
+    let version = u16::from_le_bytes([footer[0], footer[1]]);
+    let crc = u64::from_le_bytes(footer[2..].try_into().unwrap());
+    if version > RDB_VERSION || CRC64.checksum(&payload[..payload.len() - 8]) != crc {
+        return Err("DUMP payload version or checksum are wrong");
+    }
+    let mut rest = body;
+    let mut codes = Vec::new();
+    while let Some((&t, after)) = rest.split_first() {
+        match t {
+            rdb::OP_FUNCTION_PRE_GA => return Err("Pre-GA function format not supported"),
+            rdb::OP_FUNCTION2 => {}
+            _ => return Err("given type is not a function"),
+        }
+        let mut inp = Input::new(after, false);
+        codes.push(inp.string().map_err(|_| "failed loading the given functions payload")?);
+        rest = inp.into_inner();
+    }
+    Ok(codes)
+}

@@ -108,13 +108,25 @@ impl<W: Write> Out<W> {
 /// Why a snapshot could not start.
 pub const ERR_IN_PROGRESS: &str = "Background save already in progress";
 
-/// The header: magic and aux fields.
-fn header(aux: &[(&str, String)]) -> Vec<u8> {
+/// What an RDB file holds besides the keys: the aux fields and the FUNCTION libraries' code.
+#[derive(Default)]
+pub struct Header<'a> {
+    pub aux: Vec<(&'a str, String)>,
+    pub functions: Vec<Vec<u8>>,
+}
+
+/// The header: magic, aux fields, then each function library as a `FUNCTION2` record (where
+/// Redis writes them, before the databases).
+fn header(h: &Header, opts: &SaveOpts) -> Vec<u8> {
     let mut head = format!("REDIS{:04}", rdb::RDB_VERSION).into_bytes();
-    for (k, v) in aux {
+    for (k, v) in &h.aux {
         head.push(rdb::OP_AUX);
         rdb::put_str(&mut head, k.as_bytes(), false);
         rdb::put_str(&mut head, v.as_bytes(), false);
+    }
+    for code in &h.functions {
+        head.push(rdb::OP_FUNCTION2);
+        rdb::put_str(&mut head, code, opts.compress);
     }
     head
 }
@@ -128,11 +140,11 @@ fn footer<W: Write>(mut out: Out<W>, checksum: bool) -> std::io::Result<(u64, W)
 }
 
 /// Writes a point-in-time snapshot of the keyspace to `w`: the state at the instant this is
-/// called, while other threads go on writing. `aux`: the header's aux fields.
+/// called, while other threads go on writing. `head`: aux fields and function libraries.
 pub fn write_snapshot<W: Write>(
     ks: &Keyspace,
     w: W,
-    aux: &[(&str, String)],
+    head: &Header,
     opts: SaveOpts,
     checksum: bool,
     progress: &Arc<Progress>,
@@ -143,12 +155,15 @@ pub fn write_snapshot<W: Write>(
     progress.cow_bytes.store(0, Ordering::Relaxed);
     progress.cancel.store(false, Ordering::Relaxed);
     progress.keys_total.store((0..ks.num_dbs()).map(|d| ks.dbsize(d) as u64).sum(), Ordering::Relaxed);
+    // Not while a script runs: its instant is before or after the whole script.
+    let gate = ks.script_gate.lock();
     let Some(_epoch) = ks.snapshots.begin(sink.clone()) else {
         return Err(std::io::Error::other(ERR_IN_PROGRESS));
     };
+    drop(gate);
     let running = Running(ks);
     let mut out = Out { w, crc: rdb::CRC64.digest(), bytes: 0 };
-    out.put(&header(aux))?;
+    out.put(&header(head, &opts))?;
     let drain = |out: &mut Out<W>| -> std::io::Result<()> {
         if progress.cancel.load(Ordering::Relaxed) {
             return Err(std::io::Error::other(CANCELLED));
@@ -197,12 +212,12 @@ pub type ShardWalk<'a> = dyn FnMut(&mut dyn FnMut(usize, &Shard)) + 'a;
 pub fn write_locked<W: Write>(
     shards: &mut ShardWalk<'_>,
     w: W,
-    aux: &[(&str, String)],
+    head: &Header,
     opts: SaveOpts,
     checksum: bool,
 ) -> std::io::Result<(SaveInfo, W)> {
     let mut out = Out { w, crc: rdb::CRC64.digest(), bytes: 0 };
-    out.put(&header(aux))?;
+    out.put(&header(head, &opts))?;
     let (mut keys, mut buf, mut err) = (0, Vec::new(), None);
     shards(&mut |db, sh| {
         if err.is_some() {
@@ -227,12 +242,12 @@ pub fn write_locked<W: Write>(
 pub fn save_file(
     ks: &Keyspace,
     path: &Path,
-    aux: &[(&str, String)],
+    head: &Header,
     opts: SaveOpts,
     checksum: bool,
     progress: &Arc<Progress>,
 ) -> std::io::Result<SaveInfo> {
-    save_with(path, |w| write_snapshot(ks, w, aux, opts, checksum, progress))
+    save_with(path, |w| write_snapshot(ks, w, head, opts, checksum, progress))
 }
 
 /// `save_file` with the writing done by `write` (a snapshot, or `write_locked`).
@@ -282,6 +297,8 @@ pub struct LoadInfo {
     /// Empty aggregates Redis would skip (written by old versions).
     pub empty_keys_skipped: u64,
     pub aux: Vec<(String, String)>,
+    /// The code of each FUNCTION library (`FUNCTION2` records), for the caller to load.
+    pub functions: Vec<Vec<u8>>,
 }
 
 /// Reads an RDB stream, handing each live key to `insert(db, key, value, expire_ms)`; keys
@@ -349,12 +366,8 @@ pub fn load<R: Read>(
             rdb::OP_MODULE_AUX => {
                 return Err(e(&inp, "The RDB file contains module data; Atoll loads no modules".into()))
             }
-            rdb::OP_FUNCTION2 | rdb::OP_FUNCTION_PRE_GA => {
-                return Err(e(
-                    &inp,
-                    "The RDB file contains function libraries; Atoll does not support functions yet".into(),
-                ))
-            }
+            rdb::OP_FUNCTION2 => info.functions.push(inp.string().map_err(|x| e(&inp, x.0))?),
+            rdb::OP_FUNCTION_PRE_GA => return Err(e(&inp, "Pre-GA function format not supported".into())),
             rdb::OP_EOF => break,
             t if rdb::load::is_value_type(t) => {
                 let key = inp.string().map_err(|x| e(&inp, x.0))?;

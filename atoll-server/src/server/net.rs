@@ -100,6 +100,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let _ = std::fs::write(&pidfile, format!("{}\n", std::process::id()));
     }
     let srv = Arc::new(Server::new(config, crate::commands::table::build(), threads, port));
+    let _ = srv.functions_loader.set(crate::scripting::install_libraries);
     let (allocated, _, _) = crate::commands::info::allocated_bytes();
     srv.startup_allocated.store(allocated, Ordering::Relaxed);
     srv.peak_allocated.store(allocated, Ordering::Relaxed);
@@ -149,9 +150,13 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         uring = false;
     }
     srv.io_uring.store(uring, Ordering::Relaxed);
+    const WORKER_STACK: usize = 64 << 20;
     for id in 0..threads {
         let (srv2, ready2) = (srv.clone(), ready.clone());
-        let builder = std::thread::Builder::new().name(format!("atoll-w{id}"));
+        // Scripts run on the workers, and the Lua libraries decode nested data recursively
+        // to the depths Redis allows (cjson 1000 levels, cmsgpack about 4000): a large stack
+        // (address space; pages are used only as deep as a script goes).
+        let builder = std::thread::Builder::new().name(format!("atoll-w{id}")).stack_size(WORKER_STACK);
         let made = if uring {
             super::uring::new_worker().inspect(|inbox| {
                 let i = inbox.clone();

@@ -1,0 +1,414 @@
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as Redis 7.2 runs them.
+//!
+//! A script runs as if Redis's single thread ran it alone. It first takes the keyspace's
+//! script gate (one script at a time, and no snapshot begins meanwhile), then locks each
+//! shard the first time one of its commands needs it — declared keys or not, any database
+//! it SELECTs — and keeps every lock until it ends. Other commands wait only if they need one
+//! of those shards; they never hold a shard while waiting (`engine::Locks::acquire`), so the
+//! script's any-order locking cannot deadlock. Nothing else can observe a script's partial
+//! effects: what it changed stays locked until it is complete. Its commands see one time (no
+//! key expires half-way), and its effects are logged as the commands it ran, wrapped in
+//! MULTI/EXEC. Past `busy-reply-threshold` every other client is answered `-BUSY`, and
+//! SCRIPT KILL can stop a script that has not written.
+//!
+//! Layers: this module sits above `exec` (its commands go through `exec::call::script_call`)
+//! and below `commands`, whose table lists the commands defined here.
+
+mod convert;
+mod functions;
+pub mod libs;
+mod vm;
+
+pub use functions::*;
+
+use crate::exec::client::{Client, ClientHandle};
+use crate::exec::scripts::{parse_shebang, sflags, sha1_hex, FunctionInfo, Library, Script};
+use crate::exec::*;
+use crate::protocol::value::parse_reply;
+use crate::protocol::{Proto, Reply};
+use mlua::{MultiValue, Value};
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub use vm::memory_used;
+
+/// Brings this interpreter's FUNCTION callbacks up to date with the libraries (after a
+/// FUNCTION LOAD, DELETE, FLUSH or RESTORE on any worker).
+fn sync_functions(vm: &mut vm::Vm, srv: &Server) {
+    let generation = srv.scripts.functions.generation.load(Ordering::Acquire);
+    if vm.functions_generation == Some(generation) {
+        return;
+    }
+    let libs: Vec<Arc<Library>> = srv.scripts.functions.read().libraries.values().cloned().collect();
+    vm.functions.clear();
+    for lib in libs {
+        // Each library loaded once already; it loads the same way again here.
+        if let Ok(regs) = vm.load_library(&lib.code[lib.shebang_len..]) {
+            for r in regs {
+                vm.functions.insert(r.name, r.callback);
+            }
+        }
+    }
+    vm.functions_generation = Some(generation);
+}
+
+/// What a running script's callbacks need: the server, the locks it has gathered, and the
+/// client its commands run as (Redis's `lua_client`).
+struct RunCtx<'r, 'k> {
+    srv: &'r Server,
+    ws: &'r crate::exec::stats::WorkerStats,
+    locks: &'r mut crate::engine::Locks<'k>,
+    client: &'r mut Client,
+    read_only: bool,
+    /// `redis.set_repl`: whether the following commands' effects are logged.
+    propagate: bool,
+}
+
+thread_local! {
+    /// The client a script's commands run as, one per worker thread, reused.
+    static SCRIPT_CLIENT: RefCell<Option<Client>> = const { RefCell::new(None) };
+}
+
+/// Adds `body` to the script cache after compiling it in this thread's interpreter (SCRIPT
+/// LOAD, and EVAL of a script not seen before). `Err` is the reply's error text.
+pub fn load_script(srv: &Server, body: &[u8]) -> Result<Arc<Script>, String> {
+    let sha = sha1_hex(body);
+    if let Some(s) = srv.scripts.get(&sha) {
+        return Ok(s);
+    }
+    let (flags, shebang_len) = parse_shebang(body).map_err(|e| format!("ERR {e}"))?;
+    let script = Arc::new(Script { sha, body: body.into(), flags, shebang_len });
+    let generation = srv.scripts.generation.load(Ordering::Acquire);
+    vm::with_vm(generation, &srv.scripts.run, |vm| vm.compile(&script))
+        .map_err(|e| format!("ERR Error compiling script (new function): {e}"))?;
+    srv.scripts.insert(script.clone());
+    Ok(script)
+}
+
+/// EVAL and its variants: `evalsha` names the script by SHA, `ro` refuses writes.
+pub fn eval_generic(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
+    let srv = ctx.srv;
+    const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+    if evalsha && ctx.args[1].len() != 40 {
+        return Err(CmdError::msg(NOSCRIPT));
+    }
+    let numkeys = ctx.arg_i64(2)?;
+    let nargs = (ctx.args.len() - 3) as i64;
+    if numkeys > nargs {
+        return Err(CmdError::msg("ERR Number of keys can't be greater than number of args"));
+    }
+    if numkeys < 0 {
+        return Err(CmdError::msg("ERR Number of keys can't be negative"));
+    }
+    let script = if evalsha {
+        srv.scripts.get(ctx.args[1]).ok_or_else(|| CmdError::msg(NOSCRIPT))?
+    } else {
+        load_script(srv, ctx.args[1]).map_err(CmdError::msg)?
+    };
+    // Redis's scriptPrepareForRun: a script with flags declares what it may do.
+    let compat = script.flags & sflags::EVAL_COMPAT != 0;
+    if !compat && script.flags & sflags::NO_WRITES == 0 {
+        if srv.persistence.failed() && crate::exec::persistence::writes_refused(srv) {
+            return Err(CmdError::msg("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts."));
+        }
+        if ro {
+            return Err(CmdError::msg("ERR Can not execute a script with write flag using *_ro command."));
+        }
+    }
+    let read_only = ro || (!compat && script.flags & sflags::NO_WRITES != 0);
+    let numkeys = numkeys as usize;
+    let name = String::from_utf8_lossy(&script.sha).into_owned();
+    run(ctx, &name, Target::Eval(&script), read_only, numkeys)
+}
+
+/// What a run calls: an EVAL script, or a FUNCTION by name.
+enum Target<'a> {
+    Eval(&'a Script),
+    Function(&'a str),
+}
+
+/// Runs a script or function for the command in `ctx` (keys and arguments from position 3,
+/// `numkeys` of them keys). `name` is what errors and FUNCTION STATS call it.
+fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usize) -> CmdResult {
+    let srv = ctx.srv;
+    let keys = &ctx.args[3..3 + numkeys];
+    let argv = &ctx.args[3 + numkeys..];
+    // One script at a time, no snapshot starting meanwhile (see `Keyspace::script_gate`).
+    let _gate = srv.ks.script_gate.lock();
+    let run = &srv.scripts.run;
+    let threshold = srv.config.get("busy-reply-threshold").parse::<i64>().unwrap_or(5000);
+    run.start(name, ctx.args, matches!(target, Target::Eval(_)), threshold);
+    let generation = srv.scripts.generation.load(Ordering::Acquire);
+    let now = ctx.ks.now;
+    SCRIPT_CLIENT.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let client = slot.get_or_insert_with(|| {
+            let handle = Arc::new(ClientHandle::new(0, String::new(), String::new(), -1, true, now));
+            Client::new(handle, ctx.client.worker, false)
+        });
+        client.db = ctx.client.db;
+        client.proto = Proto::Resp2;
+        client.in_exec = true;
+        client.fixed_ms = Some(now);
+        client.clock = None;
+        client.exec_effects.clear();
+        client.ready.clear();
+        let state =
+            RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: true });
+        let result = vm::with_vm(generation, run, |vm| run_in_vm(vm, &target, keys, argv, &state));
+        let st = state.into_inner();
+        let script_resp3 = st.client.proto == Proto::Resp3;
+        match result {
+            Ok(Ok(v)) => convert::lua_to_reply(&v, ctx.reply, script_resp3),
+            Ok(Err(e)) => ctx.reply.error(&error_text(&e, name)),
+            Err(e) => ctx.reply.error(&format!("ERR Error running script {name}, {e}")),
+        }
+        // Its effects as one group (a transaction wraps its own), and the clients blocked on
+        // keys it made ready, served once it is complete (by `call`'s epilogue).
+        let mut effects = std::mem::take(&mut st.client.exec_effects);
+        if effects.len() > 1 && !ctx.client.in_exec {
+            let first = effects[0].db;
+            let last = effects.last().map_or(first, |e| e.db);
+            effects.insert(0, Effect { db: first, argv: vec![b"MULTI".to_vec()] });
+            effects.push(Effect { db: last, argv: vec![b"EXEC".to_vec()] });
+        }
+        ctx.ks.effects.append(&mut effects);
+        ctx.ks.ready.append(&mut st.client.ready);
+        st.client.fixed_ms = None;
+    });
+    ctx.rewrote = true;
+    run.finish();
+    Ok(())
+}
+
+/// The reply for a script that failed: Redis's text, with where it failed.
+fn error_text(e: &Value, name: &str) -> String {
+    let Value::Table(t) = e else {
+        let msg = match e {
+            Value::String(s) => s.to_string_lossy(),
+            _ => "execution failure".to_string(),
+        };
+        return format!("ERR Error running script {name}, {msg}");
+    };
+    let msg = match t.raw_get::<Value>("err") {
+        Ok(Value::String(s)) => s.to_string_lossy(),
+        _ => "ERR unknown error".to_string(),
+    };
+    let source = t.raw_get::<Value>("source").ok().and_then(|v| match v {
+        Value::String(s) => Some(s.to_string_lossy()),
+        _ => None,
+    });
+    let line = t.raw_get::<Value>("line").ok().and_then(|v| match v {
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Number(n) => Some((n as i64).to_string()),
+        Value::String(s) => Some(s.to_string_lossy()),
+        _ => None,
+    });
+    match (source, line) {
+        (Some(s), Some(l)) => format!("{msg} script: {name}, on {s}:{l}."),
+        _ => msg,
+    }
+}
+
+/// Runs the script in this thread's interpreter with the run's entry points in place.
+/// `Ok(Ok(v))`: it returned `v`; `Ok(Err(e))`: it failed with the error value `e`.
+fn run_in_vm(
+    vm: &mut vm::Vm,
+    target: &Target,
+    keys: &[&[u8]],
+    argv: &[&[u8]],
+    state: &RefCell<RunCtx>,
+) -> mlua::Result<Result<Value, Value>> {
+    let list = |lua: &mlua::Lua, items: &[&[u8]]| -> mlua::Result<mlua::Table> {
+        let t = lua.create_table_with_capacity(items.len(), 0)?;
+        for (i, it) in items.iter().enumerate() {
+            t.raw_set(i + 1, lua.create_string(it)?)?;
+        }
+        Ok(t)
+    };
+    let f = match target {
+        Target::Eval(script) => {
+            let f = vm.compile(script).map_err(mlua::Error::RuntimeError)?;
+            // EVAL's keys and arguments are globals.
+            vm.backing.raw_set("KEYS", list(&vm.lua, keys)?)?;
+            vm.backing.raw_set("ARGV", list(&vm.lua, argv)?)?;
+            f
+        }
+        Target::Function(name) => {
+            sync_functions(vm, state.borrow().srv);
+            let cb = vm
+                .functions
+                .get(*name)
+                .cloned()
+                .ok_or_else(|| mlua::Error::RuntimeError("Function not found".into()))?;
+            // A function gets them as its two arguments.
+            vm.bind(&cb, list(&vm.lua, keys)?, list(&vm.lua, argv)?)?
+        }
+    };
+    let lua = &vm.lua;
+    let run = state.borrow().srv.scripts.run.clone();
+    let out = lua.scope(|scope| {
+        // Each entry point returns `true, result` or `false, error table`; `raising` makes the
+        // second raise the table (see `libs::raising`).
+        let entry =
+            |name: &str, f: mlua::Function| -> mlua::Result<()> { vm.redis.raw_set(name, libs::raising(lua, f)?) };
+        entry("call", scope.create_function(|lua, args: MultiValue| redis_call(lua, args, state, true))?)?;
+        entry("pcall", scope.create_function(|lua, args: MultiValue| redis_call(lua, args, state, false))?)?;
+        entry(
+            "setresp",
+            scope.create_function(|lua, args: MultiValue| {
+                let fail = |msg: &str| Ok((false, Value::Table(vm::error_table(lua, msg)?)));
+                if args.len() != 1 {
+                    return fail("redis.setresp() requires one argument.");
+                }
+                let proto = match lua.coerce_number(args[0].clone())?.unwrap_or(0.0) as i64 {
+                    2 => Proto::Resp2,
+                    3 => Proto::Resp3,
+                    _ => return fail("RESP version must be 2 or 3."),
+                };
+                state.borrow_mut().client.proto = proto;
+                Ok((true, Value::Nil))
+            })?,
+        )?;
+        entry(
+            "set_repl",
+            scope.create_function(|lua, args: MultiValue| {
+                let fail = |msg: &str| Ok((false, Value::Table(vm::error_table(lua, msg)?)));
+                if args.len() != 1 {
+                    return fail("redis.set_repl() requires one argument.");
+                }
+                let n = lua.coerce_number(args[0].clone())?.unwrap_or(0.0) as i64;
+                if n & !3 != 0 {
+                    return fail("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
+                }
+                // Atoll logs effects for the AOF only (no replicas yet): the AOF bit decides.
+                state.borrow_mut().propagate = n & 1 != 0;
+                Ok((true, Value::Nil))
+            })?,
+        )?;
+        entry(
+            "acl_check_cmd",
+            scope.create_function(|lua, args: MultiValue| {
+                let args: Vec<Value> = args.into_iter().collect();
+                let argv = match convert::args_to_argv(&args) {
+                    Ok(a) => a,
+                    Err(e) => return Ok((false, Value::Table(vm::error_table(lua, e)?))),
+                };
+                let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                match crate::exec::call::resolve(state.borrow().srv, &refs) {
+                    // Every user may run every command until ACL users exist.
+                    Ok(_) => Ok((true, Value::Boolean(true))),
+                    Err(_) => Ok((
+                        false,
+                        Value::Table(vm::error_table(lua, "Invalid command passed to redis.acl_check_cmd()")?),
+                    )),
+                }
+            })?,
+        )?;
+        Ok(vm.run(&f, &run))
+    });
+    vm.runs_since_gc += 1;
+    if vm.runs_since_gc >= 50 {
+        vm.runs_since_gc = 0;
+        let _ = lua.gc_step_kbytes(50);
+    }
+    out
+}
+
+/// `redis.call` / `redis.pcall`: runs one command; `(true, reply)` or `(false, error table)`.
+/// `raise`: `redis.call` (an error reply is raised) rather than `redis.pcall` (returned).
+fn redis_call(lua: &mlua::Lua, args: MultiValue, state: &RefCell<RunCtx>, raise: bool) -> mlua::Result<(bool, Value)> {
+    let args: Vec<Value> = args.into_iter().collect();
+    let argv = match convert::args_to_argv(&args) {
+        Ok(a) => a,
+        Err(e) => return Ok((!raise, Value::Table(vm::error_table(lua, e)?))),
+    };
+    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+    let mut st = state.borrow_mut();
+    let st = &mut *st;
+    let mut out = Reply::new(st.client.proto);
+    let logged = st.client.exec_effects.len();
+    let r = crate::exec::call::script_call(st.srv, st.ws, st.client, &mut out, &refs, st.locks, st.read_only);
+    if !st.propagate {
+        st.client.exec_effects.truncate(logged);
+    }
+    if let Err(text) = r {
+        let t = vm::error_table(lua, &text)?;
+        t.raw_set("ignore_error_stats_update", true)?;
+        return Ok((!raise, Value::Table(t)));
+    }
+    let resp3 = st.client.proto == Proto::Resp3;
+    let Some((reply, _)) = parse_reply(&out.buf) else {
+        return Ok((false, Value::Table(vm::error_table(lua, "ERR internal error: unreadable reply")?)));
+    };
+    let is_err = matches!(reply, crate::protocol::value::RespValue::Error(_));
+    Ok((!(raise && is_err), convert::reply_to_lua(lua, &reply, resp3)?))
+}
+
+// EVAL script numkeys [key ...] [arg ...]
+pub fn eval(ctx: &mut Ctx) -> CmdResult {
+    eval_generic(ctx, false, false)
+}
+
+// EVAL_RO script numkeys [key ...] [arg ...]
+pub fn eval_ro(ctx: &mut Ctx) -> CmdResult {
+    eval_generic(ctx, false, true)
+}
+
+// EVALSHA sha1 numkeys [key ...] [arg ...]
+pub fn evalsha(ctx: &mut Ctx) -> CmdResult {
+    eval_generic(ctx, true, false)
+}
+
+// EVALSHA_RO sha1 numkeys [key ...] [arg ...]
+pub fn evalsha_ro(ctx: &mut Ctx) -> CmdResult {
+    eval_generic(ctx, true, true)
+}
+
+// SCRIPT LOAD script
+pub fn script_load(ctx: &mut Ctx) -> CmdResult {
+    let s = load_script(ctx.srv, ctx.args[2]).map_err(CmdError::msg)?;
+    ctx.reply.bulk(&s.sha);
+    Ok(())
+}
+
+// SCRIPT EXISTS sha1 [sha1 ...]
+pub fn script_exists(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.array(ctx.args.len() - 2);
+    for sha in &ctx.args[2..] {
+        ctx.reply.int(ctx.srv.scripts.get(sha).is_some() as i64);
+    }
+    Ok(())
+}
+
+// SCRIPT FLUSH [ASYNC | SYNC]
+pub fn script_flush(ctx: &mut Ctx) -> CmdResult {
+    match ctx.args.len() {
+        2 => {}
+        3 if ctx.args[2].eq_ignore_ascii_case(b"sync") || ctx.args[2].eq_ignore_ascii_case(b"async") => {}
+        _ => return Err(CmdError::msg("ERR SCRIPT FLUSH only support SYNC|ASYNC option")),
+    }
+    ctx.srv.scripts.flush();
+    ctx.reply.ok();
+    Ok(())
+}
+
+// SCRIPT KILL
+pub fn script_kill(ctx: &mut Ctx) -> CmdResult {
+    kill(ctx, true)
+}
+
+// SCRIPT DEBUG YES|SYNC|NO
+pub fn script_debug(ctx: &mut Ctx) -> CmdResult {
+    let a = ctx.args[2];
+    if a.eq_ignore_ascii_case(b"no") {
+        ctx.reply.ok();
+        return Ok(());
+    }
+    if a.eq_ignore_ascii_case(b"yes") || a.eq_ignore_ascii_case(b"sync") {
+        // Refused loudly rather than accepted and ignored: there is no Lua debugger yet.
+        return Err(CmdError::msg("ERR SCRIPT DEBUG is not supported by Atoll yet"));
+    }
+    Err(CmdError::msg("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
+}

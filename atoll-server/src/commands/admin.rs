@@ -111,3 +111,31 @@ pub fn lolwut(ctx: &mut Ctx) -> CmdResult {
     ctx.reply.verbatim("txt", text.as_bytes());
     Ok(())
 }
+
+// WAIT numreplicas timeout
+//
+// A master without replicas: no replica acknowledges anything, so the answer is 0 — at once
+// when no replica was asked for, or from a script or a transaction (they never block);
+// otherwise once the timeout (milliseconds; 0 = forever) passes, as Redis waits for acks that
+// cannot come.
+pub fn wait(ctx: &mut Ctx) -> CmdResult {
+    let numreplicas = ctx.arg_i64(1)?;
+    let timeout = crate::protocol::parse_i64(ctx.arg(2))
+        .ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    if numreplicas <= 0 || ctx.client.in_exec {
+        ctx.reply.int(0);
+        return Ok(());
+    }
+    let deadline_ms = (timeout > 0).then(|| ctx.ks.now.saturating_add(timeout));
+    ctx.block(blocking::BlockRequest {
+        argv: None,
+        keys: Vec::new(),
+        deadline_ms,
+        serve: blocking::never_served,
+        on_timeout: |reply| reply.int(0),
+    });
+    Ok(())
+}

@@ -64,6 +64,7 @@ static ROWS: &[Row] = &[
     c("command|help", srv::command_help, None),
     c("debug", dbg::debug, WalkAllOr(dbg::reload_locks_all)),
     c("role", adm::role, None),
+    c("wait", adm::wait, None),
     c("replicaof", adm::replicaof, None),
     c("slaveof", adm::replicaof, None),
     c("module", adm::module_help, None),

@@ -253,7 +253,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
             let now = srv.now_ms();
             let info = rdbfile::load_into(&srv.ks, &mut r, &opts, now, srv.lru_clock(now), &srv.persistence.loading)
                 .map_err(|e| format!("{e} (in {})", f.name))?;
-            super::persistence::install_functions(srv, &info.functions)?;
+            super::persistence::install_functions(srv, &info.functions, false)?;
             keys += info.keys_loaded;
             crate::log_notice!("Reading RDB base file on AOF loading...");
         }
@@ -367,6 +367,7 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
     let text = std::fs::read_to_string(d.join(aof::manifest_name(&fname(srv)))).map_err(|e| e.to_string())?;
     let m = Manifest::parse(&text)?;
     srv.set_effect_sink(None);
+    srv.scripts.functions.update(|st| *st = Default::default());
     {
         let mut locks = lock_all(srv);
         for db in 0..srv.ks.num_dbs() {

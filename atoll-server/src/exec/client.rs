@@ -177,6 +177,8 @@ pub struct Client {
     /// The time every command of a running script sees (unix ms): a script is one instant,
     /// as in Redis 7.2, so no key expires half-way through it.
     pub fixed_ms: Option<i64>,
+    /// The client a script's commands run as (XREAD … BLOCK refuses it, as Redis does).
+    pub in_script: bool,
 }
 
 impl Client {
@@ -203,6 +205,7 @@ impl Client {
             clock: None,
             memo_cmd: 0,
             fixed_ms: None,
+            in_script: false,
         }
     }
 

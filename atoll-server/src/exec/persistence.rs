@@ -112,13 +112,14 @@ pub(super) fn header(srv: &Server, aof_base: bool) -> rdbfile::Header<'static> {
 }
 
 /// Installs the FUNCTION libraries a load found (through the scripting layer's loader, which
-/// the server registers at start; replacing libraries of the same name, as a reload does).
-pub fn install_functions(srv: &Server, codes: &[Vec<u8>]) -> Result<(), String> {
+/// the server registers at start). `replace`: a library of the same name is replaced (DEBUG
+/// RELOAD MERGE); otherwise it is an error, as in Redis.
+pub fn install_functions(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
     if codes.is_empty() {
         return Ok(());
     }
     match srv.functions_loader.get() {
-        Some(load) => load(srv, codes),
+        Some(load) => load(srv, codes, replace),
         None => Err("The RDB file contains function libraries and no scripting engine is installed".into()),
     }
 }
@@ -293,7 +294,7 @@ pub fn load_at_startup(srv: &Server) -> Result<(), String> {
     let p = &srv.persistence;
     p.loading_total_bytes.store(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
     let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)?;
-    install_functions(srv, &info.functions)?;
+    install_functions(srv, &info.functions, false)?;
     p.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     p.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
     if let Some((_, v)) = info.aux.iter().find(|(k, _)| k == "redis-ver") {
@@ -343,6 +344,8 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
         save_locked(srv, locks).map_err(|e| format!("{e}"))?;
     }
     if flush {
+        // Emptying the whole dataset takes the function libraries too (FLUSHALL does not).
+        srv.scripts.functions.update(|st| *st = Default::default());
         for db in 0..ndbs {
             if srv.ks.db_if_exists(db).is_none() {
                 continue;
@@ -370,7 +373,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
             }
             Ok(())
         })?;
-    install_functions(srv, &info.functions)?;
+    install_functions(srv, &info.functions, merge)?;
     srv.persistence.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     srv.persistence.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
     Ok(())

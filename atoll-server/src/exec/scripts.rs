@@ -83,7 +83,7 @@ pub struct Functions {
 #[derive(Default, Clone)]
 pub struct FunctionsState {
     pub libraries: std::collections::BTreeMap<String, Arc<Library>>,
-    /// Function name → library name.
+    /// Function name, lower-cased (names are case-insensitive, as in Redis) → library name.
     pub functions: HashMap<String, String>,
 }
 
@@ -95,7 +95,7 @@ impl FunctionsState {
             return Err(format!("Library '{}' already exists", lib.name));
         }
         for f in &lib.functions {
-            if let Some(owner) = self.functions.get(&f.name) {
+            if let Some(owner) = self.functions.get(&f.name.to_ascii_lowercase()) {
                 if *owner != lib.name {
                     return Err(format!("Function {} already exists", f.name));
                 }
@@ -103,11 +103,11 @@ impl FunctionsState {
         }
         if let Some(old) = old {
             for f in &old.functions {
-                self.functions.remove(&f.name);
+                self.functions.remove(&f.name.to_ascii_lowercase());
             }
         }
         for f in &lib.functions {
-            self.functions.insert(f.name.clone(), lib.name.clone());
+            self.functions.insert(f.name.to_ascii_lowercase(), lib.name.clone());
         }
         self.libraries.insert(lib.name.clone(), lib);
         Ok(())
@@ -116,15 +116,15 @@ impl FunctionsState {
     pub fn remove(&mut self, name: &str) -> bool {
         let Some(lib) = self.libraries.remove(name) else { return false };
         for f in &lib.functions {
-            self.functions.remove(&f.name);
+            self.functions.remove(&f.name.to_ascii_lowercase());
         }
         true
     }
 
     /// The library and description of function `name`.
     pub fn function(&self, name: &str) -> Option<(Arc<Library>, FunctionInfo)> {
-        let lib = self.libraries.get(self.functions.get(name)?)?.clone();
-        let info = lib.functions.iter().find(|f| f.name == name)?.clone();
+        let lib = self.libraries.get(self.functions.get(&name.to_ascii_lowercase())?)?.clone();
+        let info = lib.functions.iter().find(|f| f.name.eq_ignore_ascii_case(name))?.clone();
         Some((lib, info))
     }
 }
@@ -154,6 +154,8 @@ pub struct RunState {
     pub kill: AtomicBool,
     /// It ran past the threshold: other clients are answered `-BUSY`.
     pub busy: AtomicBool,
+    /// The worker thread running it (new connections go to the others while it is busy).
+    pub worker: std::sync::atomic::AtomicUsize,
     /// When it started (unix ms).
     pub started_ms: AtomicI64,
     /// `busy-reply-threshold` when it started (ms; 0: never busy).
@@ -202,7 +204,8 @@ impl RunState {
     }
 
     /// A script starts (under the script gate).
-    pub fn start(&self, name: &str, argv: &[&[u8]], is_eval: bool, threshold_ms: i64) {
+    pub fn start(&self, name: &str, argv: &[&[u8]], is_eval: bool, worker: usize, threshold_ms: i64) {
+        self.worker.store(worker, Ordering::Relaxed);
         *self.name.lock() = (name.to_string(), argv.iter().map(|a| a.to_vec()).collect());
         self.is_eval.store(is_eval, Ordering::Relaxed);
         self.started_ms.store(super::state::unix_ms(), Ordering::Relaxed);
@@ -246,6 +249,7 @@ impl Scripts {
                 wrote: AtomicBool::new(false),
                 kill: AtomicBool::new(false),
                 busy: AtomicBool::new(false),
+                worker: Default::default(),
                 started_ms: AtomicI64::new(0),
                 threshold_ms: AtomicI64::new(0),
                 name: parking_lot::Mutex::new((String::new(), Vec::new())),

@@ -57,7 +57,7 @@ impl Default for Sample {
 pub type EffectSink = Box<dyn Fn(&[Effect]) + Send + Sync>;
 
 /// What installs FUNCTION libraries found by a load (see `Server::functions_loader`).
-pub type FunctionsLoader = fn(&Server, &[Vec<u8>]) -> Result<(), String>;
+pub type FunctionsLoader = fn(&Server, &[Vec<u8>], bool) -> Result<(), String>;
 
 pub struct Server {
     pub config: Config,

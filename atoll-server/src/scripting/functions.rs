@@ -11,8 +11,9 @@ use crate::exec::*;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Loads a library's code into this thread's interpreter and describes it; `Err` is the reply.
-pub fn prepare_library(srv: &Server, code: &[u8]) -> Result<Arc<Library>, String> {
+/// A library's name and where its Lua code starts, from its metadata line, checked in
+/// Redis's order (metadata, name, engine); `Err` is the reply.
+fn library_meta(code: &[u8]) -> Result<(String, usize), String> {
     let (engine, name, shebang_len) = parse_library_meta(code).map_err(|e| format!("ERR {e}"))?;
     if !valid_name(&name) {
         return Err("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
@@ -20,6 +21,12 @@ pub fn prepare_library(srv: &Server, code: &[u8]) -> Result<Arc<Library>, String
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(format!("ERR Engine '{engine}' not found"));
     }
+    Ok((name, shebang_len))
+}
+
+/// Loads a library's code into this thread's interpreter and describes it; `Err` is the reply.
+pub fn prepare_library(srv: &Server, code: &[u8]) -> Result<Arc<Library>, String> {
+    let (name, shebang_len) = library_meta(code)?;
     let generation = srv.scripts.generation.load(Ordering::Acquire);
     let regs = vm::with_vm(generation, &srv.scripts.run, |vm| vm.load_library(&code[shebang_len..]))?;
     let functions =
@@ -28,11 +35,12 @@ pub fn prepare_library(srv: &Server, code: &[u8]) -> Result<Arc<Library>, String
 }
 
 /// Installs libraries found in an RDB file or an AOF's preamble (registered as the server's
-/// `functions_loader`): a library of the same name is replaced, as when Redis reloads.
-pub fn install_libraries(srv: &Server, codes: &[Vec<u8>]) -> Result<(), String> {
+/// `functions_loader`); with `replace` a library of the same name is replaced, else it is an
+/// error (Redis's "Library already exists" load failure).
+pub fn install_libraries(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
     for code in codes {
         let lib = prepare_library(srv, code).map_err(|e| format!("Failed loading library: {e}"))?;
-        srv.scripts.functions.update(|st| st.add(lib, true)).map_err(|e| format!("Failed loading library: {e}"))?;
+        srv.scripts.functions.update(|st| st.add(lib, replace)).map_err(|e| format!("Failed loading library: {e}"))?;
     }
     Ok(())
 }
@@ -51,10 +59,9 @@ pub fn function_load(ctx: &mut Ctx) -> CmdResult {
     let code = ctx.args[n - 1];
     let srv = ctx.srv;
     // Redis refuses an existing library before running the new code.
-    if let Ok((_, name, _)) = parse_library_meta(code) {
-        if !replace && srv.scripts.functions.read().libraries.contains_key(&name) {
-            return Err(CmdError::msg(format!("ERR Library '{name}' already exists")));
-        }
+    let (name, _) = library_meta(code).map_err(CmdError::msg)?;
+    if !replace && srv.scripts.functions.read().libraries.contains_key(&name) {
+        return Err(CmdError::msg(format!("ERR Library '{name}' already exists")));
     }
     let lib = prepare_library(srv, code).map_err(CmdError::msg)?;
     let name = lib.name.clone();
@@ -228,6 +235,11 @@ pub fn function_restore(ctx: &mut Ctx) -> CmdResult {
         Append,
         Replace,
     }
+    if ctx.args.len() > 4 {
+        return Err(CmdError::msg(
+            "ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP.",
+        ));
+    }
     let policy = match ctx.args.get(3) {
         None => Policy::Append,
         Some(p) if p.eq_ignore_ascii_case(b"flush") => Policy::Flush,
@@ -239,9 +251,6 @@ pub fn function_restore(ctx: &mut Ctx) -> CmdResult {
             ))
         }
     };
-    if ctx.args.len() > 4 {
-        return Err(CmdError::Syntax);
-    }
     let srv = ctx.srv;
     let codes = crate::persist::restore_functions(ctx.args[2]).map_err(|e| CmdError::msg(format!("ERR {e}")))?;
     let mut libs = Vec::with_capacity(codes.len());

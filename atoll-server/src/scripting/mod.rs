@@ -46,7 +46,7 @@ fn sync_functions(vm: &mut vm::Vm, srv: &Server) {
         // Each library loaded once already; it loads the same way again here.
         if let Ok(regs) = vm.load_library(&lib.code[lib.shebang_len..]) {
             for r in regs {
-                vm.functions.insert(r.name, r.callback);
+                vm.functions.insert(r.name.to_ascii_lowercase(), r.callback);
             }
         }
     }
@@ -138,7 +138,7 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
     let _gate = srv.ks.script_gate.lock();
     let run = &srv.scripts.run;
     let threshold = srv.config.get("busy-reply-threshold").parse::<i64>().unwrap_or(5000);
-    run.start(name, ctx.args, matches!(target, Target::Eval(_)), threshold);
+    run.start(name, ctx.args, matches!(target, Target::Eval(_)), ctx.client.worker, threshold);
     let generation = srv.scripts.generation.load(Ordering::Acquire);
     let now = ctx.ks.now;
     SCRIPT_CLIENT.with(|slot| {
@@ -150,6 +150,7 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
         client.db = ctx.client.db;
         client.proto = Proto::Resp2;
         client.in_exec = true;
+        client.in_script = true;
         client.fixed_ms = Some(now);
         client.clock = None;
         client.exec_effects.clear();
@@ -239,7 +240,7 @@ fn run_in_vm(
             sync_functions(vm, state.borrow().srv);
             let cb = vm
                 .functions
-                .get(*name)
+                .get(&name.to_ascii_lowercase())
                 .cloned()
                 .ok_or_else(|| mlua::Error::RuntimeError("Function not found".into()))?;
             // A function gets them as its two arguments.
@@ -253,8 +254,15 @@ fn run_in_vm(
         // second raise the table (see `libs::raising`).
         let entry =
             |name: &str, f: mlua::Function| -> mlua::Result<()> { vm.redis.raw_set(name, libs::raising(lua, f)?) };
-        entry("call", scope.create_function(|lua, args: MultiValue| redis_call(lua, args, state, true))?)?;
-        entry("pcall", scope.create_function(|lua, args: MultiValue| redis_call(lua, args, state, false))?)?;
+        // redis.call and redis.pcall take their arguments packed in a table (see
+        // `libs::raising_packed`): scripts pass thousands.
+        for (name, raise) in [("call", true), ("pcall", false)] {
+            let f = scope.create_function(move |lua, (n, t): (i64, mlua::Table)| {
+                let args: Vec<Value> = (1..=n).map(|i| t.raw_get(i)).collect::<mlua::Result<_>>()?;
+                redis_call(lua, args, state, raise)
+            })?;
+            vm.redis.raw_set(name, libs::raising_packed(lua, f)?)?;
+        }
         entry(
             "setresp",
             scope.create_function(|lua, args: MultiValue| {
@@ -318,8 +326,7 @@ fn run_in_vm(
 
 /// `redis.call` / `redis.pcall`: runs one command; `(true, reply)` or `(false, error table)`.
 /// `raise`: `redis.call` (an error reply is raised) rather than `redis.pcall` (returned).
-fn redis_call(lua: &mlua::Lua, args: MultiValue, state: &RefCell<RunCtx>, raise: bool) -> mlua::Result<(bool, Value)> {
-    let args: Vec<Value> = args.into_iter().collect();
+fn redis_call(lua: &mlua::Lua, args: Vec<Value>, state: &RefCell<RunCtx>, raise: bool) -> mlua::Result<(bool, Value)> {
     let argv = match convert::args_to_argv(&args) {
         Ok(a) => a,
         Err(e) => return Ok((!raise, Value::Table(vm::error_table(lua, e)?))),

@@ -566,7 +566,7 @@ fn register_function(lua: &Lua, args: MultiValue, collector: &Collector) -> mlua
     if !crate::exec::scripts::valid_name(&name) {
         return fail("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long");
     }
-    if list.iter().any(|r| r.name == name) {
+    if list.iter().any(|r| r.name.eq_ignore_ascii_case(&name)) {
         return fail("Function already exists in the library");
     }
     list.push(Registered { name, callback, description, flags });

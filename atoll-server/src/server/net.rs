@@ -211,8 +211,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                         continue;
                     }
                     let _ = tcp_keepalive(&s, srv.config.get_i64("tcp-keepalive"));
-                    let w = next.get() % workers.len();
-                    next.set(w + 1);
+                    let w = pick_worker(&srv, &next, workers.len());
                     hand_out(&workers[w], Conn::Tcp(s)).await;
                 }
             });
@@ -231,8 +230,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                     if !admit(&srv, &mut s, None) {
                         continue;
                     }
-                    let w = next.get() % workers.len();
-                    next.set(w + 1);
+                    let w = pick_worker(&srv, &next, workers.len());
                     hand_out(&workers[w], Conn::Unix(s)).await;
                 }
             });
@@ -322,6 +320,19 @@ fn bind_all(bind: &str, port: u16, backlog: i32, what: &str) -> Option<Vec<std::
 
 /// Gives a connection to a worker; if its inbox is full (the worker is far behind), waits a
 /// little rather than queueing without bound.
+/// The next worker round-robin, passing over the one running a script that has turned busy:
+/// that worker serves nobody until the script ends, and a new connection (an operator's
+/// SCRIPT KILL) must be answered meanwhile.
+fn pick_worker(srv: &Server, next: &std::cell::Cell<usize>, n: usize) -> usize {
+    let mut w = next.get() % n;
+    let run = &srv.scripts.run;
+    if n > 1 && run.busy.load(Ordering::Relaxed) && run.worker.load(Ordering::Relaxed) == w {
+        w = (w + 1) % n;
+    }
+    next.set(w + 1);
+    w
+}
+
 async fn hand_out(inbox: &Inbox, mut conn: Conn) {
     for _ in 0..1000 {
         match inbox.try_push(conn) {

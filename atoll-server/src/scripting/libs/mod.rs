@@ -297,6 +297,14 @@ pub(crate) fn raising(lua: &Lua, raw: Function) -> mlua::Result<Function> {
     unsafe { lua.exec_raw(raw, |state| ffi::lua_pushcclosure(state, trampoline, 1)) }
 }
 
+/// `raising` for functions called with many arguments (`redis.call('LPUSH', k, unpack(t))`
+/// with thousands): `raw` receives `(count, {args...})`, one table instead of each argument on
+/// the Rust side's stack, so it takes as many arguments as Lua itself allows.
+pub(crate) fn raising_packed(lua: &Lua, raw: Function) -> mlua::Result<Function> {
+    // SAFETY: as in `raising`.
+    unsafe { lua.exec_raw(raw, |state| ffi::lua_pushcclosure(state, packed_trampoline, 1)) }
+}
+
 pub(crate) struct Builder;
 
 impl Builder {

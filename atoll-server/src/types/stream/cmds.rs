@@ -369,7 +369,12 @@ struct ReadArgs<'a> {
 
 /// Parses XREAD/XREADGROUP and resolves the IDs against the streams, with Redis's error
 /// order. `$` becomes the stream's last ID now.
-fn parse_read<'a>(ks: &mut KsView, args: &'a [&'a [u8]], xreadgroup: bool) -> Result<ReadArgs<'a>, CmdError> {
+fn parse_read<'a>(
+    ks: &mut KsView,
+    args: &'a [&'a [u8]],
+    xreadgroup: bool,
+    in_script: bool,
+) -> Result<ReadArgs<'a>, CmdError> {
     let mut r = ReadArgs { deadline: None, count: 0, noack: false, group: None, keys: &[], ids: Vec::new(), ids_at: 0 };
     let mut streams_at = 0;
     let mut i = 1;
@@ -377,6 +382,10 @@ fn parse_read<'a>(ks: &mut KsView, args: &'a [&'a [u8]], xreadgroup: bool) -> Re
         let more = args.len() - i - 1;
         let o = args[i];
         if eq_ic(o, "BLOCK") && more > 0 {
+            if in_script {
+                let name = if xreadgroup { "xreadgroup" } else { "xread" };
+                return Err(CmdError::msg(format!("ERR {name} command is not allowed with BLOCK option from scripts")));
+            }
             i += 1;
             r.deadline = Some(deadline_from_ms(args[i], ks.now)?);
         } else if eq_ic(o, "COUNT") && more > 0 {
@@ -539,7 +548,7 @@ fn read_timeout(reply: &mut Reply) {
 /// a deleted key or group (or a key of another type) ends the wait with the command's error.
 fn serve_blocked(ks: &mut KsView, argv: &[Vec<u8>], _key: &[u8], reply: &mut Reply, xreadgroup: bool) -> Served {
     let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-    let r = match parse_read(ks, &args, xreadgroup) {
+    let r = match parse_read(ks, &args, xreadgroup, false) {
         Ok(r) => r,
         Err(e) => {
             if xreadgroup {
@@ -570,7 +579,7 @@ fn read_generic(ctx: &mut Ctx, xreadgroup: bool) -> CmdResult {
     let args = ctx.args;
     // Deliveries are propagated as XCLAIM / XGROUP SETID effects, never as the command.
     ctx.no_effect();
-    let r = parse_read(&mut ctx.ks, args, xreadgroup)?;
+    let r = parse_read(&mut ctx.ks, args, xreadgroup, ctx.client.in_script)?;
     if serve_read(&mut ctx.ks, ctx.reply, &r) > 0 {
         return Ok(());
     }

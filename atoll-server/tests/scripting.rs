@@ -1,0 +1,199 @@
+//! Scripting beyond single replies (those are in `cases/scripting.txt`): function libraries
+//! moving between Redis 7.2.6 and Atoll in RDB files, FUNCTION DUMP payloads and the AOF;
+//! scripts' atomicity against other workers' clients; a busy script answered `-BUSY` and
+//! stopped by SCRIPT KILL from another worker.
+
+mod common;
+use common::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn cmd(c: &mut RawConn, args: &[&[u8]]) -> Vec<u8> {
+    c.cmd(args)
+}
+
+fn dir_of(c: &mut RawConn) -> String {
+    String::from_utf8_lossy(&parse_array(&cmd(c, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string()
+}
+
+const LIB: &[u8] = b"#!lua name=shared\nredis.register_function('twice', function(keys, args) return args[1] * 2 end)\nredis.register_function{function_name='peek', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}, description='reads'}";
+
+#[test]
+fn function_libraries_move_between_redis_and_atoll() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let (mut rc, mut ac) = (RawConn::connect(r.port), RawConn::connect(a.port));
+    assert_eq!(cmd(&mut rc, &[b"FUNCTION", b"LOAD", LIB]), b"$6\r\nshared\r\n");
+    assert_eq!(cmd(&mut ac, &[b"FUNCTION", b"LOAD", LIB]), b"$6\r\nshared\r\n");
+    // FUNCTION DUMP payloads restore on the other side (same framing and size; the LZF
+    // back-references may point at different, equal earlier bytes).
+    let rdump = cmd(&mut rc, &[b"FUNCTION", b"DUMP"]);
+    let adump = cmd(&mut ac, &[b"FUNCTION", b"DUMP"]);
+    assert_eq!(adump.len(), rdump.len());
+    let a2 = start_atoll(&[]);
+    let mut a2c = RawConn::connect(a2.port);
+    assert_eq!(cmd(&mut a2c, &[b"FUNCTION", b"RESTORE", &bulk(&rdump)]), b"+OK\r\n");
+    assert_eq!(cmd(&mut a2c, &[b"FCALL", b"twice", b"0", b"21"]), b":42\r\n");
+    let r3 = start_redis(&[]);
+    let mut r3c = RawConn::connect(r3.port);
+    assert_eq!(cmd(&mut r3c, &[b"FUNCTION", b"RESTORE", &bulk(&adump)]), b"+OK\r\n");
+    assert_eq!(cmd(&mut r3c, &[b"FCALL", b"twice", b"0", b"21"]), b":42\r\n");
+    let list = cmd(&mut rc, &[b"FUNCTION", b"LIST", b"WITHCODE"]);
+    // Redis's RDB file (FUNCTION2 records) into Atoll.
+    assert_eq!(cmd(&mut rc, &[b"SET", b"k", b"v"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut rc, &[b"SAVE"]), b"+OK\r\n");
+    let rdir = dir_of(&mut rc);
+    let a3 = start_atoll(&["--dir", &rdir]);
+    let mut a3c = RawConn::connect(a3.port);
+    assert_eq!(cmd(&mut a3c, &[b"FCALL_RO", b"peek", b"1", b"k"]), b"$1\r\nv\r\n");
+    assert_eq!(sorted_list(&cmd(&mut a3c, &[b"FUNCTION", b"LIST", b"WITHCODE"])), sorted_list(&list));
+    // Atoll's RDB file into Redis, checked by redis-check-rdb first.
+    assert_eq!(cmd(&mut ac, &[b"SET", b"k", b"v2"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut ac, &[b"SAVE"]), b"+OK\r\n");
+    let adir = dir_of(&mut ac);
+    let check = std::process::Command::new(std::path::Path::new(&redis_bin()).with_file_name("redis-check-rdb"))
+        .arg(std::path::Path::new(&adir).join("dump.rdb"))
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    let r2 = start_redis(&["--dir", &adir]);
+    let mut r2c = RawConn::connect(r2.port);
+    assert_eq!(cmd(&mut r2c, &[b"FCALL_RO", b"peek", b"1", b"k"]), b"$2\r\nv2\r\n");
+    assert_eq!(sorted_list(&cmd(&mut r2c, &[b"FUNCTION", b"LIST", b"WITHCODE"])), sorted_list(&list));
+    // DEBUG RELOAD keeps them; NOFLUSH without MERGE refuses the duplicate, as Redis does.
+    assert_eq!(cmd(&mut ac, &[b"DEBUG", b"RELOAD"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut ac, &[b"FCALL", b"twice", b"0", b"4"]), b":8\r\n");
+    let noflush = cmd(&mut ac, &[b"DEBUG", b"RELOAD", b"NOFLUSH"]);
+    assert_eq!(noflush, cmd(&mut rc, &[b"DEBUG", b"RELOAD", b"NOFLUSH"]));
+}
+
+#[test]
+fn functions_survive_an_aof_restart() {
+    let a = start_atoll(&["--appendonly", "yes"]);
+    let mut ac = RawConn::connect(a.port);
+    assert_eq!(cmd(&mut ac, &[b"FUNCTION", b"LOAD", LIB]), b"$6\r\nshared\r\n");
+    assert_eq!(cmd(&mut ac, &[b"EVAL", b"return redis.call('INCRBY', KEYS[1], ARGV[1])", b"1", b"n", b"5"]), b":5\r\n");
+    let dir = dir_of(&mut ac);
+    drop(ac);
+    drop(a);
+    let b = start_atoll(&["--appendonly", "yes", "--dir", &dir]);
+    let mut bc = RawConn::connect(b.port);
+    assert_eq!(cmd(&mut bc, &[b"FCALL", b"twice", b"0", b"5"]), b":10\r\n");
+    assert_eq!(cmd(&mut bc, &[b"GET", b"n"]), b"$1\r\n5\r\n");
+}
+
+fn bulk(reply: &[u8]) -> Vec<u8> {
+    let nl = reply.iter().position(|&c| c == b'\n').unwrap();
+    reply[nl + 1..reply.len() - 2].to_vec()
+}
+
+/// A reply's bytes split into lines and sorted (Redis lists functions in hash order).
+fn sorted_list(reply: &[u8]) -> Vec<Vec<u8>> {
+    let mut lines: Vec<Vec<u8>> = reply.split(|&c| c == b'\n').map(|l| l.to_vec()).collect();
+    lines.sort();
+    lines
+}
+
+/// Scripts moving "money" between accounts spread over many shards (undeclared keys too)
+/// while clients on the other worker read the total with MGET and run their own transfers:
+/// every read sees the invariant total, and nothing is lost.
+#[test]
+fn scripts_are_atomic_across_workers() {
+    let a = start_atoll(&["--threads", "2"]);
+    const ACCOUNTS: usize = 64;
+    const TOTAL: i64 = ACCOUNTS as i64 * 100;
+    let mut c = RawConn::connect(a.port);
+    for i in 0..ACCOUNTS {
+        assert_eq!(cmd(&mut c, &[b"SET", format!("acct:{i}").as_bytes(), b"100"]), b"+OK\r\n");
+    }
+    // Moves ARGV[1] units from account a to b: reads and writes keys it does not declare.
+    let script = b"local a = 'acct:' .. ARGV[2]\nlocal b = 'acct:' .. ARGV[3]\nlocal v = tonumber(redis.call('GET', a))\nredis.call('SET', a, v - ARGV[1])\nlocal w = tonumber(redis.call('GET', b))\nredis.call('SET', b, w + ARGV[1])\nreturn 1";
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut movers = Vec::new();
+    for t in 0..3u64 {
+        let port = a.port;
+        movers.push(std::thread::spawn(move || {
+            let mut c = RawConn::connect(port);
+            let mut x = t + 1;
+            for _ in 0..1500 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (from, to) = ((x >> 33) as usize % ACCOUNTS, (x >> 17) as usize % ACCOUNTS);
+                let r = c.cmd(&[b"EVAL", script, b"0", b"7", from.to_string().as_bytes(), to.to_string().as_bytes()]);
+                assert_eq!(r, b":1\r\n");
+            }
+        }));
+    }
+    let keys: Vec<Vec<u8>> = (0..ACCOUNTS).map(|i| format!("acct:{i}").into_bytes()).collect();
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let (port, stop, keys) = (a.port, stop.clone(), keys.clone());
+        readers.push(std::thread::spawn(move || {
+            let mut c = RawConn::connect(port);
+            let mut args: Vec<&[u8]> = vec![b"MGET"];
+            args.extend(keys.iter().map(|k| k.as_slice()));
+            let mut reads = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let vals = parse_array(&c.cmd(&args));
+                let sum: i64 = vals.iter().map(|v| std::str::from_utf8(v).unwrap().parse::<i64>().unwrap()).sum();
+                assert_eq!(sum, TOTAL, "a read saw half of a script");
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    for m in movers {
+        m.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let reads: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(reads > 0);
+    let mut args: Vec<&[u8]> = vec![b"MGET"];
+    args.extend(keys.iter().map(|k| k.as_slice()));
+    let sum: i64 =
+        parse_array(&cmd(&mut c, &args)).iter().map(|v| std::str::from_utf8(v).unwrap().parse::<i64>().unwrap()).sum();
+    assert_eq!(sum, TOTAL);
+}
+
+/// A read-only script running past `busy-reply-threshold`: a client on the other worker gets
+/// `-BUSY`, SCRIPT KILL from it stops the script, which fails with Redis's error; a script that
+/// wrote is unkillable.
+#[test]
+fn busy_scripts_answer_busy_and_can_be_killed() {
+    let a = start_atoll(&["--threads", "2", "--busy-reply-threshold", "100"]);
+    // Connections are handed to the workers in turn: the first and the second are on
+    // different workers.
+    let mut runner = RawConn::connect(a.port);
+    let mut other = RawConn::connect(a.port);
+    assert_eq!(cmd(&mut runner, &[b"PING"]), b"+PONG\r\n");
+    assert_eq!(cmd(&mut other, &[b"SCRIPT", b"KILL"]), b"-NOTBUSY No scripts in execution right now.\r\n");
+    runner.send(&[b"EVAL".to_vec(), b"local i = 0 while true do i = i + 1 end".to_vec(), b"0".to_vec()]);
+    let mut busy = Vec::new();
+    for _ in 0..100 {
+        busy = cmd(&mut other, &[b"PING"]);
+        if busy.starts_with(b"-BUSY") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(busy, b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n");
+    assert_eq!(
+        cmd(&mut other, &[b"FUNCTION", b"KILL"]),
+        b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    assert_eq!(cmd(&mut other, &[b"SCRIPT", b"KILL"]), b"+OK\r\n");
+    let r = runner.read_reply();
+    assert!(r.starts_with(b"-ERR Script killed by user with SCRIPT KILL... script: "), "{}", show(&r));
+    assert_eq!(cmd(&mut other, &[b"PING"]), b"+PONG\r\n");
+    assert_eq!(cmd(&mut runner, &[b"PING"]), b"+PONG\r\n");
+    // A script that wrote cannot be killed; it is stopped only by ending by itself.
+    runner.send(&[
+        b"EVAL".to_vec(),
+        b"redis.call('SET', 'w', 1) local t = redis.call('TIME')[1] while tonumber(redis.call('TIME')[1]) < t + 1 do end return 'done'".to_vec(),
+        b"0".to_vec(),
+    ]);
+    std::thread::sleep(Duration::from_millis(400));
+    let k = cmd(&mut other, &[b"SCRIPT", b"KILL"]);
+    assert!(k.starts_with(b"-UNKILLABLE Sorry the script already executed write commands"), "{}", show(&k));
+    assert_eq!(runner.read_reply(), b"$4\r\ndone\r\n");
+}

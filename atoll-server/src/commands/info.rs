@@ -192,20 +192,28 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 let tsm = total_system_memory();
                 f!("total_system_memory:{}", tsm);
                 f!("total_system_memory_human:{}", human(tsm));
-                // No scripting engine yet: nothing is allocated for one.
-                f!("used_memory_lua:0");
-                f!("used_memory_vm_eval:0");
-                f!("used_memory_lua_human:0B");
-                f!("used_memory_scripts_eval:0");
-                f!("number_of_cached_scripts:0");
-                f!("number_of_functions:0");
-                f!("number_of_libraries:0");
+                // One Lua interpreter per worker runs both scripts and functions: their memory
+                // is reported as the EVAL engine's.
+                let sc = &srv.scripts;
+                let lua = sc.vm_memory();
+                let eval_bytes = sc.bytes.load(Ordering::Relaxed);
+                let (nfuncs, fbytes) = {
+                    let st = sc.functions.read();
+                    (st.functions.len(), st.libraries.values().map(|l| l.code.len() as u64 + 64).sum::<u64>())
+                };
+                f!("used_memory_lua:{}", lua);
+                f!("used_memory_vm_eval:{}", lua);
+                f!("used_memory_lua_human:{}", human(lua));
+                f!("used_memory_scripts_eval:{}", eval_bytes);
+                f!("number_of_cached_scripts:{}", sc.len());
+                f!("number_of_functions:{}", nfuncs);
+                f!("number_of_libraries:{}", sc.functions.read().libraries.len());
                 f!("used_memory_vm_functions:0");
-                f!("used_memory_vm_total:0");
-                f!("used_memory_vm_total_human:0B");
-                f!("used_memory_functions:0");
-                f!("used_memory_scripts:0");
-                f!("used_memory_scripts_human:0B");
+                f!("used_memory_vm_total:{}", lua);
+                f!("used_memory_vm_total_human:{}", human(lua));
+                f!("used_memory_functions:{}", fbytes);
+                f!("used_memory_scripts:{}", eval_bytes + fbytes);
+                f!("used_memory_scripts_human:{}", human(eval_bytes + fbytes));
                 f!("maxmemory:{}", maxmem);
                 f!("maxmemory_human:{}", human(maxmem));
                 f!("maxmemory_policy:{}", srv.config.get("maxmemory-policy"));

@@ -50,6 +50,9 @@ pub struct Scripts {
     pub run: Arc<RunState>,
     /// FUNCTION libraries.
     pub functions: Functions,
+    /// Bytes each worker's Lua interpreter holds (by worker id, modulo the slots), updated after
+    /// each run there (INFO `used_memory_lua`).
+    pub vm_bytes: [AtomicU64; 64],
 }
 
 /// One function of a library.
@@ -258,6 +261,7 @@ impl Scripts {
                 rand48: AtomicU64::new(RAND48_INIT),
             }),
             functions: Functions::default(),
+            vm_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
@@ -276,6 +280,11 @@ impl Scripts {
 
     pub fn len(&self) -> usize {
         self.cache.read().len()
+    }
+
+    /// Bytes of all the workers' Lua interpreters.
+    pub fn vm_memory(&self) -> u64 {
+        self.vm_bytes.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -157,7 +157,12 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
         client.ready.clear();
         let state =
             RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: true });
-        let result = vm::with_vm(generation, run, |vm| run_in_vm(vm, &target, keys, argv, &state));
+        let worker = ctx.client.worker;
+        let result = vm::with_vm(generation, run, |vm| {
+            let r = run_in_vm(vm, &target, keys, argv, &state);
+            srv.scripts.vm_bytes[worker % 64].store(vm.lua.used_memory() as u64, Ordering::Relaxed);
+            r
+        });
         let st = state.into_inner();
         let script_resp3 = st.client.proto == Proto::Resp3;
         match result {

@@ -109,7 +109,18 @@ TYPE_WORKLOADS = {
     "zadd": ["-t", "zadd"],
     "zrange": ["ZRANGE", "zbench", "0", "9", "WITHSCORES"],
     "xadd": ["XADD", "xbench", "*", "field", "__rand_int__"],
+    # A script per request (scripting, issue 18): EVALSHA of a one-call script, loaded first.
+    "evalsha": ["EVALSHA", None, "1", "k:__rand_int__"],
 }
+EVAL_SCRIPT = b"return redis.call('INCR', KEYS[1])"
+EVAL_SHA = __import__("hashlib").sha1(EVAL_SCRIPT).hexdigest()
+TYPE_WORKLOADS["evalsha"][1] = EVAL_SHA
+
+
+def script_load(port):
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$%d\r\n%s\r\n" % (len(EVAL_SCRIPT), EVAL_SCRIPT))
+        assert EVAL_SHA.encode() in s.recv(128)
 
 
 def run_bench(port, test, requests, pipeline, clients=50, sock=None):
@@ -138,6 +149,8 @@ def measure(kind, test, requests, pipeline, unix=False, clients=50):
             subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-r", "100000", "-n", "1000",
                             "-P", "64", "-q", "ZADD", "zbench", "__rand_int__", "m__rand_int__"],
                            capture_output=True, check=True)
+        if test == "evalsha":
+            script_load(port)
         (u0, s0), m0 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
         ops, lat = run_bench(port, test, requests, pipeline, clients=clients, sock=sock)
         (u1, s1), m1 = proc_user_sys_ticks(p.pid), machine_busy_ticks()

@@ -26,7 +26,7 @@ use crate::exec::scripts::{parse_shebang, sflags, sha1_hex, FunctionInfo, Librar
 use crate::exec::*;
 use crate::protocol::value::parse_reply;
 use crate::protocol::{Proto, Reply};
-use mlua::{MultiValue, Value};
+use mlua::Value;
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -255,70 +255,15 @@ fn run_in_vm(
     let lua = &vm.lua;
     let run = state.borrow().srv.scripts.run.clone();
     let out = lua.scope(|scope| {
-        // Each entry point returns `true, result` or `false, error table`; `raising` makes the
-        // second raise the table (see `libs::raising`).
-        let entry =
-            |name: &str, f: mlua::Function| -> mlua::Result<()> { vm.redis.raw_set(name, libs::raising(lua, f)?) };
-        // redis.call and redis.pcall take their arguments packed in a table (see
-        // `libs::raising_packed`): scripts pass thousands.
-        for (name, raise) in [("call", true), ("pcall", false)] {
-            let f = scope.create_function(move |lua, (n, t): (i64, mlua::Table)| {
-                let args: Vec<Value> = (1..=n).map(|i| t.raw_get(i)).collect::<mlua::Result<_>>()?;
-                redis_call(lua, args, state, raise)
-            })?;
-            vm.redis.raw_set(name, libs::raising_packed(lua, f)?)?;
-        }
-        entry(
-            "setresp",
-            scope.create_function(|lua, args: MultiValue| {
-                let fail = |msg: &str| Ok((false, Value::Table(vm::error_table(lua, msg)?)));
-                if args.len() != 1 {
-                    return fail("redis.setresp() requires one argument.");
-                }
-                let proto = match lua.coerce_number(args[0].clone())?.unwrap_or(0.0) as i64 {
-                    2 => Proto::Resp2,
-                    3 => Proto::Resp3,
-                    _ => return fail("RESP version must be 2 or 3."),
-                };
-                state.borrow_mut().client.proto = proto;
-                Ok((true, Value::Nil))
-            })?,
-        )?;
-        entry(
-            "set_repl",
-            scope.create_function(|lua, args: MultiValue| {
-                let fail = |msg: &str| Ok((false, Value::Table(vm::error_table(lua, msg)?)));
-                if args.len() != 1 {
-                    return fail("redis.set_repl() requires one argument.");
-                }
-                let n = lua.coerce_number(args[0].clone())?.unwrap_or(0.0) as i64;
-                if n & !3 != 0 {
-                    return fail("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
-                }
-                // Atoll logs effects for the AOF only (no replicas yet): the AOF bit decides.
-                state.borrow_mut().propagate = n & 1 != 0;
-                Ok((true, Value::Nil))
-            })?,
-        )?;
-        entry(
-            "acl_check_cmd",
-            scope.create_function(|lua, args: MultiValue| {
-                let args: Vec<Value> = args.into_iter().collect();
-                let argv = match convert::args_to_argv(&args) {
-                    Ok(a) => a,
-                    Err(e) => return Ok((false, Value::Table(vm::error_table(lua, e)?))),
-                };
-                let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                match crate::exec::call::resolve(state.borrow().srv, &refs) {
-                    // Every user may run every command until ACL users exist.
-                    Ok(_) => Ok((true, Value::Boolean(true))),
-                    Err(_) => Ok((
-                        false,
-                        Value::Table(vm::error_table(lua, "Invalid command passed to redis.acl_check_cmd()")?),
-                    )),
-                }
-            })?,
-        )?;
+        // One function per run carries the run's state: the interpreter's permanent `redis.call`
+        // and friends (see `vm::Entry`) call it with their entry and packed arguments, and it
+        // answers `true, result` or `false, error table`. (Entry points made per run cost a
+        // tenth of an EVAL in allocation and garbage collection.)
+        let run_fn = scope.create_function(|lua, (entry, n, t): (u8, i64, mlua::Table)| {
+            let args: Vec<Value> = (1..=n).map(|i| t.raw_get(i)).collect::<mlua::Result<_>>()?;
+            run_entry(lua, vm::Entry::from(entry), args, state)
+        })?;
+        vm.hidden.raw_set("run", run_fn)?;
         Ok(vm.run(&f, &run))
     });
     vm.runs_since_gc += 1;
@@ -327,6 +272,56 @@ fn run_in_vm(
         let _ = lua.gc_step_kbytes(50);
     }
     out
+}
+
+/// One of the run-bound `redis.*` functions, with its arguments.
+fn run_entry(
+    lua: &mlua::Lua,
+    entry: vm::Entry,
+    args: Vec<Value>,
+    state: &RefCell<RunCtx>,
+) -> mlua::Result<(bool, Value)> {
+    let fail = |msg: &str| Ok((false, Value::Table(vm::error_table(lua, msg)?)));
+    match entry {
+        vm::Entry::Call => redis_call(lua, args, state, true),
+        vm::Entry::Pcall => redis_call(lua, args, state, false),
+        vm::Entry::SetResp => {
+            if args.len() != 1 {
+                return fail("redis.setresp() requires one argument.");
+            }
+            let proto = match lua.coerce_number(args[0].clone())?.unwrap_or(0.0) as i64 {
+                2 => Proto::Resp2,
+                3 => Proto::Resp3,
+                _ => return fail("RESP version must be 2 or 3."),
+            };
+            state.borrow_mut().client.proto = proto;
+            Ok((true, Value::Nil))
+        }
+        vm::Entry::SetRepl => {
+            if args.len() != 1 {
+                return fail("redis.set_repl() requires one argument.");
+            }
+            let n = lua.coerce_number(args[0].clone())?.unwrap_or(0.0) as i64;
+            if n & !3 != 0 {
+                return fail("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
+            }
+            // Atoll logs effects for the AOF only (no replicas yet): the AOF bit decides.
+            state.borrow_mut().propagate = n & 1 != 0;
+            Ok((true, Value::Nil))
+        }
+        vm::Entry::AclCheckCmd => {
+            let argv = match convert::args_to_argv(&args) {
+                Ok(a) => a,
+                Err(e) => return fail(e),
+            };
+            let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+            match crate::exec::call::resolve(state.borrow().srv, &refs) {
+                // Every user may run every command until ACL users exist.
+                Ok(_) => Ok((true, Value::Boolean(true))),
+                Err(_) => fail("Invalid command passed to redis.acl_check_cmd()"),
+            }
+        }
+    }
 }
 
 /// `redis.call` / `redis.pcall`: runs one command; `(true, reply)` or `(false, error table)`.

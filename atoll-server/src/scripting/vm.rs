@@ -25,6 +25,22 @@ pub const CHUNK_NAME: &str = "@user_script";
 /// The chunk name of every FUNCTION library.
 pub const LIBRARY_CHUNK_NAME: &str = "@user_function";
 
+/// The `redis.*` functions bound to the running script, as the run's dispatcher knows them.
+#[derive(Clone, Copy)]
+pub enum Entry {
+    Call,
+    Pcall,
+    SetResp,
+    SetRepl,
+    AclCheckCmd,
+}
+
+impl From<u8> for Entry {
+    fn from(v: u8) -> Entry {
+        [Entry::Call, Entry::Pcall, Entry::SetResp, Entry::SetRepl, Entry::AclCheckCmd][(v as usize).min(4)]
+    }
+}
+
 /// A function a library registered while loading.
 pub struct Registered {
     pub name: String,
@@ -200,9 +216,9 @@ pub struct Vm {
     pub backing: Table,
     /// Their globals table (read-only), the environment of every compiled script.
     env: Table,
-    /// The `redis` table itself (scripts see a read-only view): each run installs its
-    /// `call`, `pcall`, `setresp`, `set_repl` and `acl_check_cmd` here, scoped to the run.
-    pub redis: Table,
+    /// Where each run installs its dispatcher (`run`), which the permanent `redis.call`,
+    /// `pcall`, `setresp`, `set_repl` and `acl_check_cmd` hand their arguments to.
+    pub hidden: Table,
     /// `xpcall`, and the message handler that adds the failing line to an error.
     xpcall: Function,
     handler: Function,
@@ -334,6 +350,22 @@ impl Vm {
         redis.set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
         redis.set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
         redis.set("log", libs::raising(&lua, lua.create_function(redis_log)?)?)?;
+        let hidden = lua.create_table()?;
+        for (name, entry) in [
+            ("call", Entry::Call),
+            ("pcall", Entry::Pcall),
+            ("setresp", Entry::SetResp),
+            ("set_repl", Entry::SetRepl),
+            ("acl_check_cmd", Entry::AclCheckCmd),
+        ] {
+            let h = hidden.clone();
+            // Arguments arrive packed in a table (`raising_packed`): scripts pass thousands.
+            let f = lua.create_function(move |_, (n, t): (i64, Table)| {
+                let run: Function = h.raw_get("run")?;
+                run.call::<(bool, Value)>((entry as u8, n, t))
+            })?;
+            redis.set(name, libs::raising_packed(&lua, f)?)?;
+        }
 
         // The API a FUNCTION library sees while it loads.
         let collector: Collector = Default::default();
@@ -363,7 +395,7 @@ impl Vm {
             funcs: HashMap::new(),
             backing,
             env,
-            redis,
+            hidden,
             xpcall,
             handler,
             runs_since_gc: 0,

@@ -174,6 +174,11 @@ pub struct RunState {
     rand48: AtomicU64,
 }
 
+/// Wall-clock milliseconds (not through `state`, which holds this module's `Scripts`).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 /// lrand48's starting state and the state `srand48(s)` sets: 0x330E below the seed's 32 bits.
 const RAND48_INIT: u64 = 0x1234_ABCD_330E;
 
@@ -188,7 +193,7 @@ impl RunState {
     pub fn check_busy(&self) -> bool {
         let t = self.threshold_ms.load(Ordering::Relaxed);
         if t > 0 && !self.busy.load(Ordering::Relaxed) {
-            let elapsed = super::state::unix_ms() - self.started_ms.load(Ordering::Relaxed);
+            let elapsed = now_ms() - self.started_ms.load(Ordering::Relaxed);
             if elapsed >= t {
                 self.busy.store(true, Ordering::Relaxed);
                 self.gates.fetch_or(super::persistence::GATE_SCRIPT_BUSY, Ordering::Release);
@@ -211,7 +216,7 @@ impl RunState {
         self.worker.store(worker, Ordering::Relaxed);
         *self.name.lock() = (name.to_string(), argv.iter().map(|a| a.to_vec()).collect());
         self.is_eval.store(is_eval, Ordering::Relaxed);
-        self.started_ms.store(super::state::unix_ms(), Ordering::Relaxed);
+        self.started_ms.store(now_ms(), Ordering::Relaxed);
         self.threshold_ms.store(threshold_ms, Ordering::Relaxed);
         self.wrote.store(false, Ordering::Relaxed);
         self.kill.store(false, Ordering::Relaxed);

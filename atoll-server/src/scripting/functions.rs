@@ -87,10 +87,8 @@ pub fn function_delete(ctx: &mut Ctx) -> CmdResult {
 
 // FUNCTION FLUSH [ASYNC | SYNC]
 pub fn function_flush(ctx: &mut Ctx) -> CmdResult {
-    match ctx.args.len() {
-        2 => {}
-        3 if ctx.args[2].eq_ignore_ascii_case(b"sync") || ctx.args[2].eq_ignore_ascii_case(b"async") => {}
-        _ => return Err(CmdError::msg("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")),
+    if !super::flush_mode_ok(ctx.args) {
+        return Err(CmdError::msg("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"));
     }
     ctx.srv.scripts.functions.update(|st| *st = Default::default());
     ctx.ks.dirty += 1;

@@ -389,12 +389,20 @@ pub fn script_exists(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+/// SCRIPT FLUSH and FUNCTION FLUSH take nothing or ASYNC or SYNC (both free at once: the
+/// cache and the libraries are small next to the dataset).
+fn flush_mode_ok(args: &[&[u8]]) -> bool {
+    match args.len() {
+        2 => true,
+        3 => args[2].eq_ignore_ascii_case(b"sync") || args[2].eq_ignore_ascii_case(b"async"),
+        _ => false,
+    }
+}
+
 // SCRIPT FLUSH [ASYNC | SYNC]
 pub fn script_flush(ctx: &mut Ctx) -> CmdResult {
-    match ctx.args.len() {
-        2 => {}
-        3 if ctx.args[2].eq_ignore_ascii_case(b"sync") || ctx.args[2].eq_ignore_ascii_case(b"async") => {}
-        _ => return Err(CmdError::msg("ERR SCRIPT FLUSH only support SYNC|ASYNC option")),
+    if !flush_mode_ok(ctx.args) {
+        return Err(CmdError::msg("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
     }
     ctx.srv.scripts.flush();
     ctx.reply.ok();

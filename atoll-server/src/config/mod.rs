@@ -29,6 +29,8 @@ pub struct Hot {
     pub protected_mode: AtomicBool,
     pub has_password: AtomicBool,
     pub hz: AtomicU32,
+    /// `busy-reply-threshold` (alias `lua-time-limit`), read by every script run.
+    pub busy_reply_ms: AtomicI64,
     pub io_batch_wait: AtomicU32,
     pub loglevel: AtomicU32,
     // Encoding thresholds of the aggregate types (CONFIG SET-able, read on every write).
@@ -465,6 +467,7 @@ impl Config {
         h.protected_mode.store(get("protected-mode") == "yes", Ordering::Relaxed);
         h.has_password.store(!get("requirepass").is_empty(), Ordering::Relaxed);
         h.io_batch_wait.store(get("io-batch-wait").parse().unwrap_or(0), Ordering::Relaxed);
+        h.busy_reply_ms.store(get("busy-reply-threshold").parse().unwrap_or(5000), Ordering::Relaxed);
         h.hz.store(get("hz").parse::<u32>().unwrap_or(10).clamp(1, 500), Ordering::Relaxed);
         // As in Redis, jemalloc's background thread returns freed pages (old hash tables after a
         // rehash, deleted values) to the OS without waiting for the next allocation to notice.

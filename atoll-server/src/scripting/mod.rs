@@ -137,7 +137,7 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
     // One script at a time, no snapshot starting meanwhile (see `Keyspace::script_gate`).
     let _gate = srv.ks.script_gate.lock();
     let run = &srv.scripts.run;
-    let threshold = srv.config.get("busy-reply-threshold").parse::<i64>().unwrap_or(5000);
+    let threshold = srv.config.hot.busy_reply_ms.load(Ordering::Relaxed);
     run.start(name, ctx.args, matches!(target, Target::Eval(_)), ctx.client.worker, threshold);
     let generation = srv.scripts.generation.load(Ordering::Acquire);
     let now = ctx.ks.now;

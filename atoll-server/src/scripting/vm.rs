@@ -646,20 +646,7 @@ fn bad_arg(n: usize, f: &str, want: &str, got: &Value) -> mlua::Error {
 
 /// How Lua prints a number (`%.14g`), for the few places a number turns into text.
 pub fn lua_number_text(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        return format!("{}", n as i64);
-    }
-    let s = format!("{:.13e}", n);
-    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-5..14).contains(&exp) {
-        let digits = (13 - exp).max(0) as usize;
-        let t = format!("{:.*}", digits, n);
-        let t = if t.contains('.') { t.trim_end_matches('0').trim_end_matches('.').to_string() } else { t };
-        return t;
-    }
-    let mant = mant.trim_end_matches('0').trim_end_matches('.');
-    format!("{}e{}{:02}", mant, if exp < 0 { '-' } else { '+' }, exp.abs())
+    libs::format_g(n, 14)
 }
 
 /// `7.2.4` → 0x070204.

@@ -19,6 +19,8 @@ mod cjson;
 mod cmsgpack;
 mod luastruct;
 
+pub(crate) use cjson::format_g;
+
 /// Lua 5.1's `LUAI_MAXCSTACK`: the most stack slots a C function may use. The C libraries hit this limit on
 /// very deep or very wide data; we emulate the same accounting to fail at the same points.
 pub(crate) const LUA_MAX_C_STACK: usize = 8000;
@@ -362,9 +364,11 @@ impl Builder {
             }
             Ok(out)
         })?;
-        let tramp: ffi::lua_CFunction = if packed { packed_trampoline } else { trampoline };
-        // SAFETY: the closure only pushes a C closure capturing the callback already on the stack.
-        unsafe { lua.exec_raw(raw, |state| ffi::lua_pushcclosure(state, tramp, 1)) }
+        if packed {
+            raising_packed(lua, raw)
+        } else {
+            raising(lua, raw)
+        }
     }
 
     /// Register `f` as `table[name]`.

@@ -4,7 +4,11 @@
 //! * Case files `tests/cases/*.txt`: one command per line (redis-cli quoting), `#` comments,
 //!   a blank line between independent cases (every DB is flushed between cases). Directives:
 //!   `sort: ` compares an aggregate reply as a sorted multiset, `ttl: ` compares integers with a
-//!   ±2 tolerance, `any: ` sends without comparing.
+//!   ±2 tolerance, `any: ` sends without comparing. A line starting `@N ` (N = 1…9) goes to the
+//!   case's N-th extra connection (made on first use, closed when the case ends), so Pub/Sub,
+//!   notifications and tracking can be checked across clients; `read:` alone sends nothing
+//!   and compares the next message that connection receives (a line that sends compares its
+//!   first reply only); `send: ` sends without reading (CLIENT REPLY OFF).
 //! * `tests/known_differences.txt`: where Atoll answers differently from Redis 7.2 on purpose
 //!   (the oracle is Redis 7.2.6 itself, `common::redis_bin`).
 //! * A seeded random command generator over the same commands and their error cases.
@@ -20,9 +24,15 @@ enum Mode {
     Sort,
     Ttl,
     Any,
+    /// Send nothing; compare the next reply or message that arrives.
+    Read,
+    /// Send without reading (a command that does not reply: CLIENT REPLY OFF).
+    Send,
 }
 
 struct Line {
+    /// 0: the case's main connection; N: its N-th extra one.
+    conn: usize,
     mode: Mode,
     args: Vec<Vec<u8>>,
     text: String,
@@ -43,7 +53,15 @@ fn parse_cases(path: &std::path::Path) -> Vec<Vec<Line>> {
         if t.starts_with('#') {
             continue;
         }
-        let (mode, rest) = if let Some(r) = t.strip_prefix("sort:") {
+        let (conn, t) = match t.strip_prefix('@').and_then(|r| r.split_once(' ')) {
+            Some((n, rest)) => (n.parse::<usize>().expect("@N connection number"), rest.trim()),
+            None => (0, t),
+        };
+        let (mode, rest) = if t == "read:" {
+            (Mode::Read, "")
+        } else if let Some(r) = t.strip_prefix("send:") {
+            (Mode::Send, r.trim())
+        } else if let Some(r) = t.strip_prefix("sort:") {
             (Mode::Sort, r.trim())
         } else if let Some(r) = t.strip_prefix("ttl:") {
             (Mode::Ttl, r.trim())
@@ -60,6 +78,7 @@ fn parse_cases(path: &std::path::Path) -> Vec<Vec<Line>> {
             n + 1
         );
         cases.last_mut().unwrap().push(Line {
+            conn,
             mode,
             args,
             text: rest.to_string(),
@@ -154,11 +173,39 @@ fn ttl_close(a: &[u8], b: &[u8]) -> bool {
 struct Pair {
     redis: RawConn,
     atoll: RawConn,
+    /// The case's extra connections (`@N` lines), to each server.
+    extra: Vec<Option<(RawConn, RawConn)>>,
+    ports: (u16, u16),
+    proto: u8,
 }
 
 impl Pair {
+    /// Connection `n` of the case to each server (0: the main one).
+    fn conns(&mut self, n: usize) -> (&mut RawConn, &mut RawConn) {
+        if n == 0 {
+            return (&mut self.redis, &mut self.atoll);
+        }
+        if self.extra.len() < n {
+            self.extra.resize_with(n, || None);
+        }
+        let (ports, proto) = (self.ports, self.proto);
+        let slot = self.extra[n - 1].get_or_insert_with(|| {
+            let mut c = (RawConn::connect(ports.0), RawConn::connect(ports.1));
+            for x in [&mut c.0, &mut c.1] {
+                let r = x.cmd(&[b"HELLO", proto.to_string().as_bytes()]);
+                assert!(!r.starts_with(b"-"), "HELLO failed: {}", show(&r));
+            }
+            c
+        });
+        (&mut slot.0, &mut slot.1)
+    }
+
     fn reset(&mut self, proto: u8) {
+        self.extra.clear();
+        self.proto = proto;
         for c in [&mut self.redis, &mut self.atoll] {
+            // Out of Pub/Sub mode, should the last case have left the connection there.
+            assert_eq!(c.cmd(&[b"RESET"]), b"+RESET\r\n");
             let r = c.cmd(&[b"HELLO", proto.to_string().as_bytes()]);
             assert!(!r.starts_with(b"-"), "HELLO failed: {}", show(&r));
             let r = c.cmd(&[b"FLUSHALL"]);
@@ -171,7 +218,8 @@ impl Pair {
         }
     }
 
-    /// Sends one command to both; returns a mismatch description.
+    /// Sends one command to both on connection `conn`; returns a mismatch description.
+    #[allow(clippy::too_many_arguments)]
     fn check(
         &mut self,
         mode: Mode,
@@ -180,11 +228,23 @@ impl Pair {
         file: &str,
         proto: u8,
         known: &Known,
+        conn: usize,
     ) -> Option<String> {
-        self.redis.send(args);
-        self.atoll.send(args);
-        let r = self.redis.read_reply();
-        let a = self.atoll.read_reply();
+        let (redis, atoll) = self.conns(conn);
+        if mode == Mode::Read {
+            let wait = std::time::Duration::from_millis(1500);
+            let r = redis.try_read_reply(wait).unwrap_or_else(|| b"(nothing)".to_vec());
+            let a = atoll.try_read_reply(wait).unwrap_or_else(|| b"(nothing)".to_vec());
+            return (r != a)
+                .then(|| format!("RESP{proto} @{conn} read\n   redis: {}\n   atoll: {}", show(&r), show(&a)));
+        }
+        redis.send(args);
+        atoll.send(args);
+        if mode == Mode::Send {
+            return None;
+        }
+        let r = redis.read_reply();
+        let a = atoll.read_reply();
         let expected = known
             .get(&(file.to_string(), text.to_string(), proto))
             .or_else(|| known.get(&("*".to_string(), text.to_string(), proto)))
@@ -210,7 +270,13 @@ fn same_reply(mode: Mode, expected: &[u8], a: &[u8]) -> bool {
 fn start_pair() -> (ServerProc, ServerProc, Pair) {
     let redis = start_redis(&[]);
     let atoll = start_atoll(&["--enable-debug-command", "yes"]);
-    let pair = Pair { redis: RawConn::connect(redis.port), atoll: RawConn::connect(atoll.port) };
+    let pair = Pair {
+        redis: RawConn::connect(redis.port),
+        atoll: RawConn::connect(atoll.port),
+        extra: Vec::new(),
+        ports: (redis.port, atoll.port),
+        proto: 2,
+    };
     (redis, atoll, pair)
 }
 
@@ -234,7 +300,7 @@ fn case_files_match_redis() {
                 pair.reset(proto);
                 for line in &case {
                     checked += 1;
-                    if let Some(m) = pair.check(line.mode, &line.args, &line.text, &fname, proto, &known) {
+                    if let Some(m) = pair.check(line.mode, &line.args, &line.text, &fname, proto, &known, line.conn) {
                         failures.push(format!("{}: {}", line.origin, m));
                     }
                 }
@@ -475,7 +541,7 @@ fn seeded_random_streams_match_redis() {
             let args = to_args(&cmd);
             let text = cmd.join(" ");
             checked += 1;
-            if let Some(m) = pair.check(mode, &args, &text, "random", proto, &known) {
+            if let Some(m) = pair.check(mode, &args, &text, "random", proto, &known, 0) {
                 failures.push(format!("seed {seed} step {step}: {m}"));
                 if failures.len() > 30 {
                     break;
@@ -639,7 +705,7 @@ fn key_layouts_match_redis() {
             let args = to_args(&cmd);
             let text: String = cmd.join(" ").chars().take(120).collect();
             checked += 1;
-            if let Some(m) = pair.check(Mode::Exact, &args, &text, "layouts", 2, &known) {
+            if let Some(m) = pair.check(Mode::Exact, &args, &text, "layouts", 2, &known, 0) {
                 failures.push(format!("key length {len}: {m}"));
             }
         }
@@ -699,7 +765,7 @@ fn lex_ranges_on_mixed_score_sets_match_redis() {
         for cmd in cmds {
             let text = cmd.join(" ");
             checked += 1;
-            if let Some(m) = pair.check(Mode::Exact, &to_args(&cmd), &text, "lex", 2, &known) {
+            if let Some(m) = pair.check(Mode::Exact, &to_args(&cmd), &text, "lex", 2, &known, 0) {
                 failures.push(format!("seed {seed}: {m}"));
             }
         }

@@ -7,6 +7,16 @@ use std::sync::atomic::Ordering;
 
 // PING [message]
 pub fn ping(ctx: &mut Ctx) -> CmdResult {
+    // In RESP2 Pub/Sub mode PING answers as a message would: ["pong", argument or ""].
+    if ctx.client.resp2_subscribed() {
+        if ctx.args.len() > 2 {
+            return Err(CmdError::Arity("ping".into()));
+        }
+        ctx.reply.array(2);
+        ctx.reply.bulk(b"pong");
+        ctx.reply.bulk(ctx.args.get(1).copied().unwrap_or(b""));
+        return Ok(());
+    }
     match ctx.args.len() {
         1 => ctx.reply.simple("PONG"),
         2 => ctx.reply.bulk(ctx.args[1]),
@@ -141,6 +151,7 @@ pub fn quit(ctx: &mut Ctx) -> CmdResult {
 pub fn reset(ctx: &mut Ctx) -> CmdResult {
     crate::exec::multi::discard_state(ctx.srv, ctx.client);
     crate::exec::multi::unwatch_all(ctx.srv, ctx.client);
+    crate::exec::pubsub::unsubscribe_all(ctx.srv, ctx.client);
     let c = &mut *ctx.client;
     c.db = 0;
     c.handle.db.store(0, Ordering::Relaxed);
@@ -307,9 +318,16 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
         i => srv.table.all[i - 1].name.clone(),
     };
     let multi = h.multi.load(Ordering::Relaxed);
+    // In the order Redis's catClientInfoString writes them.
     let mut flags = String::new();
+    if h.subscriptions() > 0 {
+        flags.push('P');
+    }
     if multi >= 0 {
         flags.push('x');
+    }
+    if h.waiter.lock().is_some() {
+        flags.push('b');
     }
     if h.unix {
         flags.push('U');
@@ -319,9 +337,6 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
     }
     if h.no_touch.load(Ordering::Relaxed) {
         flags.push('T');
-    }
-    if h.waiter.lock().is_some() {
-        flags.push('b');
     }
     if flags.is_empty() {
         flags.push('N');
@@ -336,7 +351,7 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
     let pending = load(&h.out_pending);
     let tot = h.memory() + request as u64 + argv_mem as u64;
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
@@ -346,6 +361,9 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
         (now - h.last_ms.load(Ordering::Relaxed)).max(0) / 1000,
         flags,
         h.db.load(Ordering::Relaxed),
+        h.sub.load(Ordering::Relaxed),
+        h.psub.load(Ordering::Relaxed),
+        h.ssub.load(Ordering::Relaxed),
         multi,
         qbuf,
         load(&h.qbuf_free),
@@ -362,6 +380,15 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
         String::from_utf8_lossy(&h.lib_name.lock()),
         String::from_utf8_lossy(&h.lib_ver.lock()),
     )
+}
+
+/// The client's class for CLIENT LIST/KILL TYPE (Atoll has no replicas or masters yet).
+fn client_type(h: &crate::exec::client::ClientHandle) -> &'static str {
+    if h.subscriptions() > 0 {
+        "pubsub"
+    } else {
+        "normal"
+    }
 }
 
 // CLIENT LIST [TYPE <NORMAL | MASTER | REPLICA | PUBSUB>] [ID client-id [client-id ...]]
@@ -404,10 +431,8 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
                 continue;
             }
         }
-        if let Some(t) = &only_type {
-            if t != "normal" {
-                continue;
-            }
+        if only_type.as_ref().is_some_and(|t| t != client_type(&h)) {
+            continue;
         }
         let current = if h.id == ctx.client.id() { Some(running_request(ctx)) } else { None };
         out.push_str(&client_line(ctx.srv, &h, now, current));
@@ -500,7 +525,7 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
             || addr.as_ref().is_some_and(|a| a != h.addr.as_bytes())
             || laddr.as_ref().is_some_and(|a| a != h.laddr.as_bytes())
             || user.as_ref().is_some_and(|u| u != b"default")
-            || ctype.as_ref().is_some_and(|t| t != "normal")
+            || ctype.as_ref().is_some_and(|t| t != client_type(&h))
             || maxage.is_some_and(|m| (now - h.created_ms) / 1000 < m)
             || (skipme && h.id == me)
         {

@@ -13,6 +13,7 @@ pub mod memory;
 pub mod metrics;
 pub mod multi;
 pub mod persist;
+pub mod pubsub;
 pub mod server;
 pub mod string;
 pub mod table;

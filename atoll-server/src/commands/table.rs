@@ -4,7 +4,7 @@
 
 use super::{
     admin as adm, bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, memory as mem, multi,
-    persist as pst, server as srv, string as st,
+    persist as pst, pubsub as ps, server as srv, string as st,
 };
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
 use crate::scripting as lua;
@@ -35,6 +35,22 @@ static ROWS: &[Row] = &[
     c("client|unblock", conn::client_unblock, None),
     c("client|pause", conn::client_pause, None),
     c("client|unpause", conn::client_unpause, None),
+    // pub/sub
+    c("subscribe", ps::subscribe_cmd, None),
+    c("unsubscribe", ps::unsubscribe_cmd, None),
+    c("psubscribe", ps::psubscribe, None),
+    c("punsubscribe", ps::punsubscribe, None),
+    c("ssubscribe", ps::ssubscribe, None),
+    c("sunsubscribe", ps::sunsubscribe, None),
+    c("publish", ps::publish, None),
+    c("spublish", ps::spublish, None),
+    c("pubsub", ps::pubsub_help, None),
+    c("pubsub|help", ps::pubsub_help, None),
+    c("pubsub|channels", ps::pubsub_channels, None),
+    c("pubsub|numsub", ps::pubsub_numsub, None),
+    c("pubsub|numpat", ps::pubsub_numpat, None),
+    c("pubsub|shardchannels", ps::pubsub_shardchannels, None),
+    c("pubsub|shardnumsub", ps::pubsub_shardnumsub, None),
     // transactions
     c("multi", multi::multi, None),
     c("exec", multi::exec, None),

@@ -57,6 +57,9 @@ pub struct Hot {
     pub hotkeys: AtomicBool,
     /// `lazyfree-lazy-user-del`: DEL frees big values in the background, as UNLINK does.
     pub lazy_user_del: AtomicBool,
+    /// `client-output-buffer-limit` of the normal and pubsub classes: hard bytes, soft bytes,
+    /// soft seconds (0 = none), in that order, normal first.
+    pub obuf: [AtomicU64; 6],
 }
 
 pub struct Config {
@@ -499,6 +502,12 @@ impl Config {
         h.slow_us.store(slow_log.min(slow_mon), Ordering::Relaxed);
         h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
         h.lazy_user_del.store(get("lazyfree-lazy-user-del") == "yes", Ordering::Relaxed);
+        let limits = value::output_limits(get("client-output-buffer-limit"));
+        for (i, class) in [0, 2].into_iter().enumerate() {
+            for (j, v) in limits[class].iter().enumerate() {
+                h.obuf[i * 3 + j].store(*v, Ordering::Relaxed);
+            }
+        }
         let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY
             + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
         h.track.store(track, Ordering::Relaxed);

@@ -136,7 +136,6 @@ impl Def {
 const REPL: &str = "replication";
 const CLUSTER: &str = "cluster mode";
 const MAXMEM: &str = "maxmemory limits and eviction";
-const OBUF: &str = "client output buffer limits for normal clients";
 const TLS: &str = "TLS";
 const ACL: &str = "ACL files";
 const OOM: &str = "oom-score-adj";
@@ -188,7 +187,7 @@ pub static DEFS: &[Def] = &[
     Def::new("bind-source-addr", Str, "").inert(),
     Def::new("bio_cpulist", Str, "").flags(IMMUTABLE).inert(),
     Def::new("busy-reply-threshold", Int { min: 0, max: LMAX }, "5000").alias("lua-time-limit").live(),
-    Def::new("client-output-buffer-limit", OutputLimits, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60").pending(OBUF),
+    Def::new("client-output-buffer-limit", OutputLimits, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60").live(),
     Def::new("client-query-buffer-limit", Memory { min: 1048576, max: LMAX }, "1073741824").live(),
     Def::new("cluster-allow-pubsubshard-when-down", Bool, "yes").inert(),
     Def::new("cluster-allow-reads-when-down", Bool, "no").inert(),

@@ -138,12 +138,16 @@ pub fn dispatch_hinted(
     }
     gated(srv, ws, client, argv, key_hint, out);
     match client.reply_mode {
-        ReplyMode::Off => out.buf.truncate(mark),
-        ReplyMode::Skipping => {
-            out.buf.truncate(mark);
-            client.reply_mode = ReplyMode::On;
+        ReplyMode::On => {}
+        ReplyMode::Off | ReplyMode::Skipping | ReplyMode::SkipNext => {
+            // (Un)subscribe confirmations are pushes: silencing replies does not drop them.
+            if !std::mem::take(&mut client.push_reply) {
+                out.buf.truncate(mark);
+            }
+            if client.reply_mode == ReplyMode::Skipping {
+                client.reply_mode = ReplyMode::On;
+            }
         }
-        _ => {}
     }
 }
 
@@ -177,6 +181,12 @@ fn gated(
                 "ERR {what} command not allowed. If the {setting} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
             )));
         }
+    }
+    if client.resp2_subscribed() && !cmd.has(flags::PUBSUB_CONTEXT) {
+        return reject(ws, client, out, Some(cmd), CmdError::msg(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            cmd.full_name()
+        )));
     }
     // Loading, or the last save failed: one relaxed load when neither.
     let gates = srv.persistence.gates.load(Ordering::Relaxed);
@@ -480,6 +490,7 @@ fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u
 /// blocking wait is cancelled.
 pub fn disconnect(srv: &Server, client: &mut Client) {
     super::multi::unwatch_all(srv, client);
+    super::pubsub::unsubscribe_all(srv, client);
     if let Some(w) = client.waiting.take() {
         if w.finish(WaitState::Cancelled) {
             srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);

@@ -6,7 +6,7 @@ use crate::engine::WatchFlag;
 use crate::protocol::Proto;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +74,13 @@ pub struct ClientHandle {
     pub closed: Mutex<bool>,
     /// The client's blocking wait, for CLIENT UNBLOCK from other connections.
     pub waiter: Mutex<Option<Arc<crate::exec::blocking::Waiter>>>,
+    /// Channels, patterns and shard channels subscribed (CLIENT LIST `sub`, `psub`, `ssub`).
+    pub sub: AtomicU32,
+    pub psub: AtomicU32,
+    pub ssub: AtomicU32,
+    /// When the pending output first went over the soft `client-output-buffer-limit` (unix
+    /// ms; 0 = it is under).
+    pub obuf_soft_since: AtomicI64,
 }
 
 impl ClientHandle {
@@ -115,7 +122,17 @@ impl ClientHandle {
             killed: AtomicBool::new(false),
             closed: Mutex::new(true),
             waiter: Mutex::new(None),
+            sub: 0.into(),
+            psub: 0.into(),
+            ssub: 0.into(),
+            obuf_soft_since: 0.into(),
         }
+    }
+
+    /// Subscriptions of every kind: non-zero means the client is in Pub/Sub mode (flag `P`,
+    /// CLIENT LIST TYPE pubsub, the pubsub output-limit class).
+    pub fn subscriptions(&self) -> u32 {
+        self.sub.load(Ordering::Relaxed) + self.psub.load(Ordering::Relaxed) + self.ssub.load(Ordering::Relaxed)
     }
 
     /// Asks the connection to close, from any thread. Shutting the socket down wakes the
@@ -179,6 +196,12 @@ pub struct Client {
     pub fixed_ms: Option<i64>,
     /// The client a script's commands run as (XREAD … BLOCK refuses it, as Redis does).
     pub in_script: bool,
+    /// The connection's slot on its worker (where messages for it are delivered).
+    pub token: usize,
+    /// Pub/Sub subscriptions and the mailbox messages arrive in (None: not subscribed).
+    pub subs: Option<Box<super::pubsub::Subs>>,
+    /// The command's reply is a push (the (un)subscribe family): CLIENT REPLY OFF keeps it.
+    pub push_reply: bool,
 }
 
 impl Client {
@@ -206,11 +229,31 @@ impl Client {
             memo_cmd: 0,
             fixed_ms: None,
             in_script: false,
+            token: 0,
+            subs: None,
+            push_reply: false,
         }
     }
 
     pub fn id(&self) -> u64 {
         self.handle.id
+    }
+
+    /// In RESP2 Pub/Sub mode: only the (un)subscribe commands, PING, QUIT and RESET run.
+    #[inline]
+    pub fn resp2_subscribed(&self) -> bool {
+        self.proto == Proto::Resp2 && self.subs.as_ref().is_some_and(|s| s.total() > 0)
+    }
+
+    /// Moves messages waiting for this client (published by itself, or arrived while its
+    /// command ran) behind its replies; forgets the subscription state once it is empty.
+    pub fn take_messages(&mut self, out: &mut Vec<u8>) {
+        if let Some(s) = &self.subs {
+            s.mailbox.take_into(out);
+            if s.total() == 0 {
+                self.subs = None;
+            }
+        }
     }
 }
 

@@ -21,6 +21,7 @@ pub mod lazyfree;
 pub mod ldouble;
 pub mod multi;
 pub mod persistence;
+pub mod pubsub;
 pub mod scripts;
 pub mod slowlog;
 pub mod state;

@@ -85,6 +85,8 @@ pub struct Server {
     pub peak_allocated: std::sync::atomic::AtomicU64,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS (kept for scripting: `noscript` commands in scripts).
     pub deny_scripts_disabled: AtomicBool,
+    /// Pub/Sub channels and patterns, and the workers' message posts.
+    pub pubsub: super::pubsub::PubSub,
     /// The script cache and the running script's state.
     pub scripts: super::scripts::Scripts,
     /// Loads FUNCTION libraries found in an RDB file or AOF (the scripting layer, above this
@@ -204,6 +206,7 @@ impl Server {
             startup_allocated: Default::default(),
             peak_allocated: Default::default(),
             deny_scripts_disabled: AtomicBool::new(false),
+            pubsub: super::pubsub::PubSub::new(threads),
             scripts: super::scripts::Scripts::new(persistence.gates.clone()),
             functions_loader: std::sync::OnceLock::new(),
             lastsave: AtomicI64::new(now / 1000),

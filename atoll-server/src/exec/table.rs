@@ -73,6 +73,9 @@ pub mod flags {
     pub const PROTECTED: u32 = 1 << 16;
     pub const NO_MANDATORY_KEYS: u32 = 1 << 17;
     pub const MOVABLE_KEYS: u32 = 1 << 18;
+    /// Atoll's own: may run while a RESP2 client is subscribed (Redis lists these commands
+    /// in `processCommand`).
+    pub const PUBSUB_CONTEXT: u32 = 1 << 19;
 
     pub fn from_name(n: &str) -> u32 {
         match n {
@@ -218,6 +221,20 @@ impl CommandTable {
                 })
                 .map(|f| f.to_lowercase())
                 .collect();
+            if matches!(
+                row.name,
+                "ping"
+                    | "subscribe"
+                    | "ssubscribe"
+                    | "unsubscribe"
+                    | "sunsubscribe"
+                    | "psubscribe"
+                    | "punsubscribe"
+                    | "quit"
+                    | "reset"
+            ) {
+                fl |= flags::PUBSUB_CONTEXT;
+            }
             if movable {
                 fl |= flags::MOVABLE_KEYS;
                 flag_names.push("movablekeys".into());

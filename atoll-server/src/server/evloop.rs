@@ -191,7 +191,7 @@ impl Worker {
         let fd = c.fd.as_raw_fd();
         if c.out_pos < c.link.out.len() {
             let cap = c.link.out.capacity();
-            c.link.show_output(batch, batch - c.out_pos, cap);
+            c.link.show_output(&self.core.srv, batch, batch - c.out_pos, cap);
             if !c.want_write {
                 c.want_write = true;
                 let _ = self.poll.registry().reregister(

@@ -176,6 +176,8 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                 return 1;
             }
         };
+        let i = inbox.clone();
+        srv.pubsub.set_wake(id, Box::new(move || i.wake_loop()));
         workers.push(inbox);
     }
     // Sleeping, not spinning: start-up takes milliseconds, and a spinning thread can starve the

@@ -154,6 +154,9 @@ impl Session {
                     }
                     let key_hint = hint.and_then(|r| r.key);
                     dispatch_hinted(srv, ws, &mut self.client, &argv, key_hint, out);
+                    if self.client.subs.is_some() {
+                        self.client.take_messages(&mut out.buf);
+                    }
                     if self.client.waiting.is_some() {
                         // Blocked: later requests wait in the buffer until it is served.
                         break;

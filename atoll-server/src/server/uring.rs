@@ -532,7 +532,7 @@ impl Worker {
             // A short send: the socket is full, the client reads slower than it asks.
             let pending = c.sending.len() - c.sent + c.link.out.len();
             let cap = c.sending.capacity() + c.link.out.capacity();
-            c.link.show_output(c.sending.len(), pending, cap);
+            c.link.show_output(&self.core.srv, c.sending.len(), pending, cap);
         }
         self.flush(t);
     }
@@ -557,7 +557,7 @@ impl Worker {
             }
             std::mem::swap(&mut c.sending, &mut c.link.out);
             let batch = c.sending.len();
-            c.link.show_output(batch, 0, c.sending.capacity() + c.link.out.capacity());
+            c.link.show_output(&self.core.srv, batch, 0, c.sending.capacity() + c.link.out.capacity());
         }
         let rest = &c.sending[c.sent..];
         let e = opcode::Send::new(types::Fd(c.fd.as_raw_fd()), rest.as_ptr(), rest.len() as u32)

@@ -44,6 +44,10 @@ pub fn close_idle_clients(srv: &Server) {
     }
     let now = srv.now_ms();
     for h in srv.clients.snapshot() {
+        // Subscribers wait for messages, not requests: Redis never times them out.
+        if h.subscriptions() > 0 {
+            continue;
+        }
         if now - h.last_ms.load(Ordering::Relaxed) > timeout * 1000 {
             crate::log_verbose!("Closing idle client");
             h.kill();
@@ -113,6 +117,11 @@ impl Inbox {
         None
     }
 
+    /// Wakes the worker's loop.
+    pub fn wake_loop(&self) {
+        self.wake.wake();
+    }
+
     fn resume(&self, token: usize, client: u64) {
         self.resumed.lock().push((token, client));
         self.wake.wake();
@@ -147,8 +156,12 @@ impl Link {
     /// when a figure changed: a client whose replies fit its socket and its kept buffer costs
     /// three comparisons per flush. `batch`: bytes of the replies being written now; `cap`:
     /// capacity of the buffers the backend holds for this connection.
-    pub fn show_output(&mut self, batch: usize, pending: usize, cap: usize) {
+    pub fn show_output(&mut self, srv: &Server, batch: usize, pending: usize, cap: usize) {
         let h = &self.session.client.handle;
+        // A reader this far behind breaks `client-output-buffer-limit`: it is disconnected.
+        if pending > 0 && crate::exec::pubsub::over_output_limit(srv, h, pending as u64) {
+            crate::exec::pubsub::close_over_limit(h);
+        }
         if batch > self.shown.peak {
             self.shown.peak = batch;
             h.reply_peak.store(batch as u64, Ordering::Relaxed);
@@ -218,6 +231,8 @@ pub struct Core {
     /// Connections with output to write at the end of this round.
     pub to_flush: Vec<usize>,
     timers: Timers,
+    /// Mailboxes being delivered (kept to reuse its allocation).
+    mail: Vec<Arc<crate::exec::pubsub::Mailbox>>,
     next_cron: i64,
     /// When the current round's work began (after its wait).
     round_start: Option<quanta::Instant>,
@@ -226,7 +241,16 @@ pub struct Core {
 impl Core {
     pub fn new(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>) -> Core {
         let next_cron = srv.now_ms();
-        Core { id, srv, inbox, to_flush: Vec::new(), timers: BinaryHeap::new(), next_cron, round_start: None }
+        Core {
+            id,
+            srv,
+            inbox,
+            to_flush: Vec::new(),
+            timers: BinaryHeap::new(),
+            mail: Vec::new(),
+            next_cron,
+            round_start: None,
+        }
     }
 
     /// How long the loop may sleep: until the next blocked client's deadline or cron tick.
@@ -253,6 +277,7 @@ impl Core {
             srv.now_ms(),
         ));
         let mut client = Client::new(handle, self.id, needs_auth);
+        client.token = token;
         let inbox = self.inbox.clone();
         let id = client.id();
         client.wake = Some(Arc::new(move || inbox.resume(token, id)));
@@ -346,6 +371,7 @@ impl Core {
     /// beforeSleep, first half: the connections to write, each unmarked so the writes may
     /// queue it again. The backend writes them, then hands the list back to `end_round`.
     pub fn take_flush<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) -> Vec<usize> {
+        self.deliver(conns);
         // `appendfsync always`: this round's writes are on disk before any reply goes out.
         crate::exec::aof::before_replies(&self.srv);
         let pending = std::mem::take(&mut self.to_flush);
@@ -355,6 +381,23 @@ impl Core {
             }
         }
         pending
+    }
+
+    /// Messages other clients sent this worker's clients (Pub/Sub, notifications): each
+    /// client's mailbox is moved behind its replies, to be written with them.
+    fn deliver<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) {
+        let mut mbs = std::mem::take(&mut self.mail);
+        self.srv.pubsub.post(self.id).take(&mut mbs);
+        for mb in mbs.drain(..) {
+            let Some(c) = conns.get_mut(mb.token) else { continue };
+            let l = c.link();
+            if l.session.client.id() != mb.handle.id {
+                continue;
+            }
+            mb.take_into(&mut l.out);
+            self.queue(l, mb.token, true);
+        }
+        self.mail = mbs;
     }
 
     /// The wait is over: a round of work begins (INFO's eventloop_* figures).
@@ -422,7 +465,7 @@ impl Core {
             l.reset_peak();
         }
         let cap = l.out.capacity() + kept;
-        l.show_output(batch, 0, cap);
+        l.show_output(&self.srv, batch, 0, cap);
         if l.closing {
             return false;
         }

@@ -248,6 +248,24 @@ impl RawConn {
         }
     }
 
+    /// Reads one reply, or None if none arrives within `timeout` (the connection then keeps
+    /// its 30-second timeout).
+    pub fn try_read_reply(&mut self, timeout: Duration) -> Option<Vec<u8>> {
+        self.stream.set_read_timeout(Some(timeout)).unwrap();
+        let r = loop {
+            if let Some(end) = reply_end(&self.buf, 0).filter(|_| !self.buf.is_empty()) {
+                break Some(self.buf.drain(..end).collect());
+            }
+            let mut tmp = [0u8; 65536];
+            match self.stream.read(&mut tmp) {
+                Ok(n) if n > 0 => self.buf.extend_from_slice(&tmp[..n]),
+                _ => break None,
+            }
+        };
+        self.stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        r
+    }
+
     /// Sends one command and returns its reply bytes.
     pub fn cmd(&mut self, args: &[&[u8]]) -> Vec<u8> {
         let v: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();

@@ -1,0 +1,425 @@
+//! Messaging between clients (DESIGN §1 "Messaging"): the Pub/Sub registry, and the mailboxes
+//! through which a message reaches a client on any worker.
+//!
+//! A subscriber owns one [`Mailbox`]. PUBLISH looks the channel up in the registry (a read lock
+//! shared by all publishers), encodes the message once, and appends it to every subscriber's
+//! mailbox — a short lock per subscriber, the bytes already in the subscriber's protocol. A
+//! mailbox that was empty is queued on its worker's [`Post`], and each worker that got one is
+//! woken once per PUBLISH, however many of its clients received the message. The worker moves
+//! the bytes into the client's output before it writes (its `beforeSleep`), so a message never
+//! overtakes a reply its subscriber was already sent. A publisher's messages reach every
+//! subscriber in the order it published them: each mailbox is appended to under its lock.
+//!
+//! A mailbox holds at most what `client-output-buffer-limit` allows its class: past the hard
+//! limit, or past the soft one for longer than its seconds, the subscriber is disconnected (as
+//! Redis does), so a consumer that stops reading cannot grow the server's memory.
+//!
+//! Messages a client publishes to itself (it is subscribed and publishes, or its own write
+//! raises a keyspace notification it listens to) stay in its mailbox until the command ends:
+//! they follow the command's reply, and a whole EXEC's or script's, as in Redis 7.2.
+
+use super::client::ClientHandle;
+use super::state::Server;
+use crate::engine::glob::glob_match;
+use indexmap::IndexSet;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+/// What wakes a worker's event loop (set by the network layer when the worker starts).
+pub type WakeFn = Box<dyn Fn() + Send + Sync>;
+
+/// The classes of `client-output-buffer-limit` Atoll's clients fall in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum OutputClass {
+    Normal = 0,
+    Pubsub = 1,
+}
+
+/// Whether `bytes` of pending output breaks the client's `client-output-buffer-limit`
+/// (Redis's `checkClientOutputBufferLimits`): at or over the hard limit, or over the soft one
+/// for longer than its seconds — the first time over the soft limit starts that clock, and
+/// coming back under it stops it.
+pub fn over_output_limit(srv: &Server, h: &ClientHandle, bytes: u64) -> bool {
+    let class = if h.subscriptions() > 0 { OutputClass::Pubsub } else { OutputClass::Normal } as usize;
+    let lim = &srv.config.hot.obuf[class * 3..class * 3 + 3];
+    let (hard, soft, secs) =
+        (lim[0].load(Ordering::Relaxed), lim[1].load(Ordering::Relaxed), lim[2].load(Ordering::Relaxed));
+    if hard > 0 && bytes >= hard {
+        return true;
+    }
+    if soft > 0 && bytes >= soft {
+        let now = srv.now_ms();
+        let since = h.obuf_soft_since.load(Ordering::Relaxed);
+        if since == 0 {
+            h.obuf_soft_since.store(now, Ordering::Relaxed);
+            return false;
+        }
+        return (now - since) / 1000 > secs as i64;
+    }
+    if h.obuf_soft_since.load(Ordering::Relaxed) != 0 {
+        h.obuf_soft_since.store(0, Ordering::Relaxed);
+    }
+    false
+}
+
+/// Disconnects a client over its output limit, with Redis's log line.
+#[cold]
+pub fn close_over_limit(h: &ClientHandle) {
+    if !h.killed.load(Ordering::Relaxed) {
+        crate::log_warning!(
+            "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            h.id,
+            h.addr
+        );
+        h.kill();
+    }
+}
+
+/// Messages waiting for one client, already encoded in its protocol.
+pub struct Mailbox {
+    pub handle: Arc<ClientHandle>,
+    pub worker: usize,
+    /// The connection's slot on its worker.
+    pub token: usize,
+    state: Mutex<MailState>,
+}
+
+#[derive(Default)]
+struct MailState {
+    buf: Vec<u8>,
+    /// Waiting in its worker's post queue.
+    queued: bool,
+}
+
+impl Mailbox {
+    pub fn new(handle: Arc<ClientHandle>, worker: usize, token: usize) -> Arc<Mailbox> {
+        Arc::new(Mailbox { handle, worker, token, state: Mutex::new(MailState::default()) })
+    }
+
+    /// Appends a frame encoded for RESP2 (`*N…`); a RESP3 client gets it as a push (`>N…`).
+    /// Returns true if the mailbox must be queued on its worker (it was not already).
+    fn put(&self, srv: &Server, frame: &[u8], queue: bool) -> bool {
+        let h = &self.handle;
+        let mut st = self.state.lock();
+        if h.killed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let at = st.buf.len();
+        st.buf.extend_from_slice(frame);
+        if h.resp.load(Ordering::Relaxed) == 3 {
+            st.buf[at] = b'>';
+        }
+        let total = st.buf.len() as u64 + h.out_pending.load(Ordering::Relaxed);
+        if over_output_limit(srv, h, total) {
+            st.buf = Vec::new();
+            drop(st);
+            close_over_limit(h);
+            return false;
+        }
+        if queue && !st.queued {
+            st.queued = true;
+            return true;
+        }
+        false
+    }
+
+    /// Moves the waiting messages to the end of `out`.
+    pub fn take_into(&self, out: &mut Vec<u8>) {
+        let mut st = self.state.lock();
+        st.queued = false;
+        if st.buf.is_empty() {
+            return;
+        }
+        if out.is_empty() {
+            std::mem::swap(out, &mut st.buf);
+        } else {
+            out.extend_from_slice(&st.buf);
+            st.buf.clear();
+        }
+        if st.buf.capacity() > 4096 {
+            st.buf = Vec::new();
+        }
+    }
+
+    /// Bytes waiting.
+    pub fn len(&self) -> usize {
+        self.state.lock().buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A worker's queue of mailboxes with messages, and the way to wake it.
+#[derive(Default)]
+pub struct Post {
+    queue: Mutex<Vec<Arc<Mailbox>>>,
+    wake: OnceLock<WakeFn>,
+}
+
+impl Post {
+    /// The mailboxes queued since the last call (the worker delivers them).
+    pub fn take(&self, into: &mut Vec<Arc<Mailbox>>) {
+        std::mem::swap(&mut *self.queue.lock(), into);
+    }
+}
+
+/// The three kinds of subscription.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+impl Kind {
+    /// The reply's first word when subscribing / unsubscribing.
+    pub fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Channel => ("subscribe", "unsubscribe"),
+            Kind::Pattern => ("psubscribe", "punsubscribe"),
+            Kind::Shard => ("ssubscribe", "sunsubscribe"),
+        }
+    }
+}
+
+type Subscribers = HashMap<Box<[u8]>, Vec<Arc<Mailbox>>>;
+
+/// A client's subscriptions (held by its session), in the order it made them.
+pub struct Subs {
+    pub mailbox: Arc<Mailbox>,
+    pub channels: IndexSet<Box<[u8]>>,
+    pub patterns: IndexSet<Box<[u8]>>,
+    pub shard: IndexSet<Box<[u8]>>,
+}
+
+impl Subs {
+    pub fn set(&mut self, kind: Kind) -> &mut IndexSet<Box<[u8]>> {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard,
+        }
+    }
+
+    /// The count a (un)subscribe reply carries: channels and patterns together; shard
+    /// channels on their own (Redis's `clientSubscriptionsCount` / `…ShardSubscriptionsCount`).
+    pub fn count(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Shard => self.shard.len(),
+            _ => self.channels.len() + self.patterns.len(),
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.channels.len() + self.patterns.len() + self.shard.len()
+    }
+
+    /// Publishes the counts CLIENT LIST shows.
+    pub fn show(&self) {
+        let h = &self.mailbox.handle;
+        h.sub.store(self.channels.len() as u32, Ordering::Relaxed);
+        h.psub.store(self.patterns.len() as u32, Ordering::Relaxed);
+        h.ssub.store(self.shard.len() as u32, Ordering::Relaxed);
+    }
+}
+
+/// The server's Pub/Sub registry: channel, pattern and shard channel → subscribers.
+pub struct PubSub {
+    channels: RwLock<Subscribers>,
+    patterns: RwLock<Subscribers>,
+    shard: RwLock<Subscribers>,
+    /// One per worker.
+    posts: Vec<Post>,
+}
+
+/// Appends a RESP2 bulk string.
+fn bulk(out: &mut Vec<u8>, s: &[u8]) {
+    out.push(b'$');
+    out.extend_from_slice(itoa::Buffer::new().format(s.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(s);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A message frame as RESP2 sends it: `*N` then the bulk strings.
+pub fn frame(parts: &[&[u8]]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(16 + parts.iter().map(|p| p.len() + 16).sum::<usize>());
+    f.push(b'*');
+    f.extend_from_slice(itoa::Buffer::new().format(parts.len()).as_bytes());
+    f.extend_from_slice(b"\r\n");
+    for p in parts {
+        bulk(&mut f, p);
+    }
+    f
+}
+
+/// Mailboxes a delivery must queue, per worker (so each worker is woken once).
+struct Deliveries {
+    per_worker: Vec<Vec<Arc<Mailbox>>>,
+}
+
+impl Deliveries {
+    fn new() -> Deliveries {
+        Deliveries { per_worker: Vec::new() }
+    }
+
+    fn add(&mut self, mb: &Arc<Mailbox>) {
+        if self.per_worker.len() <= mb.worker {
+            self.per_worker.resize_with(mb.worker + 1, Vec::new);
+        }
+        self.per_worker[mb.worker].push(mb.clone());
+    }
+
+    fn send(self, ps: &PubSub) {
+        for (w, mbs) in self.per_worker.into_iter().enumerate() {
+            if mbs.is_empty() {
+                continue;
+            }
+            let Some(post) = ps.posts.get(w) else { continue };
+            post.queue.lock().extend(mbs);
+            if let Some(wake) = post.wake.get() {
+                wake();
+            }
+        }
+    }
+}
+
+impl PubSub {
+    pub fn new(workers: usize) -> PubSub {
+        PubSub {
+            channels: RwLock::default(),
+            patterns: RwLock::default(),
+            shard: RwLock::default(),
+            posts: (0..workers.max(1)).map(|_| Post::default()).collect(),
+        }
+    }
+
+    /// Registers how worker `w`'s loop is woken.
+    pub fn set_wake(&self, w: usize, wake: WakeFn) {
+        if let Some(p) = self.posts.get(w) {
+            let _ = p.wake.set(wake);
+        }
+    }
+
+    pub fn post(&self, w: usize) -> &Post {
+        &self.posts[w]
+    }
+
+    fn map(&self, kind: Kind) -> &RwLock<Subscribers> {
+        match kind {
+            Kind::Channel => &self.channels,
+            Kind::Pattern => &self.patterns,
+            Kind::Shard => &self.shard,
+        }
+    }
+
+    /// Adds the mailbox's subscription (the caller checked it is new).
+    pub fn add(&self, kind: Kind, name: &[u8], mb: &Arc<Mailbox>) {
+        self.map(kind).write().entry(name.into()).or_default().push(mb.clone());
+    }
+
+    /// Removes the mailbox's subscription; a name left without subscribers is forgotten (so
+    /// channels that came and went take no memory).
+    pub fn remove(&self, kind: Kind, name: &[u8], mb: &Arc<Mailbox>) {
+        let mut m = self.map(kind).write();
+        if let Some(v) = m.get_mut(name) {
+            v.retain(|x| !Arc::ptr_eq(x, mb));
+            if v.is_empty() {
+                m.remove(name);
+            }
+        }
+    }
+
+    /// Active names (with at least one subscriber) matching `pattern`, if given.
+    pub fn names(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Box<[u8]>> {
+        self.map(kind).read().keys().filter(|n| pattern.is_none_or(|p| glob_match(p, n, false))).cloned().collect()
+    }
+
+    /// Subscribers of one name.
+    pub fn count(&self, kind: Kind, name: &[u8]) -> usize {
+        self.map(kind).read().get(name).map_or(0, |v| v.len())
+    }
+
+    /// Distinct names subscribed.
+    pub fn len(&self, kind: Kind) -> usize {
+        self.map(kind).read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len(Kind::Channel) == 0 && self.len(Kind::Pattern) == 0 && self.len(Kind::Shard) == 0
+    }
+
+    /// PUBLISH / SPUBLISH: delivers `msg` to the channel's subscribers (and, for a plain
+    /// channel, to every matching pattern's) and returns how many deliveries were made.
+    /// `self_id`: the publishing client, whose own copy waits for its command to end.
+    pub fn publish(&self, srv: &Server, shard: bool, channel: &[u8], msg: &[u8], self_id: u64) -> usize {
+        let mut receivers = 0;
+        let mut d = Deliveries::new();
+        let kind = if shard { Kind::Shard } else { Kind::Channel };
+        {
+            let map = self.map(kind).read();
+            if let Some(subs) = map.get(channel) {
+                let word: &[u8] = if shard { b"smessage" } else { b"message" };
+                let f = frame(&[word, channel, msg]);
+                for mb in subs {
+                    if mb.put(srv, &f, mb.handle.id != self_id) {
+                        d.add(mb);
+                    }
+                    receivers += 1;
+                }
+            }
+        }
+        if !shard {
+            let pats = self.patterns.read();
+            for (p, subs) in pats.iter() {
+                if !glob_match(p, channel, false) {
+                    continue;
+                }
+                let f = frame(&[b"pmessage", p, channel, msg]);
+                for mb in subs {
+                    if mb.put(srv, &f, mb.handle.id != self_id) {
+                        d.add(mb);
+                    }
+                    receivers += 1;
+                }
+            }
+        }
+        d.send(self);
+        receivers
+    }
+
+    /// Sends one frame to a client's mailbox from another client (tracking invalidations,
+    /// MONITOR lines), waking its worker.
+    pub fn send(&self, srv: &Server, mb: &Arc<Mailbox>, frame: &[u8], self_id: u64) {
+        let mut d = Deliveries::new();
+        if mb.put(srv, frame, mb.handle.id != self_id) {
+            d.add(mb);
+        }
+        d.send(self);
+    }
+}
+
+/// Every subscription of the client ends, without confirmations (RESET, disconnect).
+pub fn unsubscribe_all(srv: &Server, client: &mut super::client::Client) {
+    let Some(mut subs) = client.subs.take() else { return };
+    for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+        for name in std::mem::take(subs.set(kind)) {
+            srv.pubsub.remove(kind, &name, &subs.mailbox);
+        }
+    }
+    subs.show();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_resp2_arrays_of_bulks() {
+        assert_eq!(frame(&[b"message", b"ch", b""]), b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$0\r\n\r\n");
+    }
+}

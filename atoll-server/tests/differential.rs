@@ -213,6 +213,8 @@ impl Pair {
             // Scripts and function libraries are server state too.
             assert_eq!(c.cmd(&[b"SCRIPT", b"FLUSH"]), b"+OK\r\n");
             assert_eq!(c.cmd(&[b"FUNCTION", b"FLUSH"]), b"+OK\r\n");
+            // Keyspace notifications are off unless a case turns them on.
+            assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"notify-keyspace-events", b""]), b"+OK\r\n");
             let r = c.cmd(&[b"SELECT", b"0"]);
             assert_eq!(r, b"+OK\r\n");
         }

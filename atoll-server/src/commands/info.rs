@@ -340,9 +340,12 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("current_eviction_exceeded_time:0");
                 f!("keyspace_hits:{}", st.sum(|c| &c.keyspace_hits));
                 f!("keyspace_misses:{}", st.sum(|c| &c.keyspace_misses));
-                f!("pubsub_channels:0");
-                f!("pubsub_patterns:0");
-                f!("pubsubshard_channels:0");
+                {
+                    use crate::exec::pubsub::Kind;
+                    f!("pubsub_channels:{}", srv.pubsub.len(Kind::Channel));
+                    f!("pubsub_patterns:{}", srv.pubsub.len(Kind::Pattern));
+                    f!("pubsubshard_channels:{}", srv.pubsub.len(Kind::Shard));
+                }
                 f!("latest_fork_usec:0");
                 f!("total_forks:0");
                 f!("migrate_cached_sockets:0");

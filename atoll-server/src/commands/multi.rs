@@ -168,8 +168,11 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             key_hint: None,
             hold_expired: false,
             loading: false,
+            notify: ctx.ks.notify,
+            notes: Vec::new(),
         };
         blocking::serve_ready(&mut ks, srv);
+        crate::exec::notify::publish(srv, &ks.notes, ctx.client.id());
         if !ks.effects.is_empty() {
             srv.publish_effects(&ks.effects);
         }

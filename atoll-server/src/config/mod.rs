@@ -60,6 +60,8 @@ pub struct Hot {
     /// `client-output-buffer-limit` of the normal and pubsub classes: hard bytes, soft bytes,
     /// soft seconds (0 = none), in that order, normal first.
     pub obuf: [AtomicU64; 6],
+    /// `notify-keyspace-events` as flags (`exec::notify`); 0 when no event can be sent.
+    pub notify: AtomicU32,
 }
 
 pub struct Config {
@@ -502,6 +504,7 @@ impl Config {
         h.slow_us.store(slow_log.min(slow_mon), Ordering::Relaxed);
         h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
         h.lazy_user_del.store(get("lazyfree-lazy-user-del") == "yes", Ordering::Relaxed);
+        h.notify.store(crate::exec::notify::flags_of(get("notify-keyspace-events")), Ordering::Relaxed);
         let limits = value::output_limits(get("client-output-buffer-limit"));
         for (i, class) in [0, 2].into_iter().enumerate() {
             for (j, v) in limits[class].iter().enumerate() {

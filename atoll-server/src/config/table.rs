@@ -256,7 +256,7 @@ pub static DEFS: &[Def] = &[
     Def::new("min-replicas-max-lag", Int { min: 0, max: IMAX }, "10").alias("min-slaves-max-lag").inert(),
     Def::new("min-replicas-to-write", Int { min: 0, max: IMAX }, "0").alias("min-slaves-to-write").pending(REPL),
     Def::new("no-appendfsync-on-rewrite", Bool, "no").inert(),
-    Def::new("notify-keyspace-events", Events, "").inert(),
+    Def::new("notify-keyspace-events", Events, "").live(),
     Def::new("oom-score-adj", Enum(&["no", "yes", "relative", "absolute"]), "no").pending(OOM),
     Def::new("oom-score-adj-values", OomValues, "0 200 800").inert(),
     Def::new("pidfile", Str, "").flags(IMMUTABLE).live(),

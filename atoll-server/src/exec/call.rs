@@ -380,6 +380,8 @@ pub fn call(
             key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
             hold_expired: srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused(),
             loading: client.replaying,
+            notify: srv.config.hot.notify.load(Ordering::Relaxed),
+            notes: Vec::new(),
         },
         client,
     };
@@ -436,6 +438,9 @@ pub fn call(
     if !ctx.client.in_exec && !ctx.client.ready.is_empty() {
         ctx.ks.ready = std::mem::take(&mut ctx.client.ready);
         blocking::serve_ready(&mut ctx.ks, srv);
+    }
+    if !ctx.ks.notes.is_empty() {
+        super::notify::publish(srv, &ctx.ks.notes, ctx.client.id());
     }
     if emit && !ctx.ks.effects.is_empty() {
         if ctx.client.in_exec {

@@ -20,6 +20,7 @@ pub mod latency;
 pub mod lazyfree;
 pub mod ldouble;
 pub mod multi;
+pub mod notify;
 pub mod persistence;
 pub mod pubsub;
 pub mod scripts;
@@ -112,6 +113,10 @@ pub struct KsView<'a, 'k> {
     /// Replaying a log at load time: nothing expires, and an expiry already past is set, not
     /// applied (as Redis loads: such keys go once loading ends).
     pub loading: bool,
+    /// `notify-keyspace-events` flags when the command began (0: notifications off).
+    pub notify: u32,
+    /// Keyspace events raised, published by the epilogue.
+    pub notes: Vec<notify::Note>,
 }
 
 /// Lazy expiry's slow path: deletes a key whose time has passed, signals its watchers, counts
@@ -159,6 +164,9 @@ impl<'a, 'k> KsView<'a, 'k> {
         let expired = !self.loading && shard.expired_hashed(key, h, now);
         if expired && !self.hold_expired {
             expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
+            if self.notify & notify::EXPIRED != 0 {
+                self.notes.push(notify::Note { class: notify::EXPIRED, event: "expired", db, key: key.into() });
+            }
         }
         (shard, h, expired)
     }
@@ -178,7 +186,27 @@ impl<'a, 'k> KsView<'a, 'k> {
     }
 
     /// Lookup for reading: counts keyspace hits/misses and updates the access clock.
+    #[inline]
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<Entry<'_>> {
+        if self.notify & notify::KEY_MISS != 0 {
+            return self.lookup_read_noting_miss(key);
+        }
+        self.lookup_read_counted(key)
+    }
+
+    /// `lookup_read` while `keymiss` events are on: a miss raises one.
+    #[cold]
+    fn lookup_read_noting_miss(&mut self, key: &[u8]) -> Option<Entry<'_>> {
+        if !self.exists(key) {
+            stats::bump(&self.stats.keyspace_misses, 1);
+            self.note(notify::KEY_MISS, "keymiss", key);
+            return None;
+        }
+        self.lookup_read_counted(key)
+    }
+
+    #[inline]
+    fn lookup_read_counted(&mut self, key: &[u8]) -> Option<Entry<'_>> {
         let (clock, touch) = (self.lru_clock, !self.no_touch);
         let stats = self.stats;
         match self.live_entry(key) {
@@ -234,6 +262,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         let lru = self.lru_clock;
         let (shard, h, _) = self.locate(key);
         let mut overwrote_stream = false;
+        let mut created = false;
         match shard.keys.get_mut_hashed(key, h) {
             Some(mut o) => {
                 // A blocked XREADGROUP learns its stream was replaced (7.2: WRONGTYPE at once).
@@ -244,11 +273,17 @@ impl<'a, 'k> KsView<'a, 'k> {
                     shard.expires.remove(key);
                 }
             }
-            None => shard.keys.insert_new(key, Obj { val, lru }),
+            None => {
+                shard.keys.insert_new(key, Obj { val, lru });
+                created = true;
+            }
         }
         // `modified`, with the shard at hand.
         shard.touch_watched(key);
         self.dirty += 1;
+        if created {
+            self.note(notify::NEW, "new", key);
+        }
         if blockable || overwrote_stream {
             self.signal_ready(key);
         }
@@ -268,6 +303,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         let blockable = is_blockable(&val);
         let lru = self.lru_clock;
         self.shard(key).keys.insert_new(key, Obj { val, lru });
+        self.note(notify::NEW, "new", key);
         if blockable {
             self.signal_ready(key);
         }
@@ -321,6 +357,23 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// machinery serves waiters from here.
     pub fn signal_ready(&mut self, key: &[u8]) {
         blocking::signal_ready(self, key);
+    }
+
+    /// Raises a keyspace event (`notify-keyspace-events`) of `class` for `key` in this
+    /// command's database: nothing but a test of the flags when the class is off.
+    #[inline]
+    pub fn note(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        if self.notify & class != 0 {
+            self.note_in(self.db, class, event, key);
+        }
+    }
+
+    /// `note` for a key of another database (MOVE, COPY … DB).
+    #[cold]
+    pub fn note_in(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
+        if self.notify & class != 0 {
+            self.notes.push(notify::Note { class, event, db, key: key.into() });
+        }
     }
 
     /// Records a rewritten effect for this command (instead of the command as sent).

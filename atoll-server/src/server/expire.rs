@@ -80,6 +80,7 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
             for k in &expired {
                 s.remove(k);
                 s.touch_watched(k);
+                crate::exec::notify::raise(srv, crate::exec::notify::EXPIRED, "expired", db, k);
             }
             stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
             reclaimed += expired.len();

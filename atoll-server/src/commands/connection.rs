@@ -320,6 +320,9 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
     let multi = h.multi.load(Ordering::Relaxed);
     // In the order Redis's catClientInfoString writes them.
     let mut flags = String::new();
+    if h.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
     if h.subscriptions() > 0 {
         flags.push('P');
     }

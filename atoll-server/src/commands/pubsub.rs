@@ -205,3 +205,21 @@ pub fn pubsub_numpat(ctx: &mut Ctx) -> CmdResult {
     ctx.reply.int(ctx.srv.pubsub.len(Kind::Pattern) as i64);
     Ok(())
 }
+
+// MONITOR
+pub fn monitor(ctx: &mut Ctx) -> CmdResult {
+    if ctx.client.in_exec {
+        return Err(CmdError::msg("ERR MONITOR isn't allowed for DENY BLOCKING client"));
+    }
+    // Already monitoring: Redis ignores it, without a reply.
+    if ctx.client.monitor.is_some() {
+        return Ok(());
+    }
+    let c = &mut *ctx.client;
+    let mb = Mailbox::new(c.handle.clone(), c.worker, c.token);
+    c.handle.monitor.store(true, std::sync::atomic::Ordering::Relaxed);
+    ctx.srv.pubsub.add_monitor(mb.clone());
+    c.monitor = Some(mb);
+    ctx.reply.ok();
+    Ok(())
+}

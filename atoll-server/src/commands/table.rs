@@ -51,6 +51,7 @@ static ROWS: &[Row] = &[
     c("pubsub|numpat", ps::pubsub_numpat, None),
     c("pubsub|shardchannels", ps::pubsub_shardchannels, None),
     c("pubsub|shardnumsub", ps::pubsub_shardnumsub, None),
+    c("monitor", ps::monitor, None),
     // transactions
     c("multi", multi::multi, None),
     c("exec", multi::exec, None),

@@ -57,8 +57,8 @@ pub struct Hot {
     pub hotkeys: AtomicBool,
     /// `lazyfree-lazy-user-del`: DEL frees big values in the background, as UNLINK does.
     pub lazy_user_del: AtomicBool,
-    /// `client-output-buffer-limit` of the normal and pubsub classes: hard bytes, soft bytes,
-    /// soft seconds (0 = none), in that order, normal first.
+    /// `client-output-buffer-limit` of the normal and pubsub classes (the order of
+    /// `exec::pubsub::OutputClass`): hard bytes, soft bytes, soft seconds (0 = none).
     pub obuf: [AtomicU64; 6],
     /// `notify-keyspace-events` as flags (`exec::notify`); 0 when no event can be sent.
     pub notify: AtomicU32,

@@ -449,6 +449,13 @@ pub fn call(
             srv.publish_effects(&ctx.ks.effects);
         }
     }
+    if srv.pubsub.monitoring()
+        && !cmd.has(flags::SKIP_MONITOR | flags::ADMIN)
+        && !ctx.client.replaying
+        && !ctx.client.retrying
+    {
+        super::pubsub::feed_monitors(srv, ctx.client, argv);
+    }
     let st = &ws.cmds[cmd.id];
     stats::bump(&st.calls, 1);
     let end = srv.clock.instant();

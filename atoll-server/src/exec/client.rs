@@ -81,6 +81,8 @@ pub struct ClientHandle {
     /// When the pending output first went over the soft `client-output-buffer-limit` (unix
     /// ms; 0 = it is under).
     pub obuf_soft_since: AtomicI64,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: AtomicBool,
 }
 
 impl ClientHandle {
@@ -126,6 +128,7 @@ impl ClientHandle {
             psub: 0.into(),
             ssub: 0.into(),
             obuf_soft_since: 0.into(),
+            monitor: AtomicBool::new(false),
         }
     }
 
@@ -202,6 +205,11 @@ pub struct Client {
     pub subs: Option<Box<super::pubsub::Subs>>,
     /// The command's reply is a push (the (un)subscribe family): CLIENT REPLY OFF keeps it.
     pub push_reply: bool,
+    /// MONITOR: the mailbox every command's line is delivered to.
+    pub monitor: Option<Arc<super::pubsub::Mailbox>>,
+    /// Re-running a command after its wait (a blocking retry, a CLIENT PAUSE): MONITOR
+    /// showed it already.
+    pub retrying: bool,
 }
 
 impl Client {
@@ -232,6 +240,8 @@ impl Client {
             token: 0,
             subs: None,
             push_reply: false,
+            monitor: None,
+            retrying: false,
         }
     }
 

@@ -24,7 +24,7 @@ use crate::engine::glob::glob_match;
 use indexmap::IndexSet;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// What wakes a worker's event loop (set by the network layer when the worker starts).
@@ -42,6 +42,7 @@ pub enum OutputClass {
 /// for longer than its seconds — the first time over the soft limit starts that clock, and
 /// coming back under it stops it.
 pub fn over_output_limit(srv: &Server, h: &ClientHandle, bytes: u64) -> bool {
+    // A MONITOR client is a normal one here, as in Redis's getClientType.
     let class = if h.subscriptions() > 0 { OutputClass::Pubsub } else { OutputClass::Normal } as usize;
     let lim = &srv.config.hot.obuf[class * 3..class * 3 + 3];
     let (hard, soft, secs) =
@@ -98,9 +99,10 @@ impl Mailbox {
         Arc::new(Mailbox { handle, worker, token, state: Mutex::new(MailState::default()) })
     }
 
-    /// Appends a frame encoded for RESP2 (`*N…`); a RESP3 client gets it as a push (`>N…`).
-    /// Returns true if the mailbox must be queued on its worker (it was not already).
-    fn put(&self, srv: &Server, frame: &[u8], queue: bool) -> bool {
+    /// Appends a frame encoded for RESP2 (`*N…`); a RESP3 client gets it as a push (`>N…`)
+    /// unless `as_is` (MONITOR's status lines). Returns true if the mailbox must be queued on
+    /// its worker (it was not already).
+    fn put(&self, srv: &Server, frame: &[u8], queue: bool, as_is: bool) -> bool {
         let h = &self.handle;
         let mut st = self.state.lock();
         if h.killed.load(Ordering::Relaxed) {
@@ -108,7 +110,7 @@ impl Mailbox {
         }
         let at = st.buf.len();
         st.buf.extend_from_slice(frame);
-        if h.resp.load(Ordering::Relaxed) == 3 {
+        if !as_is && h.resp.load(Ordering::Relaxed) == 3 {
             st.buf[at] = b'>';
         }
         let total = st.buf.len() as u64 + h.out_pending.load(Ordering::Relaxed);
@@ -234,6 +236,9 @@ pub struct PubSub {
     shard: RwLock<Subscribers>,
     /// One per worker.
     posts: Vec<Post>,
+    /// MONITOR clients, and whether there is any (the one load `call` pays).
+    monitors: RwLock<Vec<Arc<Mailbox>>>,
+    monitoring: AtomicBool,
 }
 
 /// Appends a RESP2 bulk string.
@@ -295,6 +300,8 @@ impl PubSub {
             patterns: RwLock::default(),
             shard: RwLock::default(),
             posts: (0..workers.max(1)).map(|_| Post::default()).collect(),
+            monitors: RwLock::default(),
+            monitoring: AtomicBool::new(false),
         }
     }
 
@@ -366,7 +373,7 @@ impl PubSub {
                 let word: &[u8] = if shard { b"smessage" } else { b"message" };
                 let f = frame(&[word, channel, msg]);
                 for mb in subs {
-                    if mb.put(srv, &f, mb.handle.id != self_id) {
+                    if mb.put(srv, &f, mb.handle.id != self_id, false) {
                         d.add(mb);
                     }
                     receivers += 1;
@@ -381,7 +388,7 @@ impl PubSub {
                 }
                 let f = frame(&[b"pmessage", p, channel, msg]);
                 for mb in subs {
-                    if mb.put(srv, &f, mb.handle.id != self_id) {
+                    if mb.put(srv, &f, mb.handle.id != self_id, false) {
                         d.add(mb);
                     }
                     receivers += 1;
@@ -396,15 +403,115 @@ impl PubSub {
     /// MONITOR lines), waking its worker.
     pub fn send(&self, srv: &Server, mb: &Arc<Mailbox>, frame: &[u8], self_id: u64) {
         let mut d = Deliveries::new();
-        if mb.put(srv, frame, mb.handle.id != self_id) {
+        if mb.put(srv, frame, mb.handle.id != self_id, false) {
             d.add(mb);
         }
         d.send(self);
     }
 }
 
-/// Every subscription of the client ends, without confirmations (RESET, disconnect).
+impl PubSub {
+    /// A MONITOR client starts receiving every command.
+    pub fn add_monitor(&self, mb: Arc<Mailbox>) {
+        let mut m = self.monitors.write();
+        m.push(mb);
+        self.monitoring.store(true, Ordering::Relaxed);
+    }
+
+    pub fn remove_monitor(&self, mb: &Arc<Mailbox>) {
+        let mut m = self.monitors.write();
+        m.retain(|x| !Arc::ptr_eq(x, mb));
+        self.monitoring.store(!m.is_empty(), Ordering::Relaxed);
+    }
+
+    /// Any MONITOR client connected.
+    #[inline]
+    pub fn monitoring(&self) -> bool {
+        self.monitoring.load(Ordering::Relaxed)
+    }
+}
+
+/// Which arguments MONITOR shows as `(redacted)`: the passwords Redis's
+/// `redactClientCommandArgument` hides in the commands MONITOR shows (AUTH, HELLO … AUTH,
+/// MIGRATE … AUTH/AUTH2), walking the options as those commands parse them.
+fn redactions(argv: &[&[u8]]) -> Vec<bool> {
+    let mut mask = vec![false; argv.len()];
+    let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
+    if is(argv[0], "auth") {
+        mask[1..].iter_mut().for_each(|m| *m = true);
+    } else if is(argv[0], "hello") {
+        let mut j = 2;
+        while j < argv.len() {
+            if is(argv[j], "auth") && j + 2 < argv.len() {
+                mask[j + 1] = true;
+                mask[j + 2] = true;
+                j += 2;
+            } else if is(argv[j], "setname") {
+                j += 1;
+            }
+            j += 1;
+        }
+    } else if is(argv[0], "migrate") {
+        let mut j = 6;
+        while j < argv.len() {
+            if is(argv[j], "auth") && j + 1 < argv.len() {
+                mask[j + 1] = true;
+                j += 1;
+            } else if is(argv[j], "auth2") && j + 2 < argv.len() {
+                mask[j + 1] = true;
+                mask[j + 2] = true;
+                j += 2;
+            } else if is(argv[j], "keys") {
+                break;
+            }
+            j += 1;
+        }
+    }
+    mask
+}
+
+/// Sends a command to the MONITOR clients, as Redis's `replicationFeedMonitors` words it:
+/// `+<sec>.<usec> [<db> <addr>|unix:<path>|lua] "arg" …`.
+pub fn feed_monitors(srv: &Server, client: &super::client::Client, argv: &[&[u8]]) {
+    let us = super::state::unix_us();
+    let mut line = Vec::with_capacity(64 + argv.iter().map(|a| a.len() + 3).sum::<usize>());
+    line.push(b'+');
+    line.extend_from_slice(format!("{}.{:06} [{} ", us / 1_000_000, us % 1_000_000, client.db).as_bytes());
+    let h = &client.handle;
+    if client.in_script {
+        line.extend_from_slice(b"lua");
+    } else if h.unix {
+        line.extend_from_slice(b"unix:");
+        line.extend_from_slice(srv.config.get("unixsocket").as_bytes());
+    } else {
+        line.extend_from_slice(h.addr.as_bytes());
+    }
+    line.extend_from_slice(b"] ");
+    let hide = redactions(argv);
+    for (i, a) in argv.iter().enumerate() {
+        if i > 0 {
+            line.push(b' ');
+        }
+        let a: &[u8] = if hide[i] { b"(redacted)" } else { a };
+        crate::protocol::cat_repr(&mut line, a);
+    }
+    line.extend_from_slice(b"\r\n");
+    let mut d = Deliveries::new();
+    for mb in srv.pubsub.monitors.read().iter() {
+        if mb.put(srv, &line, true, true) {
+            d.add(mb);
+        }
+    }
+    d.send(&srv.pubsub);
+}
+
+/// Every subscription of the client ends, without confirmations, and MONITOR mode with them
+/// (RESET, disconnect).
 pub fn unsubscribe_all(srv: &Server, client: &mut super::client::Client) {
+    if let Some(mb) = client.monitor.take() {
+        srv.pubsub.remove_monitor(&mb);
+        client.handle.monitor.store(false, Ordering::Relaxed);
+    }
     let Some(mut subs) = client.subs.take() else { return };
     for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
         for name in std::mem::take(subs.set(kind)) {

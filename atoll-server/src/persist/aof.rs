@@ -119,22 +119,9 @@ fn repr(name: &str) -> String {
     if !needs {
         return name.to_string();
     }
-    let mut out = String::from("\"");
-    for c in name.bytes() {
-        match c {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            7 => out.push_str("\\a"),
-            8 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(c as char),
-            _ => out.push_str(&format!("\\x{c:02x}")),
-        }
-    }
-    out.push('"');
-    out
+    let mut out = Vec::new();
+    crate::protocol::cat_repr(&mut out, name.as_bytes());
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub fn manifest_name(appendfilename: &str) -> String {

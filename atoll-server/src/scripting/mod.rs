@@ -89,6 +89,10 @@ pub fn load_script(srv: &Server, body: &[u8]) -> Result<Arc<Script>, String> {
 /// EVAL and its variants: `evalsha` names the script by SHA, `ro` refuses writes.
 pub fn eval_generic(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     let srv = ctx.srv;
+    // MONITOR shows the script before the commands it runs (EVAL is `skip_monitor` for that).
+    if srv.pubsub.monitoring() {
+        crate::exec::pubsub::feed_monitors(srv, ctx.client, ctx.args);
+    }
     const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
     if evalsha && ctx.args[1].len() != 40 {
         return Err(CmdError::msg(NOSCRIPT));

@@ -385,7 +385,9 @@ impl Session {
             WaitState::Retry => {
                 self.client.clock = None;
                 let argv: Vec<&[u8]> = w.argv.iter().map(|a| a.as_slice()).collect();
+                self.client.retrying = true;
                 dispatch(srv, ws, &mut self.client, &argv, out);
+                self.client.retrying = false;
                 if self.client.waiting.is_some() {
                     return true;
                 }

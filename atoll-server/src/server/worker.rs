@@ -395,6 +395,13 @@ impl Core {
                 continue;
             }
             mb.take_into(&mut l.out);
+            // A subscriber whose socket is full keeps its messages here: weigh them with what
+            // the backend still holds for it (as last published) against its output limit.
+            let h = &mb.handle;
+            let held = l.out.len() as u64 + h.out_pending.load(std::sync::atomic::Ordering::Relaxed);
+            if crate::exec::pubsub::over_output_limit(&self.srv, h, held) {
+                crate::exec::pubsub::close_over_limit(h);
+            }
             self.queue(l, mb.token, true);
         }
         self.mail = mbs;

@@ -8,7 +8,8 @@
 //!   case's N-th extra connection (made on first use, closed when the case ends), so Pub/Sub,
 //!   notifications and tracking can be checked across clients; `read:` alone sends nothing
 //!   and compares the next message that connection receives (a line that sends compares its
-//!   first reply only); `send: ` sends without reading (CLIENT REPLY OFF).
+//!   first reply only); `send: ` sends without reading (CLIENT REPLY OFF). An argument
+//!   `$id@N` stands for connection N's CLIENT ID on each server (CLIENT TRACKING … REDIRECT).
 //! * `tests/known_differences.txt`: where Atoll answers differently from Redis 7.2 on purpose
 //!   (the oracle is Redis 7.2.6 itself, `common::redis_bin`).
 //! * A seeded random command generator over the same commands and their error cases.
@@ -177,6 +178,8 @@ struct Pair {
     extra: Vec<Option<(RawConn, RawConn)>>,
     ports: (u16, u16),
     proto: u8,
+    /// CLIENT ID of each extra connection on (redis, atoll), for `$id@N`.
+    ids: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Pair {
@@ -189,12 +192,19 @@ impl Pair {
             self.extra.resize_with(n, || None);
         }
         let (ports, proto) = (self.ports, self.proto);
+        if self.ids.len() < n {
+            self.ids.resize(n, Default::default());
+        }
+        let ids = &mut self.ids[n - 1];
         let slot = self.extra[n - 1].get_or_insert_with(|| {
             let mut c = (RawConn::connect(ports.0), RawConn::connect(ports.1));
             for x in [&mut c.0, &mut c.1] {
                 let r = x.cmd(&[b"HELLO", proto.to_string().as_bytes()]);
                 assert!(!r.starts_with(b"-"), "HELLO failed: {}", show(&r));
             }
+            // `:<id>\r\n`
+            let id = |r: Vec<u8>| r[1..r.len() - 2].to_vec();
+            *ids = (id(c.0.cmd(&[b"CLIENT", b"ID"])), id(c.1.cmd(&[b"CLIENT", b"ID"])));
             c
         });
         (&mut slot.0, &mut slot.1)
@@ -202,6 +212,7 @@ impl Pair {
 
     fn reset(&mut self, proto: u8) {
         self.extra.clear();
+        self.ids.clear();
         self.proto = proto;
         for c in [&mut self.redis, &mut self.atoll] {
             // Out of Pub/Sub mode, should the last case have left the connection there.
@@ -232,6 +243,15 @@ impl Pair {
         known: &Known,
         conn: usize,
     ) -> Option<String> {
+        // `$id@N`: each server's id of connection N (made now if it is not yet).
+        let mut per = (args.to_vec(), args.to_vec());
+        for (i, a) in args.iter().enumerate() {
+            if let Some(n) = a.strip_prefix(b"$id@").and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok()) {
+                self.conns(n);
+                per.0[i] = self.ids[n - 1].0.clone();
+                per.1[i] = self.ids[n - 1].1.clone();
+            }
+        }
         let (redis, atoll) = self.conns(conn);
         if mode == Mode::Read {
             let wait = std::time::Duration::from_millis(1500);
@@ -240,8 +260,8 @@ impl Pair {
             return (r != a)
                 .then(|| format!("RESP{proto} @{conn} read\n   redis: {}\n   atoll: {}", show(&r), show(&a)));
         }
-        redis.send(args);
-        atoll.send(args);
+        redis.send(&per.0);
+        atoll.send(&per.1);
         if mode == Mode::Send {
             return None;
         }
@@ -278,6 +298,7 @@ fn start_pair() -> (ServerProc, ServerProc, Pair) {
         extra: Vec::new(),
         ports: (redis.port, atoll.port),
         proto: 2,
+        ids: Vec::new(),
     };
     (redis, atoll, pair)
 }

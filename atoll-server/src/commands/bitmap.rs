@@ -6,6 +6,7 @@
 
 use super::string::{max_bulk_len, reserve_sds};
 use crate::engine::Value;
+use crate::exec::notify;
 use crate::exec::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -86,6 +87,7 @@ pub fn setbit(ctx: &mut Ctx) -> CmdResult {
     if changed {
         v[byte] = (v[byte] & !(1 << shift)) | ((on as u8) << shift);
         ctx.ks.modified(key);
+        ctx.ks.note(notify::STRING, "setbit", key);
     }
     ctx.reply.int(old as i64);
     Ok(())
@@ -342,9 +344,11 @@ pub fn bitop(ctx: &mut Ctx) -> CmdResult {
     let len = res.len();
     if len > 0 {
         ctx.ks.set(dest, Value::Raw(res), false);
-    } else {
-        // An empty result deletes the destination (a change only if it existed).
-        ctx.ks.delete(dest);
+        ctx.ks.note(notify::STRING, "set", dest);
+    } else if super::keys::db_delete(&mut ctx.ks, dest).is_some() {
+        // An empty result deletes the destination (a change only if it existed), with no
+        // lookup first: one past its time is deleted too, raising `del`.
+        ctx.ks.note(notify::GENERIC, "del", dest);
     }
     ctx.reply.int(len as i64);
     Ok(())
@@ -638,6 +642,7 @@ fn bitfield_generic(ctx: &mut Ctx, read_only_cmd: bool) -> CmdResult {
     if changes > 0 {
         ctx.ks.modified(key);
         ctx.ks.dirty += changes - 1;
+        ctx.ks.note(notify::STRING, "setbit", key);
     }
     Ok(())
 }

@@ -152,6 +152,11 @@ pub fn reset(ctx: &mut Ctx) -> CmdResult {
     crate::exec::multi::discard_state(ctx.srv, ctx.client);
     crate::exec::multi::unwatch_all(ctx.srv, ctx.client);
     crate::exec::pubsub::unsubscribe_all(ctx.srv, ctx.client);
+    if ctx.client.tracking.take().is_some() {
+        ctx.srv.tracking.disable(ctx.client.id());
+        *ctx.client.handle.tracking.lock() = None;
+    }
+    ctx.client.caching = false;
     let c = &mut *ctx.client;
     c.db = 0;
     c.handle.db.store(0, Ordering::Relaxed);
@@ -332,6 +337,16 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
     if h.waiter.lock().is_some() {
         flags.push('b');
     }
+    let tracking = h.tracking.lock().clone();
+    if let Some(t) = &tracking {
+        flags.push('t');
+        if t.broken.load(Ordering::Relaxed) {
+            flags.push('R');
+        }
+        if t.bcast {
+            flags.push('B');
+        }
+    }
     if h.unix {
         flags.push('U');
     }
@@ -354,7 +369,7 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
     let pending = load(&h.out_pending);
     let tot = h.memory() + request as u64 + argv_mem as u64;
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events={} cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
@@ -379,6 +394,7 @@ fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: O
         tot,
         if pending > 0 { "rw" } else { "r" },
         cmd,
+        tracking.as_ref().map_or(-1, |t| t.redirect as i64),
         h.resp.load(Ordering::Relaxed),
         String::from_utf8_lossy(&h.lib_name.lock()),
         String::from_utf8_lossy(&h.lib_ver.lock()),
@@ -587,6 +603,182 @@ pub fn client_no_touch(ctx: &mut Ctx) -> CmdResult {
     ctx.client.no_touch = v;
     ctx.client.handle.no_touch.store(v, Ordering::Relaxed);
     ctx.reply.ok();
+    Ok(())
+}
+
+// CLIENT TRACKING <ON | OFF> [REDIRECT client-id] [PREFIX prefix ...] [BCAST] [OPTIN] [OPTOUT]
+//   [NOLOOP]
+pub fn client_tracking(ctx: &mut Ctx) -> CmdResult {
+    use crate::exec::tracking::Tracker;
+    let args = ctx.args;
+    let (mut redirect, mut bcast, mut optin, mut optout, mut noloop) = (0u64, false, false, false, false);
+    let mut prefixes: Vec<Box<[u8]>> = Vec::new();
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        if eq_ic(args[j], "REDIRECT") && more {
+            j += 1;
+            if redirect != 0 {
+                return Err(CmdError::msg("ERR A client can only redirect to a single other client"));
+            }
+            let id = parse_int(args[j])?;
+            if id <= 0 || ctx.srv.clients.get(id as u64).is_none() {
+                return Err(CmdError::msg("ERR The client ID you want redirect to does not exist"));
+            }
+            redirect = id as u64;
+        } else if eq_ic(args[j], "BCAST") {
+            bcast = true;
+        } else if eq_ic(args[j], "OPTIN") {
+            optin = true;
+        } else if eq_ic(args[j], "OPTOUT") {
+            optout = true;
+        } else if eq_ic(args[j], "NOLOOP") {
+            noloop = true;
+        } else if eq_ic(args[j], "PREFIX") && more {
+            j += 1;
+            prefixes.push(args[j].into());
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let srv = ctx.srv;
+    if eq_ic(args[2], "OFF") {
+        if ctx.client.tracking.take().is_some() {
+            srv.tracking.disable(ctx.client.id());
+            *ctx.client.handle.tracking.lock() = None;
+        }
+        ctx.client.caching = false;
+        ctx.reply.ok();
+        return Ok(());
+    }
+    if !eq_ic(args[2], "ON") {
+        return Err(CmdError::Syntax);
+    }
+    if !bcast && !prefixes.is_empty() {
+        return Err(CmdError::msg("ERR PREFIX option requires BCAST mode to be enabled"));
+    }
+    let old = ctx.client.tracking.clone();
+    if old.as_ref().is_some_and(|o| o.bcast != bcast) {
+        return Err(CmdError::msg("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
+    }
+    if bcast && (optin || optout) {
+        return Err(CmdError::msg("ERR OPTIN and OPTOUT are not compatible with BCAST"));
+    }
+    if optin && optout {
+        return Err(CmdError::msg("ERR You can't specify both OPTIN mode and OPTOUT mode"));
+    }
+    if old.as_ref().is_some_and(|o| (optin && o.optout) || (optout && o.optin)) {
+        return Err(CmdError::msg("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
+    }
+    let mut all: Vec<Box<[u8]>> = old.as_ref().map(|o| o.prefixes.clone()).unwrap_or_default();
+    if bcast {
+        // A client's prefixes must not overlap (one a prefix of another), as in Redis.
+        let overlap = |a: &[u8], b: &[u8]| a.starts_with(b) || b.starts_with(a);
+        for (i, p) in prefixes.iter().enumerate() {
+            let show = |x: &[u8]| String::from_utf8_lossy(x).into_owned();
+            if let Some(e) = all.iter().find(|e| overlap(e, p)) {
+                return Err(CmdError::msg(format!(
+                    "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                    show(p),
+                    show(e)
+                )));
+            }
+            if let Some(q) = prefixes[i + 1..].iter().find(|q| overlap(p, q)) {
+                return Err(CmdError::msg(format!(
+                    "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                    show(p),
+                    show(q)
+                )));
+            }
+        }
+        all.extend(prefixes);
+        if all.is_empty() {
+            all.push(Box::from(&b""[..]));
+        }
+    }
+    let t = std::sync::Arc::new(Tracker {
+        handle: ctx.client.handle.clone(),
+        redirect,
+        bcast,
+        optin,
+        optout,
+        noloop,
+        prefixes: all,
+        broken: Default::default(),
+    });
+    if old.is_some() {
+        srv.tracking.disable(ctx.client.id());
+    }
+    srv.tracking.enable(t.clone());
+    *ctx.client.handle.tracking.lock() = Some(t.clone());
+    ctx.client.tracking = Some(t);
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CLIENT CACHING <YES | NO>
+pub fn client_caching(ctx: &mut Ctx) -> CmdResult {
+    let Some(t) = ctx.client.tracking.clone() else {
+        return Err(CmdError::msg(
+            "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
+        ));
+    };
+    if eq_ic(ctx.args[2], "YES") {
+        if !t.optin {
+            return Err(CmdError::msg("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."));
+        }
+    } else if eq_ic(ctx.args[2], "NO") {
+        if !t.optout {
+            return Err(CmdError::msg("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."));
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    ctx.client.caching = true;
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CLIENT GETREDIR
+pub fn client_getredir(ctx: &mut Ctx) -> CmdResult {
+    ctx.reply.int(ctx.client.tracking.as_ref().map_or(-1, |t| t.redirect as i64));
+    Ok(())
+}
+
+// CLIENT TRACKINGINFO
+pub fn client_trackinginfo(ctx: &mut Ctx) -> CmdResult {
+    let t = ctx.client.tracking.clone();
+    let caching = ctx.client.caching;
+    let mut flags: Vec<&str> = vec![if t.is_some() { "on" } else { "off" }];
+    if let Some(t) = &t {
+        let pairs = [
+            (t.bcast, "bcast"),
+            (t.optin, "optin"),
+            (t.optin && caching, "caching-yes"),
+            (t.optout, "optout"),
+            (t.optout && caching, "caching-no"),
+            (t.noloop, "noloop"),
+            (t.broken.load(Ordering::Relaxed), "broken_redirect"),
+        ];
+        flags.extend(pairs.iter().filter(|(on, _)| *on).map(|(_, f)| *f));
+    }
+    let r = &mut *ctx.reply;
+    r.map(3);
+    r.bulk(b"flags");
+    r.set(flags.len());
+    for f in flags {
+        r.bulk(f.as_bytes());
+    }
+    r.bulk(b"redirect");
+    r.int(t.as_ref().map_or(-1, |t| t.redirect as i64));
+    r.bulk(b"prefixes");
+    let mut prefixes = t.as_ref().filter(|t| t.bcast).map(|t| t.prefixes.clone()).unwrap_or_default();
+    prefixes.sort();
+    r.array(prefixes.len());
+    for p in prefixes {
+        r.bulk(&p);
+    }
     Ok(())
 }
 

@@ -159,7 +159,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("client_recent_max_input_buffer:{}", max_qbuf);
                 f!("client_recent_max_output_buffer:0");
                 f!("blocked_clients:{}", srv.blocked_clients.load(Ordering::Relaxed));
-                f!("tracking_clients:0");
+                f!("tracking_clients:{}", srv.tracking.figures().0);
                 f!("clients_in_timeout_table:0");
                 let (keys, nokey) = blocking_keys(srv);
                 f!("total_blocking_keys:{}", keys);
@@ -356,9 +356,10 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("active_defrag_key_misses:0");
                 f!("total_active_defrag_time:0");
                 f!("current_active_defrag_time:0");
-                f!("tracking_total_keys:0");
-                f!("tracking_total_items:0");
-                f!("tracking_total_prefixes:0");
+                let (_, keys, items, prefixes) = srv.tracking.figures();
+                f!("tracking_total_keys:{keys}");
+                f!("tracking_total_items:{items}");
+                f!("tracking_total_prefixes:{prefixes}");
                 f!("unexpected_error_replies:{}", st.sum(|c| &c.unexpected_error_replies));
                 f!("total_error_replies:{}", st.sum(|c| &c.error_replies));
                 f!("dump_payload_sanitizations:0");

@@ -11,8 +11,9 @@
 use crate::engine::glob::glob_match;
 use crate::engine::keytable::Entry;
 use crate::engine::{LockPlan, Locks, SHARDS};
-use crate::engine::{Shard, Value};
+use crate::engine::{Obj, Shard, Value};
 use crate::exec::help_reply;
+use crate::exec::notify;
 use crate::exec::stats::Counters;
 use crate::exec::*;
 use rand::Rng;
@@ -46,6 +47,31 @@ fn lookup_notouch<'v>(ks: &'v mut KsView, key: &[u8]) -> Option<Entry<'v>> {
     let counter = if o.is_some() { &stats.keyspace_hits } else { &stats.keyspace_misses };
     counter.fetch_add(1, Ordering::Relaxed);
     o
+}
+
+/// `lookup_notouch` that raises `keymiss` for a missing key, as Redis's
+/// `lookupKeyReadWithFlags(LOOKUP_NOTOUCH)` does for EXISTS, TYPE and the TTL family (OBJECT
+/// looks up with LOOKUP_NONOTIFY: no event).
+fn lookup_notouch_noting<'v>(ks: &'v mut KsView, key: &[u8]) -> Option<Entry<'v>> {
+    if ks.notify & notify::KEY_MISS != 0 && !ks.exists(key) {
+        ks.stats.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+        ks.note(notify::KEY_MISS, "keymiss", key);
+        return None;
+    }
+    lookup_notouch(ks, key)
+}
+
+/// Redis's `dbDelete`: removes `key` with no lookup first, so a key past its time that nothing
+/// has expired yet is deleted like any other (the caller raises `del`, not `expired`). Signals
+/// watchers and counts the change; returns the value if the key was there.
+pub(crate) fn db_delete(ks: &mut KsView, key: &[u8]) -> Option<Obj> {
+    let o = ks.shard(key).remove(key)?;
+    ks.modified(key);
+    // Clients blocked on a deleted stream must learn it (as `KsView::delete`).
+    if matches!(o.val, Value::Stream(_)) {
+        ks.signal_ready(key);
+    }
+    Some(o)
 }
 
 /// Runs `f` with the view switched to database `db` (MOVE, COPY … DB), then switches back, so
@@ -89,6 +115,10 @@ fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard,
     for k in expired {
         shard.remove(k);
         shard.touch_watched(k);
+        notify::raise(srv, notify::EXPIRED, "expired", db, k);
+    }
+    if srv.tracking.on() {
+        crate::exec::tracking::modified(srv, expired, 0);
     }
     stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
     if srv.effects_enabled() {
@@ -108,6 +138,7 @@ fn del_generic(ctx: &mut Ctx, lazy: bool) -> CmdResult {
     let mut deleted = 0;
     for &key in &ctx.args[1..] {
         if let Some(obj) = ctx.ks.delete(key) {
+            ctx.ks.note(notify::GENERIC, "del", key);
             deleted += 1;
             if lazy {
                 ctx.srv.lazyfree.free(obj);
@@ -134,7 +165,7 @@ pub fn exists(ctx: &mut Ctx) -> CmdResult {
     // A key named twice counts twice, as in Redis.
     let mut n = 0;
     for &key in &ctx.args[1..] {
-        if lookup_notouch(&mut ctx.ks, key).is_some() {
+        if lookup_notouch_noting(&mut ctx.ks, key).is_some() {
             n += 1;
         }
     }
@@ -144,7 +175,7 @@ pub fn exists(ctx: &mut Ctx) -> CmdResult {
 
 // TYPE key
 pub fn type_(ctx: &mut Ctx) -> CmdResult {
-    let name = lookup_notouch(&mut ctx.ks, ctx.args[1]).map_or("none", |o| o.type_name());
+    let name = lookup_notouch_noting(&mut ctx.ks, ctx.args[1]).map_or("none", |o| o.type_name());
     ctx.reply.simple(name);
     Ok(())
 }
@@ -167,6 +198,18 @@ pub fn touch(ctx: &mut Ctx) -> CmdResult {
 // RENAME, RENAMENX, COPY, MOVE
 // ---------------------------------------------------------------------------------------------
 
+/// Stores `val` at `key` as Redis's `dbDelete` + `dbAdd` do when `existed` (RENAME over a key,
+/// COPY … REPLACE): the old value and its TTL go and the key is created again, so `new` is
+/// raised even though the name was taken.
+fn replace_key(ks: &mut KsView, key: &[u8], val: Value, existed: bool) {
+    let old_stream = existed && ks.shard(key).remove(key).is_some_and(|o| matches!(o.val, Value::Stream(_)));
+    ks.set(key, val, false);
+    // Clients blocked on a replaced stream must learn it (as `set` would have signalled).
+    if old_stream {
+        ks.signal_ready(key);
+    }
+}
+
 fn rename_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
     let (src, dst) = (ctx.args[1], ctx.args[2]);
     // A missing source is an error even when both names are the same.
@@ -182,18 +225,21 @@ fn rename_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
         return Ok(());
     }
     let expire = ctx.ks.get_expire(src);
-    if nx && ctx.ks.lookup_write(dst).is_some() {
+    let dst_exists = ctx.ks.lookup_write(dst).is_some();
+    if nx && dst_exists {
         ctx.reply.int(0);
         return Ok(());
     }
     let obj = ctx.ks.shard(src).remove(src).expect("source looked up under the same lock");
-    ctx.ks.shard(src).touch_watched(src);
-    // `set` replaces any old destination (dropping its TTL), signals its watchers and counts
-    // the one change Redis counts for a rename; the source's TTL then moves over.
-    ctx.ks.set(dst, obj.val, false);
+    ctx.ks.touch(src);
+    // The old destination goes and the key is added anew (`new`), signalling its watchers and
+    // counting the one change Redis counts for a rename; the source's TTL then moves over.
+    replace_key(&mut ctx.ks, dst, obj.val, dst_exists);
     if let Some(t) = expire {
         ctx.ks.set_expire(dst, t);
     }
+    ctx.ks.note(notify::GENERIC, "rename_from", src);
+    ctx.ks.note(notify::GENERIC, "rename_to", dst);
     if nx {
         ctx.reply.int(1);
     } else {
@@ -267,13 +313,15 @@ pub fn copy(ctx: &mut Ctx) -> CmdResult {
     let val = o.clone();
     let expire = ctx.ks.get_expire(src);
     let copied = in_db(&mut ctx.ks, dst_db, |ks| {
-        if ks.lookup_write(dst).is_some() && !replace {
+        let exists = ks.lookup_write(dst).is_some();
+        if exists && !replace {
             return false;
         }
-        ks.set(dst, val, false);
+        replace_key(ks, dst, val, exists);
         if let Some(t) = expire {
             ks.set_expire(dst, t);
         }
+        ks.note(notify::GENERIC, "copy_to", dst);
         true
     });
     ctx.reply.int(copied as i64);
@@ -308,7 +356,7 @@ pub fn move_(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     let obj = ctx.ks.shard(key).remove(key).expect("key looked up under the same lock");
-    ctx.ks.shard(key).touch_watched(key);
+    ctx.ks.touch(key);
     // The TTL travels with the key; `set` signals the destination's watchers and counts the
     // one change.
     in_db(&mut ctx.ks, dst_db, |ks| {
@@ -317,6 +365,8 @@ pub fn move_(ctx: &mut Ctx) -> CmdResult {
             ks.set_expire(key, t);
         }
     });
+    ctx.ks.note(notify::GENERIC, "move_from", key);
+    ctx.ks.note_in(dst_db, notify::GENERIC, "move_to", key);
     ctx.reply.int(1);
     Ok(())
 }
@@ -665,9 +715,11 @@ fn expire_generic(ctx: &mut Ctx, basetime: i64, seconds: bool) -> CmdResult {
         ctx.ks.delete(key);
         let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-expire") { b"UNLINK" } else { b"DEL" };
         ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
+        ctx.ks.note(notify::GENERIC, "del", key);
     } else {
         ctx.ks.set_expire(key, when);
         ctx.ks.modified(key);
+        ctx.ks.note(notify::GENERIC, "expire", key);
         // Relative times are propagated as the absolute time computed here (the options are
         // kept, as Redis does); PEXPIREAT already is that form.
         if ctx.cmd.full_name() != "pexpireat" {
@@ -709,7 +761,7 @@ pub fn pexpireat(ctx: &mut Ctx) -> CmdResult {
 /// left (or the absolute time), rounded to the nearest second for the second forms.
 fn ttl_generic(ctx: &mut Ctx, ms: bool, absolute: bool) -> CmdResult {
     let key = ctx.args[1];
-    if lookup_notouch(&mut ctx.ks, key).is_none() {
+    if lookup_notouch_noting(&mut ctx.ks, key).is_none() {
         ctx.reply.int(-2);
         return Ok(());
     }
@@ -756,6 +808,7 @@ pub fn persist(ctx: &mut Ctx) -> CmdResult {
     let removed = ctx.ks.lookup_write(key).is_some() && ctx.ks.remove_expire(key);
     if removed {
         ctx.ks.modified(key);
+        ctx.ks.note(notify::GENERIC, "persist", key);
     }
     ctx.reply.int(removed as i64);
     Ok(())

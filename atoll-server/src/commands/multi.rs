@@ -170,9 +170,14 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             loading: false,
             notify: ctx.ks.notify,
             notes: Vec::new(),
+            track: ctx.ks.track,
+            touched: Vec::new(),
         };
         blocking::serve_ready(&mut ks, srv);
         crate::exec::notify::publish(srv, &ks.notes, ctx.client.id());
+        if !ks.touched.is_empty() {
+            crate::exec::tracking::modified(srv, &ks.touched, ctx.client.id());
+        }
         if !ks.effects.is_empty() {
             srv.publish_effects(&ks.effects);
         }

@@ -1,6 +1,7 @@
 //! Persistence commands: DUMP and RESTORE (Redis's payloads), SAVE, BGSAVE and LASTSAVE.
 //! The formats live in `persist`; this module parses arguments and applies the results.
 
+use crate::exec::notify;
 use crate::exec::persistence;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx};
 use crate::persist;
@@ -65,7 +66,9 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
         }
         CmdError::msg(e.reply())
     })?;
-    let deleted = replace && ctx.ks.delete(key).is_some();
+    // With REPLACE the key was never looked up: an old value goes even if past its time
+    // (Redis's dbDelete, no `expired`).
+    let deleted = replace && crate::commands::keys::db_delete(&mut ctx.ks, key).is_some();
     if ttl != 0 && !absttl {
         ttl = ttl.saturating_add(ctx.ks.now);
     }
@@ -73,6 +76,7 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
         // Already expired: the key is gone (a replaced one deleted), nothing is added.
         if deleted {
             ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
+            ctx.ks.note(notify::GENERIC, "del", key);
         } else {
             ctx.no_effect();
         }
@@ -98,6 +102,7 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
     }
     // FREQ is accepted as Redis does; Atoll keeps no LFU counter until maxmemory policies exist.
     let _ = freq;
+    ctx.ks.note(notify::GENERIC, "restore", key);
     ctx.reply.ok();
     Ok(())
 }
@@ -255,7 +260,9 @@ pub fn migrate(ctx: &mut Ctx) -> CmdResult {
         if line.starts_with('-') {
             first_err.get_or_insert_with(|| target_err(&line));
         } else if !copy {
-            ctx.ks.delete(k);
+            if ctx.ks.delete(k).is_some() {
+                ctx.ks.note(notify::GENERIC, "del", k);
+            }
             moved.push(k.to_vec());
         }
     }

@@ -5,7 +5,7 @@
 //! name, and CLIENT REPLY OFF does not silence them (Redis sends them as pushes).
 
 use crate::exec::client::Client;
-use crate::exec::pubsub::{Kind, Mailbox, Subs};
+use crate::exec::pubsub::{Kind, Subs};
 use crate::exec::{help_reply, CmdError, CmdResult, Ctx};
 use indexmap::IndexSet;
 
@@ -13,7 +13,7 @@ use indexmap::IndexSet;
 fn subs_of(client: &mut Client) -> &mut Subs {
     client.subs.get_or_insert_with(|| {
         Box::new(Subs {
-            mailbox: Mailbox::new(client.handle.clone(), client.worker, client.token),
+            mailbox: client.handle.mailbox(),
             channels: IndexSet::new(),
             patterns: IndexSet::new(),
             shard: IndexSet::new(),
@@ -216,7 +216,7 @@ pub fn monitor(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     let c = &mut *ctx.client;
-    let mb = Mailbox::new(c.handle.clone(), c.worker, c.token);
+    let mb = c.handle.mailbox();
     c.handle.monitor.store(true, std::sync::atomic::Ordering::Relaxed);
     ctx.srv.pubsub.add_monitor(mb.clone());
     c.monitor = Some(mb);

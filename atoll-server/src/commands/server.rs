@@ -104,6 +104,7 @@ pub fn flushdb(ctx: &mut Ctx) -> CmdResult {
     let db = ctx.ks.db;
     let n = empty_db(ctx, db, lazy);
     ctx.ks.dirty += n.max(1) as u64;
+    crate::exec::tracking::flushed(ctx.srv);
     ctx.reply.ok();
     Ok(())
 }
@@ -119,6 +120,7 @@ pub fn flushall(ctx: &mut Ctx) -> CmdResult {
     }
     crate::exec::persistence::after_flushall(ctx.srv, ctx.ks.locks);
     ctx.ks.dirty += n.max(1) as u64;
+    crate::exec::tracking::flushed(ctx.srv);
     ctx.reply.ok();
     Ok(())
 }

@@ -7,6 +7,7 @@
 use crate::engine::keytable::Entry;
 use crate::engine::Value;
 use crate::exec::ldouble::{self, IncrError, LongDoubleSource};
+use crate::exec::notify;
 use crate::exec::*;
 use crate::protocol::Reply;
 
@@ -216,8 +217,10 @@ fn set_generic(
         return Ok(());
     }
     ctx.ks.set(key, Value::from_bytes(val), f.keepttl || when.is_some());
+    ctx.ks.note(notify::STRING, "set", key);
     if let Some(ms) = when {
         ctx.ks.set_expire(key, ms);
+        ctx.ks.note(notify::GENERIC, "expire", key);
         // Relative times would replay differently later: propagate the absolute time.
         let ms = itoa::Buffer::new().format(ms).as_bytes().to_vec();
         ctx.rewrite_effect(vec![b"SET".to_vec(), key.to_vec(), val.to_vec(), b"PXAT".to_vec(), ms]);
@@ -280,6 +283,7 @@ pub fn getset(ctx: &mut Ctx) -> CmdResult {
     let (key, val) = (ctx.arg(1), ctx.arg(2));
     get_generic(ctx, key)?;
     ctx.ks.set(key, Value::from_bytes(val), false);
+    ctx.ks.note(notify::STRING, "set", key);
     ctx.rewrite_effect(vec![b"SET".to_vec(), key.to_vec(), val.to_vec()]);
     Ok(())
 }
@@ -289,6 +293,7 @@ pub fn getdel(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
     if get_generic(ctx, key)? && ctx.ks.delete(key).is_some() {
         ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
+        ctx.ks.note(notify::GENERIC, "del", key);
     }
     Ok(())
 }
@@ -323,10 +328,12 @@ pub fn getex(ctx: &mut Ctx) -> CmdResult {
         Some(ms) if (f.exat || f.pxat) && ms <= now => {
             ctx.ks.delete(key);
             ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
+            ctx.ks.note(notify::GENERIC, "del", key);
         }
         Some(ms) => {
             ctx.ks.set_expire(key, ms);
             ctx.ks.modified(key);
+            ctx.ks.note(notify::GENERIC, "expire", key);
             let ms = itoa::Buffer::new().format(ms).as_bytes().to_vec();
             ctx.rewrite_effect(vec![b"PEXPIREAT".to_vec(), key.to_vec(), ms]);
         }
@@ -334,6 +341,7 @@ pub fn getex(ctx: &mut Ctx) -> CmdResult {
         None if f.persist && ctx.ks.remove_expire(key) => {
             ctx.ks.modified(key);
             ctx.rewrite_effect(vec![b"PERSIST".to_vec(), key.to_vec()]);
+            ctx.ks.note(notify::GENERIC, "persist", key);
         }
         None => {}
     }
@@ -370,6 +378,7 @@ fn mset_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
     }
     for pair in args[1..].chunks(2) {
         ctx.ks.set(pair[0], Value::from_bytes(pair[1]), false);
+        ctx.ks.note(notify::STRING, "set", pair[0]);
     }
     if nx {
         ctx.reply.int(1);
@@ -411,6 +420,7 @@ fn incr_decr(ctx: &mut Ctx, incr: i64) -> CmdResult {
         }
     };
     ctx.ks.modified(key);
+    ctx.ks.note(notify::STRING, "incrby", key);
     ctx.reply.int(new);
     Ok(())
 }
@@ -463,6 +473,7 @@ pub fn incrbyfloat(ctx: &mut Ctx) -> CmdResult {
     })?;
     // Redis stores the text as a plain string (embstr/raw), never int-encoded, and keeps the TTL.
     ctx.ks.set(key, Value::from_text(&new), true);
+    ctx.ks.note(notify::STRING, "incrbyfloat", key);
     ctx.reply.bulk(&new);
     // Replicas and the AOF get the result, so float formatting can never make them diverge.
     ctx.rewrite_effect(vec![b"SET".to_vec(), key.to_vec(), new, b"KEEPTTL".to_vec()]);
@@ -495,6 +506,7 @@ pub fn append(ctx: &mut Ctx) -> CmdResult {
             total
         }
     };
+    ctx.ks.note(notify::STRING, "append", key);
     ctx.reply.int(total as i64);
     Ok(())
 }
@@ -593,6 +605,7 @@ pub fn setrange(ctx: &mut Ctx) -> CmdResult {
             len
         }
     };
+    ctx.ks.note(notify::STRING, "setrange", key);
     ctx.reply.int(len as i64);
     Ok(())
 }

@@ -33,6 +33,10 @@ static ROWS: &[Row] = &[
     c("client|no-evict", conn::client_no_evict, None),
     c("client|no-touch", conn::client_no_touch, None),
     c("client|unblock", conn::client_unblock, None),
+    c("client|tracking", conn::client_tracking, None),
+    c("client|caching", conn::client_caching, None),
+    c("client|getredir", conn::client_getredir, None),
+    c("client|trackinginfo", conn::client_trackinginfo, None),
     c("client|pause", conn::client_pause, None),
     c("client|unpause", conn::client_unpause, None),
     // pub/sub

@@ -62,6 +62,8 @@ pub struct Hot {
     pub obuf: [AtomicU64; 6],
     /// `notify-keyspace-events` as flags (`exec::notify`); 0 when no event can be sent.
     pub notify: AtomicU32,
+    /// `tracking-table-max-keys` (0: no limit).
+    pub tracking_max_keys: AtomicUsize,
 }
 
 pub struct Config {
@@ -250,7 +252,13 @@ impl Config {
         if def.kind == Kind::Dir {
             return std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
         }
-        self.values.read()[i].clone()
+        let v = self.values.read()[i].clone();
+        // `notify-keyspace-events` with `A` keeps `n` on but does not print it (Redis's
+        // keyspaceEventsFlagsToString); the stored value has it for the flags.
+        if def.kind == Kind::Events && v.starts_with("An") {
+            return format!("A{}", &v[2..]);
+        }
+        v
     }
 
     pub fn get_i64(&self, name: &str) -> i64 {
@@ -504,6 +512,7 @@ impl Config {
         h.slow_us.store(slow_log.min(slow_mon), Ordering::Relaxed);
         h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
         h.lazy_user_del.store(get("lazyfree-lazy-user-del") == "yes", Ordering::Relaxed);
+        h.tracking_max_keys.store(get("tracking-table-max-keys").parse().unwrap_or(1_000_000), Ordering::Relaxed);
         h.notify.store(crate::exec::notify::flags_of(get("notify-keyspace-events")), Ordering::Relaxed);
         let limits = value::output_limits(get("client-output-buffer-limit"));
         for (i, class) in [0, 2].into_iter().enumerate() {

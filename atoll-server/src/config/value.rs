@@ -314,6 +314,10 @@ fn events_canonical(v: &str) -> Result<String, String> {
     let mut out = String::new();
     if ALL.chars().all(|c| on.contains(&c)) {
         out.push('A');
+        // Stored, so the flag stays on; `Config::value_of` hides it as Redis prints it.
+        if on.contains(&'n') {
+            out.push('n');
+        }
     } else {
         out.extend("g$lshzxetdn".chars().filter(|c| on.contains(c)));
     }

@@ -382,6 +382,8 @@ pub fn call(
             loading: client.replaying,
             notify: srv.config.hot.notify.load(Ordering::Relaxed),
             notes: Vec::new(),
+            track: srv.tracking.on(),
+            touched: Vec::new(),
         },
         client,
     };
@@ -442,6 +444,9 @@ pub fn call(
     if !ctx.ks.notes.is_empty() {
         super::notify::publish(srv, &ctx.ks.notes, ctx.client.id());
     }
+    if ctx.ks.track {
+        track(srv, ctx.client, cmd, argv, &ctx.ks.touched);
+    }
     if emit && !ctx.ks.effects.is_empty() {
         if ctx.client.in_exec {
             ctx.client.exec_effects.append(&mut ctx.ks.effects);
@@ -479,6 +484,29 @@ pub fn call(
     ok
 }
 
+/// Client-side caching after a command: invalidations for the keys it modified, and for a
+/// tracking client's read-only command the keys it read (EVAL_RO and the like excepted:
+/// the commands their script runs are tracked instead, as in Redis).
+#[cold]
+fn track(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], touched: &[Box<[u8]>]) {
+    if !touched.is_empty() {
+        // A script's commands run as another client: NOLOOP is about its caller.
+        let by = client.tracking.as_ref().map_or(client.id(), |t| t.handle.id);
+        super::tracking::modified(srv, touched, by);
+    }
+    if client.tracking.is_some()
+        && cmd.has(flags::READONLY)
+        && !cmd.has(flags::PUBSUB)
+        && !matches!(cmd.name.as_str(), "eval_ro" | "evalsha_ro" | "fcall_ro")
+    {
+        let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
+        if keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_ok() {
+            let keys: SmallVec<[&[u8]; 8]> = pos.iter().map(|&i| argv[i]).collect();
+            super::tracking::after_read(srv, client, &keys);
+        }
+    }
+}
+
 /// A command slower than the slow log's or the latency monitor's threshold: record it.
 #[cold]
 fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u64) {
@@ -503,6 +531,12 @@ fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u
 pub fn disconnect(srv: &Server, client: &mut Client) {
     super::multi::unwatch_all(srv, client);
     super::pubsub::unsubscribe_all(srv, client);
+    if client.tracking.take().is_some() {
+        srv.tracking.disable(client.id());
+        *client.handle.tracking.lock() = None;
+    }
+    // The mailbox refers back to the handle: break the cycle.
+    client.handle.mail.lock().take();
     if let Some(w) = client.waiting.take() {
         if w.finish(WaitState::Cancelled) {
             srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);

@@ -83,6 +83,14 @@ pub struct ClientHandle {
     pub obuf_soft_since: AtomicI64,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// The worker owning the connection, and the connection's slot there.
+    pub worker: usize,
+    pub token: usize,
+    /// Where messages for this client wait for its worker (made on first use; dropped when
+    /// the connection closes, which breaks the handle ↔ mailbox cycle).
+    pub mail: Mutex<Option<Arc<super::pubsub::Mailbox>>>,
+    /// CLIENT TRACKING is on (flag `t`; `B` in BCAST mode), and its redirect (`redir`).
+    pub tracking: Mutex<Option<Arc<super::tracking::Tracker>>>,
 }
 
 impl ClientHandle {
@@ -129,7 +137,16 @@ impl ClientHandle {
             ssub: 0.into(),
             obuf_soft_since: 0.into(),
             monitor: AtomicBool::new(false),
+            worker: 0,
+            token: 0,
+            mail: Mutex::new(None),
+            tracking: Mutex::new(None),
         }
+    }
+
+    /// The client's mailbox (see `exec::pubsub`).
+    pub fn mailbox(self: &Arc<Self>) -> Arc<super::pubsub::Mailbox> {
+        self.mail.lock().get_or_insert_with(|| super::pubsub::Mailbox::new(self.clone())).clone()
     }
 
     /// Subscriptions of every kind: non-zero means the client is in Pub/Sub mode (flag `P`,
@@ -199,8 +216,6 @@ pub struct Client {
     pub fixed_ms: Option<i64>,
     /// The client a script's commands run as (XREAD … BLOCK refuses it, as Redis does).
     pub in_script: bool,
-    /// The connection's slot on its worker (where messages for it are delivered).
-    pub token: usize,
     /// Pub/Sub subscriptions and the mailbox messages arrive in (None: not subscribed).
     pub subs: Option<Box<super::pubsub::Subs>>,
     /// The command's reply is a push (the (un)subscribe family): CLIENT REPLY OFF keeps it.
@@ -210,6 +225,10 @@ pub struct Client {
     /// Re-running a command after its wait (a blocking retry, a CLIENT PAUSE): MONITOR
     /// showed it already.
     pub retrying: bool,
+    /// CLIENT TRACKING ON: the client's settings.
+    pub tracking: Option<Arc<super::tracking::Tracker>>,
+    /// CLIENT CACHING YES/NO was given for the next command (or transaction).
+    pub caching: bool,
 }
 
 impl Client {
@@ -237,11 +256,12 @@ impl Client {
             memo_cmd: 0,
             fixed_ms: None,
             in_script: false,
-            token: 0,
             subs: None,
             push_reply: false,
             monitor: None,
             retrying: false,
+            tracking: None,
+            caching: false,
         }
     }
 

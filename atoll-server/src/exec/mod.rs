@@ -30,6 +30,7 @@ pub mod stats;
 pub mod table;
 #[cfg(test)]
 pub mod testing;
+pub mod tracking;
 
 use crate::engine::keytable::Entry;
 use crate::engine::{Locks, Obj, Shard, Value};
@@ -117,6 +118,10 @@ pub struct KsView<'a, 'k> {
     pub notify: u32,
     /// Keyspace events raised, published by the epilogue.
     pub notes: Vec<notify::Note>,
+    /// Some client tracks keys (CLIENT TRACKING): modified keys are collected in `touched`
+    /// for the epilogue's invalidations.
+    pub track: bool,
+    pub touched: Vec<Box<[u8]>>,
 }
 
 /// Lazy expiry's slow path: deletes a key whose time has passed, signals its watchers, counts
@@ -166,6 +171,9 @@ impl<'a, 'k> KsView<'a, 'k> {
             expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
             if self.notify & notify::EXPIRED != 0 {
                 self.notes.push(notify::Note { class: notify::EXPIRED, event: "expired", db, key: key.into() });
+            }
+            if self.track {
+                self.touched.push(key.into());
             }
         }
         (shard, h, expired)
@@ -281,6 +289,9 @@ impl<'a, 'k> KsView<'a, 'k> {
         // `modified`, with the shard at hand.
         shard.touch_watched(key);
         self.dirty += 1;
+        if self.track {
+            self.touched.push(key.into());
+        }
         if created {
             self.note(notify::NEW, "new", key);
         }
@@ -326,8 +337,18 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// Write epilogue for one key: signal watchers, count the change.
     #[inline]
     pub fn modified(&mut self, key: &[u8]) {
-        self.shard(key).touch_watched(key);
+        self.touch(key);
         self.dirty += 1;
+    }
+
+    /// Redis's `signalModifiedKey` without the dirty count: the key's watchers are marked and
+    /// its trackers invalidated.
+    #[inline]
+    pub fn touch(&mut self, key: &[u8]) {
+        self.shard(key).touch_watched(key);
+        if self.track {
+            self.touched.push(key.into());
+        }
     }
 
     pub fn get_expire(&mut self, key: &[u8]) -> Option<i64> {

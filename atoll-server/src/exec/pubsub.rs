@@ -95,7 +95,8 @@ struct MailState {
 }
 
 impl Mailbox {
-    pub fn new(handle: Arc<ClientHandle>, worker: usize, token: usize) -> Arc<Mailbox> {
+    pub fn new(handle: Arc<ClientHandle>) -> Arc<Mailbox> {
+        let (worker, token) = (handle.worker, handle.token);
         Arc::new(Mailbox { handle, worker, token, state: Mutex::new(MailState::default()) })
     }
 

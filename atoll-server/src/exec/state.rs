@@ -87,6 +87,8 @@ pub struct Server {
     pub deny_scripts_disabled: AtomicBool,
     /// Pub/Sub channels and patterns, and the workers' message posts.
     pub pubsub: super::pubsub::PubSub,
+    /// Client-side caching: the tracking table, BCAST prefixes, tracking clients.
+    pub tracking: super::tracking::Tracking,
     /// The script cache and the running script's state.
     pub scripts: super::scripts::Scripts,
     /// Loads FUNCTION libraries found in an RDB file or AOF (the scripting layer, above this
@@ -207,6 +209,7 @@ impl Server {
             peak_allocated: Default::default(),
             deny_scripts_disabled: AtomicBool::new(false),
             pubsub: super::pubsub::PubSub::new(threads),
+            tracking: Default::default(),
             scripts: super::scripts::Scripts::new(persistence.gates.clone()),
             functions_loader: std::sync::OnceLock::new(),
             lastsave: AtomicI64::new(now / 1000),

@@ -159,6 +159,9 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
         client.clock = None;
         client.exec_effects.clear();
         client.ready.clear();
+        // The keys the script reads are tracked for its caller (CLIENT TRACKING).
+        client.tracking = ctx.client.tracking.clone();
+        client.caching = ctx.client.caching;
         let state =
             RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: true });
         let worker = ctx.client.worker;

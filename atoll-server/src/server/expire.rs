@@ -82,6 +82,9 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
                 s.touch_watched(k);
                 crate::exec::notify::raise(srv, crate::exec::notify::EXPIRED, "expired", db, k);
             }
+            if srv.tracking.on() && !expired.is_empty() {
+                crate::exec::tracking::modified(srv, &expired, 0);
+            }
             stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
             reclaimed += expired.len();
             if srv.effects_enabled() && !expired.is_empty() {

@@ -157,6 +157,10 @@ impl Session {
                     if self.client.subs.is_some() {
                         self.client.take_messages(&mut out.buf);
                     }
+                    // CLIENT CACHING applies to the next command, or the next transaction.
+                    if self.client.caching && self.client.multi.is_none() && !argv[0].eq_ignore_ascii_case(b"client") {
+                        self.client.caching = false;
+                    }
                     if self.client.waiting.is_some() {
                         // Blocked: later requests wait in the buffer until it is served.
                         break;

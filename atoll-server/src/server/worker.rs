@@ -268,16 +268,16 @@ impl Core {
     pub fn new_link(&self, token: usize, a: &Accepted) -> Link {
         let srv = &self.srv;
         let needs_auth = srv.config.hot.has_password.load(Ordering::Relaxed);
-        let handle = Arc::new(ClientHandle::new(
+        let mut handle = ClientHandle::new(
             srv.clients.next_id(),
             a.addr.clone(),
             a.laddr.clone(),
             a.fd.as_raw_fd(),
             a.unix,
             srv.now_ms(),
-        ));
-        let mut client = Client::new(handle, self.id, needs_auth);
-        client.token = token;
+        );
+        (handle.worker, handle.token) = (self.id, token);
+        let mut client = Client::new(Arc::new(handle), self.id, needs_auth);
         let inbox = self.inbox.clone();
         let id = client.id();
         client.wake = Some(Arc::new(move || inbox.resume(token, id)));

@@ -685,7 +685,9 @@ fn georadius_generic(ctx: &mut Ctx, kind: Kind, src_idx: usize, nostore: bool) -
     if !zexists {
         match store {
             Some(dst) => {
-                ctx.ks.delete(dst);
+                if ctx.ks.delete(dst).is_some() {
+                    ctx.ks.note(crate::exec::notify::GENERIC, "del", dst);
+                }
                 ctx.reply.int(0);
             }
             None => ctx.reply.array(0),
@@ -718,7 +720,8 @@ fn georadius_generic(ctx: &mut Ctx, kind: Kind, src_idx: usize, nostore: bool) -
         let items: Vec<(f64, Box<[u8]>)> =
             points.into_iter().map(|p| (if storedist { p.dist } else { p.score }, p.member)).collect();
         let lim = ZLimits::from_ctx(ctx);
-        let n = store_zset(&mut ctx.ks, dst, ZSet::build(items, &lim));
+        let event = if is_search { "geosearchstore" } else { "georadiusstore" };
+        let n = store_zset(&mut ctx.ks, dst, ZSet::build(items, &lim), event);
         ctx.reply.int(n as i64);
         return Ok(());
     }

@@ -14,6 +14,7 @@ use crate::engine::glob::glob_match;
 use crate::engine::hash::*;
 use crate::engine::Value;
 use crate::exec::ldouble::LongDouble;
+use crate::exec::notify;
 use crate::exec::*;
 use crate::protocol::Proto;
 use std::sync::atomic::Ordering;
@@ -61,11 +62,12 @@ fn hash_or_create<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<&'v mut 
     Ok(hash_mut(ks, key)?.expect("just created"))
 }
 
-/// Deletes `key` if its hash is empty, else just counts the change.
+/// Deletes `key` if its hash is empty (raising `del`), else just counts the change.
 fn after_removal(ks: &mut KsView, key: &[u8]) {
     let empty = matches!(ks.peek(key).and_then(|o| o.into_obj()), Some(Value::Hash(h)) if h.is_empty());
     if empty {
         ks.delete(key);
+        ks.note(notify::GENERIC, "del", key);
     } else {
         ks.modified(key);
     }
@@ -90,6 +92,8 @@ fn hset_generic(ctx: &mut Ctx) -> Result<i64, CmdError> {
         created += h.set(pair[0], pair[1], lim) as i64;
     }
     ctx.ks.modified(key);
+    // Raised even when no field changed.
+    ctx.ks.note(notify::HASH, "hset", key);
     Ok(created)
 }
 
@@ -118,6 +122,7 @@ pub fn hsetnx(ctx: &mut Ctx) -> CmdResult {
     let h = hash_or_create(&mut ctx.ks, key)?;
     h.set(field, value, lim);
     ctx.ks.modified(key);
+    ctx.ks.note(notify::HASH, "hset", key);
     ctx.reply.int(1);
     Ok(())
 }
@@ -139,6 +144,7 @@ pub fn hdel(ctx: &mut Ctx) -> CmdResult {
         }
     }
     if deleted > 0 {
+        ctx.ks.note(notify::HASH, "hdel", key);
         after_removal(&mut ctx.ks, key);
     }
     ctx.reply.int(deleted);
@@ -163,6 +169,7 @@ pub fn hincrby(ctx: &mut Ctx) -> CmdResult {
     };
     h.set(field, itoa::Buffer::new().format(new).as_bytes(), lim);
     ctx.ks.modified(key);
+    ctx.ks.note(notify::HASH, "hincrby", key);
     ctx.reply.int(new);
     Ok(())
 }
@@ -187,6 +194,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
     let text = sum.to_human();
     h.set(field, &text, lim);
     ctx.ks.modified(key);
+    ctx.ks.note(notify::HASH, "hincrbyfloat", key);
     ctx.reply.bulk(&text);
     // Propagated as HSET of the result, so replicas never redo the float arithmetic.
     ctx.rewrite_effect(vec![b"HSET".to_vec(), key.to_vec(), field.to_vec(), text]);

@@ -21,6 +21,7 @@
 //!   HyperLogLog sketches", 2017) as Redis 7 uses it, so PFCOUNT gives Redis's numbers.
 
 use crate::engine::Value;
+use crate::exec::notify;
 use crate::exec::*;
 
 const P: u32 = 14;
@@ -518,6 +519,7 @@ pub fn pfadd(ctx: &mut Ctx) -> CmdResult {
         invalidate_cache(h);
         ctx.ks.modified(key);
         ctx.ks.dirty += updated - 1;
+        ctx.ks.note(notify::STRING, "pfadd", key);
     }
     ctx.reply.int((updated > 0) as i64);
     Ok(())
@@ -586,6 +588,8 @@ pub fn pfmerge(ctx: &mut Ctx) -> CmdResult {
     }
     invalidate_cache(h);
     ctx.ks.modified(dest);
+    // Redis raises `pfadd` for a merge too: in effect a mass add of elements.
+    ctx.ks.note(notify::STRING, "pfadd", dest);
     ctx.reply.ok();
     Ok(())
 }

@@ -10,6 +10,7 @@
 use crate::engine::list::*;
 use crate::engine::Value;
 use crate::exec::blocking::{self, BlockRequest, Served};
+use crate::exec::notify;
 use crate::exec::*;
 use crate::protocol::Reply;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -30,6 +31,22 @@ impl End {
         match self {
             End::Head => b"LPOP",
             End::Tail => b"RPOP",
+        }
+    }
+
+    /// The keyspace event of a pop from this end.
+    fn pop_event(self) -> &'static str {
+        match self {
+            End::Head => "lpop",
+            End::Tail => "rpop",
+        }
+    }
+
+    /// The keyspace event of a push onto this end.
+    fn push_event(self) -> &'static str {
+        match self {
+            End::Head => "lpush",
+            End::Tail => "rpush",
         }
     }
 
@@ -104,9 +121,12 @@ fn positive_long(arg: &[u8]) -> Result<i64, CmdError> {
     range_long(arg, 0, i64::MAX, Some("value is out of range, must be positive"))
 }
 
-/// After elements were removed from the list at `key`: deletes the key if the list is empty,
-/// otherwise lets it shrink back to a listpack; counts the change either way.
-fn after_removal(ks: &mut KsView, key: &[u8], fill: i64) {
+/// After elements were removed from the list at `key`: raises `event` (`lpop`, `ltrim` …),
+/// then deletes the key if the list is empty (raising `del`, as Redis's
+/// `listElementsRemoved`), otherwise lets it shrink back to a listpack; counts the change
+/// either way.
+fn after_removal(ks: &mut KsView, key: &[u8], fill: i64, event: &'static str) {
+    ks.note(notify::LIST, event, key);
     let empty = match ks.peek(key).and_then(|o| o.into_obj()) {
         Some(Value::List(l)) => {
             l.try_convert_quicklist(fill, true);
@@ -116,6 +136,7 @@ fn after_removal(ks: &mut KsView, key: &[u8], fill: i64) {
     };
     if empty {
         ks.delete(key);
+        ks.note(notify::GENERIC, "del", key);
     } else {
         ks.modified(key);
     }
@@ -136,7 +157,7 @@ fn pop_range(ks: &mut KsView, key: &[u8], end: End, count: usize, reply: &mut Re
         }
         _ => unreachable!("pop_range on a missing list"),
     };
-    after_removal(ks, key, fill);
+    after_removal(ks, key, fill, end.pop_event());
     n
 }
 
@@ -146,7 +167,7 @@ fn pop_one(ks: &mut KsView, key: &[u8], end: End, fill: i64) -> Box<[u8]> {
         Some(Value::List(l)) => l.pop(end).expect("non-empty list"),
         _ => unreachable!("pop_one on a missing list"),
     };
-    after_removal(ks, key, fill);
+    after_removal(ks, key, fill, end.pop_event());
     v
 }
 
@@ -166,6 +187,7 @@ fn push_to(ks: &mut KsView, dst: &[u8], v: &[u8], end: End, fill: i64) {
         }
     }
     ks.modified(dst);
+    ks.note(notify::LIST, end.push_event(), dst);
     ks.signal_ready(dst);
 }
 
@@ -213,6 +235,7 @@ fn push_generic(ctx: &mut Ctx, end: End, only_existing: bool) -> CmdResult {
         }
     };
     ctx.ks.modified(key);
+    ctx.ks.note(notify::LIST, end.push_event(), key);
     ctx.ks.signal_ready(key);
     ctx.reply.int(len as i64);
     Ok(())
@@ -262,6 +285,7 @@ pub fn linsert(ctx: &mut Ctx) -> CmdResult {
     l.insert(if after { pos + 1 } else { pos }, element);
     let len = l.len();
     ctx.ks.modified(key);
+    ctx.ks.note(notify::LIST, "linsert", key);
     ctx.ks.signal_ready(key);
     ctx.reply.int(len as i64);
     Ok(())
@@ -408,6 +432,7 @@ pub fn lset(ctx: &mut Ctx) -> CmdResult {
     // above, this handles shrinking.
     l.try_convert_quicklist(fill, true);
     ctx.ks.modified(key);
+    ctx.ks.note(notify::LIST, "lset", key);
     ctx.reply.ok();
     Ok(())
 }
@@ -423,7 +448,7 @@ pub fn lrem(ctx: &mut Ctx) -> CmdResult {
     };
     let removed = l.remove_matching(element, count);
     if removed > 0 {
-        after_removal(&mut ctx.ks, key, fill);
+        after_removal(&mut ctx.ks, key, fill, "lrem");
     }
     ctx.reply.int(removed as i64);
     Ok(())
@@ -442,11 +467,12 @@ pub fn ltrim(ctx: &mut Ctx) -> CmdResult {
     let keep = l.range_bounds(start, end);
     let removed = l.trim(keep);
     if removed > 0 {
-        after_removal(&mut ctx.ks, key, fill);
+        after_removal(&mut ctx.ks, key, fill, "ltrim");
     } else {
-        // Redis signals the key modified even when nothing was trimmed (WATCH sees it), but
-        // counts no change, so nothing is propagated.
-        ctx.ks.shard(key).touch_watched(key);
+        // Redis signals the key modified and raises `ltrim` even when nothing was trimmed
+        // (WATCH and subscribers see it), but counts no change, so nothing is propagated.
+        ctx.ks.touch(key);
+        ctx.ks.note(notify::LIST, "ltrim", key);
     }
     ctx.reply.ok();
     Ok(())
@@ -521,8 +547,10 @@ fn lmove_now(
     };
     // Pushing before the source is checked for emptiness keeps `LMOVE k k` of a one-element
     // list from deleting the key.
+    // Redis's order: the push onto the destination (`lpush`/`rpush`), then the pop from the
+    // source (`lpop`/`rpop`, and `del` if it emptied).
     push_to(ks, dst, &v, to, fill);
-    after_removal(ks, src, fill);
+    after_removal(ks, src, fill, from.pop_event());
     reply.bulk(&v);
     Ok(true)
 }

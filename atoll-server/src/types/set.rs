@@ -17,6 +17,7 @@
 use crate::engine::glob::glob_match;
 use crate::engine::set::*;
 use crate::engine::Value;
+use crate::exec::notify;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx, KsView};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -169,11 +170,13 @@ fn reply_members(ctx: &mut Ctx, members: &[Vec<u8>]) {
     }
 }
 
-/// After removals: deletes the key if the set became empty (Redis never keeps empty sets).
+/// After removals: deletes the key if the set became empty (Redis never keeps empty sets),
+/// raising `del`.
 fn delete_if_empty(ks: &mut KsView, key: &[u8]) -> bool {
     let empty = matches!(ks.peek(key), Some(o) if matches!(&*o, Value::Set(s) if s.is_empty()));
     if empty {
         ks.delete(key);
+        ks.note(notify::GENERIC, "del", key);
     }
     empty
 }
@@ -198,6 +201,7 @@ pub fn sadd(ctx: &mut Ctx) -> CmdResult {
     };
     if added > 0 {
         ctx.ks.modified(key);
+        ctx.ks.note(notify::SET, "sadd", key);
     }
     ctx.reply.int(added as i64);
     Ok(())
@@ -222,8 +226,11 @@ pub fn srem(ctx: &mut Ctx) -> CmdResult {
         }
         None => 0,
     };
-    if removed > 0 && !delete_if_empty(&mut ctx.ks, key) {
-        ctx.ks.modified(key);
+    if removed > 0 {
+        ctx.ks.note(notify::SET, "srem", key);
+        if !delete_if_empty(&mut ctx.ks, key) {
+            ctx.ks.modified(key);
+        }
     }
     ctx.reply.int(removed);
     Ok(())
@@ -308,6 +315,7 @@ pub fn spop(ctx: &mut Ctx) -> CmdResult {
         None => {
             let m = s.pop_random(&mut rng).expect("sets are never empty");
             ctx.reply.bulk(&m);
+            ctx.ks.note(notify::SET, "spop", key);
             delete_if_empty(&mut ctx.ks, key);
             ctx.ks.modified(key);
             ctx.rewrite_effect(vec![b"SREM".to_vec(), key.to_vec(), m]);
@@ -317,12 +325,15 @@ pub fn spop(ctx: &mut Ctx) -> CmdResult {
             // The whole set: reply with it and delete the key, propagated as DEL.
             let members = s.members();
             reply_members(ctx, &members);
+            ctx.ks.note(notify::SET, "spop", key);
             ctx.ks.delete(key);
+            ctx.ks.note(notify::GENERIC, "del", key);
             ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
         }
         Some(c) => {
             let popped = s.pop_many(c as usize, &mut rng);
             reply_members(ctx, &popped);
+            ctx.ks.note(notify::SET, "spop", key);
             ctx.ks.modified(key);
             emit_srem(ctx, key, &popped);
         }
@@ -422,6 +433,8 @@ pub fn smove(ctx: &mut Ctx) -> CmdResult {
     if let Some(s) = set_for_write(&mut ctx.ks, src)? {
         s.remove(m);
     }
+    // Redis's order: `srem` (and `del`) on the source, then `new` and `sadd` on the destination.
+    ctx.ks.note(notify::SET, "srem", src);
     if !delete_if_empty(&mut ctx.ks, src) {
         ctx.ks.modified(src);
     }
@@ -429,6 +442,7 @@ pub fn smove(ctx: &mut Ctx) -> CmdResult {
         if let Some(d) = set_for_write(&mut ctx.ks, dst)? {
             if d.add(m, &lim) {
                 ctx.ks.modified(dst);
+                ctx.ks.note(notify::SET, "sadd", dst);
             }
         }
     } else {
@@ -436,6 +450,7 @@ pub fn smove(ctx: &mut Ctx) -> CmdResult {
         d.add(m, &lim);
         ctx.ks.insert_new(dst, Value::Set(d));
         ctx.ks.modified(dst);
+        ctx.ks.note(notify::SET, "sadd", dst);
     }
     ctx.reply.int(1);
     Ok(())
@@ -513,12 +528,22 @@ fn compute_set_op(loaned: &Loaned, op: SetOp, limit: usize) -> Result<Set, CmdEr
 }
 
 /// Stores a computed set at `dst` the way Redis builds it (from an empty intset, member by
-/// member, so the encoding follows the thresholds), or deletes `dst` when it is empty.
-fn store_set(ctx: &mut Ctx, dst: &[u8], result: Set) -> usize {
+/// member, so the encoding follows the thresholds) and raises `event`, or deletes `dst` when
+/// the result is empty (raising `del` if there was a key to delete).
+fn store_set(ctx: &mut Ctx, dst: &[u8], result: Set, event: &'static str) -> usize {
     let lim = SetLimits::from_ctx(ctx);
     let n = result.len();
     if n == 0 {
-        ctx.ks.delete(dst);
+        // Redis's dbDelete, with no lookup first: a destination past its time that nothing has
+        // expired yet is deleted like any other key (`del`, not `expired`).
+        if let Some(o) = ctx.ks.shard(dst).remove(dst) {
+            ctx.ks.modified(dst);
+            // Clients blocked on a deleted stream must learn it (as `KsView::delete`).
+            if matches!(o.val, Value::Stream(_)) {
+                ctx.ks.signal_ready(dst);
+            }
+            ctx.ks.note(notify::GENERIC, "del", dst);
+        }
         return 0;
     }
     let mut s = Set::new_intset();
@@ -526,6 +551,7 @@ fn store_set(ctx: &mut Ctx, dst: &[u8], result: Set) -> usize {
         s.add(m, &lim);
     });
     ctx.ks.set(dst, Value::Set(s), false);
+    ctx.ks.note(notify::SET, event, dst);
     n
 }
 
@@ -557,7 +583,12 @@ pub fn sdiff(ctx: &mut Ctx) -> CmdResult {
 
 fn store_op(ctx: &mut Ctx, op: SetOp) -> CmdResult {
     let r = set_op(&mut ctx.ks, &ctx.args[2..], op, 0)?;
-    let n = store_set(ctx, ctx.args[1], r);
+    let event = match op {
+        SetOp::Inter => "sinterstore",
+        SetOp::Union => "sunionstore",
+        SetOp::Diff => "sdiffstore",
+    };
+    let n = store_set(ctx, ctx.args[1], r, event);
     ctx.reply.int(n as i64);
     Ok(())
 }

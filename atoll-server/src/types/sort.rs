@@ -7,6 +7,7 @@
 
 use crate::engine::list::List;
 use crate::engine::Value;
+use crate::exec::notify;
 use crate::exec::*;
 use std::cmp::Ordering;
 
@@ -285,10 +286,15 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
                 }
             }
             if out.is_empty() {
-                ctx.ks.delete(dst);
+                // Deleted with no lookup first (Redis's dbDelete): `del` even for a key past
+                // its time that nothing has expired yet.
+                if crate::commands::keys::db_delete(&mut ctx.ks, dst).is_some() {
+                    ctx.ks.note(notify::GENERIC, "del", dst);
+                }
             } else {
                 let fill = ctx.srv.config.hot.list_max_listpack_size.load(std::sync::atomic::Ordering::Relaxed);
                 ctx.ks.set(dst, Value::List(Box::new(List::from_elements(out, fill))), false);
+                ctx.ks.note(notify::LIST, "sortstore", dst);
             }
             ctx.reply.int(out_len as i64);
         }

@@ -9,6 +9,7 @@ use crate::engine::set::Set;
 pub use crate::engine::zset::*;
 use crate::engine::Value;
 use crate::exec::blocking::{deadline_from_secs, BlockRequest, Served};
+use crate::exec::notify;
 use crate::exec::parse_scan_cursor;
 use crate::exec::Ctx;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, KsView};
@@ -56,24 +57,31 @@ fn zset_write<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut ZSet>
     }
 }
 
-/// After removals: deletes the key when the zset became empty, else counts the change.
-fn finish_removal(ks: &mut KsView, key: &[u8]) {
+/// After removals: raises `event` (`zrem`, `zpopmin` …), then deletes the key (raising `del`)
+/// when the zset became empty, else counts the change.
+fn finish_removal(ks: &mut KsView, key: &[u8], event: &'static str) {
+    ks.note(notify::ZSET, event, key);
     let empty = matches!(ks.peek(key), Some(o) if matches!(&*o, Value::ZSet(z) if z.is_empty()));
     if empty {
         ks.delete(key);
+        ks.note(notify::GENERIC, "del", key);
     } else {
         ks.modified(key);
     }
 }
 
-/// Stores `z` at `dst` (or deletes `dst` when empty); returns the stored length. A stored zset
+/// Stores `z` at `dst` raising `event` (`zunionstore`, `geosearchstore` …), or deletes `dst`
+/// when `z` is empty (raising `del` if it existed); returns the stored length. A stored zset
 /// may satisfy clients blocked in BZPOPMIN & co.
-pub(crate) fn store_zset(ks: &mut KsView, dst: &[u8], z: ZSet) -> usize {
+pub(crate) fn store_zset(ks: &mut KsView, dst: &[u8], z: ZSet, event: &'static str) -> usize {
     let n = z.len();
     if n == 0 {
-        ks.delete(dst);
+        if ks.delete(dst).is_some() {
+            ks.note(notify::GENERIC, "del", dst);
+        }
     } else {
         ks.set(dst, Value::ZSet(z), false);
+        ks.note(notify::ZSET, event, dst);
         ks.signal_ready(dst);
     }
     n
@@ -199,6 +207,7 @@ pub(crate) fn zadd_apply(ctx: &mut Ctx, key: &[u8], f: AddFlags, ch: bool, pairs
     }
     if added + updated > 0 {
         ctx.ks.modified(key);
+        ctx.ks.note(notify::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
         ctx.ks.signal_ready(key);
     }
     if let Some(e) = err {
@@ -242,7 +251,7 @@ pub fn zrem(ctx: &mut Ctx) -> CmdResult {
         }
     }
     if removed > 0 {
-        finish_removal(&mut ctx.ks, key);
+        finish_removal(&mut ctx.ks, key, "zrem");
     }
     ctx.reply.int(removed);
     Ok(())
@@ -469,8 +478,8 @@ fn zrange_generic(ctx: &mut Ctx, store: bool, kind: Option<RangeKind>, rev: Opti
     }
     if store {
         let lim = ZLimits::from_ctx(ctx);
-        let n =
-            store_zset(&mut ctx.ks, ctx.args[1], ZSet::build(items.into_iter().map(|(m, s)| (s, m)).collect(), &lim));
+        let items = items.into_iter().map(|(m, s)| (s, m)).collect();
+        let n = store_zset(&mut ctx.ks, ctx.args[1], ZSet::build(items, &lim), "zrangestore");
         ctx.reply.int(n as i64);
     } else {
         reply_elements(ctx.reply, &items, withscores);
@@ -528,7 +537,12 @@ fn zremrange_generic(ctx: &mut Ctx, kind: RangeKind) -> CmdResult {
         }
     }
     if removed > 0 {
-        finish_removal(&mut ctx.ks, key);
+        let event = match kind {
+            RangeKind::Rank => "zremrangebyrank",
+            RangeKind::Score => "zremrangebyscore",
+            RangeKind::Lex => "zremrangebylex",
+        };
+        finish_removal(&mut ctx.ks, key, event);
     }
     ctx.reply.int(removed);
     Ok(())
@@ -569,7 +583,7 @@ fn pop_elements(ks: &mut KsView, key: &[u8], max: bool, count: usize) -> Vec<(Bo
         }
     }
     if !out.is_empty() {
-        finish_removal(ks, key);
+        finish_removal(ks, key, if max { "zpopmax" } else { "zpopmin" });
     }
     out
 }
@@ -1160,7 +1174,12 @@ fn zop_generic(ctx: &mut Ctx, op: ZOp, store: bool) -> CmdResult {
     loaned.restore(&mut ctx.ks);
     if store {
         let lim = ZLimits::from_ctx(ctx);
-        let n = store_zset(&mut ctx.ks, ctx.args[1], ZSet::build(items, &lim));
+        let event = match op {
+            ZOp::Union => "zunionstore",
+            ZOp::Inter => "zinterstore",
+            ZOp::Diff => "zdiffstore",
+        };
+        let n = store_zset(&mut ctx.ks, ctx.args[1], ZSet::build(items, &lim), event);
         ctx.reply.int(n as i64);
     } else {
         items.sort_by(|x, y| x.0.partial_cmp(&y.0).unwrap_or(std::cmp::Ordering::Equal).then_with(|| x.1.cmp(&y.1)));

@@ -3,6 +3,7 @@
 use super::*;
 use crate::engine::Value;
 use crate::exec::blocking::{deadline_from_ms, BlockRequest, Served};
+use crate::exec::notify;
 use crate::exec::*;
 
 fn node_limits(ctx: &Ctx) -> NodeLimits {
@@ -186,8 +187,9 @@ pub fn xadd(ctx: &mut Ctx) -> CmdResult {
     s.append(id, fields, limits);
     reply_id(ctx.reply, id);
     let trimmed = p.trim.strategy != TrimStrategy::None;
+    let mut trimmed_any = false;
     if trimmed {
-        s.trim(&p.trim);
+        trimmed_any = s.trim(&p.trim) > 0;
     }
     let mut argv: Vec<Vec<u8>> = ctx.args.iter().map(|a| a.to_vec()).collect();
     if trimmed {
@@ -197,6 +199,11 @@ pub fn xadd(ctx: &mut Ctx) -> CmdResult {
         ctx.ks.insert_new(key, Value::Stream(Box::new(fresh)));
     }
     ctx.ks.modified(key);
+    // Redis's order: `new` (when created), `xadd`, then `xtrim` if the trim removed anything.
+    ctx.ks.note(notify::STREAM, "xadd", key);
+    if trimmed_any {
+        ctx.ks.note(notify::STREAM, "xtrim", key);
+    }
     // The effect carries the concrete ID, so a replica or the AOF adds the same entry.
     if !matches!(p.id, Some((_, true))) {
         argv[p.id_idx] = id.to_bytes();
@@ -266,6 +273,7 @@ pub fn xdel(ctx: &mut Ctx) -> CmdResult {
     if deleted > 0 {
         ctx.ks.modified(key);
         ctx.ks.dirty += deleted as u64 - 1;
+        ctx.ks.note(notify::STREAM, "xdel", key);
     }
     ctx.reply.int(deleted as i64);
     Ok(())
@@ -285,6 +293,7 @@ pub fn xtrim(ctx: &mut Ctx) -> CmdResult {
         rewrite_trim(&mut argv, &p, s);
         ctx.ks.modified(key);
         ctx.ks.dirty += deleted - 1;
+        ctx.ks.note(notify::STREAM, "xtrim", key);
         ctx.rewrite_effect(argv);
     }
     ctx.reply.int(deleted as i64);
@@ -339,6 +348,7 @@ pub fn xsetid(ctx: &mut Ctx) -> CmdResult {
         s.max_deleted_id = max_xdel;
     }
     ctx.ks.modified(key);
+    ctx.ks.note(notify::STREAM, "xsetid", key);
     ctx.reply.ok();
     Ok(())
 }
@@ -506,6 +516,7 @@ fn serve_read(ks: &mut KsView, reply: &mut Reply, r: &ReadArgs) -> usize {
                 if g.create_consumer(cname, now) {
                     // A new consumer is propagated on its own, even if nothing is read.
                     ks.dirty += 1;
+                    ks.note(notify::STREAM, "xgroup-createconsumer", key);
                     ks.effect(vec![
                         b"XGROUP".to_vec(),
                         b"CREATECONSUMER".to_vec(),

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::engine::Value;
+use crate::exec::notify;
 use crate::exec::*;
 
 fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
@@ -188,6 +189,7 @@ pub fn xgroup_create(ctx: &mut Ctx) -> CmdResult {
     }
     s.groups.insert(gname.to_vec(), Group::new(id, entries_read));
     ctx.ks.modified(key);
+    ctx.ks.note(notify::STREAM, "xgroup-create", key);
     ctx.reply.ok();
     Ok(())
 }
@@ -214,6 +216,7 @@ pub fn xgroup_setid(ctx: &mut Ctx) -> CmdResult {
     g.last_id = id;
     g.entries_read = entries_read;
     ctx.ks.modified(key);
+    ctx.ks.note(notify::STREAM, "xgroup-setid", key);
     ctx.reply.ok();
     Ok(())
 }
@@ -225,6 +228,7 @@ pub fn xgroup_destroy(ctx: &mut Ctx) -> CmdResult {
     let s = write_stream(&mut ctx.ks, key)?.unwrap();
     if s.groups.remove(gname).is_some() {
         ctx.ks.modified(key);
+        ctx.ks.note(notify::STREAM, "xgroup-destroy", key);
         // Clients blocked in XREADGROUP on this group get their error now.
         ctx.ks.signal_ready(key);
         ctx.reply.int(1);
@@ -243,6 +247,7 @@ pub fn xgroup_createconsumer(ctx: &mut Ctx) -> CmdResult {
     let created = s.groups.get_mut(gname).unwrap().create_consumer(cname, now);
     if created {
         ctx.ks.modified(key);
+        ctx.ks.note(notify::STREAM, "xgroup-createconsumer", key);
     }
     ctx.reply.int(created as i64);
     Ok(())
@@ -262,6 +267,7 @@ pub fn xgroup_delconsumer(ctx: &mut Ctx) -> CmdResult {
             g.pel.remove(&id);
         }
         ctx.ks.modified(key);
+        ctx.ks.note(notify::STREAM, "xgroup-delconsumer", key);
     }
     ctx.reply.int(pending as i64);
     Ok(())
@@ -420,6 +426,15 @@ pub fn xpending(ctx: &mut Ctx) -> CmdResult {
 // XCLAIM, XAUTOCLAIM
 // ---------------------------------------------------------------------------------------------
 
+/// XCLAIM/XAUTOCLAIM's consumer: created if missing (true then), and seen now.
+fn touch_consumer(g: &mut Group, cname: &[u8], now: i64) -> bool {
+    let created = g.create_consumer(cname, now);
+    if let Some(c) = g.consumers.get_mut(cname) {
+        c.seen_time = now;
+    }
+    created
+}
+
 /// Gives a pending entry to `cname` (creating the consumer if needed), with its new delivery
 /// time and count. Returns the updated NACK.
 fn claim_one(g: &mut Group, id: StreamId, cname: &[u8], time: i64, count: Option<u64>, now: i64) -> Nack {
@@ -501,13 +516,21 @@ pub fn xclaim(ctx: &mut Ctx) -> CmdResult {
     };
     let s = read_stream(&mut ctx.ks, key)?.unwrap();
     let mut propagate_last = false;
+    let created;
     {
         let g = s.groups.get_mut(gname).unwrap();
         if last_id > g.last_id {
             g.last_id = last_id;
             propagate_last = true;
         }
+        // The consumer exists from here on, whether or not anything is claimed.
+        created = touch_consumer(g, cname, now);
     }
+    if created {
+        ctx.ks.dirty += 1;
+        ctx.ks.note(notify::STREAM, "xgroup-createconsumer", key);
+    }
+    let s = read_stream(&mut ctx.ks, key)?.unwrap();
     let mut out: Vec<StreamId> = Vec::new();
     let mut effects: Vec<(StreamId, Nack)> = Vec::new();
     for (id, _) in ids {
@@ -595,6 +618,12 @@ pub fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
         Some(s) if s.groups.contains_key(gname) => s,
         _ => return Err(nogroup(key, gname)),
     };
+    // The consumer exists from here on, whether or not anything is claimed.
+    if touch_consumer(s.groups.get_mut(gname).unwrap(), cname, now) {
+        ctx.ks.dirty += 1;
+        ctx.ks.note(notify::STREAM, "xgroup-createconsumer", key);
+    }
+    let s = read_stream(&mut ctx.ks, key)?.unwrap();
     let mut attempts = count * 10;
     let mut claimed: Vec<StreamId> = Vec::new();
     let mut deleted: Vec<StreamId> = Vec::new();

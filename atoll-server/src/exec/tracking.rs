@@ -1,0 +1,301 @@
+//! Client-side caching (CLIENT TRACKING), as Redis 7.2's `tracking.c` behaves.
+//!
+//! *Default mode*: after a read-only command, the keys it read are remembered for the tracking
+//! client in the tracking table (key → client ids; key names only, across databases, as in
+//! Redis). A write to a remembered key (any write path: commands, scripts, expiry) sends the
+//! key's clients one invalidation each and forgets the key. *BCAST mode*: no table; every
+//! modified key matching a registered prefix is sent to the prefix's clients, the keys one
+//! command modified in one message. FLUSHDB/FLUSHALL invalidate everything with a null.
+//!
+//! The table is striped by key hash over a few mutexes so that readers on different workers
+//! rarely meet; with no tracking client the whole feature costs `call` one relaxed load.
+//! Messages travel through the clients' mailboxes like Pub/Sub messages: a RESP3 client (or
+//! its RESP3 redirect target) gets `>2 invalidate [keys]`; a RESP2 redirect target in Pub/Sub
+//! mode gets a message on `__redis__:invalidate`; anyone else gets nothing, as in Redis.
+
+use super::client::{Client, ClientHandle};
+use super::pubsub::{frame, Mailbox};
+use super::state::Server;
+use parking_lot::{Mutex, RwLock};
+use smallvec::SmallVec;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+const STRIPES: usize = 64;
+
+/// One stripe of the tracking table: key → ids of the clients that read it.
+type Table = HashMap<Box<[u8]>, SmallVec<[u64; 2]>>;
+
+/// A tracking client's settings (fixed from CLIENT TRACKING ON until OFF).
+pub struct Tracker {
+    pub handle: Arc<ClientHandle>,
+    pub redirect: u64,
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    pub prefixes: Vec<Box<[u8]>>,
+    /// The redirect target was gone when an invalidation had to be sent (flag `R`).
+    pub broken: AtomicBool,
+}
+
+struct Bcast {
+    clients: Vec<Arc<Tracker>>,
+}
+
+pub struct Tracking {
+    /// Tracking clients exist (default or BCAST): the one load the command path pays.
+    on: AtomicBool,
+    clients: RwLock<HashMap<u64, Arc<Tracker>>>,
+    table: [Mutex<Table>; STRIPES],
+    keys: AtomicUsize,
+    items: AtomicUsize,
+    prefixes: RwLock<BTreeMap<Box<[u8]>, Bcast>>,
+}
+
+impl Default for Tracking {
+    fn default() -> Tracking {
+        Tracking {
+            on: AtomicBool::new(false),
+            clients: RwLock::default(),
+            table: std::array::from_fn(|_| Mutex::default()),
+            keys: AtomicUsize::new(0),
+            items: AtomicUsize::new(0),
+            prefixes: RwLock::default(),
+        }
+    }
+}
+
+fn stripe(key: &[u8]) -> usize {
+    (crate::engine::dict::hash_key(key) as usize) % STRIPES
+}
+
+impl Tracking {
+    #[inline]
+    pub fn on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// INFO: tracking_clients, tracking_total_keys, tracking_total_items,
+    /// tracking_total_prefixes.
+    pub fn figures(&self) -> (usize, usize, usize, usize) {
+        (
+            self.clients.read().len(),
+            self.keys.load(Ordering::Relaxed),
+            self.items.load(Ordering::Relaxed),
+            self.prefixes.read().len(),
+        )
+    }
+
+    pub fn enable(&self, t: Arc<Tracker>) {
+        if t.bcast {
+            let mut p = self.prefixes.write();
+            let names: Vec<Box<[u8]>> =
+                if t.prefixes.is_empty() { vec![Box::from(&b""[..])] } else { t.prefixes.clone() };
+            for name in names {
+                let b = p.entry(name).or_insert_with(|| Bcast { clients: Vec::new() });
+                b.clients.retain(|x| x.handle.id != t.handle.id);
+                b.clients.push(t.clone());
+            }
+        }
+        self.clients.write().insert(t.handle.id, t);
+        self.on.store(true, Ordering::Relaxed);
+    }
+
+    pub fn disable(&self, id: u64) {
+        let mut c = self.clients.write();
+        if let Some(t) = c.remove(&id) {
+            if t.bcast {
+                let mut p = self.prefixes.write();
+                p.retain(|_, b| {
+                    b.clients.retain(|x| x.handle.id != id);
+                    !b.clients.is_empty()
+                });
+            }
+        }
+        self.on.store(!c.is_empty(), Ordering::Relaxed);
+    }
+
+    /// Remembers that client `id` read `keys` (default mode), then keeps the table within
+    /// `tracking-table-max-keys` by invalidating keys it forgets.
+    pub fn remember(&self, srv: &Server, id: u64, keys: &[&[u8]]) {
+        for k in keys {
+            let mut t = self.table[stripe(k)].lock();
+            let ids = match t.get_mut(*k) {
+                Some(ids) => ids,
+                None => {
+                    self.keys.fetch_add(1, Ordering::Relaxed);
+                    t.entry(Box::from(*k)).or_default()
+                }
+            };
+            if !ids.contains(&id) {
+                ids.push(id);
+                self.items.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let max = srv.config.hot.tracking_max_keys.load(Ordering::Relaxed);
+        if max > 0 && self.keys.load(Ordering::Relaxed) > max {
+            self.evict(srv, max);
+        }
+    }
+
+    /// Forgets keys until the table holds `max`, telling their clients (Redis's
+    /// `trackingLimitUsedSlots`: the key did not change, but it is no longer tracked).
+    #[cold]
+    fn evict(&self, srv: &Server, max: usize) {
+        let mut s = 0;
+        while self.keys.load(Ordering::Relaxed) > max && s < STRIPES * 2 {
+            let victim = self.table[s % STRIPES].lock().keys().next().cloned();
+            if let Some(k) = victim {
+                self.invalidate_table(srv, &k, 0);
+            } else {
+                s += 1;
+            }
+        }
+    }
+
+    /// `key` was modified (by client `by`, 0 for none): its default-mode clients are told and
+    /// it leaves the table.
+    fn invalidate_table(&self, srv: &Server, key: &[u8], by: u64) {
+        let Some(ids) = self.table[stripe(key)].lock().remove(key) else { return };
+        self.keys.fetch_sub(1, Ordering::Relaxed);
+        self.items.fetch_sub(ids.len(), Ordering::Relaxed);
+        let clients = self.clients.read();
+        for id in ids {
+            let Some(t) = clients.get(&id) else { continue };
+            if t.bcast || (t.noloop && id == by) {
+                continue;
+            }
+            send(srv, t, Keys::List(&[key]));
+        }
+    }
+}
+
+/// What an invalidation names.
+enum Keys<'a> {
+    List(&'a [&'a [u8]]),
+    /// Everything (a flush).
+    All,
+}
+
+/// Sends one invalidation to `t` (or its redirect target).
+fn send(srv: &Server, t: &Tracker, keys: Keys) {
+    let target: Arc<Mailbox>;
+    let redirected = t.redirect != 0;
+    let handle = if redirected {
+        match srv.clients.get(t.redirect) {
+            Some(h) => h,
+            None => {
+                t.broken.store(true, Ordering::Relaxed);
+                if t.handle.resp.load(Ordering::Relaxed) == 3 {
+                    let id = t.redirect.to_string();
+                    let mut f = frame(&[b"tracking-redir-broken"]);
+                    // [name, id]: the id is an integer.
+                    f[1] = b'2';
+                    f.extend_from_slice(format!(":{id}\r\n").as_bytes());
+                    srv.pubsub.send(srv, &t.handle.mailbox(), &f, 0);
+                }
+                return;
+            }
+        }
+    } else {
+        t.handle.clone()
+    };
+    let resp3 = handle.resp.load(Ordering::Relaxed) == 3;
+    let mut f = if resp3 {
+        frame(&[b"invalidate"])
+    } else if redirected && handle.subscriptions() > 0 {
+        frame(&[b"message", b"__redis__:invalidate"])
+    } else {
+        return;
+    };
+    // One more element: the array of keys (or a null).
+    let n = f[1] - b'0' + 1;
+    f[1] = b'0' + n;
+    match keys {
+        Keys::List(ks) => {
+            f.push(b'*');
+            f.extend_from_slice(ks.len().to_string().as_bytes());
+            f.extend_from_slice(b"\r\n");
+            for k in ks {
+                f.push(b'$');
+                f.extend_from_slice(k.len().to_string().as_bytes());
+                f.extend_from_slice(b"\r\n");
+                f.extend_from_slice(k);
+                f.extend_from_slice(b"\r\n");
+            }
+        }
+        Keys::All => f.extend_from_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" }),
+    }
+    // Queued like any delivery, even to the client whose command caused it: it follows that
+    // command's reply (and may follow later pipelined replies, which only makes a cache drop
+    // a value early).
+    target = handle.mailbox();
+    srv.pubsub.send(srv, &target, &f, 0);
+}
+
+/// After a read-only command: remember what the tracking client read (default mode, with the
+/// OPTIN/OPTOUT rules of CLIENT CACHING). `keys`: the keys the command named.
+pub fn after_read(srv: &Server, client: &Client, keys: &[&[u8]]) {
+    let Some(t) = &client.tracking else { return };
+    if t.bcast || keys.is_empty() {
+        return;
+    }
+    if (t.optin && !client.caching) || (t.optout && client.caching) {
+        return;
+    }
+    // The tracker's own id: a script's commands run as another client, for their caller.
+    srv.tracking.remember(srv, t.handle.id, keys);
+}
+
+/// Keys a command modified: invalidations to default-mode clients and BCAST prefixes. `by`:
+/// the client whose command modified them (NOLOOP skips it).
+pub fn modified(srv: &Server, keys: &[Box<[u8]>], by: u64) {
+    let tr = &srv.tracking;
+    for k in keys {
+        tr.invalidate_table(srv, k, by);
+    }
+    let prefixes = tr.prefixes.read();
+    if prefixes.is_empty() {
+        return;
+    }
+    // One message per prefix with the keys under it, to each of its clients (Redis sends
+    // them prefix by prefix, in the prefix table's order).
+    let mut out: Vec<(Arc<Tracker>, Vec<&[u8]>)> = Vec::new();
+    for (p, b) in prefixes.iter() {
+        // In key order, each once (Redis collects them in a radix tree).
+        let mut under: Vec<&[u8]> = keys.iter().filter(|k| k.starts_with(p)).map(|k| &k[..]).collect();
+        under.sort_unstable();
+        under.dedup();
+        if under.is_empty() {
+            continue;
+        }
+        for t in &b.clients {
+            if !(t.noloop && t.handle.id == by) {
+                out.push((t.clone(), under.clone()));
+            }
+        }
+    }
+    drop(prefixes);
+    for (t, ks) in out {
+        send(srv, &t, Keys::List(&ks));
+    }
+}
+
+/// FLUSHDB / FLUSHALL: every tracking client learns that all its keys are invalid.
+pub fn flushed(srv: &Server) {
+    let tr = &srv.tracking;
+    if !tr.on() {
+        return;
+    }
+    for s in &tr.table {
+        s.lock().clear();
+    }
+    tr.keys.store(0, Ordering::Relaxed);
+    tr.items.store(0, Ordering::Relaxed);
+    let clients: Vec<Arc<Tracker>> = tr.clients.read().values().cloned().collect();
+    for t in clients {
+        send(srv, &t, Keys::All);
+    }
+}

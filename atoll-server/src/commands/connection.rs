@@ -158,6 +158,8 @@ pub fn reset(ctx: &mut Ctx) -> CmdResult {
     }
     ctx.client.caching = false;
     let c = &mut *ctx.client;
+    // The name goes; the library name and version stay (they describe the connection).
+    c.handle.name.lock().clear();
     c.db = 0;
     c.handle.db.store(0, Ordering::Relaxed);
     c.proto = Proto::Resp2;

@@ -380,7 +380,9 @@ mod tests {
         assert_eq!(events_canonical("KEA").unwrap(), "AKE");
         assert_eq!(events_canonical("Elx").unwrap(), "lxE");
         assert_eq!(events_canonical("nK$").unwrap(), "$nK");
-        assert_eq!(events_canonical("An").unwrap(), "A");
+        // Stored with `n` (the flag stays on); CONFIG GET prints `A` (Config::value_of).
+        assert_eq!(events_canonical("An").unwrap(), "An");
+        assert_eq!(events_canonical("KEAn").unwrap(), "AnKE");
         assert!(events_canonical("Q").is_err());
     }
 

@@ -55,6 +55,14 @@ fn subscribe(ctx: &mut Ctx, kind: Kind) -> CmdResult {
 
 fn unsubscribe(ctx: &mut Ctx, kind: Kind) -> CmdResult {
     ctx.client.push_reply = true;
+    // Messages that arrived before this command go before its confirmations (a RESP2 client
+    // leaving Pub/Sub mode must not see a message after its last confirmation). Not inside
+    // EXEC, whose reply must stay whole.
+    if !ctx.client.in_exec {
+        if let Some(s) = &ctx.client.subs {
+            s.mailbox.take_into(&mut ctx.reply.buf);
+        }
+    }
     let word = kind.words().1;
     let names: Vec<Box<[u8]>> = if ctx.args.len() > 1 {
         ctx.args[1..].iter().map(|&a| a.into()).collect()

@@ -137,11 +137,12 @@ pub fn dispatch_hinted(
         client.reply_mode = ReplyMode::Skipping;
     }
     gated(srv, ws, client, argv, key_hint, out);
+    let pushed = std::mem::take(&mut client.push_reply);
     match client.reply_mode {
         ReplyMode::On => {}
         ReplyMode::Off | ReplyMode::Skipping | ReplyMode::SkipNext => {
             // (Un)subscribe confirmations are pushes: silencing replies does not drop them.
-            if !std::mem::take(&mut client.push_reply) {
+            if !pushed {
                 out.buf.truncate(mark);
             }
             if client.reply_mode == ReplyMode::Skipping {
@@ -535,7 +536,8 @@ pub fn disconnect(srv: &Server, client: &mut Client) {
         srv.tracking.disable(client.id());
         *client.handle.tracking.lock() = None;
     }
-    // The mailbox refers back to the handle: break the cycle.
+    // The mailbox refers back to the handle: break the cycle (`Core::release` clears it
+    // again once the handle is closed, in case another client reached it meanwhile).
     client.handle.mail.lock().take();
     if let Some(w) = client.waiting.take() {
         if w.finish(WaitState::Cancelled) {

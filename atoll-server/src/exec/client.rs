@@ -144,9 +144,17 @@ impl ClientHandle {
         }
     }
 
-    /// The client's mailbox (see `exec::pubsub`).
+    /// The client's mailbox (see `exec::pubsub`). Once the connection is closed a detached
+    /// one is returned (what is put there goes nowhere), so no handle ↔ mailbox cycle is made
+    /// after the owner cleared it; `closed` is held while one is stored.
     pub fn mailbox(self: &Arc<Self>) -> Arc<super::pubsub::Mailbox> {
-        self.mail.lock().get_or_insert_with(|| super::pubsub::Mailbox::new(self.clone())).clone()
+        let closed = self.closed.lock();
+        if *closed {
+            return super::pubsub::Mailbox::new(self.clone());
+        }
+        let mb = self.mail.lock().get_or_insert_with(|| super::pubsub::Mailbox::new(self.clone())).clone();
+        drop(closed);
+        mb
     }
 
     /// Subscriptions of every kind: non-zero means the client is in Pub/Sub mode (flag `P`,
@@ -273,6 +281,19 @@ impl Client {
     #[inline]
     pub fn resp2_subscribed(&self) -> bool {
         self.proto == Proto::Resp2 && self.subs.as_ref().is_some_and(|s| s.total() > 0)
+    }
+
+    /// After each top-level command: messages the client sent itself follow the reply, and
+    /// CLIENT CACHING lapses (it covers the next command, or the next transaction; any CLIENT
+    /// subcommand keeps it, as in Redis).
+    #[inline]
+    pub fn after_command(&mut self, name: &[u8], out: &mut Vec<u8>) {
+        if self.subs.is_some() {
+            self.take_messages(out);
+        }
+        if self.caching && self.multi.is_none() && !name.eq_ignore_ascii_case(b"client") {
+            self.caching = false;
+        }
     }
 
     /// Moves messages waiting for this client (published by itself, or arrived while its

@@ -160,13 +160,18 @@ impl Mailbox {
 #[derive(Default)]
 pub struct Post {
     queue: Mutex<Vec<Arc<Mailbox>>>,
+    /// The queue is not empty: a worker's round looks at this, not the lock.
+    pending: AtomicBool,
     wake: OnceLock<WakeFn>,
 }
 
 impl Post {
     /// The mailboxes queued since the last call (the worker delivers them).
+    #[inline]
     pub fn take(&self, into: &mut Vec<Arc<Mailbox>>) {
-        std::mem::swap(&mut *self.queue.lock(), into);
+        if self.pending.swap(false, Ordering::Acquire) {
+            std::mem::swap(&mut *self.queue.lock(), into);
+        }
     }
 }
 
@@ -287,6 +292,7 @@ impl Deliveries {
             }
             let Some(post) = ps.posts.get(w) else { continue };
             post.queue.lock().extend(mbs);
+            post.pending.store(true, Ordering::Release);
             if let Some(wake) = post.wake.get() {
                 wake();
             }

@@ -108,10 +108,14 @@ impl Tracking {
         if let Some(t) = c.remove(&id) {
             if t.bcast {
                 let mut p = self.prefixes.write();
-                p.retain(|_, b| {
-                    b.clients.retain(|x| x.handle.id != id);
-                    !b.clients.is_empty()
-                });
+                for name in &t.prefixes {
+                    if let Some(b) = p.get_mut(name) {
+                        b.clients.retain(|x| x.handle.id != id);
+                        if b.clients.is_empty() {
+                            p.remove(name);
+                        }
+                    }
+                }
             }
         }
         self.on.store(!c.is_empty(), Ordering::Relaxed);
@@ -144,8 +148,13 @@ impl Tracking {
     /// `trackingLimitUsedSlots`: the key did not change, but it is no longer tracked).
     #[cold]
     fn evict(&self, srv: &Server, max: usize) {
+        // A bounded effort per call, as Redis's (100 keys per call and more when far over):
+        // lowering the limit a lot must not stall this command's shards.
+        let over = self.keys.load(Ordering::Relaxed).saturating_sub(max);
+        let mut budget = over.min(100 + over / 10);
         let mut s = 0;
-        while self.keys.load(Ordering::Relaxed) > max && s < STRIPES * 2 {
+        while budget > 0 && self.keys.load(Ordering::Relaxed) > max && s < STRIPES * 2 {
+            budget -= 1;
             let victim = self.table[s % STRIPES].lock().keys().next().cloned();
             if let Some(k) = victim {
                 self.invalidate_table(srv, &k, 0);
@@ -286,14 +295,21 @@ pub fn modified(srv: &Server, keys: &[Box<[u8]>], by: u64) {
 /// FLUSHDB / FLUSHALL: every tracking client learns that all its keys are invalid.
 pub fn flushed(srv: &Server) {
     let tr = &srv.tracking;
+    // Each stripe's entries are counted out under its lock: a concurrent read in another
+    // database may be adding to the table meanwhile.
+    for s in &tr.table {
+        let mut t = s.lock();
+        if t.is_empty() {
+            continue;
+        }
+        let items: usize = t.values().map(|ids| ids.len()).sum();
+        tr.keys.fetch_sub(t.len(), Ordering::Relaxed);
+        tr.items.fetch_sub(items, Ordering::Relaxed);
+        *t = HashMap::new();
+    }
     if !tr.on() {
         return;
     }
-    for s in &tr.table {
-        s.lock().clear();
-    }
-    tr.keys.store(0, Ordering::Relaxed);
-    tr.items.store(0, Ordering::Relaxed);
     let clients: Vec<Arc<Tracker>> = tr.clients.read().values().cloned().collect();
     for t in clients {
         send(srv, &t, Keys::All);

@@ -171,6 +171,8 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
             r
         });
         let st = state.into_inner();
+        // The caller's tracking state is not kept alive by the thread's script client.
+        st.client.tracking = None;
         let script_resp3 = st.client.proto == Proto::Resp3;
         match result {
             Ok(Ok(v)) => convert::lua_to_reply(&v, ctx.reply, script_resp3),

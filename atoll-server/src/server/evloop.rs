@@ -28,8 +28,6 @@ const WAKER: Token = Token(usize::MAX);
 struct Connection {
     fd: OwnedFd,
     link: Link,
-    /// Bytes of `link.out` already written.
-    out_pos: usize,
     /// WRITABLE interest is registered (the socket buffer was full).
     want_write: bool,
 }
@@ -118,7 +116,7 @@ impl Worker {
             return;
         }
         self.core.publish(&link);
-        entry.insert(Connection { fd: a.fd, link, out_pos: 0, want_write: false });
+        entry.insert(Connection { fd: a.fd, link, want_write: false });
     }
 
     /// Reads everything available and runs it; output is written at the end of the round.
@@ -158,7 +156,7 @@ impl Worker {
             return;
         }
         let c = &mut self.conns[t];
-        let pending = c.link.out.len() > c.out_pos;
+        let pending = c.link.out.len() > c.link.sent;
         self.core.queue(&mut c.link, t, pending);
     }
 
@@ -167,8 +165,8 @@ impl Worker {
         let ws = &self.core.srv.stats.workers[self.core.id];
         let Some(c) = self.conns.get_mut(t) else { return };
         let batch = c.link.out.len();
-        while c.out_pos < c.link.out.len() {
-            let rest = &c.link.out[c.out_pos..];
+        while c.link.sent < c.link.out.len() {
+            let rest = &c.link.out[c.link.sent..];
             // SAFETY: writes from a live slice, within its length.
             match sys(unsafe { libc::write(c.fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) }) {
                 Ok(0) => {
@@ -178,7 +176,7 @@ impl Worker {
                 Ok(n) => {
                     bump(&ws.counters.net_output_bytes, n as u64);
                     bump(&ws.counters.writes_processed, 1);
-                    c.out_pos += n;
+                    c.link.sent += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -189,9 +187,9 @@ impl Worker {
             }
         }
         let fd = c.fd.as_raw_fd();
-        if c.out_pos < c.link.out.len() {
+        if c.link.sent < c.link.out.len() {
             let cap = c.link.out.capacity();
-            c.link.show_output(&self.core.srv, batch, batch - c.out_pos, cap);
+            c.link.show_output(&self.core.srv, batch, batch - c.link.sent, cap);
             if !c.want_write {
                 c.want_write = true;
                 let _ = self.poll.registry().reregister(
@@ -202,7 +200,7 @@ impl Worker {
             }
             return;
         }
-        c.out_pos = 0;
+        c.link.sent = 0;
         if c.want_write {
             c.want_write = false;
             let _ = self.poll.registry().reregister(&mut SourceFd(&fd), Token(t), Interest::READABLE);

@@ -154,13 +154,7 @@ impl Session {
                     }
                     let key_hint = hint.and_then(|r| r.key);
                     dispatch_hinted(srv, ws, &mut self.client, &argv, key_hint, out);
-                    if self.client.subs.is_some() {
-                        self.client.take_messages(&mut out.buf);
-                    }
-                    // CLIENT CACHING applies to the next command, or the next transaction.
-                    if self.client.caching && self.client.multi.is_none() && !argv[0].eq_ignore_ascii_case(b"client") {
-                        self.client.caching = false;
-                    }
+                    self.client.after_command(argv[0], &mut out.buf);
                     if self.client.waiting.is_some() {
                         // Blocked: later requests wait in the buffer until it is served.
                         break;
@@ -392,6 +386,7 @@ impl Session {
                 self.client.retrying = true;
                 dispatch(srv, ws, &mut self.client, &argv, out);
                 self.client.retrying = false;
+                self.client.after_command(argv[0], &mut out.buf);
                 if self.client.waiting.is_some() {
                     return true;
                 }

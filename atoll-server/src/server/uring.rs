@@ -528,6 +528,7 @@ impl Worker {
         bump(&counters.net_output_bytes, res as u64);
         bump(&counters.writes_processed, 1);
         c.sent += res as usize;
+        c.link.in_flight = c.sending.len() - c.sent;
         if c.sent < c.sending.len() {
             // A short send: the socket is full, the client reads slower than it asks.
             let pending = c.sending.len() - c.sent + c.link.out.len();
@@ -557,6 +558,7 @@ impl Worker {
             }
             std::mem::swap(&mut c.sending, &mut c.link.out);
             let batch = c.sending.len();
+            c.link.in_flight = batch;
             c.link.show_output(&self.core.srv, batch, 0, c.sending.capacity() + c.link.out.capacity());
         }
         let rest = &c.sending[c.sent..];

@@ -44,8 +44,9 @@ pub fn close_idle_clients(srv: &Server) {
     }
     let now = srv.now_ms();
     for h in srv.clients.snapshot() {
-        // Subscribers wait for messages, not requests: Redis never times them out.
-        if h.subscriptions() > 0 {
+        // Subscribers and monitors wait for messages, not requests: Redis never times them
+        // out.
+        if h.subscriptions() > 0 || h.monitor.load(Ordering::Relaxed) {
             continue;
         }
         if now - h.last_ms.load(Ordering::Relaxed) > timeout * 1000 {
@@ -133,6 +134,11 @@ pub struct Link {
     pub session: Session,
     /// Replies not yet handed to the socket.
     pub out: Vec<u8>,
+    /// Bytes at the front of `out` already written (the epoll backend writes `out` in place).
+    pub sent: usize,
+    /// Bytes the backend holds outside `out`, not yet written (the io_uring backend's send
+    /// buffer).
+    pub in_flight: usize,
     /// Close once the output is written.
     pub closing: bool,
     /// Already queued for this round's flush.
@@ -152,6 +158,11 @@ struct OutputShown {
 }
 
 impl Link {
+    /// Output bytes the client has not taken yet, wherever they are.
+    pub fn unsent(&self) -> usize {
+        self.in_flight + self.out.len() - self.sent
+    }
+
     /// Publishes the output side to the client's handle, touching the shared atomics only
     /// when a figure changed: a client whose replies fit its socket and its kept buffer costs
     /// three comparisons per flush. `batch`: bytes of the replies being written now; `cap`:
@@ -159,8 +170,13 @@ impl Link {
     pub fn show_output(&mut self, srv: &Server, batch: usize, pending: usize, cap: usize) {
         let h = &self.session.client.handle;
         // A reader this far behind breaks `client-output-buffer-limit`: it is disconnected.
-        if pending > 0 && crate::exec::pubsub::over_output_limit(srv, h, pending as u64) {
-            crate::exec::pubsub::close_over_limit(h);
+        if pending > 0 {
+            if crate::exec::pubsub::over_output_limit(srv, h, pending as u64) {
+                crate::exec::pubsub::close_over_limit(h);
+            }
+        } else if h.obuf_soft_since.load(Ordering::Relaxed) != 0 {
+            // All written: the soft limit's clock starts over.
+            h.obuf_soft_since.store(0, Ordering::Relaxed);
         }
         if batch > self.shown.peak {
             self.shown.peak = batch;
@@ -284,6 +300,8 @@ impl Core {
         Link {
             session: Session::new(client),
             out: Vec::new(),
+            sent: 0,
+            in_flight: 0,
             closing: false,
             queued: false,
             shown: OutputShown::default(),
@@ -394,12 +412,17 @@ impl Core {
             if l.session.client.id() != mb.handle.id {
                 continue;
             }
+            // A reader that keeps a full socket never empties `out` at once: drop what was
+            // written before appending, so the buffer holds only what is unsent.
+            if l.sent > 0 && l.sent * 2 >= l.out.len() {
+                l.out.drain(..l.sent);
+                l.sent = 0;
+            }
             mb.take_into(&mut l.out);
-            // A subscriber whose socket is full keeps its messages here: weigh them with what
-            // the backend still holds for it (as last published) against its output limit.
+            // A subscriber whose socket is full keeps its messages here: all it has not taken
+            // yet is weighed against its output limit.
             let h = &mb.handle;
-            let held = l.out.len() as u64 + h.out_pending.load(std::sync::atomic::Ordering::Relaxed);
-            if crate::exec::pubsub::over_output_limit(&self.srv, h, held) {
+            if crate::exec::pubsub::over_output_limit(&self.srv, h, l.unsent() as u64) {
                 crate::exec::pubsub::close_over_limit(h);
             }
             self.queue(l, mb.token, true);
@@ -496,6 +519,8 @@ impl Core {
         *closed = true;
         drop_socket();
         drop(closed);
+        // No mailbox can be stored any more (`ClientHandle::mailbox`): clear the last one.
+        handle.mail.lock().take();
     }
 
     /// After commands ran for a connection: SHUTDOWN, and a new blocking deadline.

@@ -118,7 +118,8 @@ fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard,
         notify::raise(srv, notify::EXPIRED, "expired", db, k);
     }
     if srv.tracking.on() {
-        crate::exec::tracking::modified(srv, expired, 0);
+        let touched: Vec<crate::exec::tracking::Touched> = expired.iter().map(|k| (k.clone(), true)).collect();
+        crate::exec::tracking::modified(srv, &touched, 0, None);
     }
     stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
     if srv.effects_enabled() {

@@ -140,6 +140,8 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
         call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks, None);
     }
     ctx.client.in_exec = false;
+    // BCAST clients learn of the keys it modified in one go, as one event-loop round of Redis.
+    crate::exec::tracking::broadcast(srv, std::mem::take(&mut ctx.client.bcast_batch));
     // The transaction's effects, as one group while its locks are still held: a log or a
     // replica sees all of it or none (wrapped as Redis wraps them when there are several).
     let mut effects = std::mem::take(&mut ctx.client.exec_effects);
@@ -176,7 +178,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
         blocking::serve_ready(&mut ks, srv);
         crate::exec::notify::publish(srv, &ks.notes, ctx.client.id());
         if !ks.touched.is_empty() {
-            crate::exec::tracking::modified(srv, &ks.touched, ctx.client.id());
+            crate::exec::tracking::modified(srv, &ks.touched, ctx.client.id(), Some(&mut ctx.client.bcast_batch));
         }
         if !ks.effects.is_empty() {
             srv.publish_effects(&ks.effects);

@@ -340,20 +340,22 @@ pub static DEFS: &[Def] = &[
     Def::new("watchdog-period", Int { min: 0, max: IMAX }, "0").flags(HIDDEN).pending(WATCHDOG),
     Def::new("zset-max-listpack-entries", Int { min: 0, max: LMAX }, "128").alias("zset-max-ziplist-entries").live(),
     Def::new("zset-max-listpack-value", Memory { min: 0, max: LMAX }, "64").alias("zset-max-ziplist-value").live(),
-    // Atoll's own.
+    // Atoll's own. The immutable ones are HIDDEN from pattern matches: tools (and Redis's own
+    // test suite) walk `CONFIG GET *` and set each value back, skipping only the immutable
+    // names Redis has; `CONFIG GET threads` by its name still answers.
     // Worker threads (0: one per core); a redis.conf `io-threads N` (N > 1) means the same.
-    Def::new("threads", Int { min: 0, max: 1024 }, "0").flags(IMMUTABLE).live(),
+    Def::new("threads", Int { min: 0, max: 1024 }, "0").flags(IMMUTABLE | HIDDEN).live(),
     // How workers move bytes. io_uring (less server CPU than epoll pipelined and over unix
     // sockets, the same unpipelined over TCP; docs/BENCHMARKS.md) falls back to epoll where the
     // kernel refuses it.
-    Def::new("io-backend", Enum(&["epoll", "io_uring"]), "io_uring").flags(IMMUTABLE).live(),
+    Def::new("io-backend", Enum(&["epoll", "io_uring"]), "io_uring").flags(IMMUTABLE | HIDDEN).live(),
     // The longest an io_uring worker waits for more requests before serving those it has, in
     // microseconds (0: never waits). The wait actually used adapts to the load; see
     // `server::uring::Pacing`.
     Def::new("io-batch-wait", Int { min: 0, max: 1000 }, "50").live(),
     // The HTTP listener for Prometheus metrics (`/metrics`) and the live dashboard (`/`), on
     // the `bind` addresses; 0 (the default) runs none.
-    Def::new("metrics-port", Int { min: 0, max: 65535 }, "0").flags(IMMUTABLE).live(),
+    Def::new("metrics-port", Int { min: 0, max: 65535 }, "0").flags(IMMUTABLE | HIDDEN).live(),
     // Sample one keyed command in 64 into a top-k sketch of the hottest keys (DEBUG HOTKEYS,
     // the dashboard, `/metrics`).
     Def::new("hotkeys", Bool, "yes").live(),

@@ -489,11 +489,12 @@ pub fn call(
 /// tracking client's read-only command the keys it read (EVAL_RO and the like excepted:
 /// the commands their script runs are tracked instead, as in Redis).
 #[cold]
-fn track(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], touched: &[Box<[u8]>]) {
+fn track(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]], touched: &[super::tracking::Touched]) {
     if !touched.is_empty() {
         // A script's commands run as another client: NOLOOP is about its caller.
         let by = client.tracking.as_ref().map_or(client.id(), |t| t.handle.id);
-        super::tracking::modified(srv, touched, by);
+        let batch = if client.in_exec { Some(&mut client.bcast_batch) } else { None };
+        super::tracking::modified(srv, touched, by, batch);
     }
     if client.tracking.is_some()
         && cmd.has(flags::READONLY)

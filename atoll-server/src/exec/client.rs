@@ -237,6 +237,9 @@ pub struct Client {
     pub tracking: Option<Arc<super::tracking::Tracker>>,
     /// CLIENT CACHING YES/NO was given for the next command (or transaction).
     pub caching: bool,
+    /// Keys (and who modified them) a running transaction or script has modified, for the
+    /// BCAST clients once it ends.
+    pub bcast_batch: Vec<(Box<[u8]>, u64)>,
 }
 
 impl Client {
@@ -270,6 +273,7 @@ impl Client {
             retrying: false,
             tracking: None,
             caching: false,
+            bcast_batch: Vec::new(),
         }
     }
 

@@ -121,7 +121,7 @@ pub struct KsView<'a, 'k> {
     /// Some client tracks keys (CLIENT TRACKING): modified keys are collected in `touched`
     /// for the epilogue's invalidations.
     pub track: bool,
-    pub touched: Vec<Box<[u8]>>,
+    pub touched: Vec<tracking::Touched>,
 }
 
 /// Lazy expiry's slow path: deletes a key whose time has passed, signals its watchers, counts
@@ -173,7 +173,7 @@ impl<'a, 'k> KsView<'a, 'k> {
                 self.notes.push(notify::Note { class: notify::EXPIRED, event: "expired", db, key: key.into() });
             }
             if self.track {
-                self.touched.push(key.into());
+                self.touched.push((key.into(), true));
             }
         }
         (shard, h, expired)
@@ -290,7 +290,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         shard.touch_watched(key);
         self.dirty += 1;
         if self.track {
-            self.touched.push(key.into());
+            self.touched.push((key.into(), false));
         }
         if created {
             self.note(notify::NEW, "new", key);
@@ -347,7 +347,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     pub fn touch(&mut self, key: &[u8]) {
         self.shard(key).touch_watched(key);
         if self.track {
-            self.touched.push(key.into());
+            self.touched.push((key.into(), false));
         }
     }
 

@@ -138,6 +138,11 @@ impl Tracking {
                 self.items.fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.enforce_limit(srv);
+    }
+
+    /// Keeps the table within `tracking-table-max-keys` (after reads, and from the cron).
+    pub fn enforce_limit(&self, srv: &Server) {
         let max = srv.config.hot.tracking_max_keys.load(Ordering::Relaxed);
         if max > 0 && self.keys.load(Ordering::Relaxed) > max {
             self.evict(srv, max);
@@ -154,9 +159,9 @@ impl Tracking {
         let mut budget = over.min(100 + over / 10);
         let mut s = 0;
         while budget > 0 && self.keys.load(Ordering::Relaxed) > max && s < STRIPES * 2 {
-            budget -= 1;
             let victim = self.table[s % STRIPES].lock().keys().next().cloned();
             if let Some(k) = victim {
+                budget -= 1;
                 self.invalidate_table(srv, &k, 0);
             } else {
                 s += 1;
@@ -258,31 +263,55 @@ pub fn after_read(srv: &Server, client: &Client, keys: &[&[u8]]) {
     srv.tracking.remember(srv, t.handle.id, keys);
 }
 
-/// Keys a command modified: invalidations to default-mode clients and BCAST prefixes. `by`:
-/// the client whose command modified them (NOLOOP skips it).
-pub fn modified(srv: &Server, keys: &[Box<[u8]>], by: u64) {
+/// A key a write touched, and whether expiry deleted it (then no client modified it: NOLOOP
+/// does not hide it from BCAST clients, as in Redis).
+pub type Touched = (Box<[u8]>, bool);
+
+/// Keys a command modified: default-mode clients are told at once; BCAST prefixes get them
+/// now, or into `batch` (a transaction's or script's, broadcast when it ends, as Redis
+/// broadcasts once per event-loop round). `by`: the client whose command modified them
+/// (NOLOOP skips it).
+pub fn modified(srv: &Server, keys: &[Touched], by: u64, batch: Option<&mut Vec<(Box<[u8]>, u64)>>) {
     let tr = &srv.tracking;
-    for k in keys {
+    for (k, _) in keys {
         tr.invalidate_table(srv, k, by);
     }
-    let prefixes = tr.prefixes.read();
-    if prefixes.is_empty() {
+    if tr.prefixes.read().is_empty() {
         return;
     }
-    // One message per prefix with the keys under it, to each of its clients (Redis sends
-    // them prefix by prefix, in the prefix table's order).
+    let who = |expired: bool| if expired { 0 } else { by };
+    match batch {
+        Some(b) => b.extend(keys.iter().map(|(k, e)| (k.clone(), who(*e)))),
+        None => {
+            let keys: Vec<(Box<[u8]>, u64)> = keys.iter().map(|(k, e)| (k.clone(), who(*e))).collect();
+            broadcast(srv, keys);
+        }
+    }
+}
+
+/// Sends BCAST clients the keys under their prefixes: one message per prefix, keys in order
+/// and each once (the last to modify a key is who NOLOOP compares with), as Redis's
+/// `trackingBroadcastInvalidationMessages` does.
+pub fn broadcast(srv: &Server, mut keys: Vec<(Box<[u8]>, u64)>) {
+    if keys.is_empty() {
+        return;
+    }
+    // Sorted by key, the last modification of each kept.
+    keys.reverse();
+    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    keys.dedup_by(|a, b| a.0 == b.0);
+    let prefixes = srv.tracking.prefixes.read();
     let mut out: Vec<(Arc<Tracker>, Vec<&[u8]>)> = Vec::new();
     for (p, b) in prefixes.iter() {
-        // In key order, each once (Redis collects them in a radix tree).
-        let mut under: Vec<&[u8]> = keys.iter().filter(|k| k.starts_with(p)).map(|k| &k[..]).collect();
-        under.sort_unstable();
-        under.dedup();
+        let under: Vec<&(Box<[u8]>, u64)> = keys.iter().filter(|(k, _)| k.starts_with(p)).collect();
         if under.is_empty() {
             continue;
         }
         for t in &b.clients {
-            if !(t.noloop && t.handle.id == by) {
-                out.push((t.clone(), under.clone()));
+            let ks: Vec<&[u8]> =
+                under.iter().filter(|(_, by)| !(t.noloop && *by == t.handle.id)).map(|(k, _)| &k[..]).collect();
+            if !ks.is_empty() {
+                out.push((t.clone(), ks));
             }
         }
     }

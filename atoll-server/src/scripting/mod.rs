@@ -171,8 +171,16 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
             r
         });
         let st = state.into_inner();
-        // The caller's tracking state is not kept alive by the thread's script client.
+        // The caller's tracking state is not kept alive by the thread's script client; the
+        // keys it modified reach BCAST clients in one go (with the caller's transaction, if
+        // it runs in one).
         st.client.tracking = None;
+        let touched = std::mem::take(&mut st.client.bcast_batch);
+        if ctx.client.in_exec {
+            ctx.client.bcast_batch.extend(touched);
+        } else {
+            crate::exec::tracking::broadcast(srv, touched);
+        }
         let script_resp3 = st.client.proto == Proto::Resp3;
         match result {
             Ok(Ok(v)) => convert::lua_to_reply(&v, ctx.reply, script_resp3),

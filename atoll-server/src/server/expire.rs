@@ -83,7 +83,8 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
                 crate::exec::notify::raise(srv, crate::exec::notify::EXPIRED, "expired", db, k);
             }
             if srv.tracking.on() && !expired.is_empty() {
-                crate::exec::tracking::modified(srv, &expired, 0);
+                let touched: Vec<crate::exec::tracking::Touched> = expired.iter().map(|k| (k.clone(), true)).collect();
+                crate::exec::tracking::modified(srv, &touched, 0, None);
             }
             stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
             reclaimed += expired.len();

@@ -363,6 +363,11 @@ impl Core {
         let mut reply = Reply { buf: std::mem::take(&mut l.out), proto: l.session.client.proto };
         let keep = l.session.resume(&srv, &srv.stats.workers[self.id], &mut reply);
         l.out = reply.buf;
+        // Messages held back while the reply was on its way (see `deliver`) follow it.
+        let held = l.session.client.handle.mail.lock().clone();
+        if let Some(mb) = held {
+            mb.take_into(&mut l.out);
+        }
         if !keep {
             l.closing = true;
         }
@@ -410,6 +415,12 @@ impl Core {
             let Some(c) = conns.get_mut(mb.token) else { continue };
             let l = c.link();
             if l.session.client.id() != mb.handle.id {
+                continue;
+            }
+            // A blocked client already served (its reply on the way to `resume`) gets its
+            // messages after that reply, as Redis sends them after the unblocked command's:
+            // they stay in the mailbox, still marked queued, until `resume` takes them.
+            if l.session.waiting().is_some_and(|w| *w.state.lock() != WaitState::Waiting) {
                 continue;
             }
             // A reader that keeps a full socket never empties `out` at once: drop what was
@@ -478,6 +489,8 @@ impl Core {
                 srv.clock.resync();
                 srv.sample_ops();
                 close_idle_clients(&srv);
+                // A lowered tracking-table-max-keys takes effect without waiting for a read.
+                srv.tracking.enforce_limit(&srv);
             }
             let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as i64;
             self.next_cron = now + 1000 / hz;

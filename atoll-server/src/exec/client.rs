@@ -239,7 +239,7 @@ pub struct Client {
     pub caching: bool,
     /// Keys (and who modified them) a running transaction or script has modified, for the
     /// BCAST clients once it ends.
-    pub bcast_batch: Vec<(Box<[u8]>, u64)>,
+    pub bcast_batch: super::tracking::Batch,
 }
 
 impl Client {

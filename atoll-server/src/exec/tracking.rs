@@ -267,11 +267,14 @@ pub fn after_read(srv: &Server, client: &Client, keys: &[&[u8]]) {
 /// does not hide it from BCAST clients, as in Redis).
 pub type Touched = (Box<[u8]>, bool);
 
+/// Modified keys waiting for the BCAST broadcast, each with who modified it (0: expiry).
+pub type Batch = Vec<(Box<[u8]>, u64)>;
+
 /// Keys a command modified: default-mode clients are told at once; BCAST prefixes get them
 /// now, or into `batch` (a transaction's or script's, broadcast when it ends, as Redis
 /// broadcasts once per event-loop round). `by`: the client whose command modified them
 /// (NOLOOP skips it).
-pub fn modified(srv: &Server, keys: &[Touched], by: u64, batch: Option<&mut Vec<(Box<[u8]>, u64)>>) {
+pub fn modified(srv: &Server, keys: &[Touched], by: u64, batch: Option<&mut Batch>) {
     let tr = &srv.tracking;
     for (k, _) in keys {
         tr.invalidate_table(srv, k, by);
@@ -283,7 +286,7 @@ pub fn modified(srv: &Server, keys: &[Touched], by: u64, batch: Option<&mut Vec<
     match batch {
         Some(b) => b.extend(keys.iter().map(|(k, e)| (k.clone(), who(*e)))),
         None => {
-            let keys: Vec<(Box<[u8]>, u64)> = keys.iter().map(|(k, e)| (k.clone(), who(*e))).collect();
+            let keys: Batch = keys.iter().map(|(k, e)| (k.clone(), who(*e))).collect();
             broadcast(srv, keys);
         }
     }
@@ -292,7 +295,7 @@ pub fn modified(srv: &Server, keys: &[Touched], by: u64, batch: Option<&mut Vec<
 /// Sends BCAST clients the keys under their prefixes: one message per prefix, keys in order
 /// and each once (the last to modify a key is who NOLOOP compares with), as Redis's
 /// `trackingBroadcastInvalidationMessages` does.
-pub fn broadcast(srv: &Server, mut keys: Vec<(Box<[u8]>, u64)>) {
+pub fn broadcast(srv: &Server, mut keys: Batch) {
     if keys.is_empty() {
         return;
     }

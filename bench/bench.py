@@ -38,7 +38,7 @@ def free_port():
 def wait_ready(port, proc):
     for _ in range(500):
         if proc.poll() is not None:
-            raise SystemExit(f"server exited: {proc.returncode}")
+            raise SystemExit(f"server exited: {proc.returncode}: {' '.join(map(str, proc.args))}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
                 s.sendall(b"PING\r\n")

@@ -268,6 +268,49 @@ pub fn frame(parts: &[&[u8]]) -> Vec<u8> {
     f
 }
 
+thread_local! {
+    /// On a worker thread during its round: the workers to wake once the round's commands are
+    /// done (a bit each), instead of one wake-up call per message. None elsewhere (the cron
+    /// after the round, other threads): wakes go out at once.
+    static DEFERRED_WAKES: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// A worker's round begins: wakes wait for [`flush_wakes`].
+pub fn defer_wakes() {
+    DEFERRED_WAKES.with(|d| d.set(Some(0)));
+}
+
+/// The round's commands are done (`beforeSleep`): wakes the workers that got messages, except
+/// `own` (which delivers its own right after), and stops deferring.
+pub fn flush_wakes(ps: &PubSub, own: usize) {
+    let Some(mask) = DEFERRED_WAKES.with(|d| d.take()) else { return };
+    let mut m = mask & !(1u64 << (own % 64));
+    while m != 0 {
+        let w = m.trailing_zeros() as usize;
+        m &= m - 1;
+        if let Some(wake) = ps.posts.get(w).and_then(|p| p.wake.get()) {
+            wake();
+        }
+    }
+}
+
+/// Wakes worker `w` now, or at the end of this worker's round.
+fn wake_worker(ps: &PubSub, w: usize) {
+    let deferred = w < 64
+        && DEFERRED_WAKES.with(|d| match d.get() {
+            Some(m) => {
+                d.set(Some(m | 1 << w));
+                true
+            }
+            None => false,
+        });
+    if !deferred {
+        if let Some(wake) = ps.posts.get(w).and_then(|p| p.wake.get()) {
+            wake();
+        }
+    }
+}
+
 /// Mailboxes a delivery must queue, per worker (so each worker is woken once).
 struct Deliveries {
     per_worker: Vec<Vec<Arc<Mailbox>>>,
@@ -293,9 +336,7 @@ impl Deliveries {
             let Some(post) = ps.posts.get(w) else { continue };
             post.queue.lock().extend(mbs);
             post.pending.store(true, Ordering::Release);
-            if let Some(wake) = post.wake.get() {
-                wake();
-            }
+            wake_worker(ps, w);
         }
     }
 }

@@ -394,6 +394,8 @@ impl Core {
     /// beforeSleep, first half: the connections to write, each unmarked so the writes may
     /// queue it again. The backend writes them, then hands the list back to `end_round`.
     pub fn take_flush<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) -> Vec<usize> {
+        // Other workers learn of this round's messages once; this one delivers its own now.
+        crate::exec::pubsub::flush_wakes(&self.srv.pubsub, self.id);
         self.deliver(conns);
         // `appendfsync always`: this round's writes are on disk before any reply goes out.
         crate::exec::aof::before_replies(&self.srv);
@@ -445,6 +447,7 @@ impl Core {
     #[inline]
     pub fn begin_round(&mut self) {
         self.round_start = Some(self.srv.clock.instant());
+        crate::exec::pubsub::defer_wakes();
     }
 
     /// End of a round: recycles the flush list, then deadlines that passed and the cron.

@@ -144,6 +144,9 @@ pub fn hello(ctx: &mut Ctx) -> CmdResult {
 pub fn quit(ctx: &mut Ctx) -> CmdResult {
     ctx.reply.ok();
     ctx.client.close_after_reply = true;
+    // Gone for other clients from now on (a tracking redirect to it is broken), as Redis's
+    // single thread frees it before running anyone else's command.
+    ctx.client.handle.quitting.store(true, Ordering::Relaxed);
     Ok(())
 }
 

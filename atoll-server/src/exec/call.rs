@@ -131,6 +131,12 @@ pub fn dispatch_hinted(
     out: &mut Reply,
 ) {
     out.proto = client.proto;
+    // Redis keeps the tracking table within its limit before every command (the cron does too,
+    // but may be paused); invalidations so caused reach a tracking client before its reply
+    // (pushes: CLIENT REPLY OFF does not drop them).
+    if srv.tracking.on() {
+        tracking_before_command(srv, client, out);
+    }
     // CLIENT REPLY OFF/SKIP: run the command but drop what it replies.
     let mark = out.buf.len();
     if client.reply_mode == ReplyMode::SkipNext {
@@ -148,6 +154,17 @@ pub fn dispatch_hinted(
             if client.reply_mode == ReplyMode::Skipping {
                 client.reply_mode = ReplyMode::On;
             }
+        }
+    }
+}
+
+#[cold]
+fn tracking_before_command(srv: &Server, client: &Client, out: &mut Reply) {
+    srv.tracking.enforce_limit(srv);
+    if client.tracking.is_some() {
+        let mail = client.handle.mail.lock().clone();
+        if let Some(mb) = mail {
+            mb.take_into(&mut out.buf);
         }
     }
 }

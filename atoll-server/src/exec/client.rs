@@ -83,6 +83,8 @@ pub struct ClientHandle {
     pub obuf_soft_since: AtomicI64,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// QUIT ran: the connection closes once its reply is written.
+    pub quitting: AtomicBool,
     /// The worker owning the connection, and the connection's slot there.
     pub worker: usize,
     pub token: usize,
@@ -137,6 +139,7 @@ impl ClientHandle {
             ssub: 0.into(),
             obuf_soft_since: 0.into(),
             monitor: AtomicBool::new(false),
+            quitting: AtomicBool::new(false),
             worker: 0,
             token: 0,
             mail: Mutex::new(None),

@@ -198,7 +198,7 @@ fn send(srv: &Server, t: &Tracker, keys: Keys) {
     let target: Arc<Mailbox>;
     let redirected = t.redirect != 0;
     let handle = if redirected {
-        match srv.clients.get(t.redirect) {
+        match srv.clients.get(t.redirect).filter(|h| !h.quitting.load(Ordering::Relaxed)) {
             Some(h) => h,
             None => {
                 t.broken.store(true, Ordering::Relaxed);

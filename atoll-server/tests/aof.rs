@@ -124,20 +124,8 @@ fn kill_9_with_appendfsync_always_loses_no_acknowledged_write() {
                         break;
                     }
                     // All five replies, or the server died: only then is `n` acknowledged.
-                    let mut got = 0;
-                    let mut buf = Vec::new();
-                    while got < 5 {
-                        let mut tmp = [0u8; 4096];
-                        match std::io::Read::read(&mut c.stream, &mut tmp) {
-                            Ok(0) | Err(_) => return acked,
-                            Ok(k) => buf.extend_from_slice(&tmp[..k]),
-                        }
-                        got = 0;
-                        let mut p = 0;
-                        while let Some(e) = reply_end(&buf, p) {
-                            got += 1;
-                            p = e;
-                        }
+                    if !await_replies(&mut c, 5) {
+                        return acked;
                     }
                     acked += 1;
                 }
@@ -202,20 +190,8 @@ fn kill_9_with_appendfsync_everysec_loses_at_most_the_last_seconds() {
                 if std::io::Write::write_all(&mut c.stream, &batch).is_err() {
                     break;
                 }
-                let mut buf = Vec::new();
-                let mut got = 0;
-                while got < 5 {
-                    let mut tmp = [0u8; 4096];
-                    match std::io::Read::read(&mut c.stream, &mut tmp) {
-                        Ok(0) | Err(_) => return acks,
-                        Ok(k) => buf.extend_from_slice(&tmp[..k]),
-                    }
-                    got = 0;
-                    let mut p = 0;
-                    while let Some(e) = reply_end(&buf, p) {
-                        got += 1;
-                        p = e;
-                    }
+                if !await_replies(&mut c, 5) {
+                    return acks;
                 }
                 acks.push((std::time::Instant::now(), n));
             }
@@ -242,6 +218,28 @@ fn kill_9_with_appendfsync_everysec_loses_at_most_the_last_seconds() {
         assert_eq!((a_val, b_val), (count, count), "trial {trial}: transaction cut");
         assert!(count >= promised, "trial {trial}: {count} rounds survived, {promised} were over 2 s old");
         assert!(count <= acks.last().map_or(0, |x| x.1) + 1, "trial {trial}: more than was sent");
+    }
+}
+
+/// Reads until `n` whole replies have arrived; false if the connection ended first (the
+/// server was killed).
+fn await_replies(c: &mut RawConn, n: usize) -> bool {
+    let mut buf = Vec::new();
+    loop {
+        let mut got = 0;
+        let mut p = 0;
+        while let Some(e) = reply_end(&buf, p) {
+            got += 1;
+            p = e;
+        }
+        if got >= n {
+            return true;
+        }
+        let mut tmp = [0u8; 4096];
+        match std::io::Read::read(&mut c.stream, &mut tmp) {
+            Ok(0) | Err(_) => return false,
+            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+        }
     }
 }
 

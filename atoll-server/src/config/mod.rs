@@ -2,6 +2,7 @@
 //! and the store that the config file, `--directive value` flags and CONFIG GET/SET/REWRITE
 //! share, with Redis 7.2's rules and error texts.
 
+pub mod events;
 pub mod table;
 pub mod value;
 
@@ -513,7 +514,7 @@ impl Config {
         h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
         h.lazy_user_del.store(get("lazyfree-lazy-user-del") == "yes", Ordering::Relaxed);
         h.tracking_max_keys.store(get("tracking-table-max-keys").parse().unwrap_or(1_000_000), Ordering::Relaxed);
-        h.notify.store(crate::exec::notify::flags_of(get("notify-keyspace-events")), Ordering::Relaxed);
+        h.notify.store(events::flags_of(get("notify-keyspace-events")), Ordering::Relaxed);
         let limits = value::output_limits(get("client-output-buffer-limit"));
         for (i, class) in [0, 2].into_iter().enumerate() {
             for (j, v) in limits[class].iter().enumerate() {

@@ -4,6 +4,7 @@
 
 use crate::engine::WatchFlag;
 use crate::protocol::Proto;
+use indexmap::IndexSet;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -90,9 +91,9 @@ pub struct ClientHandle {
     pub token: usize,
     /// Where messages for this client wait for its worker (made on first use; dropped when
     /// the connection closes, which breaks the handle ↔ mailbox cycle).
-    pub mail: Mutex<Option<Arc<super::pubsub::Mailbox>>>,
+    pub mail: Mutex<Option<Arc<Mailbox>>>,
     /// CLIENT TRACKING is on (flag `t`; `B` in BCAST mode), and its redirect (`redir`).
-    pub tracking: Mutex<Option<Arc<super::tracking::Tracker>>>,
+    pub tracking: Mutex<Option<Arc<Tracker>>>,
 }
 
 impl ClientHandle {
@@ -150,12 +151,12 @@ impl ClientHandle {
     /// The client's mailbox (see `exec::pubsub`). Once the connection is closed a detached
     /// one is returned (what is put there goes nowhere), so no handle ↔ mailbox cycle is made
     /// after the owner cleared it; `closed` is held while one is stored.
-    pub fn mailbox(self: &Arc<Self>) -> Arc<super::pubsub::Mailbox> {
+    pub fn mailbox(self: &Arc<Self>) -> Arc<Mailbox> {
         let closed = self.closed.lock();
         if *closed {
-            return super::pubsub::Mailbox::new(self.clone());
+            return Mailbox::new(self.clone());
         }
-        let mb = self.mail.lock().get_or_insert_with(|| super::pubsub::Mailbox::new(self.clone())).clone();
+        let mb = self.mail.lock().get_or_insert_with(|| Mailbox::new(self.clone())).clone();
         drop(closed);
         mb
     }
@@ -228,21 +229,21 @@ pub struct Client {
     /// The client a script's commands run as (XREAD … BLOCK refuses it, as Redis does).
     pub in_script: bool,
     /// Pub/Sub subscriptions and the mailbox messages arrive in (None: not subscribed).
-    pub subs: Option<Box<super::pubsub::Subs>>,
+    pub subs: Option<Box<Subs>>,
     /// The command's reply is a push (the (un)subscribe family): CLIENT REPLY OFF keeps it.
     pub push_reply: bool,
     /// MONITOR: the mailbox every command's line is delivered to.
-    pub monitor: Option<Arc<super::pubsub::Mailbox>>,
+    pub monitor: Option<Arc<Mailbox>>,
     /// Re-running a command after its wait (a blocking retry, a CLIENT PAUSE): MONITOR
     /// showed it already.
     pub retrying: bool,
     /// CLIENT TRACKING ON: the client's settings.
-    pub tracking: Option<Arc<super::tracking::Tracker>>,
+    pub tracking: Option<Arc<Tracker>>,
     /// CLIENT CACHING YES/NO was given for the next command (or transaction).
     pub caching: bool,
     /// Keys (and who modified them) a running transaction or script has modified, for the
     /// BCAST clients once it ends.
-    pub bcast_batch: super::tracking::Batch,
+    pub bcast_batch: Batch,
 }
 
 impl Client {
@@ -361,3 +362,131 @@ impl Registry {
         self.clients.lock().get(&id).cloned()
     }
 }
+
+// Per-client messaging state (Pub/Sub, tracking): the types live with the client so that
+// `exec::pubsub` and `exec::tracking`, which act on them, depend on this module and not the
+// other way round.
+
+/// Messages waiting for one client, already encoded in its protocol.
+pub struct Mailbox {
+    pub handle: Arc<ClientHandle>,
+    pub worker: usize,
+    /// The connection's slot on its worker.
+    pub token: usize,
+    pub(super) state: Mutex<MailState>,
+}
+
+#[derive(Default)]
+pub(super) struct MailState {
+    pub buf: Vec<u8>,
+    /// Waiting in its worker's post queue.
+    pub queued: bool,
+}
+
+impl Mailbox {
+    pub fn new(handle: Arc<ClientHandle>) -> Arc<Mailbox> {
+        let (worker, token) = (handle.worker, handle.token);
+        Arc::new(Mailbox { handle, worker, token, state: Mutex::new(MailState::default()) })
+    }
+
+    /// Moves the waiting messages to the end of `out`.
+    pub fn take_into(&self, out: &mut Vec<u8>) {
+        let mut st = self.state.lock();
+        st.queued = false;
+        if st.buf.is_empty() {
+            return;
+        }
+        if out.is_empty() {
+            std::mem::swap(out, &mut st.buf);
+        } else {
+            out.extend_from_slice(&st.buf);
+            st.buf.clear();
+        }
+        if st.buf.capacity() > 4096 {
+            st.buf = Vec::new();
+        }
+    }
+
+    /// Bytes waiting.
+    pub fn len(&self) -> usize {
+        self.state.lock().buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The three kinds of subscription.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+impl Kind {
+    /// The reply's first word when subscribing / unsubscribing.
+    pub fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Channel => ("subscribe", "unsubscribe"),
+            Kind::Pattern => ("psubscribe", "punsubscribe"),
+            Kind::Shard => ("ssubscribe", "sunsubscribe"),
+        }
+    }
+}
+
+/// A client's subscriptions (held by its session), in the order it made them.
+pub struct Subs {
+    pub mailbox: Arc<Mailbox>,
+    pub channels: IndexSet<Box<[u8]>>,
+    pub patterns: IndexSet<Box<[u8]>>,
+    pub shard: IndexSet<Box<[u8]>>,
+}
+
+impl Subs {
+    pub fn set(&mut self, kind: Kind) -> &mut IndexSet<Box<[u8]>> {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard,
+        }
+    }
+
+    /// The count a (un)subscribe reply carries: channels and patterns together; shard
+    /// channels on their own (Redis's `clientSubscriptionsCount` / `…ShardSubscriptionsCount`).
+    pub fn count(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Shard => self.shard.len(),
+            _ => self.channels.len() + self.patterns.len(),
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.channels.len() + self.patterns.len() + self.shard.len()
+    }
+
+    /// Publishes the counts CLIENT LIST shows.
+    pub fn show(&self) {
+        let h = &self.mailbox.handle;
+        h.sub.store(self.channels.len() as u32, Ordering::Relaxed);
+        h.psub.store(self.patterns.len() as u32, Ordering::Relaxed);
+        h.ssub.store(self.shard.len() as u32, Ordering::Relaxed);
+    }
+}
+
+/// A tracking client's settings (fixed from CLIENT TRACKING ON until OFF).
+pub struct Tracker {
+    pub handle: Arc<ClientHandle>,
+    pub redirect: u64,
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    pub prefixes: Vec<Box<[u8]>>,
+    /// The redirect target was gone when an invalidation had to be sent (flag `R`).
+    pub broken: AtomicBool,
+}
+
+/// Modified keys waiting for the BCAST broadcast, each with who modified it (0: expiry).
+pub type Batch = Vec<(Box<[u8]>, u64)>;

@@ -19,9 +19,9 @@
 //! they follow the command's reply, and a whole EXEC's or script's, as in Redis 7.2.
 
 use super::client::ClientHandle;
-use super::state::Server;
+pub use super::client::{Kind, Mailbox, Subs};
+use super::{unix_us, Server};
 use crate::engine::glob::glob_match;
-use indexmap::IndexSet;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,82 +78,32 @@ pub fn close_over_limit(h: &ClientHandle) {
     }
 }
 
-/// Messages waiting for one client, already encoded in its protocol.
-pub struct Mailbox {
-    pub handle: Arc<ClientHandle>,
-    pub worker: usize,
-    /// The connection's slot on its worker.
-    pub token: usize,
-    state: Mutex<MailState>,
-}
-
-#[derive(Default)]
-struct MailState {
-    buf: Vec<u8>,
-    /// Waiting in its worker's post queue.
-    queued: bool,
-}
-
-impl Mailbox {
-    pub fn new(handle: Arc<ClientHandle>) -> Arc<Mailbox> {
-        let (worker, token) = (handle.worker, handle.token);
-        Arc::new(Mailbox { handle, worker, token, state: Mutex::new(MailState::default()) })
+/// Appends a frame encoded for RESP2 (`*N…`); a RESP3 client gets it as a push (`>N…`)
+/// unless `as_is` (MONITOR's status lines). Returns true if the mailbox must be queued on
+/// its worker (it was not already).
+fn put(mb: &Mailbox, srv: &Server, frame: &[u8], queue: bool, as_is: bool) -> bool {
+    let h = &mb.handle;
+    let mut st = mb.state.lock();
+    if h.killed.load(Ordering::Relaxed) {
+        return false;
     }
-
-    /// Appends a frame encoded for RESP2 (`*N…`); a RESP3 client gets it as a push (`>N…`)
-    /// unless `as_is` (MONITOR's status lines). Returns true if the mailbox must be queued on
-    /// its worker (it was not already).
-    fn put(&self, srv: &Server, frame: &[u8], queue: bool, as_is: bool) -> bool {
-        let h = &self.handle;
-        let mut st = self.state.lock();
-        if h.killed.load(Ordering::Relaxed) {
-            return false;
-        }
-        let at = st.buf.len();
-        st.buf.extend_from_slice(frame);
-        if !as_is && h.resp.load(Ordering::Relaxed) == 3 {
-            st.buf[at] = b'>';
-        }
-        let total = st.buf.len() as u64 + h.out_pending.load(Ordering::Relaxed);
-        if over_output_limit(srv, h, total) {
-            st.buf = Vec::new();
-            drop(st);
-            close_over_limit(h);
-            return false;
-        }
-        if queue && !st.queued {
-            st.queued = true;
-            return true;
-        }
-        false
+    let at = st.buf.len();
+    st.buf.extend_from_slice(frame);
+    if !as_is && h.resp.load(Ordering::Relaxed) == 3 {
+        st.buf[at] = b'>';
     }
-
-    /// Moves the waiting messages to the end of `out`.
-    pub fn take_into(&self, out: &mut Vec<u8>) {
-        let mut st = self.state.lock();
-        st.queued = false;
-        if st.buf.is_empty() {
-            return;
-        }
-        if out.is_empty() {
-            std::mem::swap(out, &mut st.buf);
-        } else {
-            out.extend_from_slice(&st.buf);
-            st.buf.clear();
-        }
-        if st.buf.capacity() > 4096 {
-            st.buf = Vec::new();
-        }
+    let total = st.buf.len() as u64 + h.out_pending.load(Ordering::Relaxed);
+    if over_output_limit(srv, h, total) {
+        st.buf = Vec::new();
+        drop(st);
+        close_over_limit(h);
+        return false;
     }
-
-    /// Bytes waiting.
-    pub fn len(&self) -> usize {
-        self.state.lock().buf.len()
+    if queue && !st.queued {
+        st.queued = true;
+        return true;
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+    false
 }
 
 /// A worker's queue of mailboxes with messages, and the way to wake it.
@@ -175,65 +125,7 @@ impl Post {
     }
 }
 
-/// The three kinds of subscription.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Kind {
-    Channel,
-    Pattern,
-    Shard,
-}
-
-impl Kind {
-    /// The reply's first word when subscribing / unsubscribing.
-    pub fn words(self) -> (&'static str, &'static str) {
-        match self {
-            Kind::Channel => ("subscribe", "unsubscribe"),
-            Kind::Pattern => ("psubscribe", "punsubscribe"),
-            Kind::Shard => ("ssubscribe", "sunsubscribe"),
-        }
-    }
-}
-
 type Subscribers = HashMap<Box<[u8]>, Vec<Arc<Mailbox>>>;
-
-/// A client's subscriptions (held by its session), in the order it made them.
-pub struct Subs {
-    pub mailbox: Arc<Mailbox>,
-    pub channels: IndexSet<Box<[u8]>>,
-    pub patterns: IndexSet<Box<[u8]>>,
-    pub shard: IndexSet<Box<[u8]>>,
-}
-
-impl Subs {
-    pub fn set(&mut self, kind: Kind) -> &mut IndexSet<Box<[u8]>> {
-        match kind {
-            Kind::Channel => &mut self.channels,
-            Kind::Pattern => &mut self.patterns,
-            Kind::Shard => &mut self.shard,
-        }
-    }
-
-    /// The count a (un)subscribe reply carries: channels and patterns together; shard
-    /// channels on their own (Redis's `clientSubscriptionsCount` / `…ShardSubscriptionsCount`).
-    pub fn count(&self, kind: Kind) -> usize {
-        match kind {
-            Kind::Shard => self.shard.len(),
-            _ => self.channels.len() + self.patterns.len(),
-        }
-    }
-
-    pub fn total(&self) -> usize {
-        self.channels.len() + self.patterns.len() + self.shard.len()
-    }
-
-    /// Publishes the counts CLIENT LIST shows.
-    pub fn show(&self) {
-        let h = &self.mailbox.handle;
-        h.sub.store(self.channels.len() as u32, Ordering::Relaxed);
-        h.psub.store(self.patterns.len() as u32, Ordering::Relaxed);
-        h.ssub.store(self.shard.len() as u32, Ordering::Relaxed);
-    }
-}
 
 /// The server's Pub/Sub registry: channel, pattern and shard channel → subscribers.
 pub struct PubSub {
@@ -421,7 +313,7 @@ impl PubSub {
                 let word: &[u8] = if shard { b"smessage" } else { b"message" };
                 let f = frame(&[word, channel, msg]);
                 for mb in subs {
-                    if mb.put(srv, &f, mb.handle.id != self_id, false) {
+                    if put(mb, srv, &f, mb.handle.id != self_id, false) {
                         d.add(mb);
                     }
                     receivers += 1;
@@ -436,7 +328,7 @@ impl PubSub {
                 }
                 let f = frame(&[b"pmessage", p, channel, msg]);
                 for mb in subs {
-                    if mb.put(srv, &f, mb.handle.id != self_id, false) {
+                    if put(mb, srv, &f, mb.handle.id != self_id, false) {
                         d.add(mb);
                     }
                     receivers += 1;
@@ -451,7 +343,7 @@ impl PubSub {
     /// MONITOR lines), waking its worker.
     pub fn send(&self, srv: &Server, mb: &Arc<Mailbox>, frame: &[u8], self_id: u64) {
         let mut d = Deliveries::new();
-        if mb.put(srv, frame, mb.handle.id != self_id, false) {
+        if put(mb, srv, frame, mb.handle.id != self_id, false) {
             d.add(mb);
         }
         d.send(self);
@@ -521,7 +413,7 @@ fn redactions(argv: &[&[u8]]) -> Vec<bool> {
 /// Sends a command to the MONITOR clients, as Redis's `replicationFeedMonitors` words it:
 /// `+<sec>.<usec> [<db> <addr>|unix:<path>|lua] "arg" …`.
 pub fn feed_monitors(srv: &Server, client: &super::client::Client, argv: &[&[u8]]) {
-    let us = super::state::unix_us();
+    let us = unix_us();
     let mut line = Vec::with_capacity(64 + argv.iter().map(|a| a.len() + 3).sum::<usize>());
     line.push(b'+');
     line.extend_from_slice(format!("{}.{:06} [{} ", us / 1_000_000, us % 1_000_000, client.db).as_bytes());
@@ -546,7 +438,7 @@ pub fn feed_monitors(srv: &Server, client: &super::client::Client, argv: &[&[u8]
     line.extend_from_slice(b"\r\n");
     let mut d = Deliveries::new();
     for mb in srv.pubsub.monitors.read().iter() {
-        if mb.put(srv, &line, true, true) {
+        if put(mb, srv, &line, true, true) {
             d.add(mb);
         }
     }

@@ -13,9 +13,10 @@
 //! its RESP3 redirect target) gets `>2 invalidate [keys]`; a RESP2 redirect target in Pub/Sub
 //! mode gets a message on `__redis__:invalidate`; anyone else gets nothing, as in Redis.
 
-use super::client::{Client, ClientHandle};
+use super::client::Client;
+pub use super::client::{Batch, Tracker};
 use super::pubsub::{frame, Mailbox};
-use super::state::Server;
+use super::Server;
 use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap};
@@ -26,19 +27,6 @@ const STRIPES: usize = 64;
 
 /// One stripe of the tracking table: key → ids of the clients that read it.
 type Table = HashMap<Box<[u8]>, SmallVec<[u64; 2]>>;
-
-/// A tracking client's settings (fixed from CLIENT TRACKING ON until OFF).
-pub struct Tracker {
-    pub handle: Arc<ClientHandle>,
-    pub redirect: u64,
-    pub bcast: bool,
-    pub optin: bool,
-    pub optout: bool,
-    pub noloop: bool,
-    pub prefixes: Vec<Box<[u8]>>,
-    /// The redirect target was gone when an invalidation had to be sent (flag `R`).
-    pub broken: AtomicBool,
-}
 
 struct Bcast {
     clients: Vec<Arc<Tracker>>,
@@ -266,9 +254,6 @@ pub fn after_read(srv: &Server, client: &Client, keys: &[&[u8]]) {
 /// A key a write touched, and whether expiry deleted it (then no client modified it: NOLOOP
 /// does not hide it from BCAST clients, as in Redis).
 pub type Touched = (Box<[u8]>, bool);
-
-/// Modified keys waiting for the BCAST broadcast, each with who modified it (0: expiry).
-pub type Batch = Vec<(Box<[u8]>, u64)>;
 
 /// Keys a command modified: default-mode clients are told at once; BCAST prefixes get them
 /// now, or into `batch` (a transaction's or script's, broadcast when it ends, as Redis

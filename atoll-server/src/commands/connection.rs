@@ -703,10 +703,12 @@ pub fn client_tracking(ctx: &mut Ctx) -> CmdResult {
                 )));
             }
         }
-        all.extend(prefixes);
-        if all.is_empty() {
+        // No PREFIX means the empty prefix, added even beside earlier ones (as Redis's
+        // enableTracking does).
+        if prefixes.is_empty() && !all.iter().any(|p| p.is_empty()) {
             all.push(Box::from(&b""[..]));
         }
+        all.extend(prefixes);
     }
     let t = std::sync::Arc::new(Tracker {
         handle: ctx.client.handle.clone(),

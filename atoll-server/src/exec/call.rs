@@ -222,6 +222,10 @@ fn gated(
             return reject(ws, client, out, Some(cmd), CmdError::msg(MISCONF));
         }
     }
+    // A MONITOR client is a replica to Redis, which keeps it away from the keyspace.
+    if client.monitor.is_some() && cmd.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
+        return reject(ws, client, out, Some(cmd), CmdError::msg("ERR Replica can't interact with the keyspace"));
+    }
     if let Some(m) = client.multi.as_mut() {
         let n = cmd.name.as_str();
         let passes = matches!(n, "exec" | "discard" | "multi" | "watch" | "quit" | "reset");

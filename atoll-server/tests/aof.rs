@@ -66,8 +66,8 @@ fn aof_directories_move_both_ways_between_redis_and_atoll() {
     assert_eq!(show(&digest(&mut ac)), show(&want), "Redis's AOF loaded into Atoll");
     drop(ac);
     drop(a);
-    // Atoll writes, Redis loads.
-    let a = start_atoll(&["--enable-debug-command", "yes", "--appendonly", "yes"]);
+    // Atoll writes, Redis loads — with `#TS:` timestamp annotations, which Redis skips.
+    let a = start_atoll(&["--enable-debug-command", "yes", "--appendonly", "yes", "--aof-timestamp-enabled", "yes"]);
     let mut ac = RawConn::connect(a.port);
     workload(&mut ac);
     // Half of it in a base written as commands (`aof-use-rdb-preamble no`), the rest after.
@@ -82,6 +82,22 @@ fn aof_directories_move_both_ways_between_redis_and_atoll() {
     ac.send(&v(&["SHUTDOWN", "NOSAVE"]));
     let mut a = a;
     assert!(a.child.wait().unwrap().success());
+    // The command-form base starts with one, and the incremental file has them.
+    let files: Vec<std::path::PathBuf> = std::fs::read_dir(std::path::Path::new(&adir).join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "aof"))
+        .collect();
+    assert!(files.len() >= 2, "{files:?}");
+    for f in &files {
+        let text = std::fs::read(f).unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        if name.contains(".base.") {
+            assert!(text.starts_with(b"#TS:"), "{name} does not start with a timestamp");
+        } else if !text.is_empty() {
+            assert!(text.windows(4).any(|w| w == b"#TS:"), "{name} has no timestamp");
+        }
+    }
     let r2 = start_redis(&["--appendonly", "yes", "--dir", &adir]);
     let mut r2c = RawConn::connect(r2.port);
     assert_eq!(show(&digest(&mut r2c)), show(&want), "Atoll's AOF loaded into Redis");

@@ -225,7 +225,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     let was_on = ctx.srv.config.get_bool("appendonly");
     ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(CmdError::msg)?;
     crate::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
-    if names("appendfsync") {
+    if names("appendfsync") || names("aof-timestamp-enabled") {
         crate::exec::aof::set_policy(ctx.srv);
     }
     let on = ctx.srv.config.get_bool("appendonly");

@@ -173,7 +173,7 @@ pub static DEFS: &[Def] = &[
     Def::new("aof-disable-auto-gc", Bool, "no").flags(HIDDEN).inert(),
     Def::new("aof-load-truncated", Bool, "yes").live(),
     Def::new("aof-rewrite-incremental-fsync", Bool, "yes").inert(),
-    Def::new("aof-timestamp-enabled", Bool, "no").pending("AOF timestamp annotations"),
+    Def::new("aof-timestamp-enabled", Bool, "no").live(),
     Def::new("aof-use-rdb-preamble", Bool, "yes").live(),
     Def::new("aof_rewrite_cpulist", Str, "").flags(IMMUTABLE).inert(),
     Def::new("appenddirname", Str, "appendonlydir").flags(IMMUTABLE).live(),

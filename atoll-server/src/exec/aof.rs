@@ -64,11 +64,23 @@ pub fn before_replies(srv: &Server) {
     }
 }
 
-/// `appendfsync` changed.
+/// `appendfsync` or `aof-timestamp-enabled` changed.
 pub fn set_policy(srv: &Server) {
     if let Some(log) = srv.persistence.aof.log() {
-        log.policy.store(Fsync::parse(&srv.config.get("appendfsync")) as u8, Ordering::Relaxed);
+        apply_settings(srv, &log);
     }
+}
+
+fn apply_settings(srv: &Server, log: &AofLog) {
+    log.policy.store(Fsync::parse(&srv.config.get("appendfsync")) as u8, Ordering::Relaxed);
+    log.timestamps.store(srv.config.get_bool("aof-timestamp-enabled"), Ordering::Relaxed);
+}
+
+/// Opens an incremental file for appending, with the current settings.
+fn open_log(srv: &Server, path: &Path) -> std::io::Result<Arc<AofLog>> {
+    let log = AofLog::open(path, Fsync::parse(&srv.config.get("appendfsync")))?;
+    apply_settings(srv, &log);
+    Ok(log)
 }
 
 /// Start-up with `appendonly yes`: loads the AOF directory named by the manifest, or creates
@@ -97,8 +109,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
             m.incr.push(last.clone());
         }
         *srv.persistence.aof.manifest.lock() = m;
-        let log = AofLog::open(&d.join(&last.name), Fsync::parse(&srv.config.get("appendfsync")))
-            .map_err(|e| e.to_string())?;
+        let log = open_log(srv, &d.join(&last.name)).map_err(|e| e.to_string())?;
         install(srv, Some(log));
         Ok(())
     } else if Path::new(&fname(srv)).is_file() {
@@ -171,6 +182,10 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
         rdbfile::save_with(&d.join(&base.name), |mut w| {
             use std::io::Write;
             let (mut keys, mut bytes, mut buf, mut err) = (0, 0, Vec::new(), None);
+            // With `aof-timestamp-enabled`, the base starts with the time it was taken.
+            if srv.config.get_bool("aof-timestamp-enabled") {
+                aof::timestamp_annotation(&mut buf, crate::exec::unix_ms() / 1000);
+            }
             // The libraries first, as Redis's rewrite writes them.
             for code in &head.functions {
                 aof::encode(&mut buf, &[b"FUNCTION".to_vec(), b"LOAD".to_vec(), code.clone()]);
@@ -210,7 +225,7 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     }
     aof::write_manifest(&d, &name, &m)?;
     if on {
-        let log = AofLog::open(&d.join(&incr.name), Fsync::parse(&srv.config.get("appendfsync")))?;
+        let log = open_log(srv, &d.join(&incr.name))?;
         if let Some(prev) = srv.persistence.aof.log() {
             prev.close();
         }

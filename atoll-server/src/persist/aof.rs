@@ -289,6 +289,8 @@ impl Fsync {
 struct Pending {
     buf: Vec<u8>,
     db: Option<usize>,
+    /// The unix second of the last `#TS:` annotation written (`aof-timestamp-enabled`).
+    ts: i64,
     /// Bytes appended since the log opened.
     appended: u64,
 }
@@ -331,6 +333,14 @@ pub struct AofLog {
     /// The last write failed (`aof_last_write_status:err`).
     pub write_failed: AtomicBool,
     pub file_size: AtomicU64,
+    /// `aof-timestamp-enabled`: a `#TS:<unix seconds>` line goes before the first command of
+    /// each new second, as Redis writes it (its loader and ours skip `#` lines).
+    pub timestamps: AtomicBool,
+}
+
+/// The annotation Redis writes with `aof-timestamp-enabled` (`#TS:<unix seconds>`).
+pub fn timestamp_annotation(out: &mut Vec<u8>, unix_s: i64) {
+    out.extend_from_slice(format!("#TS:{unix_s}\r\n").as_bytes());
 }
 
 impl AofLog {
@@ -340,7 +350,7 @@ impl AofLog {
         let size = f.metadata()?.len();
         let syncer = f.try_clone()?;
         let log = Arc::new(AofLog {
-            pending: Mutex::new(Pending { buf: Vec::new(), db: None, appended: 0 }),
+            pending: Mutex::new(Pending { buf: Vec::new(), db: None, ts: 0, appended: 0 }),
             file: Mutex::new(f),
             work: Condvar::new(),
             work_lock: Mutex::new(false),
@@ -353,6 +363,7 @@ impl AofLog {
             last_fsync_s: AtomicI64::new(0),
             write_failed: AtomicBool::new(false),
             file_size: AtomicU64::new(size),
+            timestamps: AtomicBool::new(false),
         });
         let l2 = log.clone();
         std::thread::Builder::new().name("atoll-aof".into()).spawn(move || l2.writer(syncer))?;
@@ -372,6 +383,14 @@ impl AofLog {
     pub fn append<'a>(&self, cmds: impl Iterator<Item = (usize, &'a [Vec<u8>])>) {
         let mut p = self.pending.lock();
         let before = p.buf.len();
+        if self.timestamps.load(Ordering::Relaxed) {
+            let now =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+            if now > p.ts {
+                timestamp_annotation(&mut p.buf, now);
+                p.ts = now;
+            }
+        }
         for (db, argv) in cmds {
             if p.db != Some(db) {
                 let sel = vec![b"SELECT".to_vec(), db.to_string().into_bytes()];

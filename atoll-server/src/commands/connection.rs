@@ -154,9 +154,7 @@ pub fn quit(ctx: &mut Ctx) -> CmdResult {
 pub fn reset(ctx: &mut Ctx) -> CmdResult {
     // Messages waiting for the client arrive before +RESET, in the protocol they were made for.
     if !ctx.client.in_exec {
-        if let Some(mb) = ctx.client.handle.mail.lock().clone() {
-            mb.take_into(&mut ctx.reply.buf);
-        }
+        ctx.client.handle.take_mail(&mut ctx.reply.buf);
     }
     crate::exec::multi::discard_state(ctx.srv, ctx.client);
     crate::exec::multi::unwatch_all(ctx.srv, ctx.client);

@@ -162,10 +162,7 @@ pub fn dispatch_hinted(
 fn tracking_before_command(srv: &Server, client: &Client, out: &mut Reply) {
     srv.tracking.enforce_limit(srv);
     if client.tracking.is_some() {
-        let mail = client.handle.mail.lock().clone();
-        if let Some(mb) = mail {
-            mb.take_into(&mut out.buf);
-        }
+        client.handle.take_mail(&mut out.buf);
     }
 }
 

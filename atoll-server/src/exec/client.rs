@@ -148,6 +148,14 @@ impl ClientHandle {
         }
     }
 
+    /// Moves the messages waiting in this client's mailbox, if it has one, to the end of `out`.
+    pub fn take_mail(&self, out: &mut Vec<u8>) {
+        let mail = self.mail.lock().clone();
+        if let Some(mb) = mail {
+            mb.take_into(out);
+        }
+    }
+
     /// The client's mailbox (see `exec::pubsub`). Once the connection is closed a detached
     /// one is returned (what is put there goes nowhere), so no handle ↔ mailbox cycle is made
     /// after the owner cleared it; `closed` is held while one is stored.

@@ -364,10 +364,7 @@ impl Core {
         let keep = l.session.resume(&srv, &srv.stats.workers[self.id], &mut reply);
         l.out = reply.buf;
         // Messages held back while the reply was on its way (see `deliver`) follow it.
-        let held = l.session.client.handle.mail.lock().clone();
-        if let Some(mb) = held {
-            mb.take_into(&mut l.out);
-        }
+        l.session.client.handle.take_mail(&mut l.out);
         if !keep {
             l.closing = true;
         }

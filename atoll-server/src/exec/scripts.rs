@@ -430,3 +430,47 @@ mod tests {
         assert_eq!(&sha1_hex(b""), b"da39a3ee5e6b4b0d3255bfef95601890afd80709");
     }
 }
+
+/// How a worker answers its other connections while a script it runs is busy: the event loop
+/// registers a poll function around each batch of work it hands to the command path, and the
+/// interpreter's hook calls it (`poll_while_busy`) once the script has run past
+/// `busy-reply-threshold` — Redis's `processEventsWhileBlocked`. The function pointer and its
+/// context are the backend's; this layer only carries them.
+#[derive(Clone, Copy)]
+pub struct BusyPoll {
+    pub poll: unsafe fn(ctx: *mut (), current: usize),
+    pub ctx: *mut (),
+    /// The connection whose command is running (left alone by the poll).
+    pub current: usize,
+}
+
+thread_local! {
+    static BUSY_POLL: std::cell::Cell<Option<BusyPoll>> = const { std::cell::Cell::new(None) };
+}
+
+/// Registers `p` until the guard drops.
+///
+/// # Safety
+/// `p.poll(p.ctx, p.current)` must be sound to call at any point the command path may run a
+/// script, for as long as the guard lives.
+pub unsafe fn register_busy_poll(p: BusyPoll) -> BusyPollGuard {
+    BusyPollGuard(BUSY_POLL.replace(Some(p)))
+}
+
+pub struct BusyPollGuard(Option<BusyPoll>);
+
+impl Drop for BusyPollGuard {
+    fn drop(&mut self) {
+        BUSY_POLL.set(self.0);
+    }
+}
+
+/// Called by the interpreter's hook while the script is busy: serves this worker's other
+/// connections once. Not re-entered (the poll is taken out while it runs).
+pub fn poll_while_busy() {
+    if let Some(p) = BUSY_POLL.take() {
+        // SAFETY: `register_busy_poll`'s contract.
+        unsafe { (p.poll)(p.ctx, p.current) };
+        BUSY_POLL.set(Some(p));
+    }
+}

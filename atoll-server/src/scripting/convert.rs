@@ -1,6 +1,6 @@
 //! The conversions between Redis replies and Lua values, with Redis's rules.
 //!
-//! A command's reply becomes a Lua value (`redis.call`): integers → numbers, bulk strings →
+//! A command's reply becomes a Lua value (`redis.call`, pushed by `rcall`): integers → numbers, bulk strings →
 //! strings, a null → `false` (RESP2) or `nil` (RESP3), a status → `{ok=…}`, an error →
 //! `{err=…}`, arrays → tables; in RESP3 (`redis.setresp(3)`) maps → `{map={…}}`, sets →
 //! `{set={member=true}}`, doubles → `{double=n}`, booleans → booleans, big numbers →
@@ -11,65 +11,12 @@
 //! chose RESP3), tables with `err`/`ok`/`double`/`big_number`/`verbatim_string`/`map`/`set`
 //! fields → that reply, other tables → arrays stopping at the first nil.
 
-use crate::protocol::value::RespValue;
 use crate::protocol::{Proto, Reply};
-use mlua::{Lua, Table, Value};
+use mlua::{Table, Value};
 
 /// How deep a returned table may nest before the rest is refused (Redis stops where Lua's
 /// stack would overflow).
 const MAX_REPLY_DEPTH: usize = 1000;
-
-/// A command's reply as the Lua value `redis.call` returns.
-pub fn reply_to_lua(lua: &Lua, v: &RespValue, resp3: bool) -> mlua::Result<Value> {
-    let single = |field: &str, v: Value| -> mlua::Result<Value> {
-        let t = lua.create_table()?;
-        t.raw_set(field, v)?;
-        Ok(Value::Table(t))
-    };
-    Ok(match v {
-        RespValue::Int(i) => Value::Number(*i as f64),
-        RespValue::Bulk(b) => Value::String(lua.create_string(b)?),
-        RespValue::Simple(s) => single("ok", Value::String(lua.create_string(s)?))?,
-        RespValue::Error(e) => single("err", Value::String(lua.create_string(e)?))?,
-        RespValue::Null => {
-            if resp3 {
-                Value::Nil
-            } else {
-                Value::Boolean(false)
-            }
-        }
-        RespValue::Array(items) => {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, reply_to_lua(lua, item, resp3)?)?;
-            }
-            Value::Table(t)
-        }
-        RespValue::Map(pairs) => {
-            let m = lua.create_table_with_capacity(0, pairs.len())?;
-            for (k, v) in pairs {
-                m.raw_set(reply_to_lua(lua, k, resp3)?, reply_to_lua(lua, v, resp3)?)?;
-            }
-            single("map", Value::Table(m))?
-        }
-        RespValue::Set(items) => {
-            let s = lua.create_table_with_capacity(0, items.len())?;
-            for item in items {
-                s.raw_set(reply_to_lua(lua, item, resp3)?, true)?;
-            }
-            single("set", Value::Table(s))?
-        }
-        RespValue::Double(d) => single("double", Value::Number(*d))?,
-        RespValue::Bool(b) => Value::Boolean(*b),
-        RespValue::BigNumber(n) => single("big_number", Value::String(lua.create_string(n)?))?,
-        RespValue::Verbatim(fmt, text) => {
-            let t = lua.create_table()?;
-            t.raw_set("format", lua.create_string(fmt)?)?;
-            t.raw_set("string", lua.create_string(text)?)?;
-            single("verbatim_string", Value::Table(t))?
-        }
-    })
-}
 
 /// Writes a script's return value as the reply. `script_resp3`: the script chose RESP3 with
 /// `redis.setresp(3)` (booleans then stay booleans).
@@ -201,26 +148,31 @@ pub fn args_to_argv(args: &[Value]) -> Result<Vec<Vec<u8>>, &'static str> {
         argv.push(match a {
             Value::String(s) => s.as_bytes().to_vec(),
             Value::Integer(i) => i.to_string().into_bytes(),
-            Value::Number(n) => number_arg(*n),
+            Value::Number(n) => {
+                let mut out = Vec::with_capacity(24);
+                number_arg(*n, &mut out);
+                out
+            }
             _ => return Err("Lua redis lib command arguments must be strings or integers"),
         });
     }
     Ok(argv)
 }
 
-fn number_arg(n: f64) -> Vec<u8> {
+/// Appends a number argument of `redis.call` as Redis formats it.
+pub fn number_arg(n: f64, out: &mut Vec<u8>) {
     // Whole numbers that fit a long long print as integers (1e9 → "1000000000").
     if n.fract() == 0.0 && I64_RANGE.contains(&n) {
-        return (n as i64).to_string().into_bytes();
+        out.extend_from_slice(itoa::Buffer::new().format(n as i64).as_bytes());
+        return;
     }
-    let mut out = Vec::with_capacity(24);
-    crate::protocol::fmt_double(n, &mut out);
-    out
+    crate::protocol::fmt_double(n, out);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mlua::Lua;
 
     fn reply_of(lua: &Lua, code: &str, proto: Proto, resp3: bool) -> String {
         let v: Value = lua.load(code).eval().unwrap();
@@ -251,16 +203,6 @@ mod tests {
         assert_eq!(r3("return {big_number='123'}"), "(123\r\n");
         assert_eq!(r3("return {verbatim_string={format='txt',string='hi'}}"), "=6\r\ntxt:hi\r\n");
         assert_eq!(reply_of(&lua, "return false", Proto::Resp3, true), "#f\r\n");
-    }
-
-    #[test]
-    fn replies_become_lua_values() {
-        let lua = Lua::new();
-        let v = RespValue::Array(vec![RespValue::Int(7), RespValue::Null, RespValue::Simple(b"OK")]);
-        let t = reply_to_lua(&lua, &v, false).unwrap();
-        lua.globals().set("t", t).unwrap();
-        let s: String = lua.load("return tostring(t[1]) .. tostring(t[2]) .. t[3].ok").eval().unwrap();
-        assert_eq!(s, "7falseOK");
     }
 
     #[test]

@@ -17,6 +17,7 @@
 mod convert;
 mod functions;
 pub mod libs;
+mod rcall;
 mod vm;
 
 pub use functions::*;
@@ -24,8 +25,7 @@ pub use functions::*;
 use crate::exec::client::{Client, ClientHandle};
 use crate::exec::scripts::{parse_shebang, sflags, sha1_hex, FunctionInfo, Library, Script};
 use crate::exec::*;
-use crate::protocol::value::parse_reply;
-use crate::protocol::{Proto, Reply};
+use crate::protocol::Proto;
 use mlua::Value;
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
@@ -84,6 +84,14 @@ pub fn load_script(srv: &Server, body: &[u8]) -> Result<Arc<Script>, String> {
         .map_err(|e| format!("ERR Error compiling script (new function): {e}"))?;
     srv.scripts.insert(script.clone());
     Ok(script)
+}
+
+/// The worker's cron: after a SCRIPT FLUSH, this worker's old interpreter goes at once (INFO
+/// `used_memory_lua` then counts only interpreters in use, as Redis's single one).
+pub fn release_stale_vm(srv: &Server, worker: usize) {
+    if vm::drop_stale(srv.scripts.generation.load(Ordering::Acquire)) {
+        srv.scripts.vm_bytes[worker % 64].store(0, Ordering::Relaxed);
+    }
 }
 
 /// EVAL and its variants: `evalsha` names the script by SHA, `ro` refuses writes.
@@ -269,20 +277,12 @@ fn run_in_vm(
             vm.bind(&cb, list(&vm.lua, keys)?, list(&vm.lua, argv)?)?
         }
     };
-    let lua = &vm.lua;
     let run = state.borrow().srv.scripts.run.clone();
-    let out = lua.scope(|scope| {
-        // One function per run carries the run's state: the interpreter's permanent `redis.call`
-        // and friends (see `vm::Entry`) call it with their entry and packed arguments, and it
-        // answers `true, result` or `false, error table`. (Entry points made per run cost a
-        // tenth of an EVAL in allocation and garbage collection.)
-        let run_fn = scope.create_function(|lua, (entry, n, t): (u8, i64, mlua::Table)| {
-            let args: Vec<Value> = (1..=n).map(|i| t.raw_get(i)).collect::<mlua::Result<_>>()?;
-            run_entry(lua, vm::Entry::from(entry), args, state)
-        })?;
-        vm.hidden.raw_set("run", run_fn)?;
-        Ok(vm.run(&f, &run))
-    });
+    // `redis.call` and the other run-bound entry points find the run's state through this.
+    let installed = rcall::install(state);
+    let out = Ok(vm.run(&f, &run));
+    drop(installed);
+    let lua = &vm.lua;
     vm.runs_since_gc += 1;
     if vm.runs_since_gc >= 50 {
         vm.runs_since_gc = 0;
@@ -291,8 +291,15 @@ fn run_in_vm(
     out
 }
 
-/// One of the run-bound `redis.*` functions, with its arguments.
-fn run_entry(
+/// One of the run-bound `redis.*` functions other than `call` and `pcall` (`rcall`), with
+/// its arguments.
+fn run_entry(lua: &mlua::Lua, entry: vm::Entry, args: Vec<Value>) -> mlua::Result<(bool, Value)> {
+    rcall::with_ctx(|state| run_entry_in(lua, entry, args, state)).unwrap_or_else(|| {
+        Ok((false, Value::Table(vm::error_table(lua, "This function can only be called from a running script")?)))
+    })
+}
+
+fn run_entry_in(
     lua: &mlua::Lua,
     entry: vm::Entry,
     args: Vec<Value>,
@@ -300,8 +307,6 @@ fn run_entry(
 ) -> mlua::Result<(bool, Value)> {
     let fail = |msg: &str| Ok((false, Value::Table(vm::error_table(lua, msg)?)));
     match entry {
-        vm::Entry::Call => redis_call(lua, args, state, true),
-        vm::Entry::Pcall => redis_call(lua, args, state, false),
         vm::Entry::SetResp => {
             if args.len() != 1 {
                 return fail("redis.setresp() requires one argument.");
@@ -339,35 +344,6 @@ fn run_entry(
             }
         }
     }
-}
-
-/// `redis.call` / `redis.pcall`: runs one command; `(true, reply)` or `(false, error table)`.
-/// `raise`: `redis.call` (an error reply is raised) rather than `redis.pcall` (returned).
-fn redis_call(lua: &mlua::Lua, args: Vec<Value>, state: &RefCell<RunCtx>, raise: bool) -> mlua::Result<(bool, Value)> {
-    let argv = match convert::args_to_argv(&args) {
-        Ok(a) => a,
-        Err(e) => return Ok((!raise, Value::Table(vm::error_table(lua, e)?))),
-    };
-    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-    let mut st = state.borrow_mut();
-    let st = &mut *st;
-    let mut out = Reply::new(st.client.proto);
-    let logged = st.client.exec_effects.len();
-    let r = crate::exec::call::script_call(st.srv, st.ws, st.client, &mut out, &refs, st.locks, st.read_only);
-    if !st.propagate {
-        st.client.exec_effects.truncate(logged);
-    }
-    if let Err(text) = r {
-        let t = vm::error_table(lua, &text)?;
-        t.raw_set("ignore_error_stats_update", true)?;
-        return Ok((!raise, Value::Table(t)));
-    }
-    let resp3 = st.client.proto == Proto::Resp3;
-    let Some((reply, _)) = parse_reply(&out.buf) else {
-        return Ok((false, Value::Table(vm::error_table(lua, "ERR internal error: unreadable reply")?)));
-    };
-    let is_err = matches!(reply, crate::protocol::value::RespValue::Error(_));
-    Ok((!(raise && is_err), convert::reply_to_lua(lua, &reply, resp3)?))
 }
 
 // EVAL script numkeys [key ...] [arg ...]

@@ -25,20 +25,13 @@ pub const CHUNK_NAME: &str = "@user_script";
 /// The chunk name of every FUNCTION library.
 pub const LIBRARY_CHUNK_NAME: &str = "@user_function";
 
-/// The `redis.*` functions bound to the running script, as the run's dispatcher knows them.
+/// The `redis.*` functions bound to the running script besides `call` and `pcall` (which are
+/// C functions of their own, `rcall`).
 #[derive(Clone, Copy)]
 pub enum Entry {
-    Call,
-    Pcall,
     SetResp,
     SetRepl,
     AclCheckCmd,
-}
-
-impl From<u8> for Entry {
-    fn from(v: u8) -> Entry {
-        [Entry::Call, Entry::Pcall, Entry::SetResp, Entry::SetRepl, Entry::AclCheckCmd][(v as usize).min(4)]
-    }
 }
 
 /// A function a library registered while loading.
@@ -216,9 +209,6 @@ pub struct Vm {
     pub backing: Table,
     /// Their globals table (read-only), the environment of every compiled script.
     env: Table,
-    /// Where each run installs its dispatcher (`run`), which the permanent `redis.call`,
-    /// `pcall`, `setresp`, `set_repl` and `acl_check_cmd` hand their arguments to.
-    pub hidden: Table,
     /// `xpcall`, and the message handler that adds the failing line to an error.
     xpcall: Function,
     handler: Function,
@@ -301,7 +291,7 @@ impl Vm {
             })?,
         )?;
 
-        // The redis table: plain functions here, the run-bound ones through `hidden`.
+        // The redis table; the run-bound functions find the running script through `rcall`.
         let redis = lua.create_table()?;
         redis.set("REDIS_VERSION", crate::REDIS_VERSION)?;
         redis.set("REDIS_VERSION_NUM", version_num(crate::REDIS_VERSION))?;
@@ -350,19 +340,18 @@ impl Vm {
         redis.set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
         redis.set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
         redis.set("log", libs::raising(&lua, lua.create_function(redis_log)?)?)?;
-        let hidden = lua.create_table()?;
-        for (name, entry) in [
-            ("call", Entry::Call),
-            ("pcall", Entry::Pcall),
-            ("setresp", Entry::SetResp),
-            ("set_repl", Entry::SetRepl),
-            ("acl_check_cmd", Entry::AclCheckCmd),
-        ] {
-            let h = hidden.clone();
+        // SAFETY: plain C functions of the Lua API (see `rcall`).
+        unsafe {
+            redis.set("call", lua.create_c_function(super::rcall::redis_call)?)?;
+            redis.set("pcall", lua.create_c_function(super::rcall::redis_pcall)?)?;
+        }
+        for (name, entry) in
+            [("setresp", Entry::SetResp), ("set_repl", Entry::SetRepl), ("acl_check_cmd", Entry::AclCheckCmd)]
+        {
             // Arguments arrive packed in a table (`raising_packed`): scripts pass thousands.
-            let f = lua.create_function(move |_, (n, t): (i64, Table)| {
-                let run: Function = h.raw_get("run")?;
-                run.call::<(bool, Value)>((entry as u8, n, t))
+            let f = lua.create_function(move |lua, (n, t): (i64, Table)| {
+                let args: Vec<Value> = (1..=n).map(|i| t.raw_get(i)).collect::<mlua::Result<_>>()?;
+                super::run_entry(lua, entry, args)
             })?;
             redis.set(name, libs::raising_packed(&lua, f)?)?;
         }
@@ -395,7 +384,6 @@ impl Vm {
             funcs: HashMap::new(),
             backing,
             env,
-            hidden,
             xpcall,
             handler,
             runs_since_gc: 0,
@@ -489,7 +477,14 @@ impl Vm {
         if run.busy_threshold_ms() > 0 {
             let r = run.clone();
             self.lua.set_hook(HookTriggers::new().every_nth_instruction(100_000), move |_, _| {
-                if r.check_busy() {
+                let mut killed = r.check_busy();
+                if !killed && r.busy.load(std::sync::atomic::Ordering::Relaxed) {
+                    // This worker's other clients are answered meanwhile (`-BUSY`, or SCRIPT
+                    // KILL and the few commands Redis runs during a busy script).
+                    crate::exec::scripts::poll_while_busy();
+                    killed = r.check_busy();
+                }
+                if killed {
                     // Keep firing on every line, so a pcall cannot swallow the kill and go on.
                     return Err(mlua::Error::RuntimeError("ERR Script killed by user with SCRIPT KILL...".into()));
                 }
@@ -724,6 +719,19 @@ pub fn with_vm<R>(generation: u64, run: &Arc<RunState>, f: impl FnOnce(&mut Vm) 
             *slot = Some(Vm::new(generation, run).expect("the Lua interpreter builds"));
         }
         f(slot.as_mut().expect("built above"))
+    })
+}
+
+/// Drops this thread's interpreter if a SCRIPT FLUSH made it stale, so that its memory is
+/// given back now rather than at this thread's next script. True if one was dropped.
+pub fn drop_stale(generation: u64) -> bool {
+    VM.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else { return false };
+        let stale = slot.as_ref().is_some_and(|vm| vm.generation != generation);
+        if stale {
+            *slot = None;
+        }
+        stale
     })
 }
 

@@ -485,6 +485,7 @@ impl Core {
         if now >= self.next_cron && !self.srv.cron_paused.load(Ordering::Relaxed) {
             let srv = self.srv.clone();
             super::expire::cycle(&srv, &srv.stats.workers[self.id].counters);
+            crate::scripting::release_stale_vm(&srv, self.id);
             if self.id == 0 {
                 srv.clock.resync();
                 srv.sample_ops();
@@ -501,39 +502,14 @@ impl Core {
     /// idle memory. `kept`: capacity of the backend's own send buffer, still held. Returns
     /// false if the connection must now close.
     pub fn flushed(&self, l: &mut Link, kept: usize) -> bool {
-        let batch = l.out.len();
-        l.out.clear();
-        if l.out.capacity() > KEEP_OUT {
-            l.out = Vec::new();
-            l.reset_peak();
-        }
-        let cap = l.out.capacity() + kept;
-        l.show_output(&self.srv, batch, 0, cap);
-        if l.closing {
-            return false;
-        }
-        if let Some(mode) = l.session.client.shutdown.take() {
-            request_shutdown(mode);
-        }
-        if !l.session.has_pending() {
-            l.session.shrink();
-        }
-        true
+        flushed(&self.srv, l, kept)
     }
 
     /// The connection is gone: its watches and blocking wait end, it leaves the client list.
     /// `drop_socket` closes the descriptor — under the handle's lock, so a concurrent CLIENT
     /// KILL cannot shut down a descriptor number the OS has already reused.
     pub fn release(&self, l: &mut Link, drop_socket: impl FnOnce()) {
-        crate::exec::call::disconnect(&self.srv, &mut l.session.client);
-        let handle = l.session.client.handle.clone();
-        self.srv.clients.remove(handle.id);
-        let mut closed = handle.closed.lock();
-        *closed = true;
-        drop_socket();
-        drop(closed);
-        // No mailbox can be stored any more (`ClientHandle::mailbox`): clear the last one.
-        handle.mail.lock().take();
+        release(&self.srv, l, drop_socket)
     }
 
     /// After commands ran for a connection: SHUTDOWN, and a new blocking deadline.
@@ -552,4 +528,71 @@ impl Core {
             }
         }
     }
+}
+
+/// All output of `l` reached the socket: recycle the buffer, act on SHUTDOWN, give back
+/// idle memory. `kept`: capacity of the backend's own send buffer, still held. Returns
+/// false if the connection must now close.
+pub fn flushed(srv: &Server, l: &mut Link, kept: usize) -> bool {
+    let batch = l.out.len();
+    l.out.clear();
+    if l.out.capacity() > KEEP_OUT {
+        l.out = Vec::new();
+        l.reset_peak();
+    }
+    let cap = l.out.capacity() + kept;
+    l.show_output(srv, batch, 0, cap);
+    if l.closing {
+        return false;
+    }
+    if let Some(mode) = l.session.client.shutdown.take() {
+        request_shutdown(mode);
+    }
+    if !l.session.has_pending() {
+        l.session.shrink();
+    }
+    true
+}
+
+/// The connection is gone: its watches and blocking wait end, it leaves the client list.
+/// `drop_socket` closes the descriptor — under the handle's lock, so a concurrent CLIENT
+/// KILL cannot shut down a descriptor number the OS has already reused.
+pub fn release(srv: &Server, l: &mut Link, drop_socket: impl FnOnce()) {
+    crate::exec::call::disconnect(srv, &mut l.session.client);
+    let handle = l.session.client.handle.clone();
+    srv.clients.remove(handle.id);
+    let mut closed = handle.closed.lock();
+    *closed = true;
+    drop_socket();
+    drop(closed);
+    // No mailbox can be stored any more (`ClientHandle::mailbox`): clear the last one.
+    handle.mail.lock().take();
+}
+
+/// While a script this worker runs is busy (`exec::scripts::poll_while_busy`): runs what
+/// another of its connections sent, as `Core::ingest` does but without the `Core`, which the
+/// running command holds. The call path answers `-BUSY` to all but the few commands Redis runs
+/// during a busy script (SCRIPT KILL, FUNCTION KILL/STATS, SHUTDOWN NOSAVE, AUTH, HELLO, …),
+/// and none of those blocks. False if the connection must close.
+pub fn ingest_while_busy(srv: &Server, worker: usize, l: &mut Link, data: &[u8]) -> bool {
+    let ws = &srv.stats.workers[worker];
+    bump(&ws.counters.net_input_bytes, data.len() as u64);
+    bump(&ws.counters.reads_processed, 1);
+    if l.closing {
+        return true;
+    }
+    if l.session.waiting().is_some() {
+        return l.session.buffer_input(data, srv);
+    }
+    let mut reply = Reply { buf: std::mem::take(&mut l.out), proto: l.session.client.proto };
+    let keep = l.session.feed_hinted(srv, ws, data, None, &mut reply);
+    l.out = reply.buf;
+    if !keep {
+        l.closing = true;
+    }
+    // SHUTDOWN NOSAVE stops the server even now, as in Redis.
+    if let Some(mode) = l.session.client.shutdown.take() {
+        request_shutdown(mode);
+    }
+    true
 }

@@ -1,7 +1,8 @@
 //! Scripting beyond single replies (those are in `cases/scripting.txt`): function libraries
 //! moving between Redis 7.2.6 and Atoll in RDB files, FUNCTION DUMP payloads and the AOF;
 //! scripts' atomicity against other workers' clients; a busy script answered `-BUSY` and
-//! stopped by SCRIPT KILL from another worker.
+//! stopped by SCRIPT KILL from another worker, and from the worker running it (on both
+//! event-loop backends).
 
 mod common;
 use common::*;
@@ -197,4 +198,66 @@ fn busy_scripts_answer_busy_and_can_be_killed() {
     let k = cmd(&mut other, &[b"SCRIPT", b"KILL"]);
     assert!(k.starts_with(b"-UNKILLABLE Sorry the script already executed write commands"), "{}", show(&k));
     assert_eq!(runner.read_reply(), b"$4\r\ndone\r\n");
+}
+
+/// Polls `c` with PING until the server answers `-BUSY` (a script turned busy).
+fn await_busy(c: &mut RawConn) -> Vec<u8> {
+    let mut r = Vec::new();
+    for _ in 0..100 {
+        r = cmd(c, &[b"PING"]);
+        if r.starts_with(b"-BUSY") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    r
+}
+
+/// One worker, so every client shares the worker running the busy script: the worker keeps
+/// answering them while the script runs (Redis's processEventsWhileBlocked) — `-BUSY` to
+/// connected and new clients, FUNCTION STATS and SCRIPT KILL run; requests the script's own
+/// client pipelined behind it run after it, not `-BUSY`; SHUTDOWN NOSAVE stops the server.
+#[test]
+fn a_busy_scripts_own_worker_keeps_answering_its_other_clients() {
+    const BUSY: &[u8] = b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+    for backend in ["io_uring", "epoll"] {
+        let mut a = start_atoll(&["--threads", "1", "--busy-reply-threshold", "100", "--io-backend", backend]);
+        let mut runner = RawConn::connect(a.port);
+        let mut other = RawConn::connect(a.port);
+        assert_eq!(cmd(&mut other, &[b"SET", b"k", b"v"]), b"+OK\r\n");
+        let eval = b"*3\r\n$4\r\nEVAL\r\n$39\r\nlocal i = 0 while true do i = i + 1 end\r\n$1\r\n0\r\n";
+        // The script, and behind it in the same write a request that must wait for it.
+        runner.send_raw(&[&eval[..], b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"].concat());
+        assert_eq!(await_busy(&mut other), BUSY, "{backend}");
+        // Answered while busy: allowed commands run, others are refused; a pipeline of both
+        // comes back in order.
+        other.send_raw(b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+        assert_eq!(other.read_reply(), BUSY);
+        assert_eq!(other.read_reply(), BUSY);
+        // FUNCTION STATS runs during a busy script, and refuses while it is an EVAL one.
+        assert_eq!(cmd(&mut other, &[b"FUNCTION", b"STATS"]), BUSY, "{backend}");
+        // A client that connects now is taken in and answered too.
+        let mut late = RawConn::connect(a.port);
+        assert_eq!(cmd(&mut late, &[b"PING"]), BUSY, "{backend}");
+        assert_eq!(cmd(&mut other, &[b"SCRIPT", b"KILL"]), b"+OK\r\n", "{backend}");
+        let r = runner.read_reply();
+        assert!(r.starts_with(b"-ERR Script killed by user with SCRIPT KILL... script: "), "{}", show(&r));
+        assert_eq!(runner.read_reply(), b"$1\r\nv\r\n", "{backend}: the pipelined GET ran after the script");
+        for c in [&mut runner, &mut other, &mut late] {
+            assert_eq!(cmd(c, &[b"PING"]), b"+PONG\r\n", "{backend}");
+        }
+        // SHUTDOWN NOSAVE from the busy worker's own client stops the server.
+        runner.send_raw(eval);
+        assert_eq!(await_busy(&mut other), BUSY, "{backend}");
+        other.send(&[b"SHUTDOWN".to_vec(), b"NOSAVE".to_vec()]);
+        let mut exited = false;
+        for _ in 0..250 {
+            if a.child.try_wait().expect("wait").is_some() {
+                exited = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(exited, "{backend}: SHUTDOWN NOSAVE during a busy script stops the server");
+    }
 }

@@ -161,10 +161,17 @@ pub fn function_list(ctx: &mut Ctx) -> CmdResult {
 pub fn function_stats(ctx: &mut Ctx) -> CmdResult {
     let srv = ctx.srv;
     let run = &srv.scripts.run;
+    // Only a script past busy-reply-threshold can be seen running, as in single-threaded
+    // Redis (a quick one on another worker is as if it ran before or after); a busy EVAL
+    // script makes FUNCTION STATS itself refuse.
+    let busy = run.running.load(Ordering::Acquire) && run.busy.load(Ordering::Relaxed);
+    if busy && run.is_eval.load(Ordering::Relaxed) {
+        return Err(CmdError::msg(crate::exec::call::BUSY));
+    }
     let r = &mut *ctx.reply;
     r.map(2);
     r.bulk(b"running_script");
-    if run.running.load(Ordering::Acquire) && !run.is_eval.load(Ordering::Relaxed) {
+    if busy {
         let (name, argv) = run.name.lock().clone();
         r.map(3);
         r.bulk(b"name");

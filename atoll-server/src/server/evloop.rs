@@ -13,6 +13,7 @@
 
 use super::worker::{Accepted, Core, HasLink, Inbox, Link, Wake};
 use super::Server;
+use crate::exec::scripts::{register_busy_poll, BusyPoll};
 use crate::exec::stats::bump;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -40,9 +41,32 @@ impl HasLink for Connection {
 
 struct Worker {
     core: Core,
+    io: Io,
+    /// The round's input buffer (borrowed by the command path while a request runs).
+    input: Vec<u8>,
+}
+
+/// The part of a worker that `busy_poll` may use while one of its connections runs a busy
+/// script: everything but the `Core` and the input buffer, which that command holds.
+struct Io {
+    srv: Arc<Server>,
+    id: usize,
+    inbox: Arc<Inbox>,
     poll: Poll,
     conns: slab::Slab<Connection>,
+    busy: Busy,
+}
+
+/// `busy_poll`'s state.
+struct Busy {
+    events: Events,
     input: Vec<u8>,
+    /// The poll took readiness of the running connection itself (read it again after).
+    current_ready: bool,
+    /// The poll took the inbox's wake-up (drain the inbox after).
+    woken: bool,
+    /// The poll has tried every connection once since this script turned busy.
+    swept: bool,
 }
 
 /// Creates a worker's poll instance and inbox; `run` then owns the poll on the worker thread.
@@ -54,8 +78,22 @@ pub fn new_worker() -> io::Result<(Poll, Arc<Inbox>)> {
 
 /// The worker thread's body.
 pub fn run(id: usize, srv: Arc<Server>, poll: Poll, inbox: Arc<Inbox>, ready: Arc<AtomicUsize>) {
-    let mut w =
-        Worker { core: Core::new(id, srv, inbox), poll, conns: slab::Slab::new(), input: vec![0u8; READ_CHUNK] };
+    let busy = Busy {
+        events: Events::with_capacity(256),
+        input: Vec::new(),
+        current_ready: false,
+        woken: false,
+        swept: false,
+    };
+    let io = Io {
+        srv: srv.clone(),
+        id,
+        inbox: inbox.clone(),
+        poll,
+        conns: slab::Slab::with_capacity(super::worker::SPARE_SLOTS),
+        busy,
+    };
+    let mut w = Worker { core: Core::new(id, srv, inbox), io, input: vec![0u8; READ_CHUNK] };
     ready.fetch_add(1, Ordering::Release);
     w.main_loop();
 }
@@ -73,7 +111,7 @@ impl Worker {
     fn main_loop(&mut self) {
         let mut events = Events::with_capacity(1024);
         loop {
-            if let Err(e) = self.poll.poll(&mut events, Some(self.core.timeout())) {
+            if let Err(e) = self.io.poll.poll(&mut events, Some(self.core.timeout())) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     crate::log_warning!("epoll failed: {e}");
                 }
@@ -82,49 +120,56 @@ impl Worker {
             self.core.begin_round();
             for ev in events.iter() {
                 match ev.token() {
-                    WAKER => {
-                        for c in self.core.drain_inbox(&mut self.conns) {
-                            self.add_connection(c);
-                        }
-                    }
+                    WAKER => self.drain_inbox(),
                     Token(t) => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                             self.on_readable(t);
                         }
-                        if ev.is_writable() && self.conns.contains(t) {
-                            self.flush(t);
+                        if ev.is_writable() && self.io.conns.contains(t) {
+                            self.io.flush(t);
                         }
                     }
                 }
             }
-            // beforeSleep: write everything this round produced.
-            let pending = self.core.take_flush(&mut self.conns);
-            for &t in &pending {
-                self.flush(t);
+            // A busy script's poll took the inbox's wake-up.
+            if std::mem::take(&mut self.io.busy.woken) {
+                self.drain_inbox();
             }
-            self.core.end_round(pending, &mut self.conns);
+            // beforeSleep: write everything this round produced.
+            let pending = self.core.take_flush(&mut self.io.conns);
+            for &t in &pending {
+                self.io.flush(t);
+            }
+            self.core.end_round(pending, &mut self.io.conns);
         }
     }
 
-    fn add_connection(&mut self, conn: super::worker::Conn) {
-        let a = Accepted::new(conn, &self.core.srv);
-        let entry = self.conns.vacant_entry();
-        let token = entry.key();
-        let link = self.core.new_link(token, &a);
-        let fd = a.fd.as_raw_fd();
-        if self.poll.registry().register(&mut SourceFd(&fd), Token(token), Interest::READABLE).is_err() {
-            return;
+    fn drain_inbox(&mut self) {
+        for c in self.core.drain_inbox(&mut self.io.conns) {
+            self.io.add_connection(c);
         }
-        self.core.publish(&link);
-        entry.insert(Connection { fd: a.fd, link, want_write: false });
+        self.io.keep_spare();
     }
 
     /// Reads everything available and runs it; output is written at the end of the round.
     fn on_readable(&mut self, t: usize) {
-        let Some(c) = self.conns.get_mut(t) else { return };
+        let me = self as *mut Worker;
+        // SAFETY: `busy_poll` touches only `io`, and in it every connection but `t`: none of
+        // what the command path borrows while `t`'s requests run (the `Core`, `input`, `t`'s
+        // link). It never adds a connection, so the slab does not move. The pointer is derived
+        // here, from the borrow the whole call runs under.
+        let _busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
+        // Readiness the busy poll took from `t` itself means more to read.
+        while self.read_and_run(t) && std::mem::take(&mut self.io.busy.current_ready) {}
+        self.io.busy.swept = false;
+    }
+
+    /// `on_readable`'s work; false if the connection closed.
+    fn read_and_run(&mut self, t: usize) -> bool {
+        let Some(c) = self.io.conns.get_mut(t) else { return false };
         if c.link.session.client.handle.killed.load(Ordering::Acquire) {
-            self.close(t);
-            return;
+            self.io.close(t);
+            return false;
         }
         let mut close = false;
         loop {
@@ -152,17 +197,118 @@ impl Worker {
             }
         }
         if close {
-            self.close(t);
-            return;
+            self.io.close(t);
+            return false;
         }
-        let c = &mut self.conns[t];
+        let c = &mut self.io.conns[t];
         let pending = c.link.out.len() > c.link.sent;
         self.core.queue(&mut c.link, t, pending);
+        true
+    }
+}
+
+/// While a script run by connection `current` is busy (the interpreter's hook calls this
+/// about every millisecond): serves the worker's other connections once — their requests are
+/// answered `-BUSY` but for SCRIPT KILL and the like (`worker::ingest_while_busy`), and their
+/// replies written at once. New connections wait in the inbox.
+///
+/// # Safety
+/// `ctx` is the `Worker` whose `on_readable` registered this poll and is still running.
+unsafe fn busy_poll(ctx: *mut (), current: usize) {
+    // SAFETY: the caller's; only `io` is borrowed (see `on_readable`).
+    let io = unsafe { &mut *std::ptr::addr_of_mut!((*ctx.cast::<Worker>()).io) };
+    io.serve_while_busy(current);
+}
+
+impl Io {
+    fn add_connection(&mut self, conn: super::worker::Conn) {
+        let a = Accepted::new(conn, &self.srv);
+        let entry = self.conns.vacant_entry();
+        let token = entry.key();
+        let link = super::worker::new_link(&self.srv, self.id, &self.inbox, token, &a);
+        let fd = a.fd.as_raw_fd();
+        if self.poll.registry().register(&mut SourceFd(&fd), Token(token), Interest::READABLE).is_err() {
+            return;
+        }
+        super::worker::publish(&self.srv, &link);
+        entry.insert(Connection { fd: a.fd, link, want_write: false });
+    }
+
+    /// Keeps `SPARE_SLOTS` free slots (see `accept_while_busy`).
+    fn keep_spare(&mut self) {
+        self.conns.reserve(super::worker::SPARE_SLOTS);
+    }
+
+    /// New connections, taken while a script is busy — only into slots the slab already has,
+    /// so that the running connection's entry does not move.
+    fn accept_while_busy(&mut self) {
+        while self.conns.len() < self.conns.capacity() {
+            let Some(c) = self.inbox.pop_conn() else { break };
+            self.add_connection(c);
+        }
+    }
+    fn serve_while_busy(&mut self, current: usize) {
+        let mut events = std::mem::replace(&mut self.busy.events, Events::with_capacity(0));
+        if self.poll.poll(&mut events, Some(std::time::Duration::ZERO)).is_err() {
+            events.clear();
+        }
+        let mut ready: Vec<usize> = Vec::new();
+        for ev in events.iter() {
+            match ev.token() {
+                WAKER => {
+                    self.busy.woken = true;
+                    self.accept_while_busy();
+                }
+                Token(t) if t == current => self.busy.current_ready = true,
+                Token(t) => ready.push(t),
+            }
+        }
+        self.busy.events = events;
+        // Readiness the event loop took before the script started is not reported again:
+        // every connection is tried once.
+        if !std::mem::replace(&mut self.busy.swept, true) {
+            ready = (0..self.conns.capacity()).filter(|&t| t != current && self.conns.contains(t)).collect();
+        }
+        for t in ready {
+            self.read_while_busy(t);
+        }
+    }
+
+    /// Reads what connection `t` (not the running one) sent, runs it, writes the replies.
+    fn read_while_busy(&mut self, t: usize) {
+        if self.busy.input.len() < READ_CHUNK {
+            self.busy.input.resize(READ_CHUNK, 0);
+        }
+        let Some(c) = self.conns.get_mut(t) else { return };
+        let mut close = c.link.session.client.handle.killed.load(Ordering::Acquire);
+        while !close {
+            // SAFETY: reads into the poll's own buffer, within its length.
+            let r = sys(unsafe {
+                libc::read(c.fd.as_raw_fd(), self.busy.input.as_mut_ptr().cast(), self.busy.input.len())
+            });
+            match r {
+                Ok(0) => close = true,
+                Ok(n) => {
+                    close = !super::worker::ingest_while_busy(&self.srv, self.id, &mut c.link, &self.busy.input[..n]);
+                    if n < self.busy.input.len() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => close = true,
+            }
+        }
+        if close {
+            self.close(t);
+        } else {
+            self.flush(t);
+        }
     }
 
     /// Writes a connection's pending output; registers for writability if the socket is full.
     fn flush(&mut self, t: usize) {
-        let ws = &self.core.srv.stats.workers[self.core.id];
+        let ws = &self.srv.stats.workers[self.id];
         let Some(c) = self.conns.get_mut(t) else { return };
         let batch = c.link.out.len();
         while c.link.sent < c.link.out.len() {
@@ -189,7 +335,7 @@ impl Worker {
         let fd = c.fd.as_raw_fd();
         if c.link.sent < c.link.out.len() {
             let cap = c.link.out.capacity();
-            c.link.show_output(&self.core.srv, batch, batch - c.link.sent, cap);
+            c.link.show_output(&self.srv, batch, batch - c.link.sent, cap);
             if !c.want_write {
                 c.want_write = true;
                 let _ = self.poll.registry().reregister(
@@ -205,7 +351,7 @@ impl Worker {
             c.want_write = false;
             let _ = self.poll.registry().reregister(&mut SourceFd(&fd), Token(t), Interest::READABLE);
         }
-        if !self.core.flushed(&mut c.link, 0) {
+        if !super::worker::flushed(&self.srv, &mut c.link, 0) {
             self.close(t);
         }
     }
@@ -217,6 +363,6 @@ impl Worker {
         let mut c = self.conns.remove(t);
         let _ = self.poll.registry().deregister(&mut SourceFd(&c.fd.as_raw_fd()));
         let fd = c.fd;
-        self.core.release(&mut c.link, move || drop(fd));
+        super::worker::release(&self.srv, &mut c.link, move || drop(fd));
     }
 }

@@ -22,6 +22,7 @@ use super::session::FirstReq;
 use super::worker::{Accepted, Conn, Core, HasLink, Inbox, Link, Wake};
 use super::Server;
 use crate::engine::Spot;
+use crate::exec::scripts::{register_busy_poll, BusyPoll};
 use crate::exec::stats::bump;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use smallvec::SmallVec;
@@ -42,6 +43,8 @@ const OP_RECV: u64 = 0;
 const OP_SEND: u64 = 1;
 const OP_CANCEL: u64 = 2;
 const WAKE: u64 = u64::MAX;
+/// A completion of the round's batch that a busy script's poll already handled.
+const TAKEN: u64 = u64::MAX - 1;
 /// Completions looked at per `prefetch_round`: as many keys as one prefetch batch overlaps
 /// well (the pipelined look-ahead's size), fetched shortly before their requests run.
 const ROUND_AHEAD: usize = 16;
@@ -230,20 +233,43 @@ impl HasLink for Connection {
 
 struct Worker {
     // Field order is drop order: the ring (and its registration of `bufs`) goes first.
+    io: Io,
+    core: Core,
+    pacing: Pacing,
+}
+
+/// The part of a worker that `busy_poll` may use while one of its connections runs a busy
+/// script: everything but the `Core`, which that command holds.
+struct Io {
     ring: IoUring,
     bufs: BufRing,
-    core: Core,
+    srv: Arc<Server>,
+    id: usize,
+    inbox: Arc<Inbox>,
     conns: slab::Slab<Connection>,
     wake_fd: i32,
     wake_buf: Box<u64>,
-    cqes: Vec<(u64, i32, u32)>,
-    pacing: Pacing,
     /// Sends queued this round (each brings a completion), and how many of them answer
     /// requests received this round: those clients the next wait expects back. Replies that
     /// answer nothing new (pub/sub pushes, resumed blocked clients, the rest of a short send)
     /// bring no request back.
     sends: u32,
     answered: u32,
+    /// The round's completions, and the one being handled.
+    batch: Vec<(u64, i32, u32)>,
+    batch_pos: usize,
+    busy: Busy,
+}
+
+/// `busy_poll`'s state.
+#[derive(Default)]
+struct Busy {
+    cqes: Vec<(u64, i32, u32)>,
+    /// Completions of the running connection itself, for the event loop to handle after its
+    /// command (a receive's bytes copied out, its buffer given back at once).
+    deferred: Vec<(u64, i32, u32, Vec<u8>)>,
+    /// The poll took the inbox's wake-up (drain the inbox after).
+    woken: bool,
 }
 
 /// Creates a worker's inbox, woken through an eventfd; `run` then builds the ring on the worker
@@ -299,24 +325,357 @@ pub fn run(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>, ready: Arc<AtomicUsiz
         }
     };
     let pacing = Pacing::new(&ring);
-    let mut w = Worker {
+    let io = Io {
         ring,
         bufs,
-        core: Core::new(id, srv, inbox),
-        conns: slab::Slab::new(),
+        srv: srv.clone(),
+        id,
+        inbox: inbox.clone(),
+        conns: slab::Slab::with_capacity(super::worker::SPARE_SLOTS),
         wake_fd,
         wake_buf: Box::new(0),
-        cqes: Vec::with_capacity(1024),
-        pacing,
         sends: 0,
         answered: 0,
+        batch: Vec::with_capacity(1024),
+        batch_pos: usize::MAX,
+        busy: Busy::default(),
     };
-    w.post_wake_read();
+    let mut w = Worker { io, core: Core::new(id, srv, inbox), pacing };
+    w.io.post_wake_read();
     ready.fetch_add(1, Ordering::Release);
     w.main_loop();
 }
 
 impl Worker {
+    fn main_loop(&mut self) {
+        // `prefetch_round`'s scans, reused round after round (filled in place: a few hundred
+        // bytes each); its bitmask says which of them hold one.
+        let mut firsts: [FirstReq; ROUND_AHEAD] = Default::default();
+        loop {
+            let ts = types::Timespec::from(self.core.timeout());
+            let mut args = types::SubmitArgs::new().timespec(&ts);
+            let mut want = 1;
+            // Work already queued for the next round (a blocked client's timeout reply) must
+            // not wait for the timer.
+            if self.pacing.wait_us > 0 && self.io.answered > 0 && self.core.to_flush.is_empty() {
+                // The sends' own completions usually arrive at once and count too.
+                want = ((self.io.sends + self.io.answered) as usize).min(CQ_ENTRIES as usize / 2);
+                args = args.min_wait_usec(self.pacing.wait_us);
+                bump(&self.core.srv.stats.workers[self.core.id].counters.batched_waits, 1);
+            }
+            self.io.sends = 0;
+            self.io.answered = 0;
+            if let Err(e) = self.io.ring.submitter().submit_with_args(want, &args) {
+                match e.raw_os_error() {
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) => {}
+                    _ => crate::log_warning!("io_uring_enter failed: {e}"),
+                }
+            }
+            self.core.begin_round();
+            self.io.batch.clear();
+            self.io.batch.extend(self.io.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+            let mut scanned = 0u32;
+            let mut i = 0;
+            while i < self.io.batch.len() {
+                let (ud, res, flags) = self.io.batch[i];
+                // A busy script's poll takes the completions after this one (`serve_while_busy`).
+                self.io.batch_pos = i;
+                let j = i % ROUND_AHEAD;
+                if j == 0 {
+                    scanned = self.prefetch_round(i, &mut firsts);
+                }
+                i += 1;
+                if ud == TAKEN {
+                    continue;
+                }
+                if ud == WAKE {
+                    self.drain_inbox();
+                    self.io.post_wake_read();
+                    continue;
+                }
+                let t = (ud >> 2) as usize;
+                match ud & 3 {
+                    OP_RECV => {
+                        let first = (scanned & 1 << j != 0).then(|| &firsts[j]);
+                        self.on_recv(t, res, flags, first)
+                    }
+                    OP_SEND => self.io.on_send(t, res),
+                    _ => {}
+                }
+            }
+            self.io.batch_pos = usize::MAX;
+            // A busy script's poll took the inbox's wake-up.
+            if std::mem::take(&mut self.io.busy.woken) {
+                self.drain_inbox();
+            }
+            self.io.bufs.publish();
+            // beforeSleep: queue the sends of everything this round produced; the next
+            // io_uring_enter submits them all.
+            let pending = self.core.take_flush(&mut self.io.conns);
+            for &t in &pending {
+                self.io.flush(t);
+            }
+            self.core.end_round(pending, &mut self.io.conns);
+            self.pacing.tick(self.core.srv.config.hot.io_batch_wait.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Unpipelined clients: the first request of each connection in `cqes` is looked at before
+    /// any of them runs, and their keys are prefetched together, so the lookups' cache misses
+    /// overlap (as a pipeline's do in `Session::process`) instead of each request paying for
+    /// them in turn. Leaves in `firsts`, per completion, its first request as scanned here
+    /// (returning which hold one), which spares its session scanning it and hashing its key
+    /// again.
+    fn prefetch_round(&self, from: usize, firsts: &mut [FirstReq; ROUND_AHEAD]) -> u32 {
+        let cqes = &self.io.batch[from..self.io.batch.len().min(from + ROUND_AHEAD)];
+        let mut scanned = 0u32;
+        // Unpipelined, each request touches its connection's state (a few hundred bytes:
+        // session, parser, reply buffers, flags) for the first time since the kernel's network
+        // work evicted it; its misses are started together too.
+        for &(ud, res, _) in cqes {
+            if ud & 3 == OP_RECV && ud != WAKE && res > 0 {
+                if let Some(c) = self.io.conns.get((ud >> 2) as usize) {
+                    crate::engine::dict::prefetch_range(
+                        c as *const Connection as *const u8,
+                        std::mem::size_of::<Connection>(),
+                    );
+                }
+            }
+        }
+        let mut spots: SmallVec<[Spot; ROUND_AHEAD]> = SmallVec::new();
+        for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
+            if ud & 3 != OP_RECV || ud == WAKE || res <= 0 {
+                continue;
+            }
+            let (Some(c), Some(bid)) = (self.io.conns.get((ud >> 2) as usize), cqueue::buffer_select(flags)) else {
+                continue;
+            };
+            if c.dead {
+                continue;
+            }
+            let data = self.io.bufs.buf(bid, res as usize);
+            let first = &mut firsts[i];
+            if let Some(spot) = c.link.session.first_key(&self.core.srv, data, first) {
+                scanned |= 1 << i;
+                // A pipeline's first key is prefetched with the rest of it, by the session.
+                if first.consumed() == data.len() {
+                    spots.push(spot);
+                }
+            }
+        }
+        if spots.len() > 1 {
+            self.core.srv.ks.prefetch_spots(&spots);
+        }
+        scanned
+    }
+
+    fn drain_inbox(&mut self) {
+        for c in self.core.drain_inbox(&mut self.io.conns) {
+            self.io.add_connection(c);
+        }
+        self.io.keep_spare();
+    }
+
+    fn on_recv(&mut self, t: usize, res: i32, flags: u32, first: Option<&FirstReq>) {
+        let me = self as *mut Worker;
+        // SAFETY: `busy_poll` touches only `io`, and in it every connection but `t`: none of
+        // what the command path borrows while `t`'s requests run (the `Core`, `t`'s link, the
+        // receive buffer being read). It never adds a connection, so the slab does not move.
+        // The pointer is derived here, from the borrow the whole call runs under.
+        let busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
+        self.recv(t, res, flags, first, None);
+        drop(busy);
+        // Completions of `t` that arrived while its script was busy, in their order.
+        while !self.io.busy.deferred.is_empty() {
+            for (ud, res, flags, bytes) in std::mem::take(&mut self.io.busy.deferred) {
+                match ud & 3 {
+                    OP_RECV => self.recv(t, res, flags, None, Some(&bytes)),
+                    OP_SEND => self.io.on_send(t, res),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// A receive completion: runs its bytes (or `copied`, bytes set aside by the busy poll).
+    fn recv(&mut self, t: usize, res: i32, flags: u32, first: Option<&FirstReq>, copied: Option<&[u8]>) {
+        let (core, pacing) = (&mut self.core, &mut self.pacing);
+        let ran = self.io.recv(t, res, flags, copied, |c, data| {
+            pacing.arrival(&mut c.seen);
+            core.ingest(&mut c.link, t, data, first)
+        });
+        if ran {
+            let c = &mut self.io.conns[t];
+            let pending = !c.link.out.is_empty();
+            self.core.queue(&mut c.link, t, pending);
+        }
+    }
+}
+
+/// While a script run by connection `current` is busy (the interpreter's hook calls this
+/// about every millisecond): reaps the ring's completions once, serving the worker's other
+/// connections — their requests are answered `-BUSY` but for SCRIPT KILL and the like
+/// (`worker::ingest_while_busy`), their replies sent at once — and setting `current`'s own
+/// aside. New connections wait in the inbox.
+///
+/// # Safety
+/// `ctx` is the `Worker` whose `on_recv` registered this poll and is still running.
+unsafe fn busy_poll(ctx: *mut (), current: usize) {
+    // SAFETY: the caller's; only `io` is borrowed (see `on_recv`).
+    let io = unsafe { &mut *std::ptr::addr_of_mut!((*ctx.cast::<Worker>()).io) };
+    io.serve_while_busy(current);
+}
+
+impl Io {
+    fn add_connection(&mut self, conn: Conn) {
+        let a = Accepted::new(conn, &self.srv);
+        let entry = self.conns.vacant_entry();
+        let t = entry.key();
+        let link = super::worker::new_link(&self.srv, self.id, &self.inbox, t, &a);
+        super::worker::publish(&self.srv, &link);
+        entry.insert(Connection {
+            fd: a.fd,
+            link,
+            sending: Vec::new(),
+            sent: 0,
+            seen: 0,
+            received: false,
+            send_inflight: false,
+            recv_armed: false,
+            dead: false,
+        });
+        self.post_recv(t);
+    }
+
+    /// Keeps `SPARE_SLOTS` free slots (see `accept_while_busy`).
+    fn keep_spare(&mut self) {
+        self.conns.reserve(super::worker::SPARE_SLOTS);
+    }
+
+    /// New connections, taken while a script is busy — only into slots the slab already has,
+    /// so that the running connection's entry does not move.
+    fn accept_while_busy(&mut self) {
+        while self.conns.len() < self.conns.capacity() {
+            let Some(c) = self.inbox.pop_conn() else { break };
+            self.add_connection(c);
+        }
+    }
+    /// A receive completion for `t`: hands its bytes (`copied`, or the kernel's buffer, then
+    /// given back) to `run` (false: close the connection), posts the receive again when the
+    /// kernel ended it, closes at the end of the stream. True if `t` ran requests and is open.
+    fn recv(
+        &mut self,
+        t: usize,
+        res: i32,
+        flags: u32,
+        copied: Option<&[u8]>,
+        run: impl FnOnce(&mut Connection, &[u8]) -> bool,
+    ) -> bool {
+        let more = cqueue::more(flags);
+        let bid = if copied.is_some() { None } else { cqueue::buffer_select(flags) };
+        let Some(c) = self.conns.get_mut(t) else {
+            if let Some(b) = bid {
+                self.bufs.put(b);
+            }
+            return false;
+        };
+        if !more {
+            c.recv_armed = false;
+        }
+        if res > 0 {
+            c.received = true;
+            // Bytes for a connection already closing (or killed) are dropped; the buffer is
+            // recycled either way.
+            let keep = if c.dead || c.link.session.client.handle.killed.load(Ordering::Acquire) {
+                false
+            } else {
+                let data = match copied {
+                    Some(d) => d,
+                    None => self.bufs.buf(bid.unwrap_or(0), res as usize),
+                };
+                run(c, data)
+            };
+            if let Some(b) = bid {
+                self.bufs.put(b);
+            }
+            if !keep {
+                self.close(t);
+                return false;
+            }
+            if !more {
+                // The kernel ended the multishot (e.g. its buffers ran out): post it again.
+                self.post_recv(t);
+            }
+            true
+        } else {
+            if res == -libc::ENOBUFS && !c.dead {
+                self.post_recv(t);
+            } else {
+                // End of stream, an error, or our own cancel.
+                self.close(t);
+            }
+            false
+        }
+    }
+
+    fn serve_while_busy(&mut self, current: usize) {
+        // The sends queued since the last look go out now, and the kernel runs the receive
+        // work that arrived (deferred until an enter that asks for completions; a zero timer
+        // keeps this from waiting).
+        let ts = types::Timespec::new();
+        let _ = self.ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&ts));
+        let mut cqes = std::mem::take(&mut self.busy.cqes);
+        cqes.clear();
+        // The rest of the event loop's batch first (a request that arrived with the script's
+        // own), then what came since.
+        if self.batch_pos < self.batch.len() {
+            for e in &mut self.batch[self.batch_pos + 1..] {
+                cqes.push(std::mem::replace(e, (TAKEN, 0, 0)));
+            }
+        }
+        cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+        for &(ud, res, flags) in &cqes {
+            if ud == TAKEN {
+                continue;
+            }
+            if ud == WAKE {
+                self.busy.woken = true;
+                self.accept_while_busy();
+                self.post_wake_read();
+                continue;
+            }
+            let t = (ud >> 2) as usize;
+            if t == current {
+                let mut bytes = Vec::new();
+                if ud & 3 == OP_RECV {
+                    if let Some(b) = cqueue::buffer_select(flags) {
+                        if res > 0 {
+                            bytes.extend_from_slice(self.bufs.buf(b, res as usize));
+                        }
+                        self.bufs.put(b);
+                    }
+                }
+                self.busy.deferred.push((ud, res, flags, bytes));
+                continue;
+            }
+            match ud & 3 {
+                OP_RECV => {
+                    let (srv, id) = (self.srv.clone(), self.id);
+                    if self.recv(t, res, flags, None, |c, data| {
+                        super::worker::ingest_while_busy(&srv, id, &mut c.link, data)
+                    }) {
+                        self.flush(t);
+                    }
+                }
+                OP_SEND => self.on_send(t, res),
+                _ => {}
+            }
+        }
+        self.busy.cqes = cqes;
+        self.bufs.publish();
+        let _ = self.ring.submit();
+    }
+
     fn push(&mut self, e: squeue::Entry) {
         loop {
             // SAFETY: every buffer an entry points to (receive buffers, `sending`, `wake_buf`)
@@ -342,189 +701,13 @@ impl Worker {
         self.push(e);
     }
 
-    fn main_loop(&mut self) {
-        // `prefetch_round`'s scans, reused round after round (filled in place: a few hundred
-        // bytes each); its bitmask says which of them hold one.
-        let mut firsts: [FirstReq; ROUND_AHEAD] = Default::default();
-        loop {
-            let ts = types::Timespec::from(self.core.timeout());
-            let mut args = types::SubmitArgs::new().timespec(&ts);
-            let mut want = 1;
-            // Work already queued for the next round (a blocked client's timeout reply) must
-            // not wait for the timer.
-            if self.pacing.wait_us > 0 && self.answered > 0 && self.core.to_flush.is_empty() {
-                // The sends' own completions usually arrive at once and count too.
-                want = ((self.sends + self.answered) as usize).min(CQ_ENTRIES as usize / 2);
-                args = args.min_wait_usec(self.pacing.wait_us);
-                bump(&self.core.srv.stats.workers[self.core.id].counters.batched_waits, 1);
-            }
-            self.sends = 0;
-            self.answered = 0;
-            if let Err(e) = self.ring.submitter().submit_with_args(want, &args) {
-                match e.raw_os_error() {
-                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) => {}
-                    _ => crate::log_warning!("io_uring_enter failed: {e}"),
-                }
-            }
-            self.core.begin_round();
-            self.cqes.clear();
-            self.cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
-            let cqes = std::mem::take(&mut self.cqes);
-            let mut scanned = 0u32;
-            for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
-                if i % ROUND_AHEAD == 0 {
-                    scanned = self.prefetch_round(&cqes[i..cqes.len().min(i + ROUND_AHEAD)], &mut firsts);
-                }
-                if ud == WAKE {
-                    for c in self.core.drain_inbox(&mut self.conns) {
-                        self.add_connection(c);
-                    }
-                    self.post_wake_read();
-                    continue;
-                }
-                let t = (ud >> 2) as usize;
-                match ud & 3 {
-                    OP_RECV => {
-                        let j = i % ROUND_AHEAD;
-                        let first = (scanned & 1 << j != 0).then(|| &firsts[j]);
-                        self.on_recv(t, res, flags, first)
-                    }
-                    OP_SEND => self.on_send(t, res),
-                    _ => {}
-                }
-            }
-            self.cqes = cqes;
-            self.bufs.publish();
-            // beforeSleep: queue the sends of everything this round produced; the next
-            // io_uring_enter submits them all.
-            let pending = self.core.take_flush(&mut self.conns);
-            for &t in &pending {
-                self.flush(t);
-            }
-            self.core.end_round(pending, &mut self.conns);
-            self.pacing.tick(self.core.srv.config.hot.io_batch_wait.load(Ordering::Relaxed));
-        }
-    }
-
-    /// Unpipelined clients: the first request of each connection in `cqes` is looked at before
-    /// any of them runs, and their keys are prefetched together, so the lookups' cache misses
-    /// overlap (as a pipeline's do in `Session::process`) instead of each request paying for
-    /// them in turn. Leaves in `firsts`, per completion, its first request as scanned here
-    /// (returning which hold one), which spares its session scanning it and hashing its key
-    /// again.
-    fn prefetch_round(&self, cqes: &[(u64, i32, u32)], firsts: &mut [FirstReq; ROUND_AHEAD]) -> u32 {
-        let mut scanned = 0u32;
-        // Unpipelined, each request touches its connection's state (a few hundred bytes:
-        // session, parser, reply buffers, flags) for the first time since the kernel's network
-        // work evicted it; its misses are started together too.
-        for &(ud, res, _) in cqes {
-            if ud & 3 == OP_RECV && ud != WAKE && res > 0 {
-                if let Some(c) = self.conns.get((ud >> 2) as usize) {
-                    crate::engine::dict::prefetch_range(
-                        c as *const Connection as *const u8,
-                        std::mem::size_of::<Connection>(),
-                    );
-                }
-            }
-        }
-        let mut spots: SmallVec<[Spot; ROUND_AHEAD]> = SmallVec::new();
-        for (i, &(ud, res, flags)) in cqes.iter().enumerate() {
-            if ud & 3 != OP_RECV || ud == WAKE || res <= 0 {
-                continue;
-            }
-            let (Some(c), Some(bid)) = (self.conns.get((ud >> 2) as usize), cqueue::buffer_select(flags)) else {
-                continue;
-            };
-            if c.dead {
-                continue;
-            }
-            let data = self.bufs.buf(bid, res as usize);
-            let first = &mut firsts[i];
-            if let Some(spot) = c.link.session.first_key(&self.core.srv, data, first) {
-                scanned |= 1 << i;
-                // A pipeline's first key is prefetched with the rest of it, by the session.
-                if first.consumed() == data.len() {
-                    spots.push(spot);
-                }
-            }
-        }
-        if spots.len() > 1 {
-            self.core.srv.ks.prefetch_spots(&spots);
-        }
-        scanned
-    }
-
-    fn add_connection(&mut self, conn: Conn) {
-        let a = Accepted::new(conn, &self.core.srv);
-        let entry = self.conns.vacant_entry();
-        let t = entry.key();
-        let link = self.core.new_link(t, &a);
-        self.core.publish(&link);
-        entry.insert(Connection {
-            fd: a.fd,
-            link,
-            sending: Vec::new(),
-            sent: 0,
-            seen: 0,
-            received: false,
-            send_inflight: false,
-            recv_armed: false,
-            dead: false,
-        });
-        self.post_recv(t);
-    }
-
-    fn on_recv(&mut self, t: usize, res: i32, flags: u32, first: Option<&FirstReq>) {
-        let more = cqueue::more(flags);
-        let bid = cqueue::buffer_select(flags);
-        let Some(c) = self.conns.get_mut(t) else {
-            if let Some(b) = bid {
-                self.bufs.put(b);
-            }
-            return;
-        };
-        if !more {
-            c.recv_armed = false;
-        }
-        if res > 0 {
-            self.pacing.arrival(&mut c.seen);
-            c.received = true;
-            // Bytes for a connection already closing (or killed) are dropped; the buffer is
-            // recycled either way.
-            let keep = if c.dead || c.link.session.client.handle.killed.load(Ordering::Acquire) {
-                false
-            } else {
-                let data = self.bufs.buf(bid.unwrap_or(0), res as usize);
-                self.core.ingest(&mut c.link, t, data, first)
-            };
-            if let Some(b) = bid {
-                self.bufs.put(b);
-            }
-            if !keep {
-                return self.close(t);
-            }
-            let c = &mut self.conns[t];
-            let pending = !c.link.out.is_empty();
-            self.core.queue(&mut c.link, t, pending);
-            if !more {
-                // The kernel ended the multishot (e.g. its buffers ran out): post it again.
-                self.post_recv(t);
-            }
-        } else if res == -libc::ENOBUFS && !c.dead {
-            self.post_recv(t);
-        } else {
-            // End of stream, an error, or our own cancel.
-            self.close(t);
-        }
-    }
-
     fn on_send(&mut self, t: usize, res: i32) {
         let Some(c) = self.conns.get_mut(t) else { return };
         c.send_inflight = false;
         if res <= 0 || c.dead {
             return self.close(t);
         }
-        let counters = &self.core.srv.stats.workers[self.core.id].counters;
+        let counters = &self.srv.stats.workers[self.id].counters;
         bump(&counters.net_output_bytes, res as u64);
         bump(&counters.writes_processed, 1);
         c.sent += res as usize;
@@ -533,7 +716,7 @@ impl Worker {
             // A short send: the socket is full, the client reads slower than it asks.
             let pending = c.sending.len() - c.sent + c.link.out.len();
             let cap = c.sending.capacity() + c.link.out.capacity();
-            c.link.show_output(&self.core.srv, c.sending.len(), pending, cap);
+            c.link.show_output(&self.srv, c.sending.len(), pending, cap);
         }
         self.flush(t);
     }
@@ -551,7 +734,7 @@ impl Worker {
                 if c.sending.capacity() > super::worker::KEEP_OUT {
                     c.sending = Vec::new();
                 }
-                if !self.core.flushed(&mut c.link, c.sending.capacity()) {
+                if !super::worker::flushed(&self.srv, &mut c.link, c.sending.capacity()) {
                     self.close(t);
                 }
                 return;
@@ -559,7 +742,7 @@ impl Worker {
             std::mem::swap(&mut c.sending, &mut c.link.out);
             let batch = c.sending.len();
             c.link.in_flight = batch;
-            c.link.show_output(&self.core.srv, batch, 0, c.sending.capacity() + c.link.out.capacity());
+            c.link.show_output(&self.srv, batch, 0, c.sending.capacity() + c.link.out.capacity());
         }
         let rest = &c.sending[c.sent..];
         let e = opcode::Send::new(types::Fd(c.fd.as_raw_fd()), rest.as_ptr(), rest.len() as u32)
@@ -591,7 +774,7 @@ impl Worker {
         }
         let mut c = self.conns.remove(t);
         let fd = c.fd;
-        self.core.release(&mut c.link, move || drop(fd));
+        super::worker::release(&self.srv, &mut c.link, move || drop(fd));
     }
 }
 

@@ -58,6 +58,9 @@ pub fn close_idle_clients(srv: &Server) {
 
 /// A connection keeps its reply buffer between rounds only up to this size.
 pub const KEEP_OUT: usize = 4096;
+/// Free connection slots a worker keeps, so that a busy script's poll can take new connections
+/// without moving the connection running the script (see `exec::scripts::BusyPoll`).
+pub const SPARE_SLOTS: usize = 64;
 /// Connections waiting in a worker's inbox before the acceptor backs off.
 pub const INBOX_LIMIT: usize = 65536;
 
@@ -116,6 +119,11 @@ impl Inbox {
         drop(q);
         self.wake.wake();
         None
+    }
+
+    /// The oldest connection waiting to be added.
+    pub fn pop_conn(&self) -> Option<Conn> {
+        self.conns.lock().pop_front()
     }
 
     /// Wakes the worker's loop.
@@ -282,37 +290,12 @@ impl Core {
     /// The session of a new connection, registered with the server once the backend has
     /// taken the socket (`publish`).
     pub fn new_link(&self, token: usize, a: &Accepted) -> Link {
-        let srv = &self.srv;
-        let needs_auth = srv.config.hot.has_password.load(Ordering::Relaxed);
-        let mut handle = ClientHandle::new(
-            srv.clients.next_id(),
-            a.addr.clone(),
-            a.laddr.clone(),
-            a.fd.as_raw_fd(),
-            a.unix,
-            srv.now_ms(),
-        );
-        (handle.worker, handle.token) = (self.id, token);
-        let mut client = Client::new(Arc::new(handle), self.id, needs_auth);
-        let inbox = self.inbox.clone();
-        let id = client.id();
-        client.wake = Some(Arc::new(move || inbox.resume(token, id)));
-        Link {
-            session: Session::new(client),
-            out: Vec::new(),
-            sent: 0,
-            in_flight: 0,
-            closing: false,
-            queued: false,
-            shown: OutputShown::default(),
-        }
+        new_link(&self.srv, self.id, &self.inbox, token, a)
     }
 
     /// The connection is live: CLIENT LIST shows it and CLIENT KILL may shut it down.
     pub fn publish(&self, link: &Link) {
-        let handle = link.session.client.handle.clone();
-        *handle.closed.lock() = false;
-        self.srv.clients.add(handle);
+        publish(&self.srv, link)
     }
 
     /// Bytes arrived on connection `t`: runs every complete request. Returns false if the
@@ -595,4 +578,39 @@ pub fn ingest_while_busy(srv: &Server, worker: usize, l: &mut Link, data: &[u8])
         request_shutdown(mode);
     }
     true
+}
+
+/// The session of a new connection, registered with the server once the backend has
+/// taken the socket (`publish`).
+pub fn new_link(srv: &Server, worker: usize, inbox: &Arc<Inbox>, token: usize, a: &Accepted) -> Link {
+    let needs_auth = srv.config.hot.has_password.load(Ordering::Relaxed);
+    let mut handle = ClientHandle::new(
+        srv.clients.next_id(),
+        a.addr.clone(),
+        a.laddr.clone(),
+        a.fd.as_raw_fd(),
+        a.unix,
+        srv.now_ms(),
+    );
+    (handle.worker, handle.token) = (worker, token);
+    let mut client = Client::new(Arc::new(handle), worker, needs_auth);
+    let inbox = inbox.clone();
+    let id = client.id();
+    client.wake = Some(Arc::new(move || inbox.resume(token, id)));
+    Link {
+        session: Session::new(client),
+        out: Vec::new(),
+        sent: 0,
+        in_flight: 0,
+        closing: false,
+        queued: false,
+        shown: OutputShown::default(),
+    }
+}
+
+/// The connection is live: CLIENT LIST shows it and CLIENT KILL may shut it down.
+pub fn publish(srv: &Server, link: &Link) {
+    let handle = link.session.client.handle.clone();
+    *handle.closed.lock() = false;
+    srv.clients.add(handle);
 }

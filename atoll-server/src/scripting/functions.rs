@@ -87,6 +87,12 @@ pub fn function_delete(ctx: &mut Ctx) -> CmdResult {
 
 // FUNCTION FLUSH [ASYNC | SYNC]
 pub fn function_flush(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() > 3 {
+        return Err(CmdError::msg(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+            String::from_utf8_lossy(ctx.args[1])
+        )));
+    }
     if !super::flush_mode_ok(ctx.args) {
         return Err(CmdError::msg("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"));
     }

@@ -318,3 +318,76 @@ fn stock_redis_configs_load() {
         }
     }
 }
+
+/// `rename-command` as Redis applies it: the new name answers, the old one is unknown, an
+/// empty name removes the command, COMMAND INFO still names it by its own name; a rename of
+/// a missing command or onto an existing name is a fatal configuration error.
+#[test]
+fn rename_command_matches_redis() {
+    let args = ["--rename-command", "flushall", "", "--rename-command", "get", "fetch"];
+    let r = start_redis(&args);
+    let a = start_atoll(&args);
+    let mut rc = RawConn::connect(r.port);
+    let mut ac = RawConn::connect(a.port);
+    let cases: &[&[&str]] = &[
+        &["SET", "k", "v"],
+        &["FETCH", "k"],
+        &["fetch", "k"],
+        &["GET", "k"],
+        &["FLUSHALL"],
+        &["COMMAND", "INFO", "fetch"],
+        &["COMMAND", "INFO", "get"],
+        &["DBSIZE"],
+    ];
+    for c in cases {
+        let args: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
+        assert_eq!(show(&ac.cmd(&args)), show(&rc.cmd(&args)), "{c:?}");
+    }
+    for (bad, text) in [
+        (["--rename-command", "nosuchcmd", "x"], "No such command in rename-command"),
+        (["--rename-command", "get", "set"], "Target command name already exists"),
+    ] {
+        for bin in [redis_bin(), env!("CARGO_BIN_EXE_atoll-server").to_string()] {
+            let out = std::process::Command::new(&bin)
+                .args(["--port", &free_port().to_string()])
+                .args(bad)
+                .output()
+                .expect("run server");
+            let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(!out.status.success() && all.contains(text), "{bin} {bad:?}: {all}");
+            assert!(all.contains(">>> 'rename-command"), "{bin}: {all}");
+        }
+    }
+}
+
+/// `oom-score-adj` writes the process's OOM-killer score as Redis does: `yes`/`relative` adds
+/// the primary's value to the score the process started with, `absolute` sets it, `no` puts
+/// the original back; CONFIG SET of either parameter applies at once. Checked on the process
+/// of both servers.
+#[test]
+fn oom_score_adj_matches_redis() {
+    let score = |p: &ServerProc| -> i64 {
+        std::fs::read_to_string(format!("/proc/{}/oom_score_adj", p.child.id())).unwrap().trim().parse().unwrap()
+    };
+    let r = start_redis(&["--oom-score-adj", "yes", "--oom-score-adj-values", "10 200 800"]);
+    let a = start_atoll(&["--oom-score-adj", "yes", "--oom-score-adj-values", "10 200 800"]);
+    let start = score(&r) - 10;
+    assert_eq!(score(&a), score(&r));
+    let mut rc = RawConn::connect(r.port);
+    let mut ac = RawConn::connect(a.port);
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "SET", "oom-score-adj-values", "30 200 800"],
+        &["CONFIG", "SET", "oom-score-adj", "absolute", "oom-score-adj-values", "100 200 800"],
+        &["CONFIG", "SET", "oom-score-adj", "relative"],
+        &["CONFIG", "SET", "oom-score-adj", "no"],
+        &["CONFIG", "SET", "oom-score-adj-values", "5000 0 0"],
+        &["CONFIG", "GET", "oom-score-adj*"],
+    ];
+    for s in steps {
+        let args: Vec<&[u8]> = s.iter().map(|x| x.as_bytes()).collect();
+        assert_eq!(show(&ac.cmd(&args)), show(&rc.cmd(&args)), "{s:?}");
+        assert_eq!(score(&a), score(&r), "after {s:?}");
+    }
+    // The last CONFIG SET was refused and `no` restored the score the process began with.
+    assert_eq!(score(&a), start);
+}

@@ -3,6 +3,7 @@
 //! share, with Redis 7.2's rules and error texts.
 
 pub mod events;
+pub mod process;
 pub mod table;
 pub mod value;
 
@@ -72,6 +73,16 @@ pub struct Config {
     values: RwLock<Vec<String>>,
     pub hot: Hot,
     pub config_file: Option<String>,
+    /// `rename-command` lines, applied to the command table at start-up (`server::net`).
+    pub renames: Vec<Rename>,
+}
+
+/// One `rename-command old new` line (`new` empty: the command is gone).
+pub struct Rename {
+    pub from: String,
+    pub to: String,
+    /// The fatal-error heading naming the line, should the rename fail.
+    pub at: String,
 }
 
 /// Index and row of a parameter by its name or alias (any case).
@@ -82,7 +93,7 @@ pub fn find_def(name: &str) -> Option<(usize, &'static Def)> {
 }
 
 /// The names of the directives a config file may hold besides the table's.
-const FILE_ONLY: &[&str] = &["include", "rename-command", "user", "loadmodule", "sentinel"];
+const FILE_ONLY: &[&str] = &["include", "user", "loadmodule", "sentinel"];
 /// Pre-7.0 directives Redis 7.2 still reads and ignores (with exactly one argument).
 const IGNORED: &[&str] = &["list-max-ziplist-entries", "list-max-ziplist-value", "lua-replicate-commands"];
 
@@ -118,6 +129,7 @@ impl Config {
             values: RwLock::new(DEFS.iter().map(|d| d.default.to_string()).collect()),
             hot: Hot::default(),
             config_file: None,
+            renames: Vec::new(),
         };
         c.refresh_hot();
         c
@@ -218,6 +230,13 @@ impl Config {
                         .map_err(|e| format!("Fatal error, can't open config file '{f}': {e}"))?;
                     warnings.extend(self.load_text(&content)?);
                 }
+                continue;
+            }
+            if name == "rename-command" {
+                let [from, to] = &vals[..] else {
+                    return Err(fatal("Bad directive or wrong number of arguments"));
+                };
+                self.renames.push(Rename { from: from.clone(), to: to.clone(), at: fatal("") });
                 continue;
             }
             if IGNORED.contains(&name.as_str()) && vals.len() == 1 {
@@ -366,6 +385,16 @@ impl Config {
             }
             applied.push((*i, def, before));
             self.values.write()[*i] = v.clone();
+        }
+        // The OOM score depends on two parameters: written once both are in place.
+        if staged.iter().any(|(_, d, _)| d.name.starts_with("oom-score-adj")) {
+            if let Err(e) = process::set_oom_score(&self.get("oom-score-adj"), &self.get("oom-score-adj-values")) {
+                for (j, _, old) in applied.into_iter().rev() {
+                    self.values.write()[j] = old;
+                }
+                let _ = process::set_oom_score(&self.get("oom-score-adj"), &self.get("oom-score-adj-values"));
+                return Err(set_err("oom-score-adj", &e));
+            }
         }
         self.refresh_hot();
         Ok(())

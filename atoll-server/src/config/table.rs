@@ -138,7 +138,6 @@ const CLUSTER: &str = "cluster mode";
 const MAXMEM: &str = "maxmemory limits and eviction";
 const TLS: &str = "TLS";
 const ACL: &str = "ACL files";
-const OOM: &str = "oom-score-adj";
 const DEFRAG: &str = "active defragmentation";
 const CPULIST: &str = "CPU affinity lists";
 const SOCKMARK: &str = "socket marks";
@@ -215,7 +214,7 @@ pub static DEFS: &[Def] = &[
     Def::new("databases", Int { min: 1, max: IMAX }, "16").flags(IMMUTABLE).live(),
     Def::new("dbfilename", Str, "dump.rdb").flags(PROTECTED).live(),
     Def::new("dir", Dir, "").flags(PROTECTED | DENY_LOADING).live(),
-    Def::new("disable-thp", Bool, "yes").flags(IMMUTABLE).inert(),
+    Def::new("disable-thp", Bool, "yes").flags(IMMUTABLE).live(),
     Def::new("dynamic-hz", Bool, "yes").inert(),
     Def::new("enable-debug-command", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).live(),
     Def::new("enable-module-command", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).inert(),
@@ -257,8 +256,8 @@ pub static DEFS: &[Def] = &[
     Def::new("min-replicas-to-write", Int { min: 0, max: IMAX }, "0").alias("min-slaves-to-write").pending(REPL),
     Def::new("no-appendfsync-on-rewrite", Bool, "no").inert(),
     Def::new("notify-keyspace-events", Events, "").live(),
-    Def::new("oom-score-adj", Enum(&["no", "yes", "relative", "absolute"]), "no").pending(OOM),
-    Def::new("oom-score-adj-values", OomValues, "0 200 800").inert(),
+    Def::new("oom-score-adj", Enum(&["no", "yes", "relative", "absolute"]), "no").live(),
+    Def::new("oom-score-adj-values", OomValues, "0 200 800").live(),
     Def::new("pidfile", Str, "").flags(IMMUTABLE).live(),
     Def::new("port", Int { min: 0, max: 65535 }, "6379").file_only(BIND),
     Def::new("proc-title-template", Str, "{title} {listen-addr} {server-mode}").inert(),

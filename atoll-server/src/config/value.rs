@@ -175,6 +175,14 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
         Kind::OutputLimits => parse_output_limits(args, current),
         Kind::Events => events_canonical(one(args)?),
         Kind::OomValues => {
+            // One quoted argument holds all three (`"0 200 800"`), as CONFIG SET gives them.
+            let split: Vec<&str>;
+            let args = if args.len() == 1 {
+                split = args[0].split_whitespace().collect();
+                &split[..]
+            } else {
+                args
+            };
             if args.len() != 3 {
                 return Err("wrong number of arguments".into());
             }

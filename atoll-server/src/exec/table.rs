@@ -285,11 +285,31 @@ impl CommandTable {
     /// Case-insensitive lookup of a top-level command without allocating for short names.
     pub fn lookup(&self, name: &[u8]) -> Option<&Arc<Command>> {
         let mut buf = [0u8; 32];
-        let lower = buf.get_mut(..name.len())?;
+        let Some(lower) = buf.get_mut(..name.len()) else {
+            // Only a name `rename-command` gave is this long.
+            return self.map.get(&*name.to_ascii_lowercase());
+        };
         for (d, &b) in lower.iter_mut().zip(name) {
             *d = b.to_ascii_lowercase();
         }
         self.map.get(&*lower)
+    }
+
+    /// `rename-command from to`: the command answers to `to` instead (nothing, if `to` is
+    /// empty); its own name (COMMAND INFO, errors) stays. `Err` is Redis's text.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), String> {
+        let Some(cmd) = self.map.remove(from.to_ascii_lowercase().as_bytes()) else {
+            return Err("No such command in rename-command".into());
+        };
+        if to.is_empty() {
+            return Ok(());
+        }
+        let key: Box<[u8]> = to.to_ascii_lowercase().into_bytes().into();
+        if self.map.contains_key(&key) {
+            return Err("Target command name already exists".into());
+        }
+        self.map.insert(key, cmd);
+        Ok(())
     }
 
     /// Top-level commands (containers included, subcommands not).

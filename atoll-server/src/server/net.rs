@@ -53,6 +53,12 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     for w in &warnings {
         log_warning!("{w}");
     }
+    crate::config::process::disable_thp_if_always(config.get("disable-thp") == "yes");
+    if let Err(e) =
+        crate::config::process::set_oom_score(&config.get("oom-score-adj"), &config.get("oom-score-adj-values"))
+    {
+        log_warning!("{e}");
+    }
     let maxclients = config.get_i64("maxclients") as usize;
     let adjusted = crate::config::adjust_open_files(maxclients);
     if adjusted != maxclients {
@@ -99,7 +105,14 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     if !pidfile.is_empty() {
         let _ = std::fs::write(&pidfile, format!("{}\n", std::process::id()));
     }
-    let srv = Arc::new(Server::new(config, crate::commands::table::build(), threads, port));
+    let mut table = crate::commands::table::build();
+    for r in &config.renames {
+        if let Err(e) = table.rename(&r.from, &r.to) {
+            eprintln!("{}{e}", r.at);
+            return 1;
+        }
+    }
+    let srv = Arc::new(Server::new(config, table, threads, port));
     let _ = srv.functions_loader.set(crate::scripting::install_libraries);
     let (allocated, _, _) = crate::commands::info::allocated_bytes();
     srv.startup_allocated.store(allocated, Ordering::Relaxed);

@@ -1,0 +1,70 @@
+//! Settings that act on the process itself, as Redis applies them on Linux:
+//!
+//! * `oom-score-adj` / `oom-score-adj-values`: the OOM killer's preference, written to
+//!   `/proc/self/oom_score_adj` at start-up and on every CONFIG SET of either. `yes` (alias
+//!   `relative`) adds the value to the score the process had before Atoll first changed it,
+//!   `absolute` writes the value itself, `no` puts that original score back. The values are
+//!   per process class (primary, replica, background child); Atoll has neither replicas nor
+//!   forked children yet, so the primary's is the one that applies.
+//! * `disable-thp`: when the kernel gives every process transparent huge pages (`[always]`),
+//!   turn them off for this one (`prctl(PR_SET_THP_DISABLE)`): a huge page makes one touched
+//!   byte cost 2 MB of RSS, which is what maxmemory and the operator's dashboards count.
+
+use parking_lot::Mutex;
+
+const OOM_FILE: &str = "/proc/self/oom_score_adj";
+
+/// The score before Atoll changed it (`None`: Atoll has not).
+static OOM_BASE: Mutex<Option<i64>> = Mutex::new(None);
+
+/// Applies `oom-score-adj` (`no`, `yes` or `absolute`) with `oom-score-adj-values` (three
+/// numbers, the primary's first). `Err` is Redis's CONFIG SET text; the reason is logged.
+pub fn set_oom_score(mode: &str, values: &str) -> Result<(), String> {
+    const FAILED: &str = "Failed to set current oom_score_adj. Check server logs.";
+    let mut base = OOM_BASE.lock();
+    let val = if mode != "no" {
+        let b = match *base {
+            Some(b) => b,
+            None => match std::fs::read_to_string(OOM_FILE) {
+                Ok(s) => {
+                    let b = s.trim().parse().unwrap_or(0);
+                    *base = Some(b);
+                    b
+                }
+                Err(e) => {
+                    crate::log_warning!("Unable to read oom_score_adj: {e}");
+                    return Err(FAILED.into());
+                }
+            },
+        };
+        let primary: i64 = values.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let v = if mode == "absolute" { primary } else { primary + b };
+        v.clamp(-1000, 1000)
+    } else {
+        match base.take() {
+            Some(b) => b,
+            None => return Ok(()),
+        }
+    };
+    std::fs::write(OOM_FILE, val.to_string()).map_err(|e| {
+        crate::log_warning!("Unable to write oom_score_adj: {e}");
+        FAILED.to_string()
+    })
+}
+
+/// `disable-thp yes` at start-up: transparent huge pages off for the process when the kernel
+/// applies them to every process.
+pub fn disable_thp_if_always(disable: bool) {
+    let always =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").is_ok_and(|s| s.contains("[always]"));
+    if !always {
+        return;
+    }
+    // SAFETY: prctl with integer arguments only.
+    if disable && unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } == 0 {
+        return;
+    }
+    crate::log_warning!(
+        "WARNING You have Transparent Huge Pages (THP) support enabled in your kernel. This will create latency and memory usage issues with Redis. To fix this issue run the command 'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' as root, and add it to your /etc/rc.local in order to retain the setting after a reboot. Redis must be restarted after THP is disabled (set to 'madvise' or 'never')."
+    );
+}

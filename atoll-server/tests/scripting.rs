@@ -246,6 +246,24 @@ fn a_busy_scripts_own_worker_keeps_answering_its_other_clients() {
         for c in [&mut runner, &mut other, &mut late] {
             assert_eq!(cmd(c, &[b"PING"]), b"+PONG\r\n", "{backend}");
         }
+        // A script queued behind a blocking pop runs when the pop is served (by a push from
+        // this worker) or times out; its worker answers meanwhile all the same.
+        let pop = |key: &str, timeout: &str| -> Vec<u8> {
+            let args: Vec<Vec<u8>> = vec![b"BLPOP".to_vec(), key.as_bytes().to_vec(), timeout.as_bytes().to_vec()];
+            [encode(&args), eval.to_vec()].concat()
+        };
+        runner.send_raw(&pop("q", "0"));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(cmd(&mut other, &[b"LPUSH", b"q", b"x"]), b":1\r\n", "{backend}");
+        assert_eq!(await_busy(&mut other), BUSY, "{backend}: served pop");
+        assert_eq!(cmd(&mut other, &[b"SCRIPT", b"KILL"]), b"+OK\r\n", "{backend}");
+        assert_eq!(runner.read_reply(), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n", "{backend}");
+        assert!(runner.read_reply().starts_with(b"-ERR Script killed"), "{backend}");
+        runner.send_raw(&pop("q2", "0.1"));
+        assert_eq!(await_busy(&mut other), BUSY, "{backend}: timed-out pop");
+        assert_eq!(cmd(&mut other, &[b"SCRIPT", b"KILL"]), b"+OK\r\n", "{backend}");
+        assert_eq!(runner.read_reply(), b"*-1\r\n", "{backend}");
+        assert!(runner.read_reply().starts_with(b"-ERR Script killed"), "{backend}");
         // SHUTDOWN NOSAVE from the busy worker's own client stops the server.
         runner.send_raw(eval);
         assert_eq!(await_busy(&mut other), BUSY, "{backend}");

@@ -141,14 +141,30 @@ impl Worker {
                 self.io.flush(t);
             }
             self.core.end_round(pending, &mut self.io.conns);
+            self.resume_waiting();
         }
     }
 
     fn drain_inbox(&mut self) {
-        for c in self.core.drain_inbox(&mut self.io.conns) {
+        for c in self.core.drain_inbox() {
             self.io.add_connection(c);
         }
-        self.io.keep_spare();
+        self.io.conns.reserve(super::worker::SPARE_SLOTS);
+        self.resume_waiting();
+    }
+
+    /// Resumes the clients whose wait ended (`Core::to_resume`), each as its own input is run.
+    fn resume_waiting(&mut self) {
+        for (t, id) in std::mem::take(&mut self.core.to_resume) {
+            let me = self as *mut Worker;
+            // SAFETY: as in `on_readable`: the poll touches neither the `Core` nor `t`.
+            let busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
+            if let Some(c) = self.io.conns.get_mut(t) {
+                self.core.resume_one(&mut c.link, t, id);
+            }
+            drop(busy);
+            self.after_busy(t);
+        }
     }
 
     /// Reads everything available and runs it; output is written at the end of the round.
@@ -162,6 +178,15 @@ impl Worker {
         // Readiness the busy poll took from `t` itself means more to read.
         while self.read_and_run(t) && std::mem::take(&mut self.io.busy.current_ready) {}
         self.io.busy.swept = false;
+    }
+
+    /// After a command that may have run a busy script for `t`: readiness the poll took from
+    /// `t` itself means more to read.
+    fn after_busy(&mut self, t: usize) {
+        self.io.busy.swept = false;
+        if std::mem::take(&mut self.io.busy.current_ready) && self.io.conns.contains(t) {
+            self.on_readable(t);
+        }
     }
 
     /// `on_readable`'s work; false if the connection closed.
@@ -234,16 +259,10 @@ impl Io {
         entry.insert(Connection { fd: a.fd, link, want_write: false });
     }
 
-    /// Keeps `SPARE_SLOTS` free slots (see `accept_while_busy`).
-    fn keep_spare(&mut self) {
-        self.conns.reserve(super::worker::SPARE_SLOTS);
-    }
-
     /// New connections, taken while a script is busy — only into slots the slab already has,
     /// so that the running connection's entry does not move.
     fn accept_while_busy(&mut self) {
-        while self.conns.len() < self.conns.capacity() {
-            let Some(c) = self.inbox.pop_conn() else { break };
+        while let Some(c) = super::worker::spare_slot_conn(&self.conns, &self.inbox) {
             self.add_connection(c);
         }
     }

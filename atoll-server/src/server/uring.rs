@@ -416,6 +416,7 @@ impl Worker {
                 self.io.flush(t);
             }
             self.core.end_round(pending, &mut self.io.conns);
+            self.resume_waiting();
             self.pacing.tick(self.core.srv.config.hot.io_batch_wait.load(Ordering::Relaxed));
         }
     }
@@ -470,10 +471,25 @@ impl Worker {
     }
 
     fn drain_inbox(&mut self) {
-        for c in self.core.drain_inbox(&mut self.io.conns) {
+        for c in self.core.drain_inbox() {
             self.io.add_connection(c);
         }
-        self.io.keep_spare();
+        self.io.conns.reserve(super::worker::SPARE_SLOTS);
+        self.resume_waiting();
+    }
+
+    /// Resumes the clients whose wait ended (`Core::to_resume`), each as its own input is run.
+    fn resume_waiting(&mut self) {
+        for (t, id) in std::mem::take(&mut self.core.to_resume) {
+            let me = self as *mut Worker;
+            // SAFETY: as in `on_recv`: the poll touches neither the `Core` nor `t`.
+            let busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
+            if let Some(c) = self.io.conns.get_mut(t) {
+                self.core.resume_one(&mut c.link, t, id);
+            }
+            drop(busy);
+            self.after_busy(t);
+        }
     }
 
     fn on_recv(&mut self, t: usize, res: i32, flags: u32, first: Option<&FirstReq>) {
@@ -485,7 +501,11 @@ impl Worker {
         let busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
         self.recv(t, res, flags, first, None);
         drop(busy);
-        // Completions of `t` that arrived while its script was busy, in their order.
+        self.after_busy(t);
+    }
+
+    /// Completions of `t` that arrived while a script it ran was busy, in their order.
+    fn after_busy(&mut self, t: usize) {
         while !self.io.busy.deferred.is_empty() {
             for (ud, res, flags, bytes) in std::mem::take(&mut self.io.busy.deferred) {
                 match ud & 3 {
@@ -547,16 +567,10 @@ impl Io {
         self.post_recv(t);
     }
 
-    /// Keeps `SPARE_SLOTS` free slots (see `accept_while_busy`).
-    fn keep_spare(&mut self) {
-        self.conns.reserve(super::worker::SPARE_SLOTS);
-    }
-
     /// New connections, taken while a script is busy — only into slots the slab already has,
     /// so that the running connection's entry does not move.
     fn accept_while_busy(&mut self) {
-        while self.conns.len() < self.conns.capacity() {
-            let Some(c) = self.inbox.pop_conn() else { break };
+        while let Some(c) = super::worker::spare_slot_conn(&self.conns, &self.inbox) {
             self.add_connection(c);
         }
     }

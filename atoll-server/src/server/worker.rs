@@ -254,6 +254,8 @@ pub struct Core {
     pub inbox: Arc<Inbox>,
     /// Connections with output to write at the end of this round.
     pub to_flush: Vec<usize>,
+    /// (token, client id) of blocked clients whose wait ended, for the backend to resume.
+    pub to_resume: Vec<(usize, u64)>,
     timers: Timers,
     /// Mailboxes being delivered (kept to reuse its allocation).
     mail: Vec<Arc<crate::exec::pubsub::Mailbox>>,
@@ -270,6 +272,7 @@ impl Core {
             srv,
             inbox,
             to_flush: Vec::new(),
+            to_resume: Vec::new(),
             timers: BinaryHeap::new(),
             mail: Vec::new(),
             next_cron,
@@ -356,19 +359,20 @@ impl Core {
     }
 
     /// Takes the inbox: new connections are returned for the backend to add; resumed clients
-    /// are run here.
-    pub fn drain_inbox<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) -> Vec<Conn> {
+    /// join `to_resume`, which the backend runs next (`resume_one`).
+    pub fn drain_inbox(&mut self) -> Vec<Conn> {
         let new: Vec<Conn> = self.inbox.conns.lock().drain(..).collect();
-        let resumed: Vec<(usize, u64)> = std::mem::take(&mut *self.inbox.resumed.lock());
-        for (t, id) in resumed {
-            if let Some(c) = conns.get_mut(t) {
-                let l = c.link();
-                if l.session.client.id() == id {
-                    self.resume(l, t);
-                }
-            }
-        }
+        self.to_resume.append(&mut self.inbox.resumed.lock());
         new
+    }
+
+    /// Runs the wait that ended for client `id` on connection `t` (from `to_resume`), with
+    /// the backend's busy-script poll registered as for arriving input: the requests that
+    /// queued behind the wait may run a script.
+    pub fn resume_one(&mut self, l: &mut Link, t: usize, id: u64) {
+        if l.session.client.id() == id {
+            self.resume(l, t);
+        }
     }
 
     /// beforeSleep, first half: the connections to write, each unmarked so the writes may
@@ -460,7 +464,7 @@ impl Core {
             if let Some(w) = l.session.waiting() {
                 if w.deadline_ms == Some(d) && w.finish(WaitState::TimedOut) {
                     self.srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
-                    self.resume(l, t);
+                    self.to_resume.push((t, id));
                 }
             }
         }
@@ -613,4 +617,14 @@ pub fn publish(srv: &Server, link: &Link) {
     let handle = link.session.client.handle.clone();
     *handle.closed.lock() = false;
     srv.clients.add(handle);
+}
+
+/// A new connection for a busy script's poll to take, if the slab has a free slot for it
+/// already: growing the slab would move the entry of the connection running the script.
+pub fn spare_slot_conn<C>(conns: &slab::Slab<C>, inbox: &Inbox) -> Option<Conn> {
+    if conns.len() < conns.capacity() {
+        inbox.pop_conn()
+    } else {
+        None
+    }
 }

@@ -290,45 +290,15 @@ impl Core {
         Duration::from_millis((wake_at - now).clamp(0, 1000) as u64)
     }
 
-    /// The session of a new connection, registered with the server once the backend has
-    /// taken the socket (`publish`).
-    pub fn new_link(&self, token: usize, a: &Accepted) -> Link {
-        new_link(&self.srv, self.id, &self.inbox, token, a)
-    }
-
-    /// The connection is live: CLIENT LIST shows it and CLIENT KILL may shut it down.
-    pub fn publish(&self, link: &Link) {
-        publish(&self.srv, link)
-    }
-
     /// Bytes arrived on connection `t`: runs every complete request. Returns false if the
     /// connection must be closed now (it sent more than a blocked client may buffer).
     /// `first`: `Session::first_key`'s scan of `data`, if the event loop looked ahead.
     pub fn ingest(&mut self, l: &mut Link, t: usize, data: &[u8], first: Option<&FirstReq>) -> bool {
-        let srv = &*self.srv;
-        // Counted here, where the network delivers bytes, so input a blocked or closing client
-        // receives counts too (as in Redis), and a resumed client's replay does not.
-        let counters = &srv.stats.workers[self.id].counters;
-        bump(&counters.net_input_bytes, data.len() as u64);
-        bump(&counters.reads_processed, 1);
-        if l.closing {
-            // Replies are being flushed before closing; the rest is ignored, as Redis.
-        } else if l.session.waiting().is_some() {
-            // Blocked: keep the bytes for when the wait ends.
-            if !l.session.buffer_input(data, srv) {
-                return false;
-            }
-        } else {
-            let ws = &srv.stats.workers[self.id];
-            let mut reply = Reply { buf: std::mem::take(&mut l.out), proto: l.session.client.proto };
-            let keep = l.session.feed_hinted(srv, ws, data, first, &mut reply);
-            l.out = reply.buf;
-            if !keep {
-                l.closing = true;
-            }
+        let (keep, ran) = run_input(&self.srv, self.id, l, data, first);
+        if ran {
             self.after_commands(l, t);
         }
-        true
+        keep
     }
 
     /// Queues `t` for this round's flush if it has output (or must close).
@@ -485,20 +455,6 @@ impl Core {
         }
     }
 
-    /// All output of `l` reached the socket: recycle the buffer, act on SHUTDOWN, give back
-    /// idle memory. `kept`: capacity of the backend's own send buffer, still held. Returns
-    /// false if the connection must now close.
-    pub fn flushed(&self, l: &mut Link, kept: usize) -> bool {
-        flushed(&self.srv, l, kept)
-    }
-
-    /// The connection is gone: its watches and blocking wait end, it leaves the client list.
-    /// `drop_socket` closes the descriptor — under the handle's lock, so a concurrent CLIENT
-    /// KILL cannot shut down a descriptor number the OS has already reused.
-    pub fn release(&self, l: &mut Link, drop_socket: impl FnOnce()) {
-        release(&self.srv, l, drop_socket)
-    }
-
     /// After commands ran for a connection: SHUTDOWN, and a new blocking deadline.
     fn after_commands(&mut self, l: &mut Link, t: usize) {
         let client = &mut l.session.client;
@@ -562,26 +518,39 @@ pub fn release(srv: &Server, l: &mut Link, drop_socket: impl FnOnce()) {
 /// during a busy script (SCRIPT KILL, FUNCTION KILL/STATS, SHUTDOWN NOSAVE, AUTH, HELLO, …),
 /// and none of those blocks. False if the connection must close.
 pub fn ingest_while_busy(srv: &Server, worker: usize, l: &mut Link, data: &[u8]) -> bool {
+    let (keep, ran) = run_input(srv, worker, l, data, None);
+    // SHUTDOWN NOSAVE stops the server even now, as in Redis.
+    if ran {
+        if let Some(mode) = l.session.client.shutdown.take() {
+            request_shutdown(mode);
+        }
+    }
+    keep
+}
+
+/// Bytes arrived on a connection: counted, then kept (a blocked client), ignored (a closing
+/// one) or run. Returns (the connection may stay open, requests ran).
+fn run_input(srv: &Server, worker: usize, l: &mut Link, data: &[u8], first: Option<&FirstReq>) -> (bool, bool) {
+    // Counted here, where the network delivers bytes, so input a blocked or closing client
+    // receives counts too (as in Redis), and a resumed client's replay does not.
     let ws = &srv.stats.workers[worker];
     bump(&ws.counters.net_input_bytes, data.len() as u64);
     bump(&ws.counters.reads_processed, 1);
     if l.closing {
-        return true;
+        // Replies are being flushed before closing; the rest is ignored, as Redis.
+        return (true, false);
     }
     if l.session.waiting().is_some() {
-        return l.session.buffer_input(data, srv);
+        // Blocked: keep the bytes for when the wait ends.
+        return (l.session.buffer_input(data, srv), false);
     }
     let mut reply = Reply { buf: std::mem::take(&mut l.out), proto: l.session.client.proto };
-    let keep = l.session.feed_hinted(srv, ws, data, None, &mut reply);
+    let keep = l.session.feed_hinted(srv, ws, data, first, &mut reply);
     l.out = reply.buf;
     if !keep {
         l.closing = true;
     }
-    // SHUTDOWN NOSAVE stops the server even now, as in Redis.
-    if let Some(mode) = l.session.client.shutdown.take() {
-        request_shutdown(mode);
-    }
-    true
+    (true, true)
 }
 
 /// The session of a new connection, registered with the server once the backend has

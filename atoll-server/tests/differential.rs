@@ -224,6 +224,17 @@ impl Pair {
             // Scripts and function libraries are server state too.
             assert_eq!(c.cmd(&[b"SCRIPT", b"FLUSH"]), b"+OK\r\n");
             assert_eq!(c.cmd(&[b"FUNCTION", b"FLUSH"]), b"+OK\r\n");
+            // ACL users other than `default` go, with the ACL log.
+            let users = c.cmd(&[b"ACL", b"USERS"]);
+            for name in
+                String::from_utf8_lossy(&users).split("\r\n").filter(|l| !l.is_empty() && !l.starts_with(['*', '$']))
+            {
+                if name != "default" {
+                    c.cmd(&[b"ACL", b"DELUSER", name.as_bytes()]);
+                }
+            }
+            c.cmd(&[b"ACL", b"SETUSER", b"default", b"reset", b"on", b"nopass", b"~*", b"&*", b"+@all"]);
+            assert_eq!(c.cmd(&[b"ACL", b"LOG", b"RESET"]), b"+OK\r\n");
             // Keyspace notifications are off unless a case turns them on.
             assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"notify-keyspace-events", b""]), b"+OK\r\n");
             let r = c.cmd(&[b"SELECT", b"0"]);

@@ -1,6 +1,6 @@
 //! Connection commands: PING, ECHO, AUTH, HELLO, QUIT, RESET, SELECT and CLIENT.
 
-use crate::exec::client::{ClientHandle, ReplyMode};
+use crate::exec::client::ReplyMode;
 use crate::exec::*;
 use crate::protocol::Proto;
 use std::sync::atomic::Ordering;
@@ -25,42 +25,34 @@ pub fn ping(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+// READONLY, READWRITE: cluster commands; Atoll runs standalone, as Redis without cluster mode.
+pub fn cluster_disabled(_ctx: &mut Ctx) -> CmdResult {
+    Err(CmdError::msg("ERR This instance has cluster support disabled"))
+}
+
 // ECHO message
 pub fn echo(ctx: &mut Ctx) -> CmdResult {
     ctx.reply.bulk(ctx.args[1]);
     Ok(())
 }
 
-/// Checks a username/password pair against the default user (ACL users come later).
-fn check_password(srv: &crate::exec::Server, user: Option<&[u8]>, pass: &[u8]) -> bool {
-    if let Some(u) = user {
-        if u != b"default" {
-            return false;
-        }
-    }
-    let required = srv.config.get("requirepass");
-    required.is_empty() || required.as_bytes() == pass
-}
-
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
 // AUTH [username] password
 pub fn auth(ctx: &mut Ctx) -> CmdResult {
-    let (user, pass) = match ctx.args.len() {
-        2 => (None, ctx.args[1]),
-        3 => (Some(ctx.args[1]), ctx.args[2]),
+    let (user, pass): (&[u8], &[u8]) = match ctx.args.len() {
+        2 => (b"default", ctx.args[1]),
+        3 => (ctx.args[1], ctx.args[2]),
         _ => return Err(CmdError::Syntax),
     };
-    if user.is_none() && ctx.srv.config.get("requirepass").is_empty() {
+    if ctx.args.len() == 2 && ctx.srv.acl.default.rules().nopass {
         return Err(CmdError::msg(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         ));
     }
-    if !check_password(ctx.srv, user, pass) {
-        crate::log_verbose!("AUTH failed for client id={}", ctx.client.id());
+    if !super::acl::authenticate(ctx, user, pass) {
         return Err(CmdError::msg(WRONGPASS));
     }
-    ctx.client.authenticated = true;
     ctx.reply.ok();
     Ok(())
 }
@@ -102,10 +94,9 @@ pub fn hello(ctx: &mut Ctx) -> CmdResult {
         }
     }
     if let Some((u, p)) = auth {
-        if !check_password(ctx.srv, Some(u), p) {
+        if !super::acl::authenticate(ctx, u, p) {
             return Err(CmdError::msg(WRONGPASS));
         }
-        ctx.client.authenticated = true;
     }
     if !ctx.client.authenticated {
         return Err(CmdError::msg("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
@@ -176,7 +167,9 @@ pub fn reset(ctx: &mut Ctx) -> CmdResult {
     c.no_touch = false;
     c.handle.no_touch.store(false, Ordering::Relaxed);
     c.handle.no_evict.store(false, Ordering::Relaxed);
-    c.authenticated = !ctx.srv.config.hot.has_password.load(Ordering::Relaxed);
+    // Back to the default user, authenticated only if it needs no password.
+    c.set_user(None);
+    c.authenticated = !ctx.srv.acl.auth_required();
     ctx.reply.simple("RESET");
     Ok(())
 }
@@ -317,99 +310,6 @@ fn running_request<'c>(ctx: &Ctx<'c, '_, '_>) -> &'c [&'c [u8]] {
     }
 }
 
-/// One CLIENT LIST line, with 7.2's fields.
-/// A CLIENT LIST / CLIENT INFO line. `current`: the arguments of the command running now (only
-/// the caller is running one): Redis counts them in argv-mem, and the request itself in qbuf,
-/// since its query buffer is trimmed after the command.
-fn client_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: Option<&[&[u8]]>) -> String {
-    let argv_mem: usize = current.map_or(0, |a| a.iter().map(|x| x.len()).sum());
-    let request: usize = current.map_or(0, |a| {
-        let len = |n: usize| itoa::Buffer::new().format(n).len();
-        3 + len(a.len()) + a.iter().map(|x| 5 + len(x.len()) + x.len()).sum::<usize>()
-    });
-    let cmd = match h.last_cmd.load(Ordering::Relaxed) {
-        0 => "NULL".to_string(),
-        i => srv.table.all[i - 1].name.clone(),
-    };
-    let multi = h.multi.load(Ordering::Relaxed);
-    // In the order Redis's catClientInfoString writes them.
-    let mut flags = String::new();
-    if h.monitor.load(Ordering::Relaxed) {
-        flags.push('O');
-    }
-    if h.subscriptions() > 0 {
-        flags.push('P');
-    }
-    if multi >= 0 {
-        flags.push('x');
-    }
-    if h.waiter.lock().is_some() {
-        flags.push('b');
-    }
-    let tracking = h.tracking.lock().clone();
-    if let Some(t) = &tracking {
-        flags.push('t');
-        if t.broken.load(Ordering::Relaxed) {
-            flags.push('R');
-        }
-        if t.bcast {
-            flags.push('B');
-        }
-    }
-    if h.unix {
-        flags.push('U');
-    }
-    if h.no_evict.load(Ordering::Relaxed) {
-        flags.push('e');
-    }
-    if h.no_touch.load(Ordering::Relaxed) {
-        flags.push('T');
-    }
-    if flags.is_empty() {
-        flags.push('N');
-    }
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let qbuf = load(&h.qbuf) + request as u64;
-    let multi_mem = load(&h.multi_mem);
-    // Atoll keeps one growable reply buffer per connection, not Redis's fixed 16 KB buffer
-    // plus a list of blocks: replies a slow reader has not taken are both the buffer's
-    // occupancy (`obl`) and the output memory that `client-output-buffer-limit` weighs (`omem`);
-    // `oll` (list blocks) has no counterpart and stays 0.
-    let pending = load(&h.out_pending);
-    let tot = h.memory() + request as u64 + argv_mem as u64;
-    format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events={} cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
-        h.id,
-        h.addr,
-        h.laddr,
-        h.fd,
-        String::from_utf8_lossy(&h.name.lock()),
-        (now - h.created_ms).max(0) / 1000,
-        (now - h.last_ms.load(Ordering::Relaxed)).max(0) / 1000,
-        flags,
-        h.db.load(Ordering::Relaxed),
-        h.sub.load(Ordering::Relaxed),
-        h.psub.load(Ordering::Relaxed),
-        h.ssub.load(Ordering::Relaxed),
-        multi,
-        qbuf,
-        load(&h.qbuf_free),
-        argv_mem,
-        multi_mem,
-        load(&h.reply_cap),
-        load(&h.reply_peak),
-        pending,
-        pending,
-        tot,
-        if pending > 0 { "rw" } else { "r" },
-        cmd,
-        tracking.as_ref().map_or(-1, |t| t.redirect as i64),
-        h.resp.load(Ordering::Relaxed),
-        String::from_utf8_lossy(&h.lib_name.lock()),
-        String::from_utf8_lossy(&h.lib_ver.lock()),
-    )
-}
-
 /// The client's class for CLIENT LIST/KILL TYPE (Atoll has no replicas or masters yet).
 fn client_type(h: &crate::exec::client::ClientHandle) -> &'static str {
     if h.subscriptions() > 0 {
@@ -463,7 +363,7 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
             continue;
         }
         let current = if h.id == ctx.client.id() { Some(running_request(ctx)) } else { None };
-        out.push_str(&client_line(ctx.srv, &h, now, current));
+        out.push_str(&crate::exec::client::info_line(ctx.srv, &h, now, current));
         out.push('\n');
     }
     ctx.reply.verbatim("txt", out.as_bytes());
@@ -472,7 +372,8 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
 
 // CLIENT INFO
 pub fn client_info(ctx: &mut Ctx) -> CmdResult {
-    let mut line = client_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms(), Some(running_request(ctx)));
+    let mut line =
+        crate::exec::client::info_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms(), Some(running_request(ctx)));
     line.push('\n');
     ctx.reply.verbatim("txt", line.as_bytes());
     Ok(())
@@ -521,8 +422,7 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
         } else if eq_ic(k, "LADDR") {
             laddr = Some(v.to_vec());
         } else if eq_ic(k, "USER") {
-            // Only the default user exists until ACL users land.
-            if v != b"default" {
+            if ctx.srv.acl.get(v).is_none() {
                 return Err(CmdError::msg(format!("ERR No such user '{}'", String::from_utf8_lossy(v))));
             }
             user = Some(v.to_vec());
@@ -552,7 +452,7 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
         if id.is_some_and(|i| i != h.id)
             || addr.as_ref().is_some_and(|a| a != h.addr.as_bytes())
             || laddr.as_ref().is_some_and(|a| a != h.laddr.as_bytes())
-            || user.as_ref().is_some_and(|u| u != b"default")
+            || user.as_ref().is_some_and(|u| *u != h.user_name())
             || ctype.as_ref().is_some_and(|t| t != client_type(&h))
             || maxage.is_some_and(|m| (now - h.created_ms) / 1000 < m)
             || (skipme && h.id == me)

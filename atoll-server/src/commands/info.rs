@@ -378,10 +378,10 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 let (per_sec, per_cycle) = srv.instantaneous_eventloop();
                 f!("instantaneous_eventloop_cycles_per_sec:{}", per_sec);
                 f!("instantaneous_eventloop_duration_usec:{}", per_cycle);
-                f!("acl_access_denied_auth:0");
-                f!("acl_access_denied_cmd:0");
-                f!("acl_access_denied_key:0");
-                f!("acl_access_denied_channel:0");
+                f!("acl_access_denied_auth:{}", srv.acl.denied[0].load(Ordering::Relaxed));
+                f!("acl_access_denied_cmd:{}", srv.acl.denied[1].load(Ordering::Relaxed));
+                f!("acl_access_denied_key:{}", srv.acl.denied[2].load(Ordering::Relaxed));
+                f!("acl_access_denied_channel:{}", srv.acl.denied[3].load(Ordering::Relaxed));
                 // Atoll's own (io_uring backend): waits that held the wake-up for more requests.
                 f!("io_batched_waits:{}", st.sum(|c| &c.batched_waits));
             }

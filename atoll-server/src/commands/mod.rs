@@ -2,6 +2,7 @@
 //! that is not a data type's (keys, strings, bitmaps, connection, server, transactions). The
 //! data types' commands live in `types`; what runs them all is `exec`.
 
+pub mod acl;
 pub mod admin;
 pub mod bitmap;
 pub mod connection;

@@ -225,6 +225,10 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     let was_on = ctx.srv.config.get_bool("appendonly");
     ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(CmdError::msg)?;
     crate::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
+    if names("requirepass") {
+        let srv = ctx.srv;
+        srv.acl.set_default_password(&srv.acl_env(), srv.config.get("requirepass").as_bytes());
+    }
     if names("appendfsync") || names("aof-timestamp-enabled") {
         crate::exec::aof::set_policy(ctx.srv);
     }
@@ -261,65 +265,15 @@ pub fn config_rewrite(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// Redis prints ACL categories in the order of its category table.
-const ACL_ORDER: &[&str] = &[
-    "@keyspace",
-    "@read",
-    "@write",
-    "@set",
-    "@sortedset",
-    "@list",
-    "@hash",
-    "@string",
-    "@bitmap",
-    "@hyperloglog",
-    "@geo",
-    "@stream",
-    "@pubsub",
-    "@admin",
-    "@fast",
-    "@slow",
-    "@blocking",
-    "@dangerous",
-    "@connection",
-    "@transaction",
-    "@scripting",
-];
-
-/// The command's ACL categories, including those Redis derives from its flags.
-fn acl_categories(c: &Command) -> Vec<&'static str> {
-    use crate::exec::table::flags as f;
-    let mut cats: Vec<&'static str> =
-        ACL_ORDER.iter().copied().filter(|cat| c.acl_categories.iter().any(|x| x == cat)).collect();
-    let mut add = |cat: &'static str| {
-        if !cats.contains(&cat) {
-            cats.push(cat);
-        }
-    };
-    if c.has(f::WRITE) {
-        add("@write");
-    }
-    if c.has(f::READONLY) && !c.acl_categories.iter().any(|x| x == "@scripting") {
-        add("@read");
-    }
-    if c.has(f::ADMIN) {
-        add("@admin");
-        add("@dangerous");
-    }
-    if c.has(f::PUBSUB) {
-        add("@pubsub");
-    }
-    if c.has(f::FAST) {
-        add("@fast");
-    }
-    if c.has(f::BLOCKING) {
-        add("@blocking");
-    }
-    if !c.has(f::FAST) {
-        add("@slow");
-    }
-    cats.sort_by_key(|cat| ACL_ORDER.iter().position(|x| x == cat));
-    cats
+/// The command's ACL categories (those Redis derives from its flags included), in the order
+/// of Redis's category table.
+fn acl_categories(c: &Command) -> Vec<String> {
+    crate::exec::acl::CATEGORIES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| c.acl_cats & (1 << i) != 0)
+        .map(|(_, n)| format!("@{n}"))
+        .collect()
 }
 
 fn reply_key_spec(r: &mut Reply, j: &Json) {
@@ -405,7 +359,7 @@ fn reply_command_info(r: &mut Reply, c: &Command) {
     let cats = acl_categories(c);
     r.set(cats.len());
     for cat in cats {
-        r.simple(cat);
+        r.simple(&cat);
     }
     r.set(c.tips.len());
     for t in &c.tips {
@@ -571,7 +525,7 @@ pub fn command_list(ctx: &mut Ctx) -> CmdResult {
                 }
                 Some((kind, v)) if eq_ic(kind, "ACLCAT") => {
                     let want = format!("@{}", String::from_utf8_lossy(v).to_lowercase());
-                    acl_categories(cmd).contains(&want.as_str())
+                    acl_categories(cmd).contains(&want)
                 }
                 Some((kind, v)) if eq_ic(kind, "PATTERN") => {
                     crate::engine::glob::glob_match(v, cmd.name.as_bytes(), true)

@@ -3,7 +3,7 @@
 //! (see `exec::table`); `tools/gen_specs.py` reads this file for the list of names.
 
 use super::{
-    admin as adm, bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, memory as mem, multi,
+    acl, admin as adm, bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, memory as mem, multi,
     persist as pst, pubsub as ps, server as srv, string as st,
 };
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
@@ -16,8 +16,24 @@ static ROWS: &[Row] = &[
     c("ping", conn::ping, None),
     c("echo", conn::echo, None),
     c("auth", conn::auth, None),
+    c("acl", acl::help, None),
+    c("acl|cat", acl::cat, None),
+    c("acl|deluser", acl::deluser, None),
+    c("acl|dryrun", acl::dryrun, None),
+    c("acl|genpass", acl::genpass, None),
+    c("acl|getuser", acl::getuser, None),
+    c("acl|help", acl::help, None),
+    c("acl|list", acl::list, None),
+    c("acl|load", acl::load, None),
+    c("acl|log", acl::log, None),
+    c("acl|save", acl::save, None),
+    c("acl|setuser", acl::setuser, None),
+    c("acl|users", acl::users, None),
+    c("acl|whoami", acl::whoami, None),
     c("hello", conn::hello, None),
     c("quit", conn::quit, None),
+    c("readonly", conn::cluster_disabled, None),
+    c("readwrite", conn::cluster_disabled, None),
     c("reset", conn::reset, None),
     c("select", conn::select, None),
     c("client", conn::client_help, None),

@@ -29,7 +29,6 @@ pub struct Hot {
     pub maxclients: AtomicUsize,
     pub timeout: AtomicU64,
     pub protected_mode: AtomicBool,
-    pub has_password: AtomicBool,
     pub hz: AtomicU32,
     /// `busy-reply-threshold` (alias `lua-time-limit`), read by every script run.
     pub busy_reply_ms: AtomicI64,
@@ -75,6 +74,13 @@ pub struct Config {
     pub config_file: Option<String>,
     /// `rename-command` lines, applied to the command table at start-up (`server::net`).
     pub renames: Vec<Rename>,
+    /// `user` lines (the name, then its rules), loaded once the command table exists.
+    pub users: Vec<ConfUser>,
+}
+
+/// One `user name rule …` line of the config file.
+pub struct ConfUser {
+    pub argv: Vec<Vec<u8>>,
 }
 
 /// One `rename-command old new` line (`new` empty: the command is gone).
@@ -94,6 +100,8 @@ pub fn find_def(name: &str) -> Option<(usize, &'static Def)> {
 
 /// The names of the directives a config file may hold besides the table's.
 const FILE_ONLY: &[&str] = &["include", "user", "loadmodule", "sentinel"];
+/// Of those, the ones Atoll does not read yet (refused, never ignored).
+const FILE_ONLY_PENDING: &[&str] = &["loadmodule", "sentinel"];
 /// Pre-7.0 directives Redis 7.2 still reads and ignores (with exactly one argument).
 const IGNORED: &[&str] = &["list-max-ziplist-entries", "list-max-ziplist-value", "lua-replicate-commands"];
 
@@ -130,6 +138,7 @@ impl Config {
             hot: Hot::default(),
             config_file: None,
             renames: Vec::new(),
+            users: Vec::new(),
         };
         c.refresh_hot();
         c
@@ -239,10 +248,23 @@ impl Config {
                 self.renames.push(Rename { from: from.clone(), to: to.clone(), at: fatal("") });
                 continue;
             }
+            if name == "user" {
+                if argv.len() < 2 {
+                    return Err(fatal("Bad directive or wrong number of arguments"));
+                }
+                if self.users.iter().any(|u| u.argv[0] == argv[1]) {
+                    return Err(fatal(&format!(
+                        "Error in user declaration '{}': Duplicate user found. A user can only be defined once in config files",
+                        String::from_utf8_lossy(&argv[1])
+                    )));
+                }
+                self.users.push(ConfUser { argv: argv[1..].to_vec() });
+                continue;
+            }
             if IGNORED.contains(&name.as_str()) && vals.len() == 1 {
                 continue;
             }
-            if FILE_ONLY.contains(&name.as_str()) {
+            if FILE_ONLY_PENDING.contains(&name.as_str()) {
                 return Err(fatal(&format!("'{name}' is not supported by Atoll yet")));
             }
             let Some((i, def)) = find_def(&name) else {
@@ -508,7 +530,6 @@ impl Config {
         h.maxclients.store(get("maxclients").parse().unwrap_or(10000), Ordering::Relaxed);
         h.timeout.store(get("timeout").parse().unwrap_or(0), Ordering::Relaxed);
         h.protected_mode.store(get("protected-mode") == "yes", Ordering::Relaxed);
-        h.has_password.store(!get("requirepass").is_empty(), Ordering::Relaxed);
         h.io_batch_wait.store(get("io-batch-wait").parse().unwrap_or(0), Ordering::Relaxed);
         h.busy_reply_ms.store(get("busy-reply-threshold").parse().unwrap_or(5000), Ordering::Relaxed);
         h.hz.store(get("hz").parse::<u32>().unwrap_or(10).clamp(1, 500), Ordering::Relaxed);

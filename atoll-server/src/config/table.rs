@@ -137,7 +137,6 @@ const REPL: &str = "replication";
 const CLUSTER: &str = "cluster mode";
 const MAXMEM: &str = "maxmemory limits and eviction";
 const TLS: &str = "TLS";
-const ACL: &str = "ACL files";
 const DEFRAG: &str = "active defragmentation";
 const CPULIST: &str = "CPU affinity lists";
 const SOCKMARK: &str = "socket marks";
@@ -156,9 +155,9 @@ use Kind::*;
 
 #[rustfmt::skip]
 pub static DEFS: &[Def] = &[
-    Def::new("acl-pubsub-default", Enum(&["allchannels", "resetchannels"]), "resetchannels").inert(),
-    Def::new("aclfile", Str, "").flags(IMMUTABLE).pending(ACL),
-    Def::new("acllog-max-len", Int { min: 0, max: LMAX }, "128").inert(),
+    Def::new("acl-pubsub-default", Enum(&["allchannels", "resetchannels"]), "resetchannels").live(),
+    Def::new("aclfile", Str, "").flags(IMMUTABLE).live(),
+    Def::new("acllog-max-len", Int { min: 0, max: LMAX }, "128").live(),
     Def::new("active-defrag-cycle-max", Int { min: 1, max: 99 }, "25").inert(),
     Def::new("active-defrag-cycle-min", Int { min: 1, max: 99 }, "1").inert(),
     Def::new("active-defrag-ignore-bytes", Memory { min: 1, max: LMAX }, "104857600").inert(),

@@ -89,6 +89,9 @@ pub struct Waiter {
     /// A client postponed by CLIENT PAUSE: at its deadline (the pause's end) the command runs
     /// again instead of timing out, and CLIENT UNBLOCK does not apply.
     pub postponed: bool,
+    /// The ACL registry's epoch when the client blocked: if rules changed since, the command
+    /// is run again rather than served in place, so the permission check sees the new rules.
+    pub acl_epoch: u64,
 }
 
 /// A postponed command is served by nothing but the end of the pause.
@@ -233,6 +236,13 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
         let mut st = next.state.lock();
         if *st != WaitState::Waiting {
             continue;
+        }
+        if next.acl_epoch != srv.acl.epoch.load(Ordering::Relaxed) {
+            *st = WaitState::Retry;
+            drop(st);
+            (next.wake)();
+            srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            break;
         }
         let mut reply = Reply::new(next.proto);
         let saved_db = ks.db;

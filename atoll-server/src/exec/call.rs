@@ -2,6 +2,7 @@
 //! generic gates (arity, auth, DEBUG, MULTI queueing), take its locks, run it, then the write
 //! epilogue — dirty count, effects, blocked clients registered and served — and statistics.
 
+use super::acl::{Context, Denied};
 use super::blocking::{self, WaitState, Waiter};
 use super::client::{Client, ReplyMode};
 use super::stats::{self, WorkerStats};
@@ -179,8 +180,21 @@ fn gated(
         Err((cmd, e)) => return reject(ws, client, out, cmd, e),
     };
     client.handle.last_cmd.store(cmd.id + 1, Ordering::Relaxed);
+    // The user's rules changed since this connection last read them (one relaxed load).
+    let epoch = srv.acl.epoch.load(Ordering::Relaxed);
+    if client.acl_epoch != epoch {
+        refresh_acl(srv, client, epoch);
+    }
     if !client.authenticated && !cmd.has(flags::NO_AUTH) {
         return reject(ws, client, out, Some(cmd), CmdError::msg("NOAUTH Authentication required."));
+    }
+    // ACL: skipped for a user whose root selector allows everything (the default user).
+    if let Some(p) = client.perms.as_ref().filter(|p| !p.unrestricted) {
+        if let Err((d, pos)) = p.check(cmd, argv) {
+            let context = if client.multi.is_some() { Context::Multi } else { Context::Toplevel };
+            let e = acl_denied(srv, client, cmd, argv, d, pos, context);
+            return reject(ws, client, out, Some(cmd), CmdError::msg(format!("NOPERM {e}")));
+        }
     }
     // DEBUG and MODULE LOAD/UNLOAD are PROTECTED: allowed by their `enable-*-command`
     // setting (immutable, so read only here, off the common path).
@@ -261,6 +275,53 @@ fn gated(
     call(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
 }
 
+/// Reads the connection's user's rules again after an ACL change. A user deleted meanwhile
+/// leaves the connection as the default user, unauthenticated (its connection is being closed);
+/// a default user without password lets an unauthenticated connection in, as Redis's
+/// `authRequired` does.
+#[cold]
+pub fn refresh_acl(srv: &Server, client: &mut Client, epoch: u64) {
+    if client.user.as_ref().is_some_and(|u| u.deleted.load(Ordering::Acquire)) {
+        client.set_user(None);
+        client.authenticated = false;
+    }
+    if !client.authenticated && !srv.acl.auth_required() {
+        client.authenticated = true;
+    }
+    let user = client.user.clone().unwrap_or_else(|| srv.acl.default.clone());
+    client.perms = Some(user.rules());
+    client.acl_epoch = epoch;
+}
+
+/// Logs an ACL denial (ACL LOG, INFO counters) and returns Redis's NOPERM text for it, without
+/// the code.
+pub fn acl_denied(
+    srv: &Server,
+    client: &Client,
+    cmd: &Command,
+    argv: &[&[u8]],
+    d: Denied,
+    pos: usize,
+    context: Context,
+) -> String {
+    let user = client.user_name();
+    let object: &[u8] = match d {
+        Denied::Command | Denied::Auth => cmd.name.as_bytes(),
+        Denied::Key | Denied::Channel => argv[pos],
+    };
+    log_acl(srv, client, d, context, object, &user);
+    super::acl::denial_text(d, &user, cmd, argv.get(pos).copied().unwrap_or(b""), false)
+}
+
+/// Adds an ACL LOG entry for `client` (the caller of a script, for the script's commands).
+pub fn log_acl(srv: &Server, client: &Client, d: Denied, context: Context, object: &[u8], user: &[u8]) {
+    let now = srv.now_ms();
+    let who = client.acl_origin.as_ref().unwrap_or(&client.handle);
+    let info = super::client::info_line(srv, who, now, None);
+    let max = srv.config.get_i64("acllog-max-len").max(0) as usize;
+    srv.acl.log_denial(d, context, object, user, info, now, max);
+}
+
 /// Whether CLIENT PAUSE holds this command back: every command under `ALL`; under `WRITE`
 /// those that may write (write commands, and EXEC of a transaction holding one), as Redis.
 fn must_wait_for_pause(srv: &Server, client: &Client, cmd: &Command) -> bool {
@@ -293,6 +354,7 @@ fn postpone(srv: &Server, client: &mut Client, argv: &[&[u8]]) {
         state: parking_lot::Mutex::new(WaitState::Waiting),
         wake: client.wake.clone().unwrap_or_else(|| Arc::new(|| {})),
         postponed: true,
+        acl_epoch: client.acl_epoch,
     });
     srv.blocked_clients.fetch_add(1, Ordering::Relaxed);
     *client.handle.waiter.lock() = Some(w.clone());
@@ -447,6 +509,7 @@ pub fn call(
             state: parking_lot::Mutex::new(WaitState::Waiting),
             wake: ctx.client.wake.clone().unwrap_or_else(|| Arc::new(|| {})),
             postponed: false,
+            acl_epoch: ctx.client.acl_epoch,
         });
         blocking::register(ctx.ks.locks, &w);
         srv.blocked_clients.fetch_add(1, Ordering::Relaxed);
@@ -481,10 +544,13 @@ pub fn call(
         super::pubsub::feed_monitors(srv, ctx.client, argv);
     }
     let st = &ws.cmds[cmd.id];
-    stats::bump(&st.calls, 1);
     let end = srv.clock.instant();
     let us = end.duration_since(start).as_micros() as u64;
-    stats::bump(&st.usec, us);
+    // A command that blocked counts as a call when its wait ends, as in Redis.
+    if ctx.client.waiting.is_none() {
+        stats::bump(&st.calls, 1);
+        stats::bump(&st.usec, us);
+    }
     let hot = &srv.config.hot;
     let track = hot.track.load(Ordering::Relaxed);
     if track & crate::config::TRACK_LATENCY != 0 {
@@ -596,6 +662,12 @@ pub fn script_call(
     };
     if cmd.has(flags::NOSCRIPT) && !srv.deny_scripts_disabled.load(Ordering::Relaxed) {
         return refuse("This Redis command is not allowed from script");
+    }
+    if let Some(p) = client.perms.as_ref().filter(|p| !p.unrestricted) {
+        if let Err((d, pos)) = p.check(cmd, argv) {
+            let e = acl_denied(srv, client, cmd, argv, d, pos, Context::Lua);
+            return refuse(&format!("ACL failure in script: {e}"));
+        }
     }
     let writes = cmd.has(flags::WRITE);
     if read_only && (writes || cmd.has(flags::MAY_REPLICATE)) {

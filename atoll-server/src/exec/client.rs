@@ -38,6 +38,9 @@ pub struct WatchState {
 
 /// Information other threads can see about a client.
 pub struct ClientHandle {
+    /// The user the connection runs as (None: `default`): CLIENT LIST `user`, CLIENT KILL USER,
+    /// and the connections ACL DELUSER closes.
+    pub user: Mutex<Option<Arc<crate::exec::acl::User>>>,
     pub id: u64,
     pub addr: String,
     pub laddr: String,
@@ -109,6 +112,7 @@ impl ClientHandle {
 
     pub fn new(id: u64, addr: String, laddr: String, fd: i32, unix: bool, now_ms: i64) -> ClientHandle {
         ClientHandle {
+            user: Mutex::new(None),
             id,
             addr,
             laddr,
@@ -177,6 +181,11 @@ impl ClientHandle {
 
     /// Asks the connection to close, from any thread. Shutting the socket down wakes the
     /// owning worker with an end-of-file, so the hot path needs no extra wakeup mechanism.
+    /// The name of the user the connection runs as.
+    pub fn user_name(&self) -> Vec<u8> {
+        self.user.lock().as_ref().map_or_else(|| b"default".to_vec(), |u| u.name.clone())
+    }
+
     /// Loopback or unix socket (for protected mode and `enable-debug-command local`).
     pub fn is_local(&self) -> bool {
         self.unix || self.addr.starts_with("127.") || self.addr.starts_with("[::1]")
@@ -200,6 +209,14 @@ pub struct Client {
     pub db: usize,
     pub proto: Proto,
     pub authenticated: bool,
+    /// The user the connection runs as (None: `default`).
+    pub user: Option<Arc<crate::exec::acl::User>>,
+    /// The user's rules as last read, and the registry's `epoch` then (0: never read): a
+    /// command first refreshes them when the epoch moved (see `exec::call`).
+    pub perms: Option<Arc<crate::exec::acl::Rules>>,
+    pub acl_epoch: u64,
+    /// A script's client: the connection that runs the script (ACL LOG shows it).
+    pub acl_origin: Option<Arc<ClientHandle>>,
     pub multi: Option<MultiState>,
     pub watch: Option<WatchState>,
     pub reply_mode: ReplyMode,
@@ -262,6 +279,10 @@ impl Client {
             db: 0,
             proto: Proto::Resp2,
             authenticated: !needs_auth,
+            user: None,
+            perms: None,
+            acl_epoch: 0,
+            acl_origin: None,
             multi: None,
             watch: None,
             reply_mode: ReplyMode::On,
@@ -291,6 +312,19 @@ impl Client {
 
     pub fn id(&self) -> u64 {
         self.handle.id
+    }
+
+    /// The name of the user the connection runs as.
+    pub fn user_name(&self) -> Vec<u8> {
+        self.user.as_ref().map_or_else(|| b"default".to_vec(), |u| u.name.clone())
+    }
+
+    /// Runs as `user` from now on (AUTH, HELLO AUTH; None: `default`, as RESET does).
+    pub fn set_user(&mut self, user: Option<Arc<crate::exec::acl::User>>) {
+        *self.handle.user.lock() = user.clone();
+        self.perms = None;
+        self.acl_epoch = 0;
+        self.user = user;
     }
 
     /// In RESP2 Pub/Sub mode: only the (un)subscribe commands, PING, QUIT and RESET run.
@@ -498,3 +532,96 @@ pub struct Tracker {
 
 /// Modified keys waiting for the BCAST broadcast, each with who modified it (0: expiry).
 pub type Batch = Vec<(Box<[u8]>, u64)>;
+
+/// A CLIENT LIST / CLIENT INFO line. `current`: the arguments of the command running now (only
+/// the caller is running one): Redis counts them in argv-mem, and the request itself in qbuf,
+/// since its query buffer is trimmed after the command.
+pub fn info_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current: Option<&[&[u8]]>) -> String {
+    let argv_mem: usize = current.map_or(0, |a| a.iter().map(|x| x.len()).sum());
+    let request: usize = current.map_or(0, |a| {
+        let len = |n: usize| itoa::Buffer::new().format(n).len();
+        3 + len(a.len()) + a.iter().map(|x| 5 + len(x.len()) + x.len()).sum::<usize>()
+    });
+    let cmd = match h.last_cmd.load(Ordering::Relaxed) {
+        0 => "NULL".to_string(),
+        i => srv.table.all[i - 1].name.clone(),
+    };
+    let multi = h.multi.load(Ordering::Relaxed);
+    // In the order Redis's catClientInfoString writes them.
+    let mut flags = String::new();
+    if h.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
+    if h.subscriptions() > 0 {
+        flags.push('P');
+    }
+    if multi >= 0 {
+        flags.push('x');
+    }
+    if h.waiter.lock().is_some() {
+        flags.push('b');
+    }
+    let tracking = h.tracking.lock().clone();
+    if let Some(t) = &tracking {
+        flags.push('t');
+        if t.broken.load(Ordering::Relaxed) {
+            flags.push('R');
+        }
+        if t.bcast {
+            flags.push('B');
+        }
+    }
+    if h.unix {
+        flags.push('U');
+    }
+    if h.no_evict.load(Ordering::Relaxed) {
+        flags.push('e');
+    }
+    if h.no_touch.load(Ordering::Relaxed) {
+        flags.push('T');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let qbuf = load(&h.qbuf) + request as u64;
+    let multi_mem = load(&h.multi_mem);
+    // Atoll keeps one growable reply buffer per connection, not Redis's fixed 16 KB buffer
+    // plus a list of blocks: replies a slow reader has not taken are both the buffer's
+    // occupancy (`obl`) and the output memory that `client-output-buffer-limit` weighs (`omem`);
+    // `oll` (list blocks) has no counterpart and stays 0.
+    let pending = load(&h.out_pending);
+    let tot = h.memory() + request as u64 + argv_mem as u64;
+    format!(
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events={} cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
+        h.id,
+        h.addr,
+        h.laddr,
+        h.fd,
+        String::from_utf8_lossy(&h.name.lock()),
+        (now - h.created_ms).max(0) / 1000,
+        (now - h.last_ms.load(Ordering::Relaxed)).max(0) / 1000,
+        flags,
+        h.db.load(Ordering::Relaxed),
+        h.sub.load(Ordering::Relaxed),
+        h.psub.load(Ordering::Relaxed),
+        h.ssub.load(Ordering::Relaxed),
+        multi,
+        qbuf,
+        load(&h.qbuf_free),
+        argv_mem,
+        multi_mem,
+        load(&h.reply_cap),
+        load(&h.reply_peak),
+        pending,
+        pending,
+        tot,
+        if pending > 0 { "rw" } else { "r" },
+        cmd,
+        String::from_utf8_lossy(&h.user_name()),
+        tracking.as_ref().map_or(-1, |t| t.redirect as i64),
+        h.resp.load(Ordering::Relaxed),
+        String::from_utf8_lossy(&h.lib_name.lock()),
+        String::from_utf8_lossy(&h.lib_ver.lock()),
+    )
+}

@@ -22,11 +22,17 @@ pub enum Find {
     Unknown,
 }
 
+/// `KeySpec::acl` bit of a spec whose "keys" are not keys (SSUBSCRIBE's shard channels).
+pub const NOT_KEY: u8 = 0x80;
+
 #[derive(Debug, Clone)]
 pub struct KeySpec {
     pub begin: Begin,
     pub find: Find,
     pub flags: Vec<String>,
+    /// The ACL permission the keys need: read (1) for ACCESS, write (2) for INSERT, DELETE or
+    /// UPDATE (Redis's `ACLSelectorCheckKey`); `NOT_KEY` (a shard channel) is no key to ACL.
+    pub acl: u8,
 }
 
 impl KeySpec {
@@ -58,11 +64,15 @@ impl KeySpec {
         } else {
             Find::Unknown
         };
-        let flags = j["flags"]
+        let flags: Vec<String> = j["flags"]
             .as_array()
             .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
             .unwrap_or_default();
-        KeySpec { begin, find, flags }
+        let has = |f: &str| flags.iter().any(|x: &String| x == f);
+        let acl = u8::from(has("ACCESS"))
+            | (u8::from(has("INSERT") || has("DELETE") || has("UPDATE")) << 1)
+            | (u8::from(has("NOT_KEY")) * NOT_KEY);
+        KeySpec { begin, find, flags, acl }
     }
 }
 
@@ -76,7 +86,19 @@ pub enum KeysError {
 /// Collects the argument indexes of keys (Redis's `getKeysUsingKeySpecs`). Positions past the
 /// end of the arguments are ignored: the command itself will report the syntax error.
 pub fn key_positions(specs: &[KeySpec], args: &[&[u8]], out: &mut impl Extend<usize>) -> Result<(), KeysError> {
+    key_positions_with(specs, args, |i, _| out.extend(std::iter::once(i))).map(|_| ())
+}
+
+/// `key_positions`, telling `found` each key's position and the spec that found it. `Ok(false)`:
+/// a spec's keys run past the arguments (Redis then finds the keys another way, which for such
+/// a malformed request finds none).
+pub fn key_positions_with(
+    specs: &[KeySpec],
+    args: &[&[u8]],
+    mut found: impl FnMut(usize, &KeySpec),
+) -> Result<bool, KeysError> {
     let argc = args.len() as i64;
+    let mut complete = true;
     for spec in specs {
         let first = match &spec.begin {
             Begin::Index(p) => *p,
@@ -130,13 +152,16 @@ pub fn key_positions(specs: &[KeySpec], args: &[&[u8]], out: &mut impl Extend<us
         if step <= 0 {
             continue;
         }
+        if last >= argc || last < first {
+            complete = false;
+        }
         let mut i = first;
         while i <= last && i < argc {
-            out.extend(std::iter::once(i as usize));
+            found(i as usize, spec);
             i += step;
         }
     }
-    Ok(())
+    Ok(complete)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! Layering: `server` (I/O, workers, sessions) sits above this module; `commands` and `types`
 //! use it; it uses only `engine`, `protocol`, `config` and `log` below it.
 
+pub mod acl;
 pub mod aof;
 pub mod blocking;
 pub mod call;

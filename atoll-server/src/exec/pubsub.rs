@@ -281,6 +281,32 @@ impl PubSub {
         }
     }
 
+    /// The connections of `user` holding a subscription its new `rules` no longer allow (ACL
+    /// SETUSER closes them, as Redis's `ACLKillPubsubClientsIfNeeded`).
+    pub fn subscribers_losing(
+        &self,
+        user: &Arc<super::acl::User>,
+        rules: &super::acl::Rules,
+    ) -> Vec<Arc<super::client::ClientHandle>> {
+        let mut out: Vec<Arc<super::client::ClientHandle>> = Vec::new();
+        for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+            for (name, subs) in self.map(kind).read().iter() {
+                for mb in subs {
+                    let h = &mb.handle;
+                    let mine = h.user.lock().as_ref().is_some_and(|u| Arc::ptr_eq(u, user))
+                        || (h.user.lock().is_none() && user.name == b"default");
+                    if mine
+                        && !rules.keeps_subscription(name, kind == Kind::Pattern)
+                        && !out.iter().any(|o| o.id == h.id)
+                    {
+                        out.push(h.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Active names (with at least one subscriber) matching `pattern`, if given.
     pub fn names(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Box<[u8]>> {
         self.map(kind).read().keys().filter(|n| pattern.is_none_or(|p| glob_match(p, n, false))).cloned().collect()

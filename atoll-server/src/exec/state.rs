@@ -63,6 +63,8 @@ pub struct Server {
     pub config: Config,
     pub ks: Keyspace,
     pub table: CommandTable,
+    /// Users, permissions and the ACL log.
+    pub acl: super::acl::Acl,
     pub clients: client::Registry,
     pub stats: stats::Stats,
     pub lazyfree: lazyfree::LazyFree,
@@ -188,7 +190,17 @@ impl Server {
         };
         let now = unix_ms();
         let persistence = super::persistence::Persistence::new();
+        let acl = {
+            let env = super::acl::RuleEnv {
+                table: &table,
+                all_channels_default: config.get("acl-pubsub-default") == "allchannels",
+            };
+            let acl = super::acl::Acl::new(&env);
+            acl.set_default_password(&env, config.get("requirepass").as_bytes());
+            acl
+        };
         Server {
+            acl,
             stats: stats::Stats::new(threads, table.all.len()),
             lazyfree: lazyfree::LazyFree::default(),
             table,
@@ -226,6 +238,14 @@ impl Server {
             sink: Mutex::new(None),
             ops_sample: Mutex::new(Sample { at: Instant::now(), ..Sample::default() }),
             config,
+        }
+    }
+
+    /// What ACL rules are read against: the command table and `acl-pubsub-default`.
+    pub fn acl_env(&self) -> super::acl::RuleEnv<'_> {
+        super::acl::RuleEnv {
+            table: &self.table,
+            all_channels_default: self.config.get("acl-pubsub-default") == "allchannels",
         }
     }
 

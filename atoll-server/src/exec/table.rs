@@ -112,6 +112,11 @@ pub struct Command {
     /// Flag names as COMMAND INFO prints them (lower case).
     pub flag_names: Vec<String>,
     pub acl_categories: Vec<String>,
+    /// Every ACL category the command is in, as bits (`acl::category_bit`), including those
+    /// Redis derives from its flags (`setImplicitACLCategories`).
+    pub acl_cats: u32,
+    /// The channels it names, for ACL channel permissions.
+    pub channels: super::acl::Channels,
     pub tips: Vec<String>,
     pub key_specs: Vec<KeySpec>,
     /// Legacy (first, last, step) key range for COMMAND INFO.
@@ -195,6 +200,37 @@ fn legacy_range(specs: &[KeySpec]) -> ((i64, i64, i64), bool) {
     (range.unwrap_or((0, 0, 0)), movable)
 }
 
+/// The command's categories as bits: those its spec lists, plus those Redis derives from its
+/// flags (`setImplicitACLCategories`).
+fn implicit_categories(fl: u32, listed: &[String]) -> u32 {
+    let bit = |n: &str| super::acl::category_bit(n.as_bytes()).unwrap_or(0);
+    let mut cats = listed.iter().fold(0, |acc, c| acc | bit(c.trim_start_matches('@')));
+    let has = |f: u32| fl & f != 0;
+    if has(flags::WRITE) {
+        cats |= bit("write");
+    }
+    // Scripting commands flagged read-only (EVAL_RO …) are not @read, as in Redis.
+    if has(flags::READONLY) && cats & bit("scripting") == 0 {
+        cats |= bit("read");
+    }
+    if has(flags::ADMIN) {
+        cats |= bit("admin") | bit("dangerous");
+    }
+    if has(flags::PUBSUB) {
+        cats |= bit("pubsub");
+    }
+    if has(flags::FAST) {
+        cats |= bit("fast");
+    }
+    if has(flags::BLOCKING) {
+        cats |= bit("blocking");
+    }
+    if !has(flags::FAST) {
+        cats |= bit("slow");
+    }
+    cats
+}
+
 impl CommandTable {
     pub fn build(rows: &[Row]) -> CommandTable {
         let specs: serde_json::Map<String, Json> = serde_json::from_str(SPECS_JSON).expect("specs.json is valid JSON");
@@ -239,16 +275,20 @@ impl CommandTable {
                 fl |= flags::MOVABLE_KEYS;
                 flag_names.push("movablekeys".into());
             }
+            let acl_categories: Vec<String> = spec["acl_categories"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| c.as_str().map(|s| format!("@{}", s.to_lowercase()))).collect())
+                .unwrap_or_default();
+            let acl_cats = implicit_categories(fl, &acl_categories);
             Command {
                 name: row.name.to_string(),
+                acl_cats,
+                channels: super::acl::Channels::of(row.name),
                 id,
                 arity: spec["arity"].as_i64().unwrap_or(-1),
                 flags: fl,
                 flag_names,
-                acl_categories: spec["acl_categories"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(|c| c.as_str().map(|s| format!("@{}", s.to_lowercase()))).collect())
-                    .unwrap_or_default(),
+                acl_categories,
                 tips: spec["command_tips"]
                     .as_array()
                     .map(|a| a.iter().filter_map(|c| c.as_str().map(|s| s.to_lowercase())).collect())
@@ -310,6 +350,12 @@ impl CommandTable {
         }
         self.map.insert(key, cmd);
         Ok(())
+    }
+
+    /// Top-level commands by their original names, whatever `rename-command` did (ACL rules
+    /// and categories name commands so).
+    pub fn top_level_original(&self) -> impl Iterator<Item = &Arc<Command>> {
+        self.all.iter().filter(|c| !c.name.contains('|'))
     }
 
     /// Top-level commands (containers included, subcommands not).

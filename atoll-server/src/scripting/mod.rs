@@ -170,6 +170,11 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
         // The keys the script reads are tracked for its caller (CLIENT TRACKING).
         client.tracking = ctx.client.tracking.clone();
         client.caching = ctx.client.caching;
+        // Its commands run with the caller's permissions (and are logged as the caller's).
+        client.user = ctx.client.user.clone();
+        client.perms = ctx.client.perms.clone();
+        client.acl_epoch = ctx.client.acl_epoch;
+        client.acl_origin = Some(ctx.client.handle.clone());
         let state =
             RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: true });
         let worker = ctx.client.worker;
@@ -337,9 +342,13 @@ fn run_entry_in(
                 Err(e) => return fail(e),
             };
             let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-            match crate::exec::call::resolve(state.borrow().srv, &refs) {
-                // Every user may run every command until ACL users exist.
-                Ok(_) => Ok((true, Value::Boolean(true))),
+            let st = state.borrow();
+            match crate::exec::call::resolve(st.srv, &refs) {
+                // The caller's permissions (the script's client carries them).
+                Ok(cmd) => {
+                    let ok = st.client.perms.as_ref().is_none_or(|p| p.unrestricted || p.check(cmd, &refs).is_ok());
+                    Ok((true, Value::Boolean(ok)))
+                }
                 Err(_) => fail("Invalid command passed to redis.acl_check_cmd()"),
             }
         }

@@ -113,6 +113,10 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         }
     }
     let srv = Arc::new(Server::new(config, table, threads, port));
+    if let Err(e) = crate::commands::acl::load_at_startup(&srv) {
+        log_warning!("{e}");
+        return 1;
+    }
     let _ = srv.functions_loader.set(crate::scripting::install_libraries);
     let (allocated, _, _) = crate::commands::info::allocated_bytes();
     srv.startup_allocated.store(allocated, Ordering::Relaxed);
@@ -368,8 +372,8 @@ fn admit<S: std::io::Write>(srv: &Server, s: &mut S, peer: Option<std::net::IpAd
         return false;
     }
     if let Some(ip) = peer {
-        let protected = srv.config.hot.protected_mode.load(Ordering::Relaxed)
-            && !srv.config.hot.has_password.load(Ordering::Relaxed);
+        // As Redis: protected while the default user needs no password.
+        let protected = srv.config.hot.protected_mode.load(Ordering::Relaxed) && srv.acl.default.rules().nopass;
         if protected && !ip.is_loopback() {
             let _ = s.write_all(PROTECTED_MSG.as_bytes());
             stats.rejected_connections.fetch_add(1, Ordering::Relaxed);

@@ -367,6 +367,12 @@ impl Session {
         }
         out.proto = self.client.proto;
         crate::exec::blocking::unregister(&srv.ks, &w);
+        // The wait ended: the blocked command counts as a call now (a re-run counts itself).
+        if !matches!(state, WaitState::Retry) {
+            if let Ok(c) = crate::exec::call::resolve(srv, &w.argv.iter().map(|a| a.as_slice()).collect::<Vec<_>>()) {
+                ws.cmds[c.id].calls.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         match state {
             WaitState::Served(bytes) => {
                 // A waiter served with an error (a stream deleted under XREADGROUP) counts it
@@ -374,7 +380,9 @@ impl Session {
                 if let Some(text) = bytes.strip_prefix(b"-") {
                     let text = String::from_utf8_lossy(text);
                     crate::exec::call::count_error(ws, text.trim_end());
-                    if let Some(c) = w.argv.first().and_then(|n| srv.table.lookup(n)) {
+                    if let Ok(c) =
+                        crate::exec::call::resolve(srv, &w.argv.iter().map(|a| a.as_slice()).collect::<Vec<_>>())
+                    {
                         ws.cmds[c.id].failed_calls.fetch_add(1, Ordering::Relaxed);
                     }
                 }

@@ -556,7 +556,7 @@ fn run_input(srv: &Server, worker: usize, l: &mut Link, data: &[u8], first: Opti
 /// The session of a new connection, registered with the server once the backend has
 /// taken the socket (`publish`).
 pub fn new_link(srv: &Server, worker: usize, inbox: &Arc<Inbox>, token: usize, a: &Accepted) -> Link {
-    let needs_auth = srv.config.hot.has_password.load(Ordering::Relaxed);
+    let needs_auth = srv.acl.auth_required();
     let mut handle = ClientHandle::new(
         srv.clients.next_id(),
         a.addr.clone(),

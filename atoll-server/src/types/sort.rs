@@ -23,7 +23,8 @@ struct SortOptions<'a> {
     store: Option<&'a [u8]>,
 }
 
-fn parse_options<'a>(args: &[&'a [u8]], readonly: bool) -> Result<SortOptions<'a>, CmdError> {
+/// `full_keys`: the user may read every key (BY and GET name keys no key spec shows).
+fn parse_options<'a>(args: &[&'a [u8]], readonly: bool, full_keys: bool) -> Result<SortOptions<'a>, CmdError> {
     let mut o = SortOptions {
         desc: false,
         alpha: false,
@@ -52,8 +53,14 @@ fn parse_options<'a>(args: &[&'a [u8]], readonly: bool) -> Result<SortOptions<'a
         } else if eq_ic(a, "BY") && left >= 1 {
             o.by = Some(args[j + 1]);
             o.dont_sort = !args[j + 1].contains(&b'*');
+            if !o.dont_sort && !full_keys {
+                return Err(CmdError::msg("ERR BY option of SORT denied due to insufficient ACL permissions."));
+            }
             j += 1;
         } else if eq_ic(a, "GET") && left >= 1 {
+            if !full_keys {
+                return Err(CmdError::msg("ERR GET option of SORT denied due to insufficient ACL permissions."));
+            }
             o.gets.push(args[j + 1]);
             j += 1;
         } else {
@@ -161,7 +168,9 @@ fn load_elements(val: Option<&Value>, range: Option<(usize, usize)>, desc: bool)
 }
 
 fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
-    let mut o = parse_options(ctx.args, readonly)?;
+    let full_keys =
+        ctx.client.perms.as_ref().is_none_or(|p| p.unrestricted || p.check_with_all_keys_readable(ctx.cmd, ctx.args));
+    let mut o = parse_options(ctx.args, readonly, full_keys)?;
     let key = ctx.arg(1);
     // A missing key sorts like an empty list.
     let kind = ctx.ks.lookup_read(key).map_or(Kind::List, |o| kind_of(&o));

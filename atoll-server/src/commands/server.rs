@@ -259,7 +259,13 @@ pub fn config_rewrite(ctx: &mut Ctx) -> CmdResult {
     let Some(path) = ctx.srv.config.config_file.clone() else {
         return Err(CmdError::msg("ERR The server is running without a config file"));
     };
-    ctx.srv.config.rewrite(&path).map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
+    // Users go to the config file unless an ACL file keeps them (Redis's rewriteConfigUserOption).
+    let users: Vec<String> = if ctx.srv.config.get("aclfile").is_empty() {
+        ctx.srv.acl.lines().iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect()
+    } else {
+        Vec::new()
+    };
+    ctx.srv.config.rewrite(&path, &users).map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
     crate::log_notice!("CONFIG REWRITE executed with success.");
     ctx.reply.ok();
     Ok(())

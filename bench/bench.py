@@ -13,7 +13,9 @@ per idle connection with 10,000 connections open.
 
 Usage: python3 bench/bench.py [--rounds 3] [--requests 1000000] [--only cpu|unix|mem|types|elements]
                               [--backends io_uring,epoll,base] [--pipelines 1,16]
-Atoll runs as "atoll-io_uring" (the default backend) and/or "atoll-epoll"; "untracked" is the
+Atoll runs as "atoll-io_uring" (the default backend) and/or "atoll-epoll"; "acl" (and
+"redis-acl" for Redis) is the default backend with the load run as a restricted ACL user (keys
+~key:*, commands +@all -@dangerous) instead of the default user; "untracked" is the
 default backend with latency tracking and hot-key sampling off (their cost); "base" is an older
 build given by $ATOLL_BASE, for before/after comparisons in one run. Server CPU is also split
 into user space and kernel ("user" column): loopback TCP costs both servers the same kernel work.
@@ -50,7 +52,22 @@ def wait_ready(port, proc):
     raise SystemExit("server did not start")
 
 
+# The restricted user of the "acl" kinds: every key the load uses, not the rest.
+ACL_USER = [b"ACL", b"SETUSER", b"bench", b"on", b">benchpw", b"~key:*", b"~counter:*", b"~mylist",
+            b"~myset", b"~myhash", b"~myzset", b"~zbench", b"~xbench", b"~k:*", b"+@all", b"-@dangerous"]
+
+
 def start(kind, cpu="0", extra=()):
+    p, port = start_server(kind.removesuffix("-acl") if kind == "redis-acl" else
+                           ("atoll" if kind == "acl" else kind), cpu, extra)
+    if kind in ("acl", "redis-acl"):
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(resp(*ACL_USER))
+            assert s.recv(16).startswith(b"+OK")
+    return p, port
+
+
+def start_server(kind, cpu="0", extra=()):
     port = free_port()
     if kind.startswith("atoll") or kind == "base":
         # "atoll-epoll" / "atoll-io_uring": this build on that backend ("atoll": the default,
@@ -123,9 +140,11 @@ def script_load(port):
         assert EVAL_SHA.encode() in s.recv(128)
 
 
-def run_bench(port, test, requests, pipeline, clients=50, sock=None):
+def run_bench(port, test, requests, pipeline, clients=50, sock=None, user=None):
     spec = TYPE_WORKLOADS.get(test, ["-t", test])
     target = ["-s", sock] if sock else ["-p", str(port)]
+    if user:
+        target += ["--user", user, "-a", "benchpw"]
     cmd = ["taskset", "-c", "1", "redis-benchmark"] + target + ["-c", str(clients),
            "-n", str(requests), "-r", "100000", "-d", "32", "-P", str(pipeline), "-q", "--csv"]
     cmd += spec if spec[0] == "-t" else spec
@@ -152,7 +171,8 @@ def measure(kind, test, requests, pipeline, unix=False, clients=50):
         if test == "evalsha":
             script_load(port)
         (u0, s0), m0 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
-        ops, lat = run_bench(port, test, requests, pipeline, clients=clients, sock=sock)
+        user = "bench" if kind in ("acl", "redis-acl") else None
+        ops, lat = run_bench(port, test, requests, pipeline, clients=clients, sock=sock, user=user)
         (u1, s1), m1 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
         per_op = lambda ticks: ticks / HZ * 1e6 / requests
         p99 = lat[4] if len(lat) >= 5 else float("nan")  # avg,min,p50,p95,p99,max (ms)
@@ -340,7 +360,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, a.conns + 1000), hard))
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
     pipelines = tuple(int(p) for p in a.pipelines.split(","))
-    kinds = ("redis",) + tuple("base" if b == "base" else f"atoll-{b}" for b in a.backends.split(","))
+    kinds = ("redis",) + tuple(b if b in ("base", "acl", "redis-acl") else f"atoll-{b}" for b in a.backends.split(","))
     clients = tuple(int(c) for c in a.clients.split(","))
     if a.only in (None, "cpu"):
         cpu_suite(a.rounds, a.requests, kinds=kinds, pipelines=pipelines, clients=clients)

@@ -9,8 +9,10 @@
 //! * `persist` — RDB files and DUMP payloads in Redis's formats, fork-less snapshots;
 //! * `config`, `log` — the configuration table and Redis-format logging;
 //! * `engine` — the sharded keyspace and the values it stores;
-//! * `protocol` — RESP parsing and reply encoding, no storage knowledge.
+//! * `protocol` — RESP parsing and reply encoding, no storage knowledge;
+//! * `alloc` — the counting allocator (`used_memory`).
 
+pub mod alloc;
 pub mod commands;
 pub mod config;
 pub mod engine;

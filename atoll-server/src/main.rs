@@ -1,9 +1,7 @@
 //! `atoll-server [config-file] [--directive value ...]`, like `redis-server`.
 
-use tikv_jemallocator::Jemalloc;
-
 #[global_allocator]
-static GLOBAL: Jemalloc = Jemalloc;
+static GLOBAL: atoll::alloc::Counting = atoll::alloc::Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

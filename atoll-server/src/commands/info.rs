@@ -167,6 +167,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
             }
             "memory" => {
                 let (alloc, active, resident) = allocated_bytes();
+                let allocator = crate::exec::stats::jemalloc_allocated();
                 let rss = rss_bytes();
                 let maxmem = srv.config.get_i64("maxmemory") as u64;
                 o.push_str("# Memory\r\n");
@@ -186,7 +187,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("used_memory_startup:{}", startup);
                 f!("used_memory_dataset:{}", dataset);
                 f!("used_memory_dataset_perc:{:.2}%", dataset as f64 * 100.0 / alloc.max(1) as f64);
-                f!("allocator_allocated:{}", alloc);
+                f!("allocator_allocated:{}", allocator);
                 f!("allocator_active:{}", active);
                 f!("allocator_resident:{}", resident);
                 let tsm = total_system_memory();
@@ -218,8 +219,8 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("maxmemory_human:{}", human(maxmem));
                 f!("maxmemory_policy:{}", srv.config.get("maxmemory-policy"));
                 let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-                f!("allocator_frag_ratio:{:.2}", ratio(active, alloc));
-                f!("allocator_frag_bytes:{}", active.saturating_sub(alloc));
+                f!("allocator_frag_ratio:{:.2}", ratio(active, allocator));
+                f!("allocator_frag_bytes:{}", active.saturating_sub(allocator));
                 f!("allocator_rss_ratio:{:.2}", ratio(resident, active));
                 f!("allocator_rss_bytes:{}", resident.saturating_sub(active));
                 f!("rss_overhead_ratio:{:.2}", ratio(rss, resident));
@@ -334,10 +335,11 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("expired_stale_perc:{:.2}", srv.stats.expired_stale_perc());
                 f!("expired_time_cap_reached_count:{}", st.sum(|c| &c.expire_cycle_capped));
                 f!("expire_cycle_cpu_milliseconds:{}", st.sum(|c| &c.expire_cycle_cpu_ms));
-                f!("evicted_keys:0");
-                f!("evicted_clients:0");
-                f!("total_eviction_exceeded_time:0");
-                f!("current_eviction_exceeded_time:0");
+                f!("evicted_keys:{}", srv.evict.evicted_keys.load(Ordering::Relaxed));
+                f!("evicted_clients:{}", srv.evict.evicted_clients.load(Ordering::Relaxed));
+                let (cur, total) = srv.evict.exceeded_ms(srv.now_ms());
+                f!("total_eviction_exceeded_time:{}", total);
+                f!("current_eviction_exceeded_time:{}", cur);
                 f!("keyspace_hits:{}", st.sum(|c| &c.keyspace_hits));
                 f!("keyspace_misses:{}", st.sum(|c| &c.keyspace_misses));
                 {

@@ -819,11 +819,6 @@ pub fn persist(ctx: &mut Ctx) -> CmdResult {
 // OBJECT
 // ---------------------------------------------------------------------------------------------
 
-/// The configured eviction policy tracks access frequency (LFU) rather than recency (LRU).
-fn lfu_policy(srv: &Server) -> bool {
-    srv.config.get("maxmemory-policy").ends_with("-lfu")
-}
-
 // OBJECT HELP
 pub fn object_help(ctx: &mut Ctx) -> CmdResult {
     if ctx.args.len() == 1 {
@@ -864,23 +859,17 @@ pub fn object_encoding(ctx: &mut Ctx) -> CmdResult {
 
 // OBJECT FREQ key
 pub fn object_freq(ctx: &mut Ctx) -> CmdResult {
-    let lru_clock = ctx.ks.lru_clock;
     // A missing key answers null before the policy is looked at, as in Redis.
-    let Some(idle_secs) = lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| lru_clock.saturating_sub(o.lru())) else {
+    let Some(lru) = lookup_notouch(&mut ctx.ks, ctx.args[2]).map(|o| o.lru()) else {
         ctx.reply.null();
         return Ok(());
     };
-    if !lfu_policy(ctx.srv) {
+    let Some((_, decay)) = ctx.ks.lfu else {
         return Err(CmdError::msg(
             "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ));
-    }
-    // No per-key access counter is kept yet: report Redis's starting counter (LFU_INIT_VAL),
-    // decayed by one per `lfu-decay-time` minutes of idleness, as LFUDecrAndReturn would.
-    const LFU_INIT_VAL: i64 = 5;
-    let decay = ctx.srv.config.get_i64("lfu-decay-time");
-    let periods = if decay > 0 { (idle_secs as i64 / 60) / decay } else { 0 };
-    ctx.reply.int((LFU_INIT_VAL - periods).max(0));
+    };
+    ctx.reply.int(crate::exec::evict::lfu_decayed(lru, ctx.ks.now, decay) as i64);
     Ok(())
 }
 
@@ -891,7 +880,7 @@ pub fn object_idletime(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.null();
         return Ok(());
     };
-    if lfu_policy(ctx.srv) {
+    if ctx.ks.lfu.is_some() {
         return Err(CmdError::msg(
             "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ));

@@ -177,6 +177,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             db: ctx.client.db,
             now: srv.now_ms(),
             lru_clock: ctx.ks.lru_clock,
+            lfu: ctx.ks.lfu,
             no_touch: false,
             dirty: 0,
             emit: ctx.ks.emit,

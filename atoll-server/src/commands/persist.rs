@@ -94,14 +94,20 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
             ctx.rewrite_effect(argv);
         }
     }
-    if let Some(secs) = idle {
-        let clock = ctx.ks.lru_clock;
+    // IDLETIME sets the access time under an LRU policy, FREQ the counter under an LFU one
+    // (Redis's objectSetLRUOrLFU); the other is ignored.
+    let lfu = ctx.ks.lfu.is_some();
+    let now = ctx.ks.now;
+    let set = match (lfu, idle, freq) {
+        (false, Some(secs), _) => Some(ctx.ks.lru_clock.saturating_sub(secs.min(u32::MAX as i64) as u32)),
+        (true, _, Some(f)) => Some((crate::exec::evict::lfu_minutes(now) << 8) | f.clamp(0, 255) as u32),
+        _ => None,
+    };
+    if let Some(v) = set {
         if let Some(mut o) = ctx.ks.peek(key) {
-            o.set_lru(clock.saturating_sub(secs.min(u32::MAX as i64) as u32));
+            o.set_lru(v);
         }
     }
-    // FREQ is accepted as Redis does; Atoll keeps no LFU counter until maxmemory policies exist.
-    let _ = freq;
     ctx.ks.note(notify::GENERIC, "restore", key);
     ctx.reply.ok();
     Ok(())

@@ -225,6 +225,14 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     let was_on = ctx.srv.config.get_bool("appendonly");
     ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(CmdError::msg)?;
     crate::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
+    if names("maxmemory") {
+        let limit = ctx.srv.config.hot.maxmemory.load(Ordering::Relaxed);
+        let used = crate::exec::evict::used_for_limit(ctx.srv);
+        if limit != 0 && used > limit {
+            crate::log_warning!("WARNING: the new maxmemory value set via CONFIG SET ({limit}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.");
+            crate::exec::evict::perform(ctx.srv);
+        }
+    }
     if names("requirepass") {
         let srv = ctx.srv;
         srv.acl.set_default_password(&srv.acl_env(), srv.config.get("requirepass").as_bytes());
@@ -250,6 +258,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
 pub fn config_resetstat(ctx: &mut Ctx) -> CmdResult {
     ctx.srv.stats.reset();
     ctx.srv.lazyfree.reset_stats();
+    ctx.srv.evict.reset_stats();
     ctx.reply.ok();
     Ok(())
 }

@@ -65,6 +65,18 @@ pub struct Hot {
     pub notify: AtomicU32,
     /// `tracking-table-max-keys` (0: no limit).
     pub tracking_max_keys: AtomicUsize,
+    /// `maxmemory` in bytes (0: no limit): the one load a command pays when there is none.
+    pub maxmemory: AtomicU64,
+    /// `maxmemory-policy` as `exec::evict::Policy`.
+    pub maxmemory_policy: AtomicU32,
+    pub maxmemory_samples: AtomicUsize,
+    pub maxmemory_tenacity: AtomicU32,
+    pub lfu_log_factor: AtomicU32,
+    pub lfu_decay_time: AtomicU32,
+    /// `lazyfree-lazy-eviction`: evicted values are freed in the background (and logged as UNLINK).
+    pub lazy_eviction: AtomicBool,
+    /// `maxmemory-clients`: bytes, or a percentage of maxmemory stored negative (0: off).
+    pub maxmemory_clients: AtomicI64,
 }
 
 pub struct Config {
@@ -89,6 +101,22 @@ pub struct Rename {
     pub to: String,
     /// The fatal-error heading naming the line, should the rename fail.
     pub at: String,
+}
+
+/// `maxmemory-policy` as a number: its place in this list (`exec::evict::Policy` follows it).
+pub const MAXMEMORY_POLICIES: [&str; 8] = [
+    "noeviction",
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+];
+
+fn policy_code(name: &str) -> u32 {
+    MAXMEMORY_POLICIES.iter().position(|p| *p == name).unwrap_or(0) as u32
 }
 
 /// Index and row of a parameter by its name or alias (any case).
@@ -580,6 +608,19 @@ impl Config {
         h.hotkeys.store(get("hotkeys") == "yes", Ordering::Relaxed);
         h.lazy_user_del.store(get("lazyfree-lazy-user-del") == "yes", Ordering::Relaxed);
         h.tracking_max_keys.store(get("tracking-table-max-keys").parse().unwrap_or(1_000_000), Ordering::Relaxed);
+        h.maxmemory.store(get("maxmemory").parse().unwrap_or(0), Ordering::Relaxed);
+        h.maxmemory_policy.store(policy_code(get("maxmemory-policy")), Ordering::Relaxed);
+        h.maxmemory_samples.store(get("maxmemory-samples").parse().unwrap_or(5), Ordering::Relaxed);
+        h.maxmemory_tenacity.store(get("maxmemory-eviction-tenacity").parse().unwrap_or(10), Ordering::Relaxed);
+        h.lfu_log_factor.store(get("lfu-log-factor").parse().unwrap_or(10), Ordering::Relaxed);
+        h.lfu_decay_time.store(get("lfu-decay-time").parse().unwrap_or(1), Ordering::Relaxed);
+        h.lazy_eviction.store(get("lazyfree-lazy-eviction") == "yes", Ordering::Relaxed);
+        let mc = get("maxmemory-clients");
+        let mc = match mc.strip_suffix('%') {
+            Some(p) => -p.parse::<i64>().unwrap_or(0),
+            None => mc.parse().unwrap_or(0),
+        };
+        h.maxmemory_clients.store(mc, Ordering::Relaxed);
         h.notify.store(events::flags_of(get("notify-keyspace-events")), Ordering::Relaxed);
         let limits = value::output_limits(get("client-output-buffer-limit"));
         for (i, class) in [0, 2].into_iter().enumerate() {
@@ -723,9 +764,9 @@ mod tests {
         let err = Config::from_args(&["--maxmemory".into(), "--port".into(), "7398".into()]).err().unwrap();
         assert!(err.contains(">>> 'maxmemory \"--port\" \"7398\"'\nwrong number of arguments"), "{err}");
         // A setting Atoll cannot honour is refused, never ignored.
-        let err = Config::from_args(&["--maxmemory".into(), "10mb".into()]).err().unwrap();
-        assert!(err.ends_with("not supported by Atoll yet: maxmemory limits and eviction"), "{err}");
-        assert!(Config::from_args(&["--maxmemory".into(), "0".into()]).is_ok());
+        let err = Config::from_args(&["--tls-port".into(), "6380".into()]).err().unwrap();
+        assert!(err.ends_with("not supported by Atoll yet: TLS"), "{err}");
+        assert!(Config::from_args(&["--tls-port".into(), "0".into()]).is_ok());
         // Old names Redis 7.2 still reads and ignores.
         assert!(Config::from_args(&["--list-max-ziplist-entries".into(), "5".into()]).is_ok());
     }
@@ -751,9 +792,10 @@ mod tests {
         assert!(e.ends_with("(possibly related to argument 'TIMEOUT') - duplicate parameter"), "{e}");
         let e = c.set_many(&[(b"dir", b"/tmp")], true).unwrap_err();
         assert!(e.ends_with("can't set protected config"), "{e}");
-        let e = c.set_many(&[(b"maxmemory", b"1mb")], true).unwrap_err();
-        assert!(e.contains("not supported by Atoll yet: maxmemory"), "{e}");
-        assert!(c.set_many(&[(b"maxmemory", b"0")], true).is_ok());
+        let e = c.set_many(&[(b"tls-port", b"6380")], true).unwrap_err();
+        assert!(e.contains("not supported by Atoll yet: TLS"), "{e}");
+        assert!(c.set_many(&[(b"maxmemory", b"1mb")], true).is_ok());
+        assert_eq!(c.hot.maxmemory.load(Ordering::Relaxed), 1 << 20);
     }
 
     #[test]

@@ -135,7 +135,6 @@ impl Def {
 // What a `pending` parameter is waiting for, as its error names it.
 const REPL: &str = "replication";
 const CLUSTER: &str = "cluster mode";
-const MAXMEM: &str = "maxmemory limits and eviction";
 const TLS: &str = "TLS";
 const DEFRAG: &str = "active defragmentation";
 const CPULIST: &str = "CPU affinity lists";
@@ -230,13 +229,13 @@ pub static DEFS: &[Def] = &[
     Def::new("latency-monitor-threshold", Int { min: 0, max: LMAX }, "0").live(),
     Def::new("latency-tracking", Bool, "yes").live(),
     Def::new("latency-tracking-info-percentiles", Percentiles, "50 99 99.9").live(),
-    Def::new("lazyfree-lazy-eviction", Bool, "no").inert(),
+    Def::new("lazyfree-lazy-eviction", Bool, "no").live(),
     Def::new("lazyfree-lazy-expire", Bool, "no").inert(),
     Def::new("lazyfree-lazy-server-del", Bool, "no").inert(),
     Def::new("lazyfree-lazy-user-del", Bool, "no").live(),
     Def::new("lazyfree-lazy-user-flush", Bool, "no").live(),
-    Def::new("lfu-decay-time", Int { min: 0, max: IMAX }, "1").inert(),
-    Def::new("lfu-log-factor", Int { min: 0, max: IMAX }, "10").inert(),
+    Def::new("lfu-decay-time", Int { min: 0, max: IMAX }, "1").live(),
+    Def::new("lfu-log-factor", Int { min: 0, max: IMAX }, "10").live(),
     Def::new("list-compress-depth", Int { min: 0, max: IMAX }, "0").inert(),
     Def::new("list-max-listpack-size", Int { min: -IMAX - 1, max: IMAX }, "-2").alias("list-max-ziplist-size").live(),
     Def::new("loading-process-events-interval-bytes", Int { min: 1024, max: IMAX }, "2097152").flags(HIDDEN).live(),
@@ -246,11 +245,11 @@ pub static DEFS: &[Def] = &[
     Def::new("masterauth", Str, "").flags(SENSITIVE).inert(),
     Def::new("masteruser", Str, "").flags(SENSITIVE).inert(),
     Def::new("maxclients", Int { min: 1, max: UMAX }, "10000").live(),
-    Def::new("maxmemory", Memory { min: 0, max: ULMAX }, "0").pending(MAXMEM),
-    Def::new("maxmemory-clients", MemoryOrPercent { max: LMAX }, "0").pending(MAXMEM),
-    Def::new("maxmemory-eviction-tenacity", Int { min: 0, max: 100 }, "10").inert(),
-    Def::new("maxmemory-policy", Enum(&["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"]), "noeviction").inert(),
-    Def::new("maxmemory-samples", Int { min: 1, max: IMAX }, "5").inert(),
+    Def::new("maxmemory", Memory { min: 0, max: ULMAX }, "0").live(),
+    Def::new("maxmemory-clients", MemoryOrPercent { max: LMAX }, "0").live(),
+    Def::new("maxmemory-eviction-tenacity", Int { min: 0, max: 100 }, "10").live(),
+    Def::new("maxmemory-policy", Enum(&["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"]), "noeviction").live(),
+    Def::new("maxmemory-samples", Int { min: 1, max: IMAX }, "5").live(),
     Def::new("min-replicas-max-lag", Int { min: 0, max: IMAX }, "10").alias("min-slaves-max-lag").inert(),
     Def::new("min-replicas-to-write", Int { min: 0, max: IMAX }, "0").alias("min-slaves-to-write").pending(REPL),
     Def::new("no-appendfsync-on-rewrite", Bool, "no").inert(),

@@ -237,6 +237,15 @@ fn gated(
     if client.monitor.is_some() && cmd.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
         return reject(ws, client, out, Some(cmd), CmdError::msg("ERR Replica can't interact with the keyspace"));
     }
+    // Client eviction, then maxmemory: one relaxed load each when they are off.
+    if srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
+        super::evict::evict_clients(srv);
+    }
+    if srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0 && !client.replaying {
+        if let Err(e) = memory_gate(srv, client, cmd) {
+            return reject(ws, client, out, Some(cmd), e);
+        }
+    }
     if let Some(m) = client.multi.as_mut() {
         let n = cmd.name.as_str();
         let passes = matches!(n, "exec" | "discard" | "multi" | "watch" | "quit" | "reset");
@@ -273,6 +282,46 @@ fn gated(
     };
     let mut locks = Locks::acquire(&srv.ks, plan);
     call(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
+}
+
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Over `maxmemory`, evicts first (Redis's `performEvictions` in `processCommand`); refuses a
+/// command that may grow memory when nothing more can be evicted — any command but EXEC,
+/// DISCARD, QUIT and RESET inside MULTI, and an EXEC of such commands.
+fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command) -> CmdResult {
+    let out_of_memory = super::evict::perform(srv) == super::evict::Outcome::Fail;
+    client.oom_at_start = out_of_memory;
+    if !out_of_memory {
+        return Ok(());
+    }
+    let n = cmd.name.as_str();
+    let mut reject = cmd.has(flags::DENYOOM);
+    if let Some(m) = client.multi.as_ref() {
+        if n == "exec" {
+            reject = m.queued.iter().any(|argv| {
+                let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                resolve(srv, &args).is_ok_and(|c| c.has(flags::DENYOOM))
+            });
+        } else if !matches!(n, "discard" | "quit" | "reset") {
+            reject = true;
+        }
+    }
+    if reject {
+        return Err(CmdError::msg(OOM));
+    }
+    Ok(())
+}
+
+/// (`lfu-log-factor`, `lfu-decay-time`) under an LFU `maxmemory-policy`.
+#[inline]
+pub fn lfu_params(srv: &Server) -> Option<(u32, u32)> {
+    let hot = &srv.config.hot;
+    // `config::MAXMEMORY_POLICIES`: 2 and 6 are the LFU ones.
+    match hot.maxmemory_policy.load(Ordering::Relaxed) {
+        2 | 6 => Some((hot.lfu_log_factor.load(Ordering::Relaxed), hot.lfu_decay_time.load(Ordering::Relaxed))),
+        _ => None,
+    }
 }
 
 /// Reads the connection's user's rules again after an ACL change. A user deleted meanwhile
@@ -440,6 +489,7 @@ pub fn call(
     let emit = srv.effects_enabled();
     let db = client.db;
     let no_touch = client.no_touch && cmd.name != "touch";
+    let lfu = lfu_params(srv);
     let mut ctx = Ctx {
         srv,
         ws,
@@ -451,7 +501,8 @@ pub fn call(
             locks,
             db,
             now,
-            lru_clock: srv.lru_clock(now),
+            lru_clock: if lfu.is_some() { super::evict::lfu_initial(now) } else { srv.lru_clock(now) },
+            lfu,
             no_touch,
             dirty: 0,
             emit,
@@ -680,6 +731,16 @@ pub fn script_call(
         && super::persistence::writes_refused(srv)
     {
         return refuse(&format!("-{MISCONF}"));
+    }
+    // Out of memory when the script started: no command that may grow memory, unless the
+    // script already wrote (it cannot stop half-way), as Redis's scriptVerifyOOM.
+    if client.oom_at_start
+        && cmd.has(flags::DENYOOM)
+        && !srv.scripts.run.wrote.load(Ordering::Relaxed)
+        && srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0
+        && !client.allow_oom
+    {
+        return refuse(&format!("-{OOM}"));
     }
     if writes {
         srv.scripts.run.wrote.store(true, Ordering::Relaxed);

@@ -217,6 +217,11 @@ pub struct Client {
     pub acl_epoch: u64,
     /// A script's client: the connection that runs the script (ACL LOG shows it).
     pub acl_origin: Option<Arc<ClientHandle>>,
+    /// The last command found memory over `maxmemory` with nothing left to evict (Redis's
+    /// `pre_command_oom_state`): a script it runs may not grow memory.
+    pub oom_at_start: bool,
+    /// A script declared `allow-oom`.
+    pub allow_oom: bool,
     pub multi: Option<MultiState>,
     pub watch: Option<WatchState>,
     pub reply_mode: ReplyMode,
@@ -283,6 +288,8 @@ impl Client {
             perms: None,
             acl_epoch: 0,
             acl_origin: None,
+            oom_at_start: false,
+            allow_oom: false,
             multi: None,
             watch: None,
             reply_mode: ReplyMode::On,
@@ -402,6 +409,13 @@ impl Registry {
 
     pub fn get(&self, id: u64) -> Option<Arc<ClientHandle>> {
         self.clients.lock().get(&id).cloned()
+    }
+
+    /// Visits every registered client under the registry lock.
+    pub fn for_each(&self, mut f: impl FnMut(&Arc<ClientHandle>)) {
+        for h in self.clients.lock().values() {
+            f(h);
+        }
     }
 }
 

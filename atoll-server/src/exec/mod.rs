@@ -15,6 +15,7 @@ pub mod aof;
 pub mod blocking;
 pub mod call;
 pub mod client;
+pub mod evict;
 pub mod hotkeys;
 pub mod keyspec;
 pub mod latency;
@@ -96,6 +97,10 @@ pub struct KsView<'a, 'k> {
     pub db: usize,
     pub now: i64,
     pub lru_clock: u32,
+    /// Under an LFU `maxmemory-policy`: (`lfu-log-factor`, `lfu-decay-time`); accesses then
+    /// update the key's LFU counter instead of its access time, and `lru_clock` is the value a
+    /// new key starts with.
+    pub lfu: Option<(u32, u32)>,
     /// CLIENT NO-TOUCH: reads do not update the access clock.
     pub no_touch: bool,
     /// Keys written by this command (`dirty` in Redis).
@@ -216,7 +221,7 @@ impl<'a, 'k> KsView<'a, 'k> {
 
     #[inline]
     fn lookup_read_counted(&mut self, key: &[u8]) -> Option<Entry<'_>> {
-        let (clock, touch) = (self.lru_clock, !self.no_touch);
+        let (clock, touch, lfu, now) = (self.lru_clock, !self.no_touch, self.lfu, self.now);
         let stats = self.stats;
         match self.live_entry(key) {
             Some(mut o) => {
@@ -224,8 +229,15 @@ impl<'a, 'k> KsView<'a, 'k> {
                 // Written only when it changes (once a second at most): an unconditional store
                 // would make every read dirty the key's cache line, which then bounces between
                 // the cores reading it.
-                if touch && o.lru() != clock {
-                    o.set_lru(clock);
+                if touch {
+                    match lfu {
+                        None => {
+                            if o.lru() != clock {
+                                o.set_lru(clock);
+                            }
+                        }
+                        Some((factor, decay)) => o.set_lru(evict::lfu_touch(o.lru(), now, factor, decay)),
+                    }
                 }
                 Some(o)
             }
@@ -238,10 +250,15 @@ impl<'a, 'k> KsView<'a, 'k> {
 
     /// Lookup for writing: no statistics, but the access clock is updated.
     pub fn lookup_write(&mut self, key: &[u8]) -> Option<Entry<'_>> {
-        let clock = self.lru_clock;
+        let (clock, lfu, now) = (self.lru_clock, self.lfu, self.now);
         let mut o = self.live_entry(key)?;
-        if o.lru() != clock {
-            o.set_lru(clock);
+        match lfu {
+            None => {
+                if o.lru() != clock {
+                    o.set_lru(clock);
+                }
+            }
+            Some((factor, decay)) => o.set_lru(evict::lfu_touch(o.lru(), now, factor, decay)),
         }
         Some(o)
     }
@@ -268,7 +285,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// watchers are signalled and the change is counted.
     pub fn set(&mut self, key: &[u8], val: Value, keep_ttl: bool) {
         let blockable = is_blockable(&val);
-        let lru = self.lru_clock;
+        let (lru, lfu) = (self.lru_clock, self.lfu.is_some());
         let (shard, h, _) = self.locate(key);
         let mut overwrote_stream = false;
         let mut created = false;
@@ -277,7 +294,10 @@ impl<'a, 'k> KsView<'a, 'k> {
                 // A blocked XREADGROUP learns its stream was replaced (7.2: WRONGTYPE at once).
                 overwrote_stream = matches!(*o, Value::Stream(_));
                 o.set(val);
-                o.set_lru(lru);
+                // An overwrite keeps the key's LFU counter, as Redis's dbSetValue.
+                if !lfu {
+                    o.set_lru(lru);
+                }
                 if !keep_ttl && !shard.expires.is_empty() {
                     shard.expires.remove(key);
                 }

@@ -65,6 +65,8 @@ pub struct Server {
     pub table: CommandTable,
     /// Users, permissions and the ACL log.
     pub acl: super::acl::Acl,
+    /// maxmemory eviction statistics.
+    pub evict: super::evict::Evict,
     pub clients: client::Registry,
     pub stats: stats::Stats,
     pub lazyfree: lazyfree::LazyFree,
@@ -201,6 +203,7 @@ impl Server {
         };
         Server {
             acl,
+            evict: Default::default(),
             stats: stats::Stats::new(threads, table.all.len()),
             lazyfree: lazyfree::LazyFree::default(),
             table,

@@ -166,9 +166,17 @@ impl Stats {
 pub fn allocated_bytes() -> (u64, u64, u64) {
     use tikv_jemalloc_ctl::{epoch, stats};
     let _ = epoch::advance();
-    (
-        stats::allocated::read().unwrap_or(0) as u64,
-        stats::active::read().unwrap_or(0) as u64,
-        stats::resident::read().unwrap_or(0) as u64,
-    )
+    // Allocated bytes are the counting allocator's (Redis's used_memory, what maxmemory holds
+    // to); jemalloc's own statistic where that allocator is not installed (unit tests).
+    let used = match crate::alloc::used_memory() {
+        0 => stats::allocated::read().unwrap_or(0) as u64,
+        n => n,
+    };
+    (used, stats::active::read().unwrap_or(0) as u64, stats::resident::read().unwrap_or(0) as u64)
+}
+
+/// jemalloc's `stats.allocated` (INFO `allocator_allocated`).
+pub fn jemalloc_allocated() -> u64 {
+    let _ = tikv_jemalloc_ctl::epoch::advance();
+    tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64
 }

@@ -127,6 +127,14 @@ pub fn eval_generic(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
         if ro {
             return Err(CmdError::msg("ERR Can not execute a script with write flag using *_ro command."));
         }
+        // Out of memory when it arrived: a script that may write and did not declare
+        // `allow-oom` does not start (`no-writes` implies allow-oom).
+        if script.flags & sflags::ALLOW_OOM == 0
+            && ctx.client.oom_at_start
+            && srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0
+        {
+            return Err(CmdError::msg(crate::exec::call::OOM));
+        }
     }
     let read_only = ro || (!compat && script.flags & sflags::NO_WRITES != 0);
     let numkeys = numkeys as usize;
@@ -175,6 +183,8 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
         client.perms = ctx.client.perms.clone();
         client.acl_epoch = ctx.client.acl_epoch;
         client.acl_origin = Some(ctx.client.handle.clone());
+        client.oom_at_start = ctx.client.oom_at_start;
+        client.allow_oom = matches!(target, Target::Eval(s) if s.flags & sflags::ALLOW_OOM != 0);
         let state =
             RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: true });
         let worker = ctx.client.worker;

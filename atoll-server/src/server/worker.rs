@@ -447,6 +447,10 @@ impl Core {
                 srv.clock.resync();
                 srv.sample_ops();
                 close_idle_clients(&srv);
+                // Clients that grew between commands (Redis checks in beforeSleep too).
+                if srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
+                    crate::exec::evict::evict_clients(&srv);
+                }
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 srv.tracking.enforce_limit(&srv);
             }

@@ -1,0 +1,484 @@
+//! `maxmemory` and its eviction policies (Redis's `evict.c`), across shards and workers.
+//!
+//! Before a command runs, a worker compares the allocator's count (`alloc::used_memory`, one
+//! atomic load) with `maxmemory`; over it, the worker evicts keys itself, as Redis's
+//! `performEvictions`, until the memory it frees covers the excess, nothing is left to evict
+//! (then `-OOM` for commands that may grow memory) or its time budget runs out
+//! (`maxmemory-eviction-tenacity`; the next command goes on).
+//!
+//! Choosing keys is Redis's approximation: sample `maxmemory-samples` keys, keep the best
+//! candidates in a small pool (by idle time, LFU counter or TTL), evict the best. Samples come
+//! from a random shard of each database, taken with `try_lock` and one at a time, so eviction
+//! never waits for a lock, never holds two, and costs nothing per write: the only per-key state
+//! is the 32-bit `lru` field every key already has (seconds of the LRU clock, or under an LFU
+//! policy Redis's 16-bit minutes + 8-bit logarithmic counter).
+
+use super::{notify, Effect, Server};
+use crate::engine::SHARDS;
+use rand::Rng;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// `maxmemory-policy`, numbered as `config::MAXMEMORY_POLICIES` lists them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub enum Policy {
+    NoEviction = 0,
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+    AllkeysLru,
+    AllkeysLfu,
+    AllkeysRandom,
+}
+
+impl Policy {
+    pub fn from_u32(v: u32) -> Policy {
+        [
+            Policy::NoEviction,
+            Policy::VolatileLru,
+            Policy::VolatileLfu,
+            Policy::VolatileRandom,
+            Policy::VolatileTtl,
+            Policy::AllkeysLru,
+            Policy::AllkeysLfu,
+            Policy::AllkeysRandom,
+        ]
+        .get(v as usize)
+        .copied()
+        .unwrap_or(Policy::NoEviction)
+    }
+
+    pub fn is_lfu(self) -> bool {
+        matches!(self, Policy::VolatileLfu | Policy::AllkeysLfu)
+    }
+
+    fn volatile(self) -> bool {
+        matches!(self, Policy::VolatileLru | Policy::VolatileLfu | Policy::VolatileRandom | Policy::VolatileTtl)
+    }
+
+    fn random(self) -> bool {
+        matches!(self, Policy::VolatileRandom | Policy::AllkeysRandom)
+    }
+}
+
+/// Eviction statistics (INFO).
+#[derive(Default)]
+pub struct Evict {
+    pub evicted_keys: AtomicU64,
+    /// When the memory went over the limit without the evictions catching up (unix ms; 0:
+    /// not over), and the total time it was so (INFO `*_eviction_exceeded_time`).
+    pub exceeded_since: AtomicI64,
+    pub exceeded_total_ms: AtomicU64,
+    /// The database the random policies visit next.
+    next_db: AtomicUsize,
+    /// Client eviction (`maxmemory-clients`): clients closed for it (INFO `evicted_clients`),
+    /// and from the last scan of the clients (at most one a millisecond), when it was (unix ms),
+    /// the memory of live clients, and of those closed but not freed yet (`maxmemory` does not
+    /// count it: it is on its way out).
+    pub evicted_clients: AtomicU64,
+    scanned_ms: AtomicI64,
+    clients_mem: AtomicU64,
+    dying_mem: AtomicU64,
+}
+
+impl Evict {
+    pub fn reset_stats(&self) {
+        self.evicted_keys.store(0, Ordering::Relaxed);
+        self.evicted_clients.store(0, Ordering::Relaxed);
+        self.exceeded_total_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// INFO `current_eviction_exceeded_time` and `total_eviction_exceeded_time`, in ms.
+    pub fn exceeded_ms(&self, now_ms: i64) -> (u64, u64) {
+        let since = self.exceeded_since.load(Ordering::Relaxed);
+        let cur = if since > 0 { (now_ms - since).max(0) as u64 } else { 0 };
+        (cur, self.exceeded_total_ms.load(Ordering::Relaxed) + cur)
+    }
+
+    fn exceeded(&self, over: bool, now_ms: i64) {
+        let since = self.exceeded_since.load(Ordering::Relaxed);
+        if over && since == 0 {
+            self.exceeded_since.store(now_ms, Ordering::Relaxed);
+        } else if !over && since != 0 {
+            self.exceeded_since.store(0, Ordering::Relaxed);
+            self.exceeded_total_ms.fetch_add((now_ms - since).max(0) as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+// ---- LFU (Redis's `evict.c`: the same arithmetic, so OBJECT FREQ reads the same) ---------
+
+/// The counter a new key starts with, so it is not evicted before it had a chance.
+pub const LFU_INIT_VAL: u32 = 5;
+
+/// Minutes on a 16-bit clock.
+pub fn lfu_minutes(now_ms: i64) -> u32 {
+    ((now_ms / 60_000) & 0xffff) as u32
+}
+
+/// The `lru` field of a new key under an LFU policy.
+pub fn lfu_initial(now_ms: i64) -> u32 {
+    (lfu_minutes(now_ms) << 8) | LFU_INIT_VAL
+}
+
+/// The key's counter after the decay its idle minutes earn (`LFUDecrAndReturn`).
+pub fn lfu_decayed(lru: u32, now_ms: i64, decay_time: u32) -> u32 {
+    let last = lru >> 8;
+    let counter = lru & 0xff;
+    let now = lfu_minutes(now_ms);
+    let elapsed = if now >= last { now - last } else { 65535 - last + now };
+    let periods = elapsed.checked_div(decay_time).unwrap_or(0);
+    counter.saturating_sub(periods)
+}
+
+/// An access: decay, then a logarithmic increment (`updateLFU`).
+pub fn lfu_touch(lru: u32, now_ms: i64, log_factor: u32, decay_time: u32) -> u32 {
+    let mut counter = lfu_decayed(lru, now_ms, decay_time);
+    if counter < 255 {
+        let r: f64 = rand::thread_rng().gen();
+        let base = counter.saturating_sub(LFU_INIT_VAL) as f64;
+        if r < 1.0 / (base * log_factor as f64 + 1.0) {
+            counter += 1;
+        }
+    }
+    (lfu_minutes(now_ms) << 8) | counter
+}
+
+// ---- eviction ------------------------------------------------------------------------------
+
+/// What `perform` achieved (Redis's EVICT_OK / EVICT_RUNNING / EVICT_FAIL).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Outcome {
+    /// Under the limit.
+    Ok,
+    /// The time budget ran out while freeing: the command goes on, later ones evict more.
+    Running,
+    /// Over the limit with nothing left that the policy may evict.
+    Fail,
+}
+
+/// A pooled candidate: higher `score` is evicted first.
+struct Candidate {
+    score: u64,
+    db: usize,
+    key: Box<[u8]>,
+}
+
+/// Redis's EVPOOL_SIZE.
+const POOL: usize = 16;
+
+thread_local! {
+    /// The worker's eviction pool: candidates kept between rounds, so a few samples per round
+    /// still find keys idle for long.
+    static POOL_ENTRIES: RefCell<Vec<Candidate>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Microseconds one call may spend evicting (Redis's `evictionTimeLimitUs`).
+fn time_limit_us(tenacity: u32) -> u64 {
+    if tenacity <= 10 {
+        50 * tenacity as u64
+    } else if tenacity < 100 {
+        (500.0 * 1.15f64.powi(tenacity as i32 - 10)) as u64
+    } else {
+        u64::MAX
+    }
+}
+
+/// Memory `maxmemory` is compared with: the allocator's count, less what Redis does not count
+/// (buffers of the AOF and of replicas; Atoll's AOF writer keeps none between commands) and,
+/// with client eviction, the buffers of clients it closed that their workers have not freed
+/// yet (Redis frees them at once).
+pub fn used_for_limit(srv: &Server) -> u64 {
+    crate::alloc::used_memory().saturating_sub(srv.evict.dying_mem.load(Ordering::Relaxed))
+}
+
+/// `maxmemory-clients` in bytes (0: off).
+pub fn clients_limit(srv: &Server) -> u64 {
+    let hot = &srv.config.hot;
+    match hot.maxmemory_clients.load(Ordering::Relaxed) {
+        v if v >= 0 => v as u64,
+        pct => hot.maxmemory.load(Ordering::Relaxed).saturating_mul(pct.unsigned_abs()) / 100,
+    }
+}
+
+/// Client eviction (Redis's `evictClients`): while the clients together hold more than
+/// `maxmemory-clients`, the one holding most is closed (clients with CLIENT NO-EVICT on are
+/// spared). Clients are scanned at most once a millisecond; between scans the figure is kept.
+pub fn evict_clients(srv: &Server) {
+    let limit = clients_limit(srv);
+    if limit == 0 {
+        return;
+    }
+    let now = srv.now_ms();
+    let e = &srv.evict;
+    if e.scanned_ms.swap(now, Ordering::Relaxed) != now {
+        let (mut live, mut dying) = (0u64, 0u64);
+        srv.clients.for_each(|h| {
+            if h.killed.load(Ordering::Relaxed) {
+                dying += h.memory();
+            } else {
+                live += h.memory();
+            }
+        });
+        e.clients_mem.store(live, Ordering::Relaxed);
+        e.dying_mem.store(dying, Ordering::Relaxed);
+    }
+    if e.clients_mem.load(Ordering::Relaxed) <= limit {
+        return;
+    }
+    let mut candidates: Vec<(u64, std::sync::Arc<super::client::ClientHandle>)> = Vec::new();
+    srv.clients.for_each(|h| {
+        // Clients under 32 KB are never evicted (Redis's smallest memory bucket).
+        let mem = h.memory();
+        if mem >= 32 << 10 && !h.killed.load(Ordering::Relaxed) && !h.no_evict.load(Ordering::Relaxed) {
+            candidates.push((mem, h.clone()));
+        }
+    });
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
+    let mut total = e.clients_mem.load(Ordering::Relaxed);
+    for (mem, h) in candidates {
+        if total <= limit {
+            break;
+        }
+        let line = super::client::info_line(srv, &h, now, None);
+        crate::log_verbose!("Evicting client: {line}");
+        h.kill();
+        total = total.saturating_sub(mem);
+        e.dying_mem.fetch_add(mem, Ordering::Relaxed);
+        e.evicted_clients.fetch_add(1, Ordering::Relaxed);
+    }
+    e.clients_mem.store(total, Ordering::Relaxed);
+}
+
+/// Frees memory until it is under `maxmemory`, as the policy allows. Called before commands
+/// while over the limit; takes shard locks only with `try_lock`, one at a time.
+pub fn perform(srv: &Server) -> Outcome {
+    let hot = &srv.config.hot;
+    let limit = hot.maxmemory.load(Ordering::Relaxed);
+    if limit == 0 {
+        return Outcome::Ok;
+    }
+    let now_ms = srv.now_ms();
+    let used = used_for_limit(srv);
+    if used <= limit {
+        srv.evict.exceeded(false, now_ms);
+        return Outcome::Ok;
+    }
+    let policy = Policy::from_u32(hot.maxmemory_policy.load(Ordering::Relaxed));
+    if policy == Policy::NoEviction || srv.writes_paused() {
+        srv.evict.exceeded(true, now_ms);
+        return Outcome::Fail;
+    }
+    let start = Instant::now();
+    let budget = time_limit_us(hot.maxmemory_tenacity.load(Ordering::Relaxed));
+    let mut evicted = 0u64;
+    let mut misses = 0u32;
+    let outcome = loop {
+        if used_for_limit(srv) <= limit {
+            break Outcome::Ok;
+        }
+        let picked = if policy.random() { pick_random(srv, policy) } else { pick_pooled(srv, policy, now_ms) };
+        match picked {
+            Some(true) => {
+                evicted += 1;
+                misses = 0;
+                if evicted.is_multiple_of(16) && start.elapsed().as_micros() as u64 > budget {
+                    break if used_for_limit(srv) <= limit { Outcome::Ok } else { Outcome::Running };
+                }
+            }
+            // A candidate's shard was busy: try again, a bounded number of times.
+            Some(false) => {
+                misses += 1;
+                if misses > 1000 {
+                    break Outcome::Running;
+                }
+            }
+            None => break if used_for_limit(srv) <= limit { Outcome::Ok } else { Outcome::Fail },
+        }
+    };
+    srv.evict.exceeded(outcome != Outcome::Ok, now_ms);
+    outcome
+}
+
+/// The score of a sampled key for a pooled policy (idle seconds, 255 − LFU counter, or how
+/// soon it expires).
+fn score(srv: &Server, policy: Policy, lru: u32, expire_at: Option<i64>, now_ms: i64) -> u64 {
+    match policy {
+        Policy::VolatileTtl => u64::MAX - expire_at.unwrap_or(i64::MAX).max(0) as u64,
+        Policy::VolatileLfu | Policy::AllkeysLfu => {
+            let decay = srv.config.hot.lfu_decay_time.load(Ordering::Relaxed);
+            255 - lfu_decayed(lru, now_ms, decay) as u64
+        }
+        _ => srv.lru_clock(now_ms).saturating_sub(lru) as u64,
+    }
+}
+
+/// A random shard of `db` with keys the policy may evict, locked (tries a few, then a sweep
+/// from a random place).
+fn some_shard<'a>(
+    d: &'a crate::engine::Db,
+    volatile: bool,
+    rng: &mut impl Rng,
+) -> Option<(usize, parking_lot::MutexGuard<'a, crate::engine::Shard>)> {
+    let usable = |s: &crate::engine::Shard| if volatile { !s.expires.is_empty() } else { !s.keys.is_empty() };
+    for _ in 0..8 {
+        let i = rng.gen_range(0..SHARDS);
+        if let Some(s) = d.shards[i].try_lock() {
+            if usable(&s) {
+                return Some((i, s));
+            }
+        }
+    }
+    let from = rng.gen_range(0..SHARDS);
+    for j in 0..SHARDS {
+        let i = (from + j) % SHARDS;
+        if volatile && d.next_volatile(i) != Some(i) {
+            continue;
+        }
+        if let Some(s) = d.shards[i].try_lock() {
+            if usable(&s) {
+                return Some((i, s));
+            }
+        }
+    }
+    None
+}
+
+/// Samples every database into the pool, then evicts its best candidate. None: nothing to
+/// evict; Some(false): the candidate could not be evicted now.
+fn pick_pooled(srv: &Server, policy: Policy, now_ms: i64) -> Option<bool> {
+    let samples = srv.config.hot.maxmemory_samples.load(Ordering::Relaxed).max(1);
+    let volatile = policy.volatile();
+    let mut rng = rand::thread_rng();
+    POOL_ENTRIES.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        for db in 0..srv.ks.num_dbs() {
+            let Some(d) = srv.ks.db_if_exists(db) else { continue };
+            let Some((_, s)) = some_shard(d, volatile, &mut rng) else { continue };
+            for _ in 0..samples {
+                let key: Option<&[u8]> =
+                    if volatile { s.expires.random(&mut rng).map(|(k, _)| k) } else { s.keys.random(&mut rng) };
+                let Some(key) = key else { break };
+                let Some(lru) = s.keys.get(key).map(|e| e.lru()) else { continue };
+                let expire_at = s.expires.get(key).copied();
+                let sc = score(srv, policy, lru, expire_at, now_ms);
+                if pool.iter().any(|c| c.db == db && *c.key == *key) {
+                    continue;
+                }
+                if pool.len() < POOL {
+                    pool.push(Candidate { score: sc, db, key: key.into() });
+                } else if let Some((i, worst)) = pool.iter().enumerate().min_by_key(|(_, c)| c.score) {
+                    if sc > worst.score {
+                        pool[i] = Candidate { score: sc, db, key: key.into() };
+                    }
+                }
+            }
+        }
+        // The best candidate; one that no longer exists is dropped and the next tried.
+        while !pool.is_empty() {
+            let best = pool.iter().enumerate().max_by_key(|(_, c)| c.score).map(|(i, _)| i)?;
+            let c = pool.swap_remove(best);
+            match evict_key(srv, c.db, &c.key, volatile) {
+                Some(done) => return Some(done),
+                None => continue,
+            }
+        }
+        None
+    })
+}
+
+/// A random key of the next database that has one.
+fn pick_random(srv: &Server, policy: Policy) -> Option<bool> {
+    let volatile = policy.volatile();
+    let mut rng = rand::thread_rng();
+    let n = srv.ks.num_dbs();
+    for _ in 0..n {
+        let db = srv.evict.next_db.fetch_add(1, Ordering::Relaxed) % n;
+        let Some(d) = srv.ks.db_if_exists(db) else { continue };
+        let Some((shard, mut s)) = some_shard(d, volatile, &mut rng) else { continue };
+        let key: Option<Box<[u8]>> = if volatile {
+            s.expires.random(&mut rng).map(|(k, _)| k.into())
+        } else {
+            s.keys.random(&mut rng).map(Into::into)
+        };
+        let Some(key) = key else { continue };
+        delete(srv, db, shard, &mut s, &key);
+        return Some(true);
+    }
+    None
+}
+
+/// Evicts one pooled key if it still exists (and still has a TTL for a volatile policy). None:
+/// it is gone; Some(false): its shard is busy.
+fn evict_key(srv: &Server, db: usize, key: &[u8], volatile: bool) -> Option<bool> {
+    let d = srv.ks.db_if_exists(db)?;
+    let shard = crate::engine::key_shard(key);
+    let Some(mut s) = d.shards[shard].try_lock() else { return Some(false) };
+    if s.keys.get(key).is_none() || (volatile && s.expires.get(key).is_none()) {
+        return None;
+    }
+    delete(srv, db, shard, &mut s, key);
+    Some(true)
+}
+
+/// Deletes an evicted key as Redis does: `evicted` notification, invalidation for tracking
+/// clients, WATCH dirtied, DEL (UNLINK with `lazyfree-lazy-eviction`) in the effects.
+fn delete(srv: &Server, db: usize, shard: usize, s: &mut crate::engine::Shard, key: &[u8]) {
+    srv.ks.snapshots.before_use(db, shard, s);
+    let Some(obj) = s.remove(key) else { return };
+    s.touch_watched(key);
+    let lazy = srv.config.hot.lazy_eviction.load(Ordering::Relaxed);
+    if lazy {
+        srv.lazyfree.free(obj);
+    } else {
+        drop(obj);
+    }
+    notify::raise(srv, notify::EVICTED, "evicted", db, key);
+    if srv.tracking.on() {
+        super::tracking::modified(srv, &[(key.into(), true)], 0, None);
+    }
+    if srv.effects_enabled() {
+        let cmd: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
+        srv.publish_effects(&[Effect { db, argv: vec![cmd.to_vec(), key.to_vec()] }]);
+    }
+    srv.evict.evicted_keys.fetch_add(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lfu_counter_decays_by_idle_minutes_and_grows_logarithmically() {
+        let t0 = 1_000 * 60_000;
+        let v = lfu_initial(t0);
+        assert_eq!(v & 0xff, LFU_INIT_VAL);
+        assert_eq!(lfu_decayed(v, t0 + 3 * 60_000, 1), LFU_INIT_VAL - 3);
+        assert_eq!(lfu_decayed(v, t0 + 3 * 60_000, 2), LFU_INIT_VAL - 1);
+        assert_eq!(lfu_decayed(v, t0 + 60 * 60_000, 1), 0);
+        assert_eq!(lfu_decayed(v, t0 + 60 * 60_000, 0), LFU_INIT_VAL);
+        // With log factor 0 every access counts, up to 255.
+        let mut x = v;
+        for _ in 0..300 {
+            x = lfu_touch(x, t0, 0, 1);
+        }
+        assert_eq!(x & 0xff, 255);
+        // With the default factor, 1000 accesses land far below 255 (Redis's table: ~18).
+        let mut y = v;
+        for _ in 0..1000 {
+            y = lfu_touch(y, t0, 10, 1);
+        }
+        assert!((10..40).contains(&(y & 0xff)), "{}", y & 0xff);
+    }
+
+    #[test]
+    fn tenacity_budgets_match_redis() {
+        assert_eq!(time_limit_us(0), 0);
+        assert_eq!(time_limit_us(10), 500);
+        assert_eq!(time_limit_us(11), 575);
+        assert_eq!(time_limit_us(100), u64::MAX);
+    }
+}

@@ -227,7 +227,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("rss_overhead_bytes:{}", rss as i64 - resident as i64);
                 f!("mem_fragmentation_ratio:{:.2}", ratio(rss, alloc));
                 f!("mem_fragmentation_bytes:{}", rss as i64 - alloc as i64);
-                f!("mem_not_counted_for_evict:0");
+                f!("mem_not_counted_for_evict:{}", crate::exec::evict::not_counted());
                 f!("mem_replication_backlog:0");
                 f!("mem_total_replication_buffers:0");
                 f!("mem_clients_slaves:0");

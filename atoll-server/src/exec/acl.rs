@@ -63,9 +63,29 @@ const RW: u8 = READ | WRITE;
 struct KeyPattern {
     perm: u8,
     pattern: Vec<u8>,
+    /// The pattern is a literal prefix followed by one `*` (`app:*`, `*`): matched by comparing
+    /// bytes, the common case of the per-command check.
+    prefix: Option<usize>,
+}
+
+/// `Some(len)` when `p` is `literal*` with no other glob character.
+fn prefix_len(p: &[u8]) -> Option<usize> {
+    let (last, head) = p.split_last()?;
+    (*last == b'*' && !head.iter().any(|c| matches!(c, b'*' | b'?' | b'[' | b'\\'))).then_some(head.len())
 }
 
 impl KeyPattern {
+    fn new(perm: u8, pattern: &[u8]) -> KeyPattern {
+        KeyPattern { perm, pattern: pattern.to_vec(), prefix: prefix_len(pattern) }
+    }
+
+    fn matches(&self, key: &[u8]) -> bool {
+        match self.prefix {
+            Some(n) => key.starts_with(&self.pattern[..n]),
+            None => glob_match(&self.pattern, key, false),
+        }
+    }
+
     fn describe(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(match self.perm {
             RW => b"~".as_slice(),
@@ -258,7 +278,7 @@ impl Selector {
             }
             match self.patterns.iter_mut().find(|p| p.pattern == pattern) {
                 Some(p) => p.perm |= perm,
-                None => self.patterns.push(KeyPattern { perm, pattern: pattern.to_vec() }),
+                None => self.patterns.push(KeyPattern::new(perm, pattern)),
             }
             self.all_keys = false;
         } else if op[0] == b'&' {
@@ -389,7 +409,7 @@ impl Selector {
     }
 
     fn key_ok(&self, key: &[u8], need: u8) -> bool {
-        self.all_keys || self.patterns.iter().any(|p| p.perm & need == need && glob_match(&p.pattern, key, false))
+        self.all_keys || self.patterns.iter().any(|p| p.perm & need == need && p.matches(key))
     }
 
     fn channel_ok(&self, channel: &[u8], is_pattern: bool) -> bool {

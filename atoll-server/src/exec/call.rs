@@ -242,7 +242,12 @@ fn gated(
         super::evict::evict_clients(srv);
     }
     if srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0 && !client.replaying {
-        if let Err(e) = memory_gate(srv, client, cmd) {
+        let gate = memory_gate(srv, client, cmd);
+        // Invalidations of keys just evicted reach a tracking client before its reply.
+        if client.tracking.is_some() {
+            client.handle.take_mail(&mut out.buf);
+        }
+        if let Err(e) = gate {
             return reject(ws, client, out, Some(cmd), e);
         }
     }

@@ -187,12 +187,17 @@ fn time_limit_us(tenacity: u32) -> u64 {
     }
 }
 
-/// Memory `maxmemory` is compared with: the allocator's count, less what Redis does not count
-/// (buffers of the AOF and of replicas; Atoll's AOF writer keeps none between commands) and,
-/// with client eviction, the buffers of clients it closed that their workers have not freed
-/// yet (Redis frees them at once).
+/// INFO `mem_not_counted_for_evict`: Redis leaves out its replication and AOF buffers; Atoll
+/// has neither between commands (its receive rings are outside the allocator altogether).
+pub fn not_counted() -> u64 {
+    0
+}
+
+/// Memory `maxmemory` is compared with: the allocator's count, less what is not counted for
+/// eviction and, with client eviction, the buffers of clients it closed that their workers have
+/// not freed yet (Redis frees them at once).
 pub fn used_for_limit(srv: &Server) -> u64 {
-    crate::alloc::used_memory().saturating_sub(srv.evict.dying_mem.load(Ordering::Relaxed))
+    crate::alloc::used_memory().saturating_sub(not_counted() + srv.evict.dying_mem.load(Ordering::Relaxed))
 }
 
 /// `maxmemory-clients` in bytes (0: off).

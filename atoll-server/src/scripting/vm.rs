@@ -476,7 +476,7 @@ impl Vm {
     pub fn run(&self, f: &Function, run: &Arc<RunState>) -> Result<Value, Value> {
         if run.busy_threshold_ms() > 0 {
             let r = run.clone();
-            self.lua.set_hook(HookTriggers::new().every_nth_instruction(100_000), move |_, _| {
+            self.lua.set_hook(HookTriggers::new().every_nth_instruction(100_000), move |lua, _| {
                 let mut killed = r.check_busy();
                 if !killed && r.busy.load(std::sync::atomic::Ordering::Relaxed) {
                     // This worker's other clients are answered meanwhile (`-BUSY`, or SCRIPT
@@ -485,7 +485,11 @@ impl Vm {
                     killed = r.check_busy();
                 }
                 if killed {
-                    // Keep firing on every line, so a pcall cannot swallow the kill and go on.
+                    // From now on fire on every line (a loop's jump back counts), as Redis's
+                    // hook does, so a pcall cannot swallow the kill and go on.
+                    lua.set_hook(HookTriggers::new().every_line(), |_, _| {
+                        Err(mlua::Error::RuntimeError("ERR Script killed by user with SCRIPT KILL...".into()))
+                    });
                     return Err(mlua::Error::RuntimeError("ERR Script killed by user with SCRIPT KILL...".into()));
                 }
                 Ok(VmState::Continue)

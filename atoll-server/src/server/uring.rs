@@ -138,17 +138,22 @@ impl Pacing {
 }
 
 /// The ring of provided buffers: entries the kernel consumes from the head, that the worker
-/// refills at the tail once it has used a buffer's bytes.
+/// refills at the tail once it has used a buffer's bytes. The entries and the buffers (1 MB)
+/// are one anonymous mapping shared with the kernel, like the submission and completion rings:
+/// I/O memory outside the allocator, so not in `used_memory` (it is in RSS), as the kernel's
+/// socket buffers are not in Redis's.
 struct BufRing {
     entries: *mut types::BufRingEntry,
+    /// Bytes of the entries, rounded to a page: the buffers start there.
+    entries_len: usize,
     map_len: usize,
-    bufs: Vec<u8>,
     tail: u16,
 }
 
 impl BufRing {
     fn new(ring: &IoUring) -> io::Result<BufRing> {
-        let map_len = BUFS as usize * std::mem::size_of::<types::BufRingEntry>();
+        let entries_len = (BUFS as usize * std::mem::size_of::<types::BufRingEntry>()).next_multiple_of(4096);
+        let map_len = entries_len + BUFS as usize * BUF_SIZE;
         // SAFETY: a fresh anonymous mapping (page aligned, as the kernel requires); checked below.
         let p = unsafe {
             libc::mmap(
@@ -163,7 +168,7 @@ impl BufRing {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let mut br = BufRing { entries: p.cast(), map_len, bufs: vec![0u8; BUFS as usize * BUF_SIZE], tail: 0 };
+        let mut br = BufRing { entries: p.cast(), entries_len, map_len, tail: 0 };
         // SAFETY: the mapping lives until `drop`, which runs after the ring is unregistered
         // (the ring is dropped first, see `Worker`).
         unsafe { ring.submitter().register_buf_ring_with_flags(p as u64, BUFS, BGID, 0)? };
@@ -174,18 +179,25 @@ impl BufRing {
         Ok(br)
     }
 
+    fn buf_ptr(&self, bid: u16) -> *mut u8 {
+        // SAFETY: `bid < BUFS`: inside the mapping, after the entries.
+        unsafe { self.entries.cast::<u8>().add(self.entries_len + bid as usize * BUF_SIZE) }
+    }
+
     fn buf(&self, bid: u16, len: usize) -> &[u8] {
-        let start = bid as usize * BUF_SIZE;
-        &self.bufs[start..start + len.min(BUF_SIZE)]
+        // SAFETY: the kernel filled `len` bytes of this buffer, which is not handed back to it
+        // (`put`) while the slice is borrowed.
+        unsafe { std::slice::from_raw_parts(self.buf_ptr(bid), len.min(BUF_SIZE)) }
     }
 
     /// Gives buffer `bid` back (visible to the kernel at the next `publish`).
     fn put(&mut self, bid: u16) {
         let i = (self.tail & (BUFS - 1)) as usize;
+        let addr = self.buf_ptr(bid) as u64;
         // SAFETY: `i < BUFS`, inside the mapping; the kernel does not read entries past the
         // published tail.
         let e = unsafe { &mut *self.entries.add(i) };
-        e.set_addr(self.bufs[bid as usize * BUF_SIZE..].as_ptr() as u64);
+        e.set_addr(addr);
         e.set_len(BUF_SIZE as u32);
         e.set_bid(bid);
         self.tail = self.tail.wrapping_add(1);
@@ -738,7 +750,18 @@ impl Io {
     /// Sends what is pending: the rest of a short send, else everything in `link.out`.
     fn flush(&mut self, t: usize) {
         let Some(c) = self.conns.get_mut(t) else { return };
-        if c.dead || c.send_inflight {
+        if c.dead {
+            return;
+        }
+        if c.send_inflight {
+            // Replies pile up behind a send the kernel cannot finish (the client does not
+            // read): they are pending output, which the output-buffer limits and client
+            // eviction must see.
+            if !c.link.out.is_empty() {
+                let pending = c.sending.len() - c.sent + c.link.out.len();
+                let cap = c.sending.capacity() + c.link.out.capacity();
+                c.link.show_output(&self.srv, c.sending.len(), pending, cap);
+            }
             return;
         }
         if c.sent >= c.sending.len() {

@@ -12,16 +12,10 @@ fn kill_clients_of(ctx: &mut Ctx, users: &[Arc<User>]) {
     if users.is_empty() {
         return;
     }
-    let me = ctx.client.id();
     for h in ctx.srv.clients.snapshot() {
         let gone = h.user.lock().as_ref().is_some_and(|u| users.iter().any(|x| Arc::ptr_eq(x, u)));
-        if !gone {
-            continue;
-        }
-        if h.id == me {
-            ctx.client.close_after_reply = true;
-        } else {
-            h.kill();
+        if gone {
+            ctx.client.close(&h);
         }
     }
 }
@@ -56,13 +50,8 @@ pub fn setuser(ctx: &mut Ctx) -> CmdResult {
     if let Some(old) = old {
         let new = user.rules();
         if crate::exec::acl::Acl::channels_reduced(&new, &old) {
-            let me = ctx.client.id();
             for h in srv.pubsub.subscribers_losing(&user, &new) {
-                if h.id == me {
-                    ctx.client.close_after_reply = true;
-                } else {
-                    h.kill();
-                }
+                ctx.client.close(&h);
             }
         }
     }

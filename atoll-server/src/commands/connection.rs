@@ -389,11 +389,7 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
         let target = ctx.srv.clients.snapshot().into_iter().find(|h| h.addr.as_bytes() == addr);
         return match target {
             Some(h) => {
-                if h.id == me {
-                    ctx.client.close_after_reply = true;
-                } else {
-                    h.kill();
-                }
+                ctx.client.close(&h);
                 ctx.reply.ok();
                 Ok(())
             }
@@ -459,11 +455,7 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
         {
             continue;
         }
-        if h.id == me {
-            ctx.client.close_after_reply = true;
-        } else {
-            h.kill();
-        }
+        ctx.client.close(&h);
         killed += 1;
     }
     ctx.reply.int(killed);

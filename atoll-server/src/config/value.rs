@@ -172,7 +172,17 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
             }
             Ok(out.join(" "))
         }
-        Kind::OutputLimits => parse_output_limits(args, current),
+        Kind::OutputLimits => {
+            // One quoted argument may hold the class and its three limits, as Redis splits it.
+            let split: Vec<&str>;
+            let args = if args.len() == 1 {
+                split = args[0].split(' ').collect();
+                &split[..]
+            } else {
+                args
+            };
+            parse_output_limits(args, current)
+        }
         Kind::Events => events_canonical(one(args)?),
         Kind::OomValues => {
             // One quoted argument holds all three (`"0 200 800"`), as CONFIG SET gives them.

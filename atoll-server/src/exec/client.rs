@@ -321,6 +321,16 @@ impl Client {
         self.handle.id
     }
 
+    /// Closes connection `h`: another client's at once, this one's after its reply (CLIENT
+    /// KILL, ACL DELUSER …).
+    pub fn close(&mut self, h: &ClientHandle) {
+        if h.id == self.id() {
+            self.close_after_reply = true;
+        } else {
+            h.kill();
+        }
+    }
+
     /// The name of the user the connection runs as.
     pub fn user_name(&self) -> Vec<u8> {
         self.user.as_ref().map_or_else(|| b"default".to_vec(), |u| u.name.clone())

@@ -155,6 +155,17 @@ impl Session {
                     let key_hint = hint.and_then(|r| r.key);
                     dispatch_hinted(srv, ws, &mut self.client, &argv, key_hint, out);
                     self.client.after_command(argv[0], &mut out.buf);
+                    // A pipeline whose replies outgrow the output-buffer limit stops here, as
+                    // Redis checks the limit at every reply: one batch of GETs of a big value
+                    // must not make gigabytes of replies first. (A length test per command;
+                    // the limit is looked at past 1 MB.)
+                    if out.buf.len() > 1 << 20 && over_batch_limit(srv, &self.client, out.buf.len()) {
+                        crate::exec::pubsub::close_over_limit(&self.client.handle);
+                        self.client.close_after_reply = true;
+                        out.buf.clear();
+                        pos = buf.len();
+                        break;
+                    }
                     if self.client.waiting.is_some() {
                         // Blocked: later requests wait in the buffer until it is served.
                         break;
@@ -329,6 +340,13 @@ impl Session {
         f.key = KeyHint { shard: spot.shard, hash: spot.hash };
         Some(spot)
     }
+}
+
+/// Whether replies of `bytes` made in one batch break the client's hard output-buffer limit
+/// (the soft one needs time, which a batch does not take).
+#[cold]
+fn over_batch_limit(srv: &Server, client: &crate::exec::client::Client, bytes: usize) -> bool {
+    crate::exec::pubsub::over_output_limit(srv, &client.handle, bytes as u64)
 }
 
 /// The protocol limits a client's requests are parsed under.

@@ -1,0 +1,163 @@
+//! Hostile clients: huge declared lengths, glob bombs, deeply nested script values, clients that
+//! never read and clients that send half a huge request. Each time the server must go on
+//! serving a well-behaved client, keep its memory bounded (INFO `used_memory`, measured) and
+//! not panic. (Protocol framing errors are in `blackbox.rs`; 10k clients with 1 MB query
+//! buffers each is a bench, `bench/`.)
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+fn used_memory(c: &mut RawConn) -> i64 {
+    let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"memory"])).into_owned();
+    info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
+}
+
+/// Waits until `used_memory` is back under `limit` (buffers of closed clients are freed by
+/// their workers shortly after).
+fn settles_under(c: &mut RawConn, limit: i64) -> i64 {
+    let start = Instant::now();
+    loop {
+        let u = used_memory(c);
+        if u < limit || start.elapsed() > Duration::from_secs(5) {
+            return u;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn huge_declared_lengths_allocate_nothing() {
+    let s = start_atoll(&[]);
+    let mut c = RawConn::connect(s.port);
+    let before = used_memory(&mut c);
+    // 200 connections each announce a million arguments and a 512 MB argument, then stall.
+    let mut stalled = Vec::new();
+    for _ in 0..200 {
+        let mut h = RawConn::connect(s.port);
+        h.send_raw(b"*1048576\r\n$536870912\r\nabc");
+        stalled.push(h);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+    let grown = used_memory(&mut c) - before;
+    assert!(grown < 16 << 20, "200 announced 512 MB requests grew memory by {grown} bytes");
+}
+
+#[test]
+fn glob_bombs_finish_quickly() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&[]);
+    let long = vec![b'a'; 5000];
+    let bomb = format!("{}b", "*a".repeat(30)).into_bytes();
+    for port in [r.port, a.port] {
+        let mut c = RawConn::connect(port);
+        c.cmd(&[b"SET", &long, b"1"]);
+        let start = Instant::now();
+        assert_eq!(c.cmd(&[b"KEYS", &bomb]), b"*0\r\n");
+        let scan = c.cmd(&[b"SCAN", b"0", b"MATCH", &bomb, b"COUNT", b"1000"]);
+        assert!(scan.ends_with(b"*0\r\n"), "{}", show(&scan));
+        // A pattern subscriber against a long channel name.
+        let mut sub = RawConn::connect(port);
+        sub.cmd(&[b"PSUBSCRIBE", &bomb]);
+        assert_eq!(c.cmd(&[b"PUBLISH", &long, b"m"]), b":0\r\n");
+        // An ACL key pattern against a long key.
+        assert_eq!(
+            c.cmd(&[b"ACL", b"SETUSER", b"u", b"on", b"nopass", b"+@all", &[b"~".as_slice(), &bomb].concat()]),
+            b"+OK\r\n"
+        );
+        let dry = c.cmd(&[b"ACL", b"DRYRUN", b"u", b"GET", &long]);
+        assert!(dry.starts_with(b"$"), "{}", show(&dry));
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(1), "port {port}: glob bombs took {took:?}");
+    }
+}
+
+#[test]
+fn nested_script_values_are_refused_as_redis_refuses_them() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&[]);
+    let (mut rc, mut ac) = (RawConn::connect(r.port), RawConn::connect(a.port));
+    for script in [
+        "local t = {} local c = t for i=1,100000 do c[1] = {} c = c[1] end return t",
+        "local t = {} local c = t for i=1,1000 do c[1] = {} c = c[1] end return cjson.encode(t)",
+        "return cjson.decode(string.rep('[', 100000) .. string.rep(']', 100000))",
+        "return cmsgpack.unpack(string.rep(string.char(0x91), 100000) .. string.char(0x01))",
+    ] {
+        let args: [&[u8]; 3] = [b"EVAL", script.as_bytes(), b"0"];
+        let (x, y) = (rc.cmd(&args), ac.cmd(&args));
+        // The same error (a reply nested as deep as the Lua stack allows comes first for the
+        // first script: where the stack ends differs, the refusal does not).
+        let last = |r: &[u8]| {
+            let t = String::from_utf8_lossy(r).into_owned();
+            t.trim_end().rsplit("\r\n").next().unwrap_or_default().to_string()
+        };
+        assert!(last(&x).starts_with('-'), "{script}: redis did not refuse");
+        assert_eq!(last(&x), last(&y), "{script}");
+    }
+    assert_eq!(ac.cmd(&[b"PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn a_client_that_never_reads_is_cut_off() {
+    let s = start_atoll(&["--client-output-buffer-limit", "normal 4mb 0 0"]);
+    let mut c = RawConn::connect(s.port);
+    c.cmd(&[b"SET", b"big", &vec![b'x'; 1 << 20]]);
+    let before = used_memory(&mut c);
+    // Enough GETs of 1 MB to fill the kernel's socket buffers and then 4 MB of the server's.
+    let mut greedy = RawConn::connect(s.port);
+    assert_eq!(greedy.cmd(&[b"PING"]), b"+PONG\r\n");
+    let one = encode(&[b"GET".to_vec(), b"big".to_vec()]);
+    let mut closed = false;
+    let mut sent = 0;
+    for _ in 0..2000 {
+        sent += 1;
+        if std::io::Write::write_all(&mut greedy.stream, &one).is_err() {
+            closed = true;
+            break;
+        }
+        if c.cmd(&[b"CLIENT", b"LIST"]).windows(3).filter(|w| w == b"id=").count() < 2 {
+            closed = true;
+            break;
+        }
+    }
+    // Either the output limit cut it off (it kept asking), or the server stopped reading it
+    // while its replies wait: its memory stays bounded both ways.
+    let grown = used_memory(&mut c) - before;
+    println!("a client that never reads: closed {closed} after {sent} GETs of 1 MB; memory grew {grown} bytes");
+    assert!(grown < 16 << 20, "a client that never reads grew memory by {grown} bytes");
+    assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+    let after = settles_under(&mut c, before + (8 << 20));
+    assert!(after < before + (8 << 20), "memory stayed {} bytes above", after - before);
+}
+
+#[test]
+fn half_sent_huge_requests_are_bounded_by_the_query_buffer_limit() {
+    let s = start_atoll(&["--client-query-buffer-limit", "1mb"]);
+    let mut c = RawConn::connect(s.port);
+    let before = used_memory(&mut c);
+    let chunk = vec![b'x'; 64 << 10];
+    let mut greedy = Vec::new();
+    for _ in 0..50 {
+        let mut h = RawConn::connect(s.port);
+        assert_eq!(h.cmd(&[b"PING"]), b"+PONG\r\n");
+        h.send_raw(b"*2\r\n$3\r\nGET\r\n$3000000\r\n");
+        greedy.push(h);
+    }
+    // Each sends 2 MB of its 3 MB argument: over the 1 MB limit, each is closed.
+    for _ in 0..32 {
+        for h in greedy.iter_mut() {
+            let _ = std::io::Write::write_all(&mut h.stream, &chunk);
+        }
+    }
+    let start = Instant::now();
+    assert!(greedy.len() == 50);
+    while c.cmd(&[b"CLIENT", b"LIST"]).windows(3).filter(|w| w == b"id=").count() > 1 {
+        assert!(start.elapsed() < Duration::from_secs(5), "clients over the query buffer limit stayed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+    let after = settles_under(&mut c, before + (8 << 20));
+    assert!(after < before + (8 << 20), "memory stayed {} bytes above", after - before);
+}

@@ -13,7 +13,9 @@ per idle connection with 10,000 connections open.
 
 Usage: python3 bench/bench.py [--rounds 3] [--requests 1000000] [--only cpu|unix|mem|types|elements]
                               [--backends io_uring,epoll,base] [--pipelines 1,16]
-Atoll runs as "atoll-io_uring" (the default backend) and/or "atoll-epoll"; "acl" (and
+Atoll runs as "atoll-io_uring" (the default backend) and/or "atoll-epoll"; "evict" (and
+"redis-evict") run with maxmemory 32mb allkeys-lru, filled to the limit first, the load SETs of
+new keys from a 10M keyspace (every write evicts); "acl" (and
 "redis-acl" for Redis) is the default backend with the load run as a restricted ACL user (keys
 ~key:*, commands +@all -@dangerous) instead of the default user; "untracked" is the
 default backend with latency tracking and hot-key sampling off (their cost); "base" is an older
@@ -57,9 +59,15 @@ ACL_USER = [b"ACL", b"SETUSER", b"bench", b"on", b">benchpw", b"~key:*", b"~coun
             b"~myset", b"~myhash", b"~myzset", b"~zbench", b"~xbench", b"~k:*", b"+@all", b"-@dangerous"]
 
 
+# The "evict" kinds: a memory limit every SET of a new key must evict to stay under.
+EVICT_ARGS = ["--maxmemory", "32mb", "--maxmemory-policy", "allkeys-lru"]
+
+
 def start(kind, cpu="0", extra=()):
-    p, port = start_server(kind.removesuffix("-acl") if kind == "redis-acl" else
-                           ("atoll" if kind == "acl" else kind), cpu, extra)
+    if kind in ("evict", "redis-evict"):
+        extra = list(extra) + EVICT_ARGS
+    base = {"redis-acl": "redis", "redis-evict": "redis", "acl": "atoll", "evict": "atoll"}.get(kind, kind)
+    p, port = start_server(base, cpu, extra)
     if kind in ("acl", "redis-acl"):
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(resp(*ACL_USER))
@@ -92,6 +100,18 @@ def start_server(kind, cpu="0", extra=()):
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_ready(port, p)
     return p, port
+
+
+def info_field(port, field):
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"INFO\r\n")
+        buf = b""
+        while b"# Keyspace" not in buf:
+            buf += s.recv(1 << 16)
+    for line in buf.decode().split("\r\n"):
+        if line.startswith(field + ":"):
+            return int(line.split(":")[1])
+    return None
 
 
 def proc_user_sys_ticks(pid):
@@ -140,13 +160,13 @@ def script_load(port):
         assert EVAL_SHA.encode() in s.recv(128)
 
 
-def run_bench(port, test, requests, pipeline, clients=50, sock=None, user=None):
+def run_bench(port, test, requests, pipeline, clients=50, sock=None, user=None, keyspace="100000"):
     spec = TYPE_WORKLOADS.get(test, ["-t", test])
     target = ["-s", sock] if sock else ["-p", str(port)]
     if user:
         target += ["--user", user, "-a", "benchpw"]
     cmd = ["taskset", "-c", "1", "redis-benchmark"] + target + ["-c", str(clients),
-           "-n", str(requests), "-r", "100000", "-d", "32", "-P", str(pipeline), "-q", "--csv"]
+           "-n", str(requests), "-r", keyspace, "-d", "32", "-P", str(pipeline), "-q", "--csv"]
     cmd += spec if spec[0] == "-t" else spec
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     rows = [[x.strip('"') for x in line.split(",")] for line in out.splitlines() if line.strip()]
@@ -161,9 +181,12 @@ def measure(kind, test, requests, pipeline, unix=False, clients=50):
     sock = f"/tmp/atoll-bench-{kind}.sock" if unix else None
     p, port = start(kind, extra=["--unixsocket", sock] if unix else ())
     try:
-        # Preload the keyspace so GETs hit (and the sorted set ZRANGE reads).
-        subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", "set", "-r", "100000",
-                        "-n", "200000", "-P", "64", "-d", "32", "-q"], capture_output=True, check=True)
+        # Preload the keyspace so GETs hit (and the sorted set ZRANGE reads); under a memory
+        # limit, fill it to the limit from a keyspace far larger than it holds.
+        keyspace = "10000000" if kind.endswith("evict") else "100000"
+        n = "1500000" if kind.endswith("evict") else "200000"
+        subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", "set", "-r", keyspace,
+                        "-n", n, "-P", "64", "-d", "32", "-q"], capture_output=True, check=True)
         if test == "zrange":
             subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-r", "100000", "-n", "1000",
                             "-P", "64", "-q", "ZADD", "zbench", "__rand_int__", "m__rand_int__"],
@@ -172,7 +195,12 @@ def measure(kind, test, requests, pipeline, unix=False, clients=50):
             script_load(port)
         (u0, s0), m0 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
         user = "bench" if kind in ("acl", "redis-acl") else None
-        ops, lat = run_bench(port, test, requests, pipeline, clients=clients, sock=sock, user=user)
+        keyspace = "10000000" if kind.endswith("evict") else "100000"
+        ops, lat = run_bench(port, test, requests, pipeline, clients=clients, sock=sock, user=user,
+                             keyspace=keyspace)
+        evicted = info_field(port, "evicted_keys") if kind.endswith("evict") else None
+        if evicted is not None and evicted == 0:
+            raise SystemExit(f"{kind}: nothing was evicted, the limit was never reached")
         (u1, s1), m1 = proc_user_sys_ticks(p.pid), machine_busy_ticks()
         per_op = lambda ticks: ticks / HZ * 1e6 / requests
         p99 = lat[4] if len(lat) >= 5 else float("nan")  # avg,min,p50,p95,p99,max (ms)
@@ -360,7 +388,8 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, a.conns + 1000), hard))
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
     pipelines = tuple(int(p) for p in a.pipelines.split(","))
-    kinds = ("redis",) + tuple(b if b in ("base", "acl", "redis-acl") else f"atoll-{b}" for b in a.backends.split(","))
+    own = ("base", "acl", "redis-acl", "evict", "redis-evict")
+    kinds = ("redis",) + tuple(b if b in own else f"atoll-{b}" for b in a.backends.split(","))
     clients = tuple(int(c) for c in a.clients.split(","))
     if a.only in (None, "cpu"):
         cpu_suite(a.rounds, a.requests, kinds=kinds, pipelines=pipelines, clients=clients)

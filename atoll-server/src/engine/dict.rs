@@ -591,6 +591,32 @@ impl<N: Chained> RawDict<N> {
         v
     }
 
+    /// Up to `max` elements near a random place (Redis's `dictGetSomeKeys`): the buckets after
+    /// a random one, in both tables while rehashing, visiting at most `10 × max` buckets. Not
+    /// fair, but one random draw: eviction samples with it.
+    pub fn some<R: Rng>(&self, rng: &mut R, max: usize, mut f: impl FnMut(NonNull<N>)) {
+        if self.is_empty() || max == 0 {
+            return;
+        }
+        let mut found = 0;
+        for t in self.t.iter().filter(|t| !t.buckets.is_empty()) {
+            let n = t.buckets.len();
+            let start = rng.gen_range(0..n);
+            for step in 0..n.min(max * 10) {
+                let mut link = t.buckets[(start + step) % n];
+                while let Some(p) = link {
+                    f(p);
+                    found += 1;
+                    if found >= max {
+                        return;
+                    }
+                    // SAFETY: as in `for_each`.
+                    link = unsafe { *N::next(p) };
+                }
+            }
+        }
+    }
+
     /// A uniformly chosen bucket's random element (Redis's `dictGetFairRandomKey` idea is not
     /// needed here: callers only need "some random element").
     pub fn random<R: Rng>(&self, rng: &mut R) -> Option<NonNull<N>> {
@@ -809,6 +835,12 @@ impl<V> Dict<V> {
     pub fn random<R: Rng>(&self, rng: &mut R) -> Option<(&[u8], &V)> {
         // SAFETY: as in `get`.
         self.0.random(rng).map(|p| unsafe { (&*(*p.as_ptr()).key, &(*p.as_ptr()).val) })
+    }
+
+    /// Up to `max` entries near a random place (see `RawDict::some`).
+    pub fn sample<R: Rng>(&self, rng: &mut R, max: usize, mut f: impl FnMut(&[u8], &V)) {
+        // SAFETY: as in `get`.
+        self.0.some(rng, max, |p| unsafe { f(&(*p.as_ptr()).key, &(*p.as_ptr()).val) })
     }
 }
 

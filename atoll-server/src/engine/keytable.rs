@@ -368,6 +368,12 @@ impl KeyTable {
         })
     }
 
+    /// Up to `max` keys near a random place, with their `lru` fields (eviction's sample).
+    pub fn sample<R: Rng>(&self, rng: &mut R, max: usize, mut f: impl FnMut(&[u8], u32)) {
+        // SAFETY: nodes live while `self` is borrowed.
+        self.0.some(rng, max, |p| unsafe { f(KNode::key(p), KNode::hdr(p).lru) })
+    }
+
     /// Some random key.
     pub fn random<R: Rng>(&self, rng: &mut R) -> Option<&[u8]> {
         // SAFETY: the node lives while `self` is borrowed.

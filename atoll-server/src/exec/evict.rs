@@ -174,6 +174,55 @@ thread_local! {
     /// The worker's eviction pool: candidates kept between rounds, so a few samples per round
     /// still find keys idle for long.
     static POOL_ENTRIES: RefCell<Vec<Candidate>> = const { RefCell::new(Vec::new()) };
+    /// Per database: until when (unix ms) it counts as having nothing to evict, and the shard
+    /// where keys were last found. Finding a database empty takes a sweep of its 1024 shards;
+    /// without this every eviction would sweep every empty database again.
+    static DB_HINTS: RefCell<Vec<(i64, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A cheap generator for sampling (a key choice needs no cryptographic randomness), seeded
+/// from the thread's generator.
+fn fast_rng() -> rand::rngs::SmallRng {
+    use rand::SeedableRng;
+    thread_local! {
+        static SEED: std::cell::Cell<u64> = std::cell::Cell::new(rand::random());
+    }
+    let seed = SEED.with(|s| {
+        let v = s.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s.set(v);
+        v
+    });
+    rand::rngs::SmallRng::seed_from_u64(seed)
+}
+
+/// How long a database found empty is skipped (ms).
+const EMPTY_FOR_MS: i64 = 100;
+
+/// `some_shard`, skipping databases recently found empty and starting where keys were found.
+fn shard_of_db<'a>(
+    srv: &'a Server,
+    db: usize,
+    volatile: bool,
+    now_ms: i64,
+    rng: &mut impl Rng,
+) -> Option<(usize, parking_lot::MutexGuard<'a, crate::engine::Shard>)> {
+    let d = srv.ks.db_if_exists(db)?;
+    let (empty_until, last) = DB_HINTS.with(|h| h.borrow().get(db).copied().unwrap_or((0, 0)));
+    if now_ms < empty_until {
+        return None;
+    }
+    let found = some_shard(d, volatile, last, rng);
+    DB_HINTS.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.len() <= db {
+            h.resize(db + 1, (0, 0));
+        }
+        h[db] = match &found {
+            Some((i, _)) => (0, *i),
+            None => (now_ms + EMPTY_FOR_MS, 0),
+        };
+    });
+    found
 }
 
 /// Microseconds one call may spend evicting (Redis's `evictionTimeLimitUs`).
@@ -321,11 +370,12 @@ fn score(srv: &Server, policy: Policy, lru: u32, expire_at: Option<i64>, now_ms:
     }
 }
 
-/// A random shard of `db` with keys the policy may evict, locked (tries a few, then a sweep
-/// from a random place).
+/// A random shard of `db` with keys the policy may evict, locked (tries a few at random, then
+/// sweeps from `last`, where keys were found before).
 fn some_shard<'a>(
     d: &'a crate::engine::Db,
     volatile: bool,
+    last: usize,
     rng: &mut impl Rng,
 ) -> Option<(usize, parking_lot::MutexGuard<'a, crate::engine::Shard>)> {
     let usable = |s: &crate::engine::Shard| if volatile { !s.expires.is_empty() } else { !s.keys.is_empty() };
@@ -337,7 +387,8 @@ fn some_shard<'a>(
             }
         }
     }
-    let from = rng.gen_range(0..SHARDS);
+    // Few shards hold keys: sweep from where keys were found last time.
+    let from = last % SHARDS;
     for j in 0..SHARDS {
         let i = (from + j) % SHARDS;
         if volatile && d.next_volatile(i) != Some(i) {
@@ -357,21 +408,16 @@ fn some_shard<'a>(
 fn pick_pooled(srv: &Server, policy: Policy, now_ms: i64) -> Option<bool> {
     let samples = srv.config.hot.maxmemory_samples.load(Ordering::Relaxed).max(1);
     let volatile = policy.volatile();
-    let mut rng = rand::thread_rng();
+    let mut rng = fast_rng();
     POOL_ENTRIES.with(|pool| {
         let mut pool = pool.borrow_mut();
         for db in 0..srv.ks.num_dbs() {
-            let Some(d) = srv.ks.db_if_exists(db) else { continue };
-            let Some((_, s)) = some_shard(d, volatile, &mut rng) else { continue };
-            for _ in 0..samples {
-                let key: Option<&[u8]> =
-                    if volatile { s.expires.random(&mut rng).map(|(k, _)| k) } else { s.keys.random(&mut rng) };
-                let Some(key) = key else { break };
-                let Some(lru) = s.keys.get(key).map(|e| e.lru()) else { continue };
-                let expire_at = s.expires.get(key).copied();
+            let Some((_, s)) = shard_of_db(srv, db, volatile, now_ms, &mut rng) else { continue };
+            // Redis's dictGetSomeKeys: keys near a random place of the shard's table.
+            let mut offer = |key: &[u8], lru: u32, expire_at: Option<i64>| {
                 let sc = score(srv, policy, lru, expire_at, now_ms);
                 if pool.iter().any(|c| c.db == db && *c.key == *key) {
-                    continue;
+                    return;
                 }
                 if pool.len() < POOL {
                     pool.push(Candidate { score: sc, db, key: key.into() });
@@ -380,6 +426,15 @@ fn pick_pooled(srv: &Server, policy: Policy, now_ms: i64) -> Option<bool> {
                         pool[i] = Candidate { score: sc, db, key: key.into() };
                     }
                 }
+            };
+            if volatile {
+                s.expires.sample(&mut rng, samples, |key, &at| {
+                    if let Some(lru) = s.keys.get(key).map(|e| e.lru()) {
+                        offer(key, lru, Some(at));
+                    }
+                });
+            } else {
+                s.keys.sample(&mut rng, samples, |key, lru| offer(key, lru, None));
             }
         }
         // The best candidate; one that no longer exists is dropped and the next tried.
@@ -398,12 +453,11 @@ fn pick_pooled(srv: &Server, policy: Policy, now_ms: i64) -> Option<bool> {
 /// A random key of the next database that has one.
 fn pick_random(srv: &Server, policy: Policy) -> Option<bool> {
     let volatile = policy.volatile();
-    let mut rng = rand::thread_rng();
+    let mut rng = fast_rng();
     let n = srv.ks.num_dbs();
     for _ in 0..n {
         let db = srv.evict.next_db.fetch_add(1, Ordering::Relaxed) % n;
-        let Some(d) = srv.ks.db_if_exists(db) else { continue };
-        let Some((shard, mut s)) = some_shard(d, volatile, &mut rng) else { continue };
+        let Some((shard, mut s)) = shard_of_db(srv, db, volatile, srv.now_ms(), &mut rng) else { continue };
         let key: Option<Box<[u8]>> = if volatile {
             s.expires.random(&mut rng).map(|(k, _)| k.into())
         } else {

@@ -10,6 +10,7 @@
 //! restricted) skips the check altogether.
 
 use super::keyspec;
+pub use super::table::{category_bit, Channels, CATEGORIES};
 use super::table::{Command, CommandTable};
 use crate::engine::glob::glob_match;
 use parking_lot::{Mutex, RwLock};
@@ -18,36 +19,6 @@ use smallvec::SmallVec;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Redis's categories, in its order (ACL CAT, COMMAND INFO).
-pub const CATEGORIES: [&str; 21] = [
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
-
-/// The category's bit in `Command::acl_cats` (case-insensitive name, without `@`).
-pub fn category_bit(name: &[u8]) -> Option<u32> {
-    CATEGORIES.iter().position(|c| c.as_bytes().eq_ignore_ascii_case(name)).map(|i| 1 << i)
-}
 
 /// Command bits per selector. Redis keeps 1024, the last one reserved: set only by `+@all`, it
 /// tells whether the rules started from everything (and so would allow commands added later).
@@ -455,30 +426,6 @@ impl Selector {
             }
         }
         Ok(())
-    }
-}
-
-/// The channels a command names, for the channel permission check (Redis's
-/// `commands_with_channels`; the unsubscribe commands are not checked).
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub enum Channels {
-    None,
-    /// PUBLISH, SPUBLISH: the first argument.
-    Publish,
-    /// SUBSCRIBE, SSUBSCRIBE: every argument.
-    Subscribe,
-    /// PSUBSCRIBE: every argument, a pattern matched literally against the user's.
-    PatternSubscribe,
-}
-
-impl Channels {
-    pub fn of(name: &str) -> Channels {
-        match name {
-            "publish" | "spublish" => Channels::Publish,
-            "subscribe" | "ssubscribe" => Channels::Subscribe,
-            "psubscribe" => Channels::PatternSubscribe,
-            _ => Channels::None,
-        }
     }
 }
 

@@ -102,6 +102,60 @@ pub mod flags {
     }
 }
 
+/// Redis's categories, in its order (ACL CAT, COMMAND INFO).
+pub const CATEGORIES: [&str; 21] = [
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+/// The category's bit in `Command::acl_cats` (case-insensitive name, without `@`).
+pub fn category_bit(name: &[u8]) -> Option<u32> {
+    CATEGORIES.iter().position(|c| c.as_bytes().eq_ignore_ascii_case(name)).map(|i| 1 << i)
+}
+
+/// The channels a command names, for the channel permission check (Redis's
+/// `commands_with_channels`; the unsubscribe commands are not checked).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Channels {
+    None,
+    /// PUBLISH, SPUBLISH: the first argument.
+    Publish,
+    /// SUBSCRIBE, SSUBSCRIBE: every argument.
+    Subscribe,
+    /// PSUBSCRIBE: every argument, a pattern matched literally against the user's.
+    PatternSubscribe,
+}
+
+impl Channels {
+    pub fn of(name: &str) -> Channels {
+        match name {
+            "publish" | "spublish" => Channels::Publish,
+            "subscribe" | "ssubscribe" => Channels::Subscribe,
+            "psubscribe" => Channels::PatternSubscribe,
+            _ => Channels::None,
+        }
+    }
+}
+
 pub struct Command {
     /// Lower-case full name: `get`, `config|get`.
     pub name: String,
@@ -116,7 +170,7 @@ pub struct Command {
     /// Redis derives from its flags (`setImplicitACLCategories`).
     pub acl_cats: u32,
     /// The channels it names, for ACL channel permissions.
-    pub channels: super::acl::Channels,
+    pub channels: Channels,
     pub tips: Vec<String>,
     pub key_specs: Vec<KeySpec>,
     /// Legacy (first, last, step) key range for COMMAND INFO.
@@ -203,7 +257,7 @@ fn legacy_range(specs: &[KeySpec]) -> ((i64, i64, i64), bool) {
 /// The command's categories as bits: those its spec lists, plus those Redis derives from its
 /// flags (`setImplicitACLCategories`).
 fn implicit_categories(fl: u32, listed: &[String]) -> u32 {
-    let bit = |n: &str| super::acl::category_bit(n.as_bytes()).unwrap_or(0);
+    let bit = |n: &str| category_bit(n.as_bytes()).unwrap_or(0);
     let mut cats = listed.iter().fold(0, |acc, c| acc | bit(c.trim_start_matches('@')));
     let has = |f: u32| fl & f != 0;
     if has(flags::WRITE) {
@@ -283,7 +337,7 @@ impl CommandTable {
             Command {
                 name: row.name.to_string(),
                 acl_cats,
-                channels: super::acl::Channels::of(row.name),
+                channels: Channels::of(row.name),
                 id,
                 arity: spec["arity"].as_i64().unwrap_or(-1),
                 flags: fl,

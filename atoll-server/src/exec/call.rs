@@ -322,11 +322,9 @@ fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command) -> CmdResult {
 #[inline]
 pub fn lfu_params(srv: &Server) -> Option<(u32, u32)> {
     let hot = &srv.config.hot;
-    // `config::MAXMEMORY_POLICIES`: 2 and 6 are the LFU ones.
-    match hot.maxmemory_policy.load(Ordering::Relaxed) {
-        2 | 6 => Some((hot.lfu_log_factor.load(Ordering::Relaxed), hot.lfu_decay_time.load(Ordering::Relaxed))),
-        _ => None,
-    }
+    super::evict::Policy::from_u32(hot.maxmemory_policy.load(Ordering::Relaxed))
+        .is_lfu()
+        .then(|| (hot.lfu_log_factor.load(Ordering::Relaxed), hot.lfu_decay_time.load(Ordering::Relaxed)))
 }
 
 /// Reads the connection's user's rules again after an ACL change. A user deleted meanwhile

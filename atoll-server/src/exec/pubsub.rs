@@ -293,8 +293,11 @@ impl PubSub {
             for (name, subs) in self.map(kind).read().iter() {
                 for mb in subs {
                     let h = &mb.handle;
-                    let mine = h.user.lock().as_ref().is_some_and(|u| Arc::ptr_eq(u, user))
-                        || (h.user.lock().is_none() && user.name == b"default");
+                    // None is the default user.
+                    let mine = match h.user.lock().as_ref() {
+                        Some(u) => Arc::ptr_eq(u, user),
+                        None => user.name == b"default",
+                    };
                     if mine
                         && !rules.keeps_subscription(name, kind == Kind::Pattern)
                         && !out.iter().any(|o| o.id == h.id)

@@ -18,6 +18,23 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/d
 fi
 echo "==> $(redis-server --version) (redis-benchmark, redis-cli)"
 
+# TLS: the oracle is built with TLS when OpenSSL's headers are there, and the tests make an
+# encrypted key with the openssl tool.
+if [ ! -f /usr/include/openssl/ssl.h ] || ! command -v openssl >/dev/null 2>&1; then
+  echo "==> installing libssl-dev and openssl (TLS tests; the oracle's TLS build)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libssl-dev openssl >/dev/null
+fi
+# A cached oracle built before OpenSSL's headers were there has no TLS: build it again.
+oracle_home=${REDIS72_HOME:-$HOME/.cache/atoll-redis72}
+if [ -z "${REDIS_SERVER:-}" ] && [ -x "$oracle_home/redis-7.2.6/src/redis-server" ] \
+  && ! ldd "$oracle_home/redis-7.2.6/src/redis-server" | grep -q libssl; then
+  echo "==> the cached Redis 7.2.6 has no TLS: rebuilding it"
+  rm -rf "$oracle_home/redis-7.2.6"
+fi
+
 # The differential oracle: Redis 7.2.6 itself (about a minute to build the first time).
 if [ -z "${REDIS_SERVER:-}" ]; then
   REDIS_SERVER=$(../shared/tools/redis72 path)
@@ -46,7 +63,7 @@ cargo test --workspace -- --test-threads=2 2>&1 | tee "$log"
 # The black-box suites again on the other worker backend, epoll (the default is io_uring;
 # `runs_the_requested_io_backend` checks INFO's multiplexing_api, so neither pass can silently
 # run on the wrong one).
-ATOLL_TEST_IO_BACKEND=epoll cargo test -p atoll-server --test blackbox --test blocking --test scan \
+ATOLL_TEST_IO_BACKEND=epoll cargo test -p atoll-server --test blackbox --test blocking --test scan --test tls \
   -- --test-threads=2 2>&1 | tee -a "$log"
 
 # Real client libraries beyond the Rust one: redis-py (and prometheus_client's parser for

@@ -69,3 +69,10 @@ macro_rules! log_notice { ($($a:tt)*) => { $crate::log::log($crate::log::NOTICE,
 macro_rules! log_warning { ($($a:tt)*) => { $crate::log::log($crate::log::WARNING, &format!($($a)*)) } }
 #[macro_export]
 macro_rules! log_verbose { ($($a:tt)*) => { $crate::log::log($crate::log::VERBOSE, &format!($($a)*)) } }
+
+/// An I/O error as strerror() words it in Redis's messages ("No such file or directory"),
+/// without Rust's " (os error N)" suffix.
+pub fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
+}

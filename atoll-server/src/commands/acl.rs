@@ -272,11 +272,7 @@ pub fn load(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// An I/O error as strerror() words it.
-fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    s.split(" (os error").next().unwrap_or(&s).to_string()
-}
+use crate::log::strerror as io_text;
 
 /// Writes the users to `path` as Redis does: a temporary file, fsynced, renamed over it.
 pub fn save_users(srv: &Server, path: &str) -> std::io::Result<()> {

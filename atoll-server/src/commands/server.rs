@@ -223,7 +223,26 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR CONFIG SET appendonly is not allowed inside MULTI/EXEC in Atoll"));
     }
     let was_on = ctx.srv.config.get_bool("appendonly");
+    // Any tls-* parameter rebuilds the TLS configuration, even when set to the value it has:
+    // that is how certificates are reloaded (Redis's VOLATILE_CONFIG files).
+    let tls_names: Vec<String> = pairs
+        .iter()
+        .map(|(k, _)| String::from_utf8_lossy(k).to_ascii_lowercase())
+        .filter(|k| k.starts_with("tls-"))
+        .collect();
+    let tls_before: Vec<(String, String)> = tls_names.iter().map(|k| (k.clone(), ctx.srv.config.get(k))).collect();
     ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(CmdError::msg)?;
+    if !tls_names.is_empty() && crate::exec::tls::wanted(&ctx.srv.config) {
+        if let Err(e) = ctx.srv.tls.reconfigure(&ctx.srv.config) {
+            crate::log_warning!("{e}");
+            let back: Vec<(&[u8], &[u8])> = tls_before.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+            let _ = ctx.srv.config.set_many(&back, true);
+            return Err(CmdError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{}') - Unable to update TLS configuration. Check server logs.",
+                tls_names[0]
+            )));
+        }
+    }
     crate::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
     if names("maxmemory") {
         let limit = ctx.srv.config.hot.maxmemory.load(Ordering::Relaxed);

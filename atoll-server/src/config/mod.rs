@@ -727,11 +727,7 @@ fn apply(def: &Def, v: &str) -> Result<(), String> {
         }
     }
     if def.kind == Kind::Dir && !v.is_empty() {
-        std::env::set_current_dir(v).map_err(|e| {
-            let s = e.to_string();
-            // "No such file or directory (os error 2)" → Redis's strerror text.
-            s.split(" (os error").next().unwrap_or(&s).to_string()
-        })?;
+        std::env::set_current_dir(v).map_err(|e| crate::log::strerror(&e))?;
     }
     Ok(())
 }
@@ -764,9 +760,9 @@ mod tests {
         let err = Config::from_args(&["--maxmemory".into(), "--port".into(), "7398".into()]).err().unwrap();
         assert!(err.contains(">>> 'maxmemory \"--port\" \"7398\"'\nwrong number of arguments"), "{err}");
         // A setting Atoll cannot honour is refused, never ignored.
-        let err = Config::from_args(&["--tls-port".into(), "6380".into()]).err().unwrap();
-        assert!(err.ends_with("not supported by Atoll yet: TLS"), "{err}");
-        assert!(Config::from_args(&["--tls-port".into(), "0".into()]).is_ok());
+        let err = Config::from_args(&["--min-replicas-to-write".into(), "1".into()]).err().unwrap();
+        assert!(err.ends_with("not supported by Atoll yet: replication"), "{err}");
+        assert!(Config::from_args(&["--min-replicas-to-write".into(), "0".into()]).is_ok());
         // Old names Redis 7.2 still reads and ignores.
         assert!(Config::from_args(&["--list-max-ziplist-entries".into(), "5".into()]).is_ok());
     }
@@ -793,7 +789,7 @@ mod tests {
         let e = c.set_many(&[(b"dir", b"/tmp")], true).unwrap_err();
         assert!(e.ends_with("can't set protected config"), "{e}");
         let e = c.set_many(&[(b"tls-port", b"6380")], true).unwrap_err();
-        assert!(e.contains("not supported by Atoll yet: TLS"), "{e}");
+        assert!(e.contains("not supported by Atoll yet: rebinding listeners"), "{e}");
         assert!(c.set_many(&[(b"maxmemory", b"1mb")], true).is_ok());
         assert_eq!(c.hot.maxmemory.load(Ordering::Relaxed), 1 << 20);
     }

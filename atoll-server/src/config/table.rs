@@ -7,8 +7,7 @@
 //! * `inert` — accepted with any valid value, and nothing a client can observe depends on it in
 //!   Atoll: a tuning knob of an internal Atoll does differently (`activerehashing`, lazy
 //!   freeing, defragmentation thresholds, quicklist compression), or a knob of a mode that
-//!   cannot be switched on yet (replication and cluster timings, TLS file names while
-//!   `tls-port` is refused). When the feature it tunes lands, its row must become `live`.
+//!   cannot be switched on yet (replication and cluster timings). When the feature it tunes lands, its row must become `live`.
 //! * `pending(WHAT)` — the feature does not exist yet. The default (the value that describes
 //!   what Atoll does) is accepted; any other value is refused with an error naming what is
 //!   missing, in CONFIG SET and at start-up: `appendonly yes` must never be silently ignored.
@@ -135,7 +134,6 @@ impl Def {
 // What a `pending` parameter is waiting for, as its error names it.
 const REPL: &str = "replication";
 const CLUSTER: &str = "cluster mode";
-const TLS: &str = "TLS";
 const DEFRAG: &str = "active defragmentation";
 const CPULIST: &str = "CPU affinity lists";
 const SOCKMARK: &str = "socket marks";
@@ -310,26 +308,29 @@ pub static DEFS: &[Def] = &[
     Def::new("tcp-backlog", Int { min: 0, max: IMAX }, "511").flags(IMMUTABLE).live(),
     Def::new("tcp-keepalive", Int { min: 0, max: IMAX }, "300").live(),
     Def::new("timeout", Int { min: 0, max: IMAX }, "0").live(),
-    Def::new("tls-auth-clients", Enum(&["no", "yes", "optional"]), "yes").inert(),
-    Def::new("tls-ca-cert-dir", Str, "").inert(),
-    Def::new("tls-ca-cert-file", Str, "").inert(),
-    Def::new("tls-cert-file", Str, "").inert(),
-    Def::new("tls-ciphers", Str, "").inert(),
-    Def::new("tls-ciphersuites", Str, "").inert(),
-    Def::new("tls-client-cert-file", Str, "").inert(),
-    Def::new("tls-client-key-file", Str, "").inert(),
-    Def::new("tls-client-key-file-pass", Str, "").inert(),
-    Def::new("tls-cluster", Bool, "no").pending(TLS),
-    Def::new("tls-dh-params-file", Str, "").inert(),
-    Def::new("tls-key-file", Str, "").inert(),
-    Def::new("tls-key-file-pass", Str, "").inert(),
-    Def::new("tls-port", Int { min: 0, max: 65535 }, "0").pending(TLS),
-    Def::new("tls-prefer-server-ciphers", Bool, "no").inert(),
-    Def::new("tls-protocols", Str, "").inert(),
-    Def::new("tls-replication", Bool, "no").pending(TLS),
-    Def::new("tls-session-cache-size", Int { min: 0, max: IMAX }, "20480").inert(),
-    Def::new("tls-session-cache-timeout", Int { min: 0, max: IMAX }, "300").inert(),
-    Def::new("tls-session-caching", Bool, "yes").inert(),
+    Def::new("tls-auth-clients", Enum(&["no", "yes", "optional"]), "yes").live(),
+    Def::new("tls-ca-cert-dir", Str, "").live(),
+    Def::new("tls-ca-cert-file", Str, "").live(),
+    Def::new("tls-cert-file", Str, "").live(),
+    Def::new("tls-ciphers", Str, "").live(),
+    Def::new("tls-ciphersuites", Str, "").live(),
+    Def::new("tls-client-cert-file", Str, "").live(),
+    Def::new("tls-client-key-file", Str, "").live(),
+    Def::new("tls-client-key-file-pass", Str, "").live(),
+    // tls-cluster and tls-replication choose TLS for links Atoll does not make yet (cluster bus,
+    // replication: those features are refused themselves); as in Redis they require a CA and
+    // turn the TLS configuration on.
+    Def::new("tls-cluster", Bool, "no").live(),
+    Def::new("tls-dh-params-file", Str, "").live(),
+    Def::new("tls-key-file", Str, "").live(),
+    Def::new("tls-key-file-pass", Str, "").live(),
+    Def::new("tls-port", Int { min: 0, max: 65535 }, "0").file_only(BIND),
+    Def::new("tls-prefer-server-ciphers", Bool, "no").live(),
+    Def::new("tls-protocols", Str, "").live(),
+    Def::new("tls-replication", Bool, "no").live(),
+    Def::new("tls-session-cache-size", Int { min: 0, max: IMAX }, "20480").live(),
+    Def::new("tls-session-cache-timeout", Int { min: 0, max: IMAX }, "300").live(),
+    Def::new("tls-session-caching", Bool, "yes").live(),
     Def::new("tracking-table-max-keys", Int { min: 0, max: LMAX }, "1000000").inert(),
     Def::new("unixsocket", Str, "").flags(IMMUTABLE).live(),
     Def::new("unixsocketperm", Octal { max: 0o777 }, "0").flags(IMMUTABLE).live(),

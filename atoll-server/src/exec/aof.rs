@@ -313,11 +313,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
     Ok(())
 }
 
-/// An I/O error as strerror words it ("No such file or directory"), without Rust's suffix.
-fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    s.split(" (os error").next().unwrap_or(&s).to_string()
-}
+use crate::log::strerror as io_text;
 
 /// Cuts a torn tail off the last incremental file (`aof-load-truncated yes`).
 fn cut(srv: &Server, path: &Path, at: u64, last: bool, what: &str) -> Result<(), String> {

@@ -32,6 +32,7 @@ pub mod stats;
 pub mod table;
 #[cfg(test)]
 pub mod testing;
+pub mod tls;
 pub mod tracking;
 
 use crate::engine::keytable::Entry;

@@ -65,6 +65,8 @@ pub struct Server {
     pub table: CommandTable,
     /// Users, permissions and the ACL log.
     pub acl: super::acl::Acl,
+    /// The TLS configuration new TLS connections start from (`tls-*`).
+    pub tls: super::tls::TlsContext,
     /// maxmemory eviction statistics.
     pub evict: super::evict::Evict,
     pub clients: client::Registry,
@@ -203,6 +205,7 @@ impl Server {
         };
         Server {
             acl,
+            tls: Default::default(),
             evict: Default::default(),
             stats: stats::Stats::new(threads, table.all.len()),
             lazyfree: lazyfree::LazyFree::default(),

@@ -29,6 +29,10 @@ const WAKER: Token = Token(usize::MAX);
 struct Connection {
     fd: OwnedFd,
     link: Link,
+    /// A TLS connection's sealed output, and how much of it is written (`link.out` is
+    /// written in place otherwise).
+    wire: Vec<u8>,
+    wire_sent: usize,
     /// WRITABLE interest is registered (the socket buffer was full).
     want_write: bool,
 }
@@ -226,7 +230,7 @@ impl Worker {
             return false;
         }
         let c = &mut self.io.conns[t];
-        let pending = c.link.out.len() > c.link.sent;
+        let pending = c.link.has_output();
         self.core.queue(&mut c.link, t, pending);
         true
     }
@@ -247,16 +251,16 @@ unsafe fn busy_poll(ctx: *mut (), current: usize) {
 
 impl Io {
     fn add_connection(&mut self, conn: super::worker::Conn) {
-        let a = Accepted::new(conn, &self.srv);
+        let mut a = Accepted::new(conn, &self.srv);
         let entry = self.conns.vacant_entry();
         let token = entry.key();
-        let link = super::worker::new_link(&self.srv, self.id, &self.inbox, token, &a);
+        let link = super::worker::new_link(&self.srv, self.id, &self.inbox, token, &mut a);
         let fd = a.fd.as_raw_fd();
         if self.poll.registry().register(&mut SourceFd(&fd), Token(token), Interest::READABLE).is_err() {
             return;
         }
         super::worker::publish(&self.srv, &link);
-        entry.insert(Connection { fd: a.fd, link, want_write: false });
+        entry.insert(Connection { fd: a.fd, link, wire: Vec::new(), wire_sent: 0, want_write: false });
     }
 
     /// New connections, taken while a script is busy — only into slots the slab already has,
@@ -330,8 +334,17 @@ impl Io {
         let ws = &self.srv.stats.workers[self.id];
         let Some(c) = self.conns.get_mut(t) else { return };
         let batch = c.link.out.len();
-        while c.link.sent < c.link.out.len() {
-            let rest = &c.link.out[c.link.sent..];
+        // TLS: the replies not yet sealed join the sealed bytes still to write.
+        let (buf, sent) = match c.link.tls.as_deref_mut() {
+            Some(tls) => {
+                tls.seal(&c.link.out[c.link.sent..], &mut c.wire);
+                c.link.sent = c.link.out.len();
+                (&c.wire, &mut c.wire_sent)
+            }
+            None => (&c.link.out, &mut c.link.sent),
+        };
+        while *sent < buf.len() {
+            let rest = &buf[*sent..];
             // SAFETY: writes from a live slice, within its length.
             match sys(unsafe { libc::write(c.fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) }) {
                 Ok(0) => {
@@ -341,7 +354,7 @@ impl Io {
                 Ok(n) => {
                     bump(&ws.counters.net_output_bytes, n as u64);
                     bump(&ws.counters.writes_processed, 1);
-                    c.link.sent += n;
+                    *sent += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -351,10 +364,22 @@ impl Io {
                 }
             }
         }
+        let unsent = buf.len() - *sent;
         let fd = c.fd.as_raw_fd();
-        if c.link.sent < c.link.out.len() {
-            let cap = c.link.out.capacity();
-            c.link.show_output(&self.srv, batch, batch - c.link.sent, cap);
+        if c.link.tls.is_some() {
+            // Sealed bytes the socket has not taken count as the client's pending output.
+            c.link.in_flight = unsent;
+            if unsent == 0 {
+                c.wire.clear();
+                c.wire_sent = 0;
+                if c.wire.capacity() > super::worker::KEEP_OUT {
+                    c.wire = Vec::new();
+                }
+            }
+        }
+        if unsent > 0 {
+            let cap = c.link.out.capacity() + c.wire.capacity();
+            c.link.show_output(&self.srv, batch, c.link.unsent(), cap);
             if !c.want_write {
                 c.want_write = true;
                 let _ = self.poll.registry().reregister(
@@ -370,7 +395,7 @@ impl Io {
             c.want_write = false;
             let _ = self.poll.registry().reregister(&mut SourceFd(&fd), Token(t), Interest::READABLE);
         }
-        if !super::worker::flushed(&self.srv, &mut c.link, 0) {
+        if !super::worker::flushed(&self.srv, &mut c.link, c.wire.capacity()) {
             self.close(t);
         }
     }

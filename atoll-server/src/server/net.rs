@@ -73,6 +73,14 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             None => return 1,
         }
     }
+    let tls_port = config.get_i64("tls-port") as u16;
+    let mut tls_listeners = Vec::new();
+    if tls_port != 0 {
+        match bind_all(&config.get("bind"), tls_port, backlog, "tls") {
+            Some(l) => tls_listeners = l,
+            None => return 1,
+        }
+    }
     let metrics_port = config.get_i64("metrics-port") as u16;
     let mut metrics_listeners = Vec::new();
     if metrics_port != 0 {
@@ -113,6 +121,13 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         }
     }
     let srv = Arc::new(Server::new(config, table, threads, port));
+    if crate::exec::tls::wanted(&srv.config) {
+        if let Err(e) = srv.tls.reconfigure(&srv.config) {
+            log_warning!("{e}");
+            log_warning!("Failed to configure TLS. Check logs for more info.");
+            return 1;
+        }
+    }
     if let Err(e) = crate::commands::acl::load_at_startup(&srv) {
         log_warning!("{e}");
         return 1;
@@ -215,7 +230,8 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let next = Rc::new(std::cell::Cell::new(0usize));
         let workers = Rc::new(workers);
         let local = tokio::task::LocalSet::new();
-        for l in listeners {
+        let tcp = listeners.into_iter().map(|l| (l, false));
+        for (l, tls) in tcp.chain(tls_listeners.into_iter().map(|l| (l, true))) {
             let l = tokio::net::TcpListener::from_std(l).expect("listener");
             let (srv, workers, next) = (srv.clone(), workers.clone(), next.clone());
             local.spawn_local(async move {
@@ -226,12 +242,27 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                         continue;
                     };
                     let Ok(mut s) = s.into_std() else { continue };
-                    if !admit(&srv, &mut s, Some(peer.ip())) {
+                    // A TLS client is refused without words: Redis's text cannot go out
+                    // before a handshake, and plain text would read as a broken record.
+                    let admitted = if tls {
+                        admit(&srv, &mut std::io::sink(), Some(peer.ip()))
+                    } else {
+                        admit(&srv, &mut s, Some(peer.ip()))
+                    };
+                    if !admitted {
                         continue;
                     }
                     let _ = tcp_keepalive(&s, srv.config.get_i64("tcp-keepalive"));
+                    let conn = if tls {
+                        match tls_codec(&srv) {
+                            Some(codec) => Conn::Tls(s, codec),
+                            None => continue,
+                        }
+                    } else {
+                        Conn::Tcp(s)
+                    };
                     let w = pick_worker(&srv, &next, workers.len());
-                    hand_out(&workers[w], Conn::Tcp(s)).await;
+                    hand_out(&workers[w], conn).await;
                 }
             });
         }
@@ -263,6 +294,9 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         }
         if port != 0 {
             log_notice!("Ready to accept connections tcp");
+        }
+        if tls_port != 0 {
+            log_notice!("Ready to accept connections tls");
         }
         if !unixsocket.is_empty() {
             log_notice!("Ready to accept connections unix");
@@ -335,6 +369,18 @@ fn bind_all(bind: &str, port: u16, backlog: i32, what: &str) -> Option<Vec<std::
         }
     }
     Some(out)
+}
+
+/// The codec of a new TLS connection, from the configuration in use now.
+fn tls_codec(srv: &Server) -> Option<Box<super::tls::TlsCodec>> {
+    let config = srv.tls.server_config()?;
+    match super::tls::TlsCodec::new(config) {
+        Ok(c) => Some(Box::new(c)),
+        Err(e) => {
+            log_warning!("Error creating a TLS connection: {e}");
+            None
+        }
+    }
 }
 
 /// Gives a connection to a worker; if its inbox is full (the worker is far behind), waits a

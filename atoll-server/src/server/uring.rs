@@ -463,7 +463,8 @@ impl Worker {
             let (Some(c), Some(bid)) = (self.io.conns.get((ud >> 2) as usize), cqueue::buffer_select(flags)) else {
                 continue;
             };
-            if c.dead {
+            // TLS input is ciphertext until the session's codec opens it.
+            if c.dead || c.link.tls.is_some() {
                 continue;
             }
             let data = self.io.bufs.buf(bid, res as usize);
@@ -538,7 +539,7 @@ impl Worker {
         });
         if ran {
             let c = &mut self.io.conns[t];
-            let pending = !c.link.out.is_empty();
+            let pending = c.link.has_output();
             self.core.queue(&mut c.link, t, pending);
         }
     }
@@ -560,10 +561,10 @@ unsafe fn busy_poll(ctx: *mut (), current: usize) {
 
 impl Io {
     fn add_connection(&mut self, conn: Conn) {
-        let a = Accepted::new(conn, &self.srv);
+        let mut a = Accepted::new(conn, &self.srv);
         let entry = self.conns.vacant_entry();
         let t = entry.key();
-        let link = super::worker::new_link(&self.srv, self.id, &self.inbox, t, &a);
+        let link = super::worker::new_link(&self.srv, self.id, &self.inbox, t, &mut a);
         super::worker::publish(&self.srv, &link);
         entry.insert(Connection {
             fd: a.fd,
@@ -767,7 +768,7 @@ impl Io {
         if c.sent >= c.sending.len() {
             c.sending.clear();
             c.sent = 0;
-            if c.link.out.is_empty() {
+            if !c.link.has_output() {
                 if c.sending.capacity() > super::worker::KEEP_OUT {
                     c.sending = Vec::new();
                 }
@@ -776,7 +777,14 @@ impl Io {
                 }
                 return;
             }
-            std::mem::swap(&mut c.sending, &mut c.link.out);
+            match c.link.tls.as_deref_mut() {
+                // The replies are sealed into the send buffer (with any handshake messages).
+                Some(tls) => {
+                    tls.seal(&c.link.out, &mut c.sending);
+                    c.link.out.clear();
+                }
+                None => std::mem::swap(&mut c.sending, &mut c.link.out),
+            }
             let batch = c.sending.len();
             c.link.in_flight = batch;
             c.link.show_output(&self.srv, batch, 0, c.sending.capacity() + c.link.out.capacity());

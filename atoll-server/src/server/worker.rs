@@ -12,6 +12,7 @@
 //! followed by a wake of the loop.
 
 use super::session::{FirstReq, Session};
+use super::tls::TlsCodec;
 use super::{Server, ShutdownMode};
 use crate::exec::blocking::WaitState;
 use crate::exec::client::{Client, ClientHandle};
@@ -67,6 +68,9 @@ pub const INBOX_LIMIT: usize = 65536;
 /// A connection handed from the acceptor to a worker.
 pub enum Conn {
     Tcp(std::net::TcpStream),
+    /// A connection to a `tls-port`, with its codec (made at accept time, from the TLS
+    /// configuration then in use).
+    Tls(std::net::TcpStream, Box<TlsCodec>),
     Unix(std::os::unix::net::UnixStream),
 }
 
@@ -151,6 +155,9 @@ pub struct Link {
     pub closing: bool,
     /// Already queued for this round's flush.
     pub queued: bool,
+    /// A TLS connection's codec: input is opened before the session sees it, output sealed
+    /// before the backend writes it.
+    pub tls: Option<Box<TlsCodec>>,
     /// What the handle last showed of the output side (see [`Link::show_output`]).
     shown: OutputShown,
 }
@@ -166,6 +173,11 @@ struct OutputShown {
 }
 
 impl Link {
+    /// There is something to write: replies, or a TLS handshake's messages.
+    pub fn has_output(&self) -> bool {
+        self.out.len() > self.sent || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+
     /// Output bytes the client has not taken yet, wherever they are.
     pub fn unsent(&self) -> usize {
         self.in_flight + self.out.len() - self.sent
@@ -221,25 +233,29 @@ pub struct Accepted {
     pub unix: bool,
     pub addr: String,
     pub laddr: String,
+    pub tls: Option<Box<TlsCodec>>,
 }
 
 impl Accepted {
     pub fn new(conn: Conn, srv: &Server) -> Accepted {
-        match conn {
-            Conn::Tcp(s) => {
-                let _ = s.set_nodelay(true);
-                let _ = s.set_nonblocking(true);
-                Accepted {
-                    addr: s.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
-                    laddr: s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-                    unix: false,
-                    fd: s.into(),
-                }
+        let tcp = |s: std::net::TcpStream, tls: Option<Box<TlsCodec>>| {
+            let _ = s.set_nodelay(true);
+            let _ = s.set_nonblocking(true);
+            Accepted {
+                addr: s.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
+                laddr: s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+                unix: false,
+                fd: s.into(),
+                tls,
             }
+        };
+        match conn {
+            Conn::Tcp(s) => tcp(s, None),
+            Conn::Tls(s, codec) => tcp(s, Some(codec)),
             Conn::Unix(s) => {
                 let _ = s.set_nonblocking(true);
                 let path = srv.config.get("unixsocket");
-                Accepted { addr: format!("{path}:0"), laddr: path, unix: true, fd: s.into() }
+                Accepted { addr: format!("{path}:0"), laddr: path, unix: true, fd: s.into(), tls: None }
             }
         }
     }
@@ -535,6 +551,27 @@ pub fn ingest_while_busy(srv: &Server, worker: usize, l: &mut Link, data: &[u8])
 /// Bytes arrived on a connection: counted, then kept (a blocked client), ignored (a closing
 /// one) or run. Returns (the connection may stay open, requests ran).
 fn run_input(srv: &Server, worker: usize, l: &mut Link, data: &[u8], first: Option<&FirstReq>) -> (bool, bool) {
+    let Some(tls) = l.tls.as_deref_mut() else { return run_plain(srv, worker, l, data, first) };
+    let mut plain = std::mem::take(&mut tls.plain);
+    if let Err(e) = tls.open(data, &mut plain) {
+        // Redis logs failed handshakes (a client without a required certificate) this way;
+        // the alert rustls queued goes out before the connection closes.
+        crate::log_verbose!("Error accepting a client connection: {e} (addr={})", l.session.client.handle.addr);
+        l.closing = true;
+        return (true, false);
+    }
+    // The scan of `first` was of the ciphertext: none (the event loop does not look ahead
+    // into TLS input).
+    debug_assert!(first.is_none());
+    let r = if plain.is_empty() { (true, false) } else { run_plain(srv, worker, l, &plain, None) };
+    if let Some(tls) = l.tls.as_deref_mut() {
+        tls.keep_plain(plain);
+    }
+    r
+}
+
+/// `run_input` of bytes as the client sent them (opened already on a TLS connection).
+fn run_plain(srv: &Server, worker: usize, l: &mut Link, data: &[u8], first: Option<&FirstReq>) -> (bool, bool) {
     // Counted here, where the network delivers bytes, so input a blocked or closing client
     // receives counts too (as in Redis), and a resumed client's replay does not.
     let ws = &srv.stats.workers[worker];
@@ -559,7 +596,7 @@ fn run_input(srv: &Server, worker: usize, l: &mut Link, data: &[u8], first: Opti
 
 /// The session of a new connection, registered with the server once the backend has
 /// taken the socket (`publish`).
-pub fn new_link(srv: &Server, worker: usize, inbox: &Arc<Inbox>, token: usize, a: &Accepted) -> Link {
+pub fn new_link(srv: &Server, worker: usize, inbox: &Arc<Inbox>, token: usize, a: &mut Accepted) -> Link {
     let needs_auth = srv.acl.auth_required();
     let mut handle = ClientHandle::new(
         srv.clients.next_id(),
@@ -581,6 +618,7 @@ pub fn new_link(srv: &Server, worker: usize, inbox: &Arc<Inbox>, token: usize, a
         in_flight: 0,
         closing: false,
         queued: false,
+        tls: a.tls.take(),
         shown: OutputShown::default(),
     }
 }

@@ -1,0 +1,409 @@
+//! TLS settings: the `tls-*` parameters turned into the rustls configuration every new TLS
+//! connection starts from (Redis's `tlsConfigure`). Building is all-or-nothing: a bad file or
+//! value leaves the configuration in use untouched, as Redis's SSL_CTX swap does, so CONFIG SET
+//! of a certificate that does not load changes nothing. The per-connection codec is
+//! `server::tls`.
+//!
+//! Where rustls and OpenSSL differ, Atoll says so rather than pretend:
+//! * rustls speaks TLSv1.2 and TLSv1.3 only: `tls-protocols` naming TLSv1 or TLSv1.1 is refused;
+//! * its TLSv1.2 suites are the ECDHE AEAD ones: a `tls-ciphers` list that selects none of them
+//!   (e.g. only `AES128-SHA256`) is refused, as OpenSSL refuses a list that selects nothing;
+//! * there is no finite-field (DHE) key exchange, so `tls-dh-params-file` is checked as Redis
+//!   checks it (the file must hold DH parameters) and then has nothing to configure: every
+//!   handshake uses ECDHE.
+
+use crate::config::Config;
+use parking_lot::{Mutex, RwLock};
+use rustls::crypto::CryptoProvider;
+use rustls::server::{NoServerSessionStorage, StoresServerSessions, WebPkiClientVerifier};
+use rustls::{CipherSuite, RootCertStore, ServerConfig, SupportedCipherSuite};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The configuration new TLS connections use; replaced whole by `reconfigure`.
+#[derive(Default)]
+pub struct TlsContext {
+    current: RwLock<Option<Arc<ServerConfig>>>,
+}
+
+impl TlsContext {
+    /// The configuration for a connection accepted now (None until TLS is configured).
+    pub fn server_config(&self) -> Option<Arc<ServerConfig>> {
+        self.current.read().clone()
+    }
+
+    /// Builds the configuration from the `tls-*` parameters and puts it in use. On error
+    /// (Redis's log line) the one in use stays.
+    pub fn reconfigure(&self, config: &Config) -> Result<(), String> {
+        let built = build(config)?;
+        *self.current.write() = Some(Arc::new(built));
+        Ok(())
+    }
+}
+
+/// True if the settings ask for TLS at all (Redis configures it only then).
+pub fn wanted(config: &Config) -> bool {
+    config.get_i64("tls-port") != 0 || config.get_bool("tls-replication") || config.get_bool("tls-cluster")
+}
+
+/// The `tls-auth-clients` modes.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum ClientAuth {
+    No,
+    Yes,
+    Optional,
+}
+
+fn build(config: &Config) -> Result<ServerConfig, String> {
+    let opt = |name: &str| Some(config.get(name)).filter(|v| !v.is_empty());
+    let cert_file = opt("tls-cert-file").ok_or("No tls-cert-file configured!")?;
+    let key_file = opt("tls-key-file").ok_or("No tls-key-file configured!")?;
+    let auth = match config.get("tls-auth-clients").as_str() {
+        "no" => ClientAuth::No,
+        "optional" => ClientAuth::Optional,
+        _ => ClientAuth::Yes,
+    };
+    let (ca_file, ca_dir) = (opt("tls-ca-cert-file"), opt("tls-ca-cert-dir"));
+    if (auth != ClientAuth::No || config.get_bool("tls-cluster") || config.get_bool("tls-replication"))
+        && ca_file.is_none()
+        && ca_dir.is_none()
+    {
+        return Err("Either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-cluster, tls-replication or tls-auth-clients are enabled!".into());
+    }
+    let versions = protocols(&config.get("tls-protocols"))?;
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites = cipher_suites(&provider, &config.get("tls-ciphers"), &config.get("tls-ciphersuites"))?;
+    let provider = Arc::new(provider);
+
+    let chain = load_certs(&cert_file).map_err(|e| format!("Failed to load certificate: {cert_file}: {e}"))?;
+    let key = load_key(&key_file, &config.get("tls-key-file-pass"))
+        .map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
+    let roots = load_roots(ca_file.as_deref(), ca_dir.as_deref())
+        .map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?;
+    if let Some(f) = opt("tls-dh-params-file") {
+        check_dh_params(&f)?;
+    }
+    // The certificate used when Atoll connects out (replication, cluster): checked now, as
+    // Redis builds its client context with the server's; Atoll makes no such connection yet.
+    if let (Some(c), Some(k)) = (opt("tls-client-cert-file"), opt("tls-client-key-file")) {
+        load_certs(&c).map_err(|e| format!("Failed to load certificate: {c}: {e}"))?;
+        load_key(&k, &config.get("tls-client-key-file-pass"))
+            .map_err(|e| format!("Failed to load private key: {k}: {e}"))?;
+    }
+
+    let verifier = match auth {
+        ClientAuth::No => WebPkiClientVerifier::no_client_auth(),
+        _ => {
+            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+            let b = if auth == ClientAuth::Optional { b.allow_unauthenticated() } else { b };
+            b.build().map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?
+        }
+    };
+    let mut sc = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("Failed to configure ciphers: {e}"))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
+    sc.ignore_client_order = config.get_bool("tls-prefer-server-ciphers");
+    if config.get_bool("tls-session-caching") {
+        let size = config.get_i64("tls-session-cache-size").max(0) as usize;
+        let timeout = Duration::from_secs(config.get_i64("tls-session-cache-timeout").max(0) as u64);
+        sc.session_storage = Arc::new(SessionCache::new(size, timeout));
+    } else {
+        sc.session_storage = Arc::new(NoServerSessionStorage {});
+        // TLSv1.3 tickets are entries of the cache: none to hand out.
+        sc.send_tls13_tickets = 0;
+    }
+    Ok(sc)
+}
+
+/// `tls-protocols`: "" is Redis's default (TLSv1.2 and TLSv1.3).
+fn protocols(v: &str) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, String> {
+    if v.is_empty() {
+        return Ok(vec![&rustls::version::TLS13, &rustls::version::TLS12]);
+    }
+    let mut out: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+    for tok in v.split(' ') {
+        let p = match tok.to_ascii_lowercase().as_str() {
+            "tlsv1.2" => &rustls::version::TLS12,
+            "tlsv1.3" => &rustls::version::TLS13,
+            "tlsv1" | "tlsv1.1" => {
+                return Err(format!("{tok} is specified in tls-protocols but not supported by Atoll (rustls speaks TLSv1.2 and TLSv1.3 only)."))
+            }
+            _ => {
+                return Err(
+                    "Invalid tls-protocols specified. Use a combination of 'TLSv1', 'TLSv1.1', 'TLSv1.2' and 'TLSv1.3'."
+                        .into(),
+                )
+            }
+        };
+        if !out.iter().any(|q| q.version == p.version) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// OpenSSL's names of the TLSv1.2 suites rustls implements.
+const TLS12_NAMES: &[(&str, CipherSuite)] = &[
+    ("ECDHE-ECDSA-AES128-GCM-SHA256", CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256),
+    ("ECDHE-ECDSA-AES256-GCM-SHA384", CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384),
+    ("ECDHE-ECDSA-CHACHA20-POLY1305", CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256),
+    ("ECDHE-RSA-AES128-GCM-SHA256", CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+    ("ECDHE-RSA-AES256-GCM-SHA384", CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384),
+    ("ECDHE-RSA-CHACHA20-POLY1305", CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256),
+];
+
+/// The TLSv1.3 suites by their standard names (`tls-ciphersuites`).
+const TLS13_NAMES: &[(&str, CipherSuite)] = &[
+    ("TLS_AES_128_GCM_SHA256", CipherSuite::TLS13_AES_128_GCM_SHA256),
+    ("TLS_AES_256_GCM_SHA384", CipherSuite::TLS13_AES_256_GCM_SHA384),
+    ("TLS_CHACHA20_POLY1305_SHA256", CipherSuite::TLS13_CHACHA20_POLY1305_SHA256),
+];
+
+/// The suites `tls-ciphers` (TLSv1.2, OpenSSL's cipher-list syntax) and `tls-ciphersuites`
+/// (TLSv1.3, a `:` list of names) allow, in the order they give. Of the cipher-list syntax,
+/// the forms Redis's own configs use are read: names, the keywords `DEFAULT`, `ALL` and `HIGH`
+/// (every suite here qualifies), and `!name` / `-name` removing one. Names of suites rustls
+/// does not implement select nothing, as unknown names do in OpenSSL; a list that ends up
+/// selecting nothing is refused.
+fn cipher_suites(p: &CryptoProvider, ciphers: &str, suites13: &str) -> Result<Vec<SupportedCipherSuite>, String> {
+    let find = |cs: CipherSuite| p.cipher_suites.iter().copied().find(|s| s.suite() == cs);
+    let mut out: Vec<SupportedCipherSuite> = Vec::new();
+    if suites13.is_empty() {
+        out.extend(p.cipher_suites.iter().copied().filter(|s| s.version() == &rustls::version::TLS13));
+    } else {
+        for name in suites13.split(':').filter(|n| !n.is_empty()) {
+            let Some(s) = TLS13_NAMES.iter().find(|(n, _)| *n == name).and_then(|&(_, cs)| find(cs)) else {
+                return Err(format!("Failed to configure ciphersuites: {suites13}"));
+            };
+            out.push(s);
+        }
+    }
+    let tls12: Vec<SupportedCipherSuite> =
+        p.cipher_suites.iter().copied().filter(|s| s.version() == &rustls::version::TLS12).collect();
+    let mut chosen: Vec<SupportedCipherSuite> = Vec::new();
+    if ciphers.is_empty() {
+        chosen = tls12;
+    } else {
+        let mut removed: Vec<CipherSuite> = Vec::new();
+        for tok in ciphers.split([':', ',', ' ']).filter(|t| !t.is_empty()) {
+            let (remove, name) = match tok.as_bytes()[0] {
+                b'!' | b'-' => (true, &tok[1..]),
+                b'+' => (false, &tok[1..]),
+                _ => (false, tok),
+            };
+            let picked: Vec<SupportedCipherSuite> = match name {
+                "DEFAULT" | "ALL" | "HIGH" => tls12.clone(),
+                _ => TLS12_NAMES.iter().filter(|(n, _)| *n == name).filter_map(|&(_, cs)| find(cs)).collect(),
+            };
+            for s in picked {
+                if remove {
+                    removed.push(s.suite());
+                    chosen.retain(|c| c.suite() != s.suite());
+                } else if !removed.contains(&s.suite()) && !chosen.iter().any(|c| c.suite() == s.suite()) {
+                    chosen.push(s);
+                }
+            }
+        }
+        if chosen.is_empty() {
+            return Err(format!("Failed to configure ciphers: {ciphers}"));
+        }
+    }
+    out.extend(chosen);
+    Ok(out)
+}
+
+fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| pem_error(&e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| pem_error(&e))?;
+    if certs.is_empty() {
+        return Err("no certificate found".into());
+    }
+    Ok(certs)
+}
+
+/// A PEM private key: PKCS#8, PKCS#1 (RSA) or SEC1 (EC), or an encrypted PKCS#8 key
+/// (`BEGIN ENCRYPTED PRIVATE KEY`, what `openssl rsa -aes256` writes) opened with `pass`.
+fn load_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = std::fs::read(path).map_err(|e| crate::log::strerror(&e))?;
+    let text = String::from_utf8_lossy(&pem);
+    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+        if pass.is_empty() {
+            return Err("the key is encrypted and no password is configured".into());
+        }
+        let (label, doc) = pkcs8::SecretDocument::from_pem(&text).map_err(|e| e.to_string())?;
+        if label != "ENCRYPTED PRIVATE KEY" {
+            return Err(format!("unexpected PEM section {label}"));
+        }
+        let info = pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes()).map_err(|e| e.to_string())?;
+        let plain = info.decrypt(pass).map_err(|_| "bad decrypt (wrong password?)".to_string())?;
+        return Ok(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(plain.as_bytes().to_vec())));
+    }
+    if text.contains("Proc-Type: 4,ENCRYPTED") {
+        return Err(
+            "legacy PEM encryption (Proc-Type) is not supported: convert the key with `openssl pkcs8 -topk8`".into()
+        );
+    }
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| pem_error(&e))
+}
+
+fn pem_error(e: &rustls_pki_types::pem::Error) -> String {
+    match e {
+        rustls_pki_types::pem::Error::Io(io) => crate::log::strerror(io),
+        rustls_pki_types::pem::Error::NoItemsFound => "no PEM section of the expected kind found".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The CAs client certificates are checked against: every certificate of `file`, and of
+/// every file in `dir` that holds PEM certificates (OpenSSL's hashed-name directory works,
+/// as does any directory of PEM files).
+fn load_roots(file: Option<&str>, dir: Option<&str>) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    let mut add = |certs: Vec<CertificateDer<'static>>| -> Result<(), String> {
+        for c in certs {
+            roots.add(c).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    if let Some(f) = file {
+        add(load_certs(f)?)?;
+    }
+    if let Some(d) = dir {
+        let entries = std::fs::read_dir(d).map_err(|e| crate::log::strerror(&e))?;
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink()) {
+                if let Ok(certs) = load_certs(&e.path().to_string_lossy()) {
+                    add(certs)?;
+                }
+            }
+        }
+    }
+    Ok(roots)
+}
+
+/// `tls-dh-params-file` must name a file of DH parameters (Redis fails otherwise). They
+/// configure nothing here: rustls has no DHE suites (see the module comment).
+fn check_dh_params(path: &str) -> Result<(), String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("Failed to load {path}: {}", crate::log::strerror(&e)))?;
+    if !text.contains("-----BEGIN DH PARAMETERS-----") {
+        return Err(format!("{path}: failed to read DH params."));
+    }
+    Ok(())
+}
+
+/// The server-side session cache (`tls-session-caching`): at most `size` sessions (0: no
+/// limit, as OpenSSL's), each valid for `timeout` (`tls-session-cache-timeout`). rustls's own
+/// memory cache has no expiry and allocates its whole capacity up front; this one grows with
+/// use and drops the oldest entry when full.
+pub struct SessionCache {
+    size: usize,
+    timeout: Duration,
+    inner: Mutex<Sessions>,
+}
+
+#[derive(Default)]
+struct Sessions {
+    map: HashMap<Vec<u8>, (Vec<u8>, Instant)>,
+    /// Keys in insertion order, for dropping the oldest (may name keys already taken).
+    order: VecDeque<Vec<u8>>,
+}
+
+impl SessionCache {
+    pub fn new(size: usize, timeout: Duration) -> SessionCache {
+        SessionCache { size, timeout, inner: Mutex::new(Sessions::default()) }
+    }
+
+    fn live(&self, entry: (Vec<u8>, Instant)) -> Option<Vec<u8>> {
+        (entry.1.elapsed() < self.timeout).then_some(entry.0)
+    }
+}
+
+impl std::fmt::Debug for SessionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionCache").field("size", &self.size).field("timeout", &self.timeout).finish()
+    }
+}
+
+impl StoresServerSessions for SessionCache {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        let mut s = self.inner.lock();
+        if self.size != 0 {
+            while s.map.len() >= self.size {
+                let Some(old) = s.order.pop_front() else { break };
+                s.map.remove(&old);
+            }
+        }
+        // Keys of taken sessions linger in `order`: compact when it is mostly those.
+        if s.order.len() > 2 * s.map.len() + 64 {
+            let Sessions { map, order } = &mut *s;
+            order.retain(|k| map.contains_key(k));
+        }
+        if s.map.insert(key.clone(), (value, Instant::now())).is_none() {
+            s.order.push_back(key);
+        }
+        true
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let s = self.inner.lock();
+        s.map.get(key).cloned().and_then(|e| self.live(e))
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let e = self.inner.lock().map.remove(key)?;
+        self.live(e)
+    }
+
+    fn can_cache(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocols_and_cipher_lists_read_as_redis_configs_write_them() {
+        assert_eq!(protocols("").unwrap().len(), 2);
+        assert_eq!(protocols("TLSv1.2").unwrap().len(), 1);
+        assert_eq!(protocols("tlsv1.2 TLSv1.3").unwrap().len(), 2);
+        assert!(protocols("TLSv1.1 TLSv1.2").unwrap_err().contains("not supported by Atoll"));
+        assert!(protocols("SSLv3").unwrap_err().starts_with("Invalid tls-protocols"));
+        let p = rustls::crypto::ring::default_provider();
+        let all = cipher_suites(&p, "", "").unwrap();
+        assert_eq!(all.len(), p.cipher_suites.len());
+        // DEFAULT minus one; an OpenSSL-only name selects nothing; nothing at all is refused.
+        let s = cipher_suites(&p, "DEFAULT:!ECDHE-RSA-AES128-GCM-SHA256", "TLS_AES_256_GCM_SHA384").unwrap();
+        assert_eq!(s.len(), 1 + 5);
+        assert!(!s.iter().any(|c| c.suite() == CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256));
+        let one = cipher_suites(&p, "AES128-SHA256:ECDHE-RSA-AES256-GCM-SHA384", "").unwrap();
+        assert_eq!(one.last().unwrap().suite(), CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384);
+        assert!(cipher_suites(&p, "AES128-SHA256", "").is_err());
+        assert!(cipher_suites(&p, "", "TLS_NOPE").is_err());
+    }
+
+    #[test]
+    fn session_cache_honours_size_and_timeout() {
+        let c = SessionCache::new(2, Duration::from_secs(300));
+        for k in [b"a", b"b", b"c"] {
+            c.put(k.to_vec(), k.to_vec());
+        }
+        assert_eq!(c.get(b"a"), None);
+        assert_eq!(c.get(b"c"), Some(b"c".to_vec()));
+        assert_eq!(c.take(b"b"), Some(b"b".to_vec()));
+        assert_eq!(c.take(b"b"), None);
+        let expired = SessionCache::new(0, Duration::ZERO);
+        expired.put(b"k".to_vec(), b"v".to_vec());
+        assert_eq!(expired.get(b"k"), None);
+    }
+}

@@ -17,7 +17,9 @@ Atoll runs as "atoll-io_uring" (the default backend) and/or "atoll-epoll"; "evic
 "redis-evict") run with maxmemory 32mb allkeys-lru, filled to the limit first, the load SETs of
 new keys from a 10M keyspace (every write evicts); "acl" (and
 "redis-acl" for Redis) is the default backend with the load run as a restricted ACL user (keys
-~key:*, commands +@all -@dangerous) instead of the default user; "untracked" is the
+~key:*, commands +@all -@dangerous) instead of the default user; "tls" (and "redis-tls") serve the
+load over TLS (TLSv1.3, a P-256 certificate, client certificates required; redis-benchmark
+--tls), certificates made once with the openssl tool; "untracked" is the
 default backend with latency tracking and hot-key sampling off (their cost); "base" is an older
 build given by $ATOLL_BASE, for before/after comparisons in one run. Server CPU is also split
 into user space and kernel ("user" column): loopback TCP costs both servers the same kernel work.
@@ -63,11 +65,41 @@ ACL_USER = [b"ACL", b"SETUSER", b"bench", b"on", b">benchpw", b"~key:*", b"~coun
 EVICT_ARGS = ["--maxmemory", "32mb", "--maxmemory-policy", "allkeys-lru"]
 
 
+# The "tls" kinds: a CA, a server and a client certificate (EC P-256, as rcgen and most
+# deployments make them), made once; the load connects to the TLS port.
+TLS_DIR = "/tmp/atoll-bench-tls"
+TLS_PORT = {}
+
+
+def tls_files():
+    f = lambda n: os.path.join(TLS_DIR, n)  # noqa: E731
+    if not os.path.exists(f("client.crt")):
+        os.makedirs(TLS_DIR, exist_ok=True)
+        run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)  # noqa: E731
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-sha256"]
+        run("req", "-x509", *ec, "-days", "30", "-subj", "/CN=bench CA", "-keyout", f("ca.key"), "-out", f("ca.crt"))
+        with open(f("ext.cnf"), "w") as e:
+            e.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        for who in ("server", "client"):
+            run("req", *ec, "-subj", f"/CN={who}", "-keyout", f(f"{who}.key"), "-out", f(f"{who}.csr"))
+            run("x509", "-req", "-in", f(f"{who}.csr"), "-CA", f("ca.crt"), "-CAkey", f("ca.key"),
+                "-CAcreateserial", "-days", "30", "-extfile", f("ext.cnf"), "-out", f(f"{who}.crt"))
+    return f
+
+
 def start(kind, cpu="0", extra=()):
     if kind in ("evict", "redis-evict"):
         extra = list(extra) + EVICT_ARGS
-    base = {"redis-acl": "redis", "redis-evict": "redis", "acl": "atoll", "evict": "atoll"}.get(kind, kind)
+    tls_port = None
+    if kind in ("tls", "redis-tls"):
+        f, tls_port = tls_files(), free_port()
+        extra = list(extra) + ["--tls-port", str(tls_port), "--tls-cert-file", f("server.crt"),
+                               "--tls-key-file", f("server.key"), "--tls-ca-cert-file", f("ca.crt")]
+    base = {"redis-acl": "redis", "redis-evict": "redis", "redis-tls": "redis", "acl": "atoll", "evict": "atoll",
+            "tls": "atoll"}.get(kind, kind)
     p, port = start_server(base, cpu, extra)
+    if tls_port:
+        TLS_PORT[port] = tls_port
     if kind in ("acl", "redis-acl"):
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(resp(*ACL_USER))
@@ -163,6 +195,10 @@ def script_load(port):
 def run_bench(port, test, requests, pipeline, clients=50, sock=None, user=None, keyspace="100000"):
     spec = TYPE_WORKLOADS.get(test, ["-t", test])
     target = ["-s", sock] if sock else ["-p", str(port)]
+    if port in TLS_PORT:
+        f = tls_files()
+        target = ["-p", str(TLS_PORT[port]), "--tls", "--cacert", f("ca.crt"), "--cert", f("client.crt"),
+                  "--key", f("client.key")]
     if user:
         target += ["--user", user, "-a", "benchpw"]
     cmd = ["taskset", "-c", "1", "redis-benchmark"] + target + ["-c", str(clients),
@@ -388,7 +424,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, a.conns + 1000), hard))
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
     pipelines = tuple(int(p) for p in a.pipelines.split(","))
-    own = ("base", "acl", "redis-acl", "evict", "redis-evict")
+    own = ("base", "acl", "redis-acl", "evict", "redis-evict", "tls", "redis-tls")
     kinds = ("redis",) + tuple(b if b in own else f"atoll-{b}" for b in a.backends.split(","))
     clients = tuple(int(c) for c in a.clients.split(","))
     if a.only in (None, "cpu"):

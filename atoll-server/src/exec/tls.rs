@@ -107,7 +107,17 @@ fn build(config: &Config) -> Result<ServerConfig, String> {
         .map_err(|e| format!("Failed to configure ciphers: {e}"))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
-        .map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => format!("Failed to load private key: {key_file}: {e}"),
+            // webpki reads X.509 v3 only; OpenSSL also takes the v1 certificates `openssl x509
+            // -req` makes without `-extfile`.
+            rustls::Error::InvalidCertificate(rustls::CertificateError::Other(o))
+                if format!("{o:?}").contains("UnsupportedCertVersion") =>
+            {
+                format!("Failed to load certificate: {cert_file}: an X.509 v1 certificate (Atoll needs v3: sign it with extensions, e.g. openssl x509 -req -extfile)")
+            }
+            _ => format!("Failed to load certificate: {cert_file}: {e}"),
+        })?;
     sc.ignore_client_order = config.get_bool("tls-prefer-server-ciphers");
     if config.get_bool("tls-session-caching") {
         let size = config.get_i64("tls-session-cache-size").max(0) as usize;

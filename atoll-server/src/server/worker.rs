@@ -557,6 +557,12 @@ fn run_input(srv: &Server, worker: usize, l: &mut Link, data: &[u8], first: Opti
         // Redis logs failed handshakes (a client without a required certificate) this way;
         // the alert rustls queued goes out before the connection closes.
         crate::log_verbose!("Error accepting a client connection: {e} (addr={})", l.session.client.handle.addr);
+        // A peer that does not speak TLS at all (plain RESP on the TLS port) is closed
+        // without an alert, as OpenSSL does: its client sees the connection end, not bytes
+        // it would misread as a reply.
+        if matches!(e, rustls::Error::InvalidMessage(_)) {
+            return (false, false);
+        }
         l.closing = true;
         return (true, false);
     }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Fuzzing (issue 19): the RESP parser and RESTORE payloads under libFuzzer (cargo-fuzz, nightly),
+# RUNS executions each (default 10M), from seed corpora made by bench/fuzz_seeds.py. Prints
+# libFuzzer's final statistics (stat::number_of_executed_units is the count recorded in
+# docs/BENCHMARKS.md). A crash stops the script with the reproducer in fuzz/artifacts/.
+# Needs: rustup with a nightly toolchain, cargo-fuzz (installed here if missing), a release
+# build of atoll-server (for the seeds), python3 with redis-py.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-10000000}
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+[ -x target/release/atoll-server ] || cargo build --release
+corpus=$(mktemp -d /tmp/atoll-fuzz-corpus.XXXX)
+python3 bench/fuzz_seeds.py target/release/atoll-server "$corpus"
+for t in ${TARGETS:-resp_parser restore_payload}; do
+  echo "==> $t: $RUNS runs"
+  start=$(date +%s)
+  cargo +nightly fuzz run --fuzz-dir fuzz "$t" "$corpus/$t" -- \
+    -runs="$RUNS" -max_len=4096 -print_final_stats=1 2>&1 | tee "/tmp/atoll-fuzz-$t.log" | grep -E "^stat::|ERROR|panicked" || true
+  grep -q "^stat::number_of_executed_units" "/tmp/atoll-fuzz-$t.log" \
+    || { echo "$t did not finish: see /tmp/atoll-fuzz-$t.log"; exit 1; }
+  echo "$t: $(( $(date +%s) - start )) s"
+done

@@ -161,3 +161,33 @@ fn half_sent_huge_requests_are_bounded_by_the_query_buffer_limit() {
     let after = settles_under(&mut c, before + (8 << 20));
     assert!(after < before + (8 << 20), "memory stayed {} bytes above", after - before);
 }
+
+/// Clients that leave big requests unfinished run no command, yet `maxmemory-clients` closes
+/// them as their buffers grow (Redis checks every event-loop round, Atoll too), beside Redis.
+/// Each buffer is the argument's declared size, not a doubled one.
+#[test]
+fn unfinished_big_requests_are_evicted_without_any_command() {
+    for s in [start_redis(&["--maxmemory-clients", "16mb"]), start_atoll(&["--maxmemory-clients", "16mb"])] {
+        let mut c = RawConn::connect(s.port);
+        c.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]);
+        let mut greedy = Vec::new();
+        for _ in 0..40 {
+            let mut h = RawConn::connect(s.port);
+            h.send_raw(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048576\r\n");
+            h.send_raw(&vec![b'x'; 1_000_000]);
+            greedy.push(h);
+        }
+        // 40 MB held against a 16 MB limit: most go, without any command being run.
+        let start = Instant::now();
+        let clients = |c: &mut RawConn| c.cmd(&[b"CLIENT", b"LIST"]).windows(3).filter(|w| w == b"id=").count();
+        while clients(&mut c) > 18 {
+            assert!(start.elapsed() < Duration::from_secs(5), "{}: {} clients stayed", s.name, clients(&mut c));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).into_owned();
+        let evicted: u64 =
+            info.lines().find_map(|l| l.strip_prefix("evicted_clients:")).unwrap().trim().parse().unwrap();
+        assert!(evicted >= 23, "{}: evicted_clients {evicted}", s.name);
+        assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+    }
+}

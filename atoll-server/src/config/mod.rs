@@ -306,7 +306,11 @@ impl Config {
             }
             save_seen |= def.kind == Kind::Save;
             check_support(def, &v).map_err(|e| fatal(&e))?;
-            apply(def, &v).map_err(|e| fatal(&e))?;
+            // maxclients beyond the open-files limit is lowered with a warning at start-up
+            // (`net::run`, Redis's adjustOpenFilesLimit); only CONFIG SET refuses it.
+            if def.name != "maxclients" {
+                apply(def, &v).map_err(|e| fatal(&e))?;
+            }
             self.values.write()[i] = v;
         }
         self.refresh_hot();
@@ -763,6 +767,8 @@ mod tests {
         let err = Config::from_args(&["--min-replicas-to-write".into(), "1".into()]).err().unwrap();
         assert!(err.ends_with("not supported by Atoll yet: replication"), "{err}");
         assert!(Config::from_args(&["--min-replicas-to-write".into(), "0".into()]).is_ok());
+        // More clients than the open-files limit allows is lowered at start-up, not refused.
+        assert!(Config::from_args(&["--maxclients".into(), "4000000".into()]).is_ok());
         // Old names Redis 7.2 still reads and ignores.
         assert!(Config::from_args(&["--list-max-ziplist-entries".into(), "5".into()]).is_ok());
     }

@@ -11,7 +11,7 @@
 
 use super::keyspec;
 pub use super::table::{category_bit, Channels, CATEGORIES};
-use super::table::{Command, CommandTable};
+use super::table::{AclKeys, Command, CommandTable};
 use crate::engine::glob::glob_match;
 use parking_lot::{Mutex, RwLock};
 use sha2::{Digest, Sha256};
@@ -405,7 +405,7 @@ impl Selector {
                 return Err((Denied::Command, 0));
             }
         }
-        if !self.all_keys && (!cmd.key_specs.is_empty() || cmd.name == "migrate") {
+        if !self.all_keys && cmd.acl_keys != AclKeys::None {
             for &(pos, need) in keys.get(cmd, argv) {
                 if !self.key_ok(argv[pos], need) {
                     return Err((Denied::Key, pos));
@@ -451,12 +451,18 @@ impl KeyCache {
 /// their options, and SORT and MIGRATE, whose specs cannot express their keys.
 fn acl_keys(cmd: &Command, argv: &[&[u8]], out: &mut SmallVec<[(usize, u8); 8]>) {
     let is = |a: &[u8], s: &str| a.eq_ignore_ascii_case(s.as_bytes());
-    match cmd.name.as_str() {
-        "set" if argv.len() > 1 => {
+    match cmd.acl_keys {
+        AclKeys::None => {}
+        AclKeys::Single(pos, acl) => {
+            if pos < argv.len() {
+                out.push((pos, acl));
+            }
+        }
+        AclKeys::Set if argv.len() > 1 => {
             let get = argv.iter().skip(3).any(|a| is(a, "get"));
             out.push((1, if get { RW } else { WRITE }));
         }
-        "bitfield" if argv.len() > 1 => {
+        AclKeys::Bitfield if argv.len() > 1 => {
             // Read-only when only GET (and OVERFLOW) subcommands follow, as Redis decides.
             let mut readonly = true;
             let mut i = 2;
@@ -474,9 +480,9 @@ fn acl_keys(cmd: &Command, argv: &[&[u8]], out: &mut SmallVec<[(usize, u8); 8]>)
             }
             out.push((1, if readonly { READ } else { RW }));
         }
-        "sort" | "sort_ro" if argv.len() > 1 => {
+        AclKeys::Sort | AclKeys::SortRo if argv.len() > 1 => {
             out.push((1, READ));
-            if cmd.name == "sort" {
+            if cmd.acl_keys == AclKeys::Sort {
                 let mut i = 2;
                 let mut store = None;
                 while i < argv.len() {
@@ -495,7 +501,7 @@ fn acl_keys(cmd: &Command, argv: &[&[u8]], out: &mut SmallVec<[(usize, u8); 8]>)
                 }
             }
         }
-        "migrate" if argv.len() > 3 => {
+        AclKeys::Migrate if argv.len() > 3 => {
             let (mut first, mut num) = (3, 1);
             let mut i = 6;
             while i < argv.len() {
@@ -515,7 +521,8 @@ fn acl_keys(cmd: &Command, argv: &[&[u8]], out: &mut SmallVec<[(usize, u8); 8]>)
             }
             out.extend((first..first + num).map(|p| (p, RW)));
         }
-        _ => {
+        AclKeys::Set | AclKeys::Bitfield | AclKeys::Sort | AclKeys::SortRo | AclKeys::Migrate => {}
+        AclKeys::Specs => {
             let complete = keyspec::key_positions_with(&cmd.key_specs, argv, |pos, spec| {
                 if spec.acl & keyspec::NOT_KEY == 0 {
                     out.push((pos, spec.acl));

@@ -156,6 +156,42 @@ impl Channels {
     }
 }
 
+/// How the ACL key check finds a command's keys, decided once when the table is built (the
+/// check runs for every command of a restricted user).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum AclKeys {
+    /// No keys.
+    None,
+    /// One key, always at this argument, needing this access (`KeySpec::acl`): GET, INCR …
+    Single(usize, u8),
+    /// From the key specs.
+    Specs,
+    /// The command's own rules, as Redis asks its `getkeys_proc`: access by option (SET,
+    /// BITFIELD), keys the specs cannot express (SORT's STORE, MIGRATE's KEYS).
+    Set,
+    Bitfield,
+    Sort,
+    SortRo,
+    Migrate,
+}
+
+impl AclKeys {
+    fn of(name: &str, specs: &[KeySpec], single: Option<usize>) -> AclKeys {
+        match name {
+            "set" => AclKeys::Set,
+            "bitfield" => AclKeys::Bitfield,
+            "sort" => AclKeys::Sort,
+            "sort_ro" => AclKeys::SortRo,
+            "migrate" => AclKeys::Migrate,
+            _ if specs.is_empty() => AclKeys::None,
+            _ => match (single, specs) {
+                (Some(pos), [spec]) if spec.acl & super::keyspec::NOT_KEY == 0 => AclKeys::Single(pos, spec.acl),
+                _ => AclKeys::Specs,
+            },
+        }
+    }
+}
+
 pub struct Command {
     /// Lower-case full name: `get`, `config|get`.
     pub name: String,
@@ -171,6 +207,8 @@ pub struct Command {
     pub acl_cats: u32,
     /// The channels it names, for ACL channel permissions.
     pub channels: Channels,
+    /// Where the ACL key check finds its keys.
+    pub acl_keys: AclKeys,
     pub tips: Vec<String>,
     pub key_specs: Vec<KeySpec>,
     /// Legacy (first, last, step) key range for COMMAND INFO.
@@ -338,6 +376,7 @@ impl CommandTable {
                 name: row.name.to_string(),
                 acl_cats,
                 channels: Channels::of(row.name),
+                acl_keys: AclKeys::of(row.name, &key_specs, single),
                 id,
                 arity: spec["arity"].as_i64().unwrap_or(-1),
                 flags: fl,

@@ -86,7 +86,14 @@ pub struct Parser {
     /// Argument ranges `(start, end)` relative to the start of the request.
     pub ranges: Vec<(usize, usize)>,
     pub inline_args: Vec<Vec<u8>>,
+    /// While the request waits for the rest of a big argument (≥ `BIG_ARG`): the bytes, from
+    /// the request's first, it will take with that argument; else 0.
+    big_need: usize,
 }
+
+/// Redis's PROTO_MBULK_BIG_ARG: an argument this large gets a buffer of exactly its size
+/// (`Parser::big_need`) rather than one grown by doubling.
+pub const BIG_ARG: usize = 32 * 1024;
 
 impl Default for Parser {
     fn default() -> Self {
@@ -220,7 +227,24 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 
 impl Parser {
     pub fn new() -> Self {
-        Parser { state: State::Idle, source: ArgSource::Buffer, ranges: Vec::new(), inline_args: Vec::new() }
+        Parser {
+            state: State::Idle,
+            source: ArgSource::Buffer,
+            ranges: Vec::new(),
+            inline_args: Vec::new(),
+            big_need: 0,
+        }
+    }
+
+    /// The buffer length, from the unfinished request's first byte, that completes the big
+    /// argument it waits for (0 if it waits for no big argument): the session reserves exactly
+    /// that, as Redis sizes its query buffer for a big bulk.
+    pub fn big_need(&self) -> usize {
+        if self.in_progress() {
+            self.big_need
+        } else {
+            0
+        }
     }
 
     /// True when a request has been started but not finished.
@@ -341,6 +365,7 @@ impl Parser {
             let start = nl + 2;
             // Wait until the whole argument and its CRLF are here.
             if buf.len() < start + len + 2 {
+                self.big_need = if len >= BIG_ARG { start + len + 2 } else { 0 };
                 break;
             }
             self.ranges.push((start, start + len));
@@ -601,6 +626,25 @@ mod tests {
             ArgSource::Buffer => p.ranges.iter().map(|&(s, e)| buf[s..e].to_vec()).collect(),
             ArgSource::Inline => p.inline_args.clone(),
         }
+    }
+
+    #[test]
+    fn a_big_argument_announces_the_bytes_it_needs() {
+        let l = Limits::default();
+        let head = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$40000\r\n";
+        let mut buf = head.to_vec();
+        buf.extend_from_slice(&[b'x'; 1000]);
+        let mut p = Parser::new();
+        assert_eq!(p.parse(&buf, &l), Parsed::Incomplete);
+        assert_eq!(p.big_need(), head.len() + 40000 + 2);
+        buf.extend_from_slice(&[b'x'; 39000]);
+        buf.extend_from_slice(b"\r\n");
+        assert_eq!(p.parse(&buf, &l), Parsed::Command { consumed: buf.len() });
+        assert_eq!(p.big_need(), 0);
+        // Small arguments announce nothing: the buffer grows as usual.
+        let mut p = Parser::new();
+        assert_eq!(p.parse(b"*2\r\n$3\r\nGET\r\n$100\r\nab", &l), Parsed::Incomplete);
+        assert_eq!(p.big_need(), 0);
     }
 
     #[test]

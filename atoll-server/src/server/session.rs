@@ -71,6 +71,12 @@ impl Session {
             self.pending = buf;
             self.pending.drain(..used);
         }
+        // Waiting for a big argument: room for exactly it, not a doubled buffer (a 300 MB
+        // value must not hold 512 MB).
+        let need = self.parser.big_need();
+        if need > self.pending.capacity() {
+            self.pending.reserve_exact(need - self.pending.len());
+        }
         let limit = srv.config.hot.client_query_buffer_limit.load(Ordering::Relaxed);
         if self.pending.len() > limit {
             crate::log_warning!("Closing client that reached max query buffer length (qbuf={})", self.pending.len());
@@ -463,6 +469,25 @@ mod tests {
             "-ERR unknown command 'NOPE', with args beginning with: 'a' \r\n"
         );
         assert_eq!(feed(&srv, &mut s, b"ECHO\r\n"), "-ERR wrong number of arguments for 'echo' command\r\n");
+    }
+
+    #[test]
+    fn a_big_argument_gets_a_buffer_of_its_size() {
+        let srv = Server::new(crate::config::Config::defaults(), crate::commands::table::build(), 1, 0);
+        let mut s = session(&srv);
+        let head = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048576\r\n";
+        let mut chunk = head.to_vec();
+        chunk.extend_from_slice(&[b'v'; 4000]);
+        assert_eq!(feed(&srv, &mut s, &chunk), "");
+        for _ in 0..100 {
+            feed(&srv, &mut s, &[b'v'; 4096]);
+        }
+        // Exactly the request's size: not grown by doubling to 2 MB.
+        assert_eq!(s.pending.capacity(), head.len() + 1048576 + 2);
+        let rest = 1048576 - 4000 - 409600;
+        let mut tail = vec![b'v'; rest];
+        tail.extend_from_slice(b"\r\n");
+        assert_eq!(feed(&srv, &mut s, &tail), "+OK\r\n");
     }
 
     #[test]

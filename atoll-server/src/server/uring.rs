@@ -48,6 +48,8 @@ const TAKEN: u64 = u64::MAX - 1;
 /// Completions looked at per `prefetch_round`: as many keys as one prefetch batch overlaps
 /// well (the pipelined look-ahead's size), fetched shortly before their requests run.
 const ROUND_AHEAD: usize = 16;
+/// Completions handled per round (each at most one 4 KB buffer of input).
+const ROUND_MAX: usize = 1024;
 
 /// Adaptive batching of a worker's wake-ups (`io-batch-wait`).
 ///
@@ -385,7 +387,12 @@ impl Worker {
             }
             self.core.begin_round();
             self.io.batch.clear();
-            self.io.batch.extend(self.io.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+            // At most ROUND_MAX completions per round: the rest wait in the completion queue
+            // for the next round, so one round of floods (thousands of connections streaming
+            // big requests) cannot hold up the replies of everyone else for long.
+            self.io
+                .batch
+                .extend(self.io.ring.completion().take(ROUND_MAX).map(|c| (c.user_data(), c.result(), c.flags())));
             let mut scanned = 0u32;
             let mut i = 0;
             while i < self.io.batch.len() {

@@ -431,6 +431,12 @@ impl Core {
         if self.to_flush.is_empty() {
             self.to_flush = flushed;
         }
+        // Clients that grew this round, by input no command has consumed yet (a slow or
+        // hostile sender's query buffer): Redis checks in every beforeSleep. Scans are at most
+        // one a millisecond across workers.
+        if self.srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
+            crate::exec::evict::evict_clients(&self.srv);
+        }
         self.tick(conns);
     }
 
@@ -463,10 +469,6 @@ impl Core {
                 srv.clock.resync();
                 srv.sample_ops();
                 close_idle_clients(&srv);
-                // Clients that grew between commands (Redis checks in beforeSleep too).
-                if srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
-                    crate::exec::evict::evict_clients(&srv);
-                }
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 srv.tracking.enforce_limit(&srv);
             }

@@ -607,7 +607,7 @@ fn large_values_round_trip_through_small_buffers() {
 #[test]
 fn unsupported_settings_refuse_to_start() {
     for (name, value, missing) in [
-        ("tls-port", "6380", "TLS"),
+        ("min-replicas-to-write", "1", "replication"),
         ("replicaof", "127.0.0.1 6379", "replication"),
         ("cluster-enabled", "yes", "cluster mode"),
     ] {

@@ -91,8 +91,8 @@ pub struct Parser {
     big_need: usize,
 }
 
-/// Redis's PROTO_MBULK_BIG_ARG: an argument this large gets a buffer of exactly its size
-/// (`Parser::big_need`) rather than one grown by doubling.
+/// Redis's PROTO_MBULK_BIG_ARG: the buffer of an argument this large stops growing at its
+/// end (`Parser::big_need`) instead of doubling past it.
 pub const BIG_ARG: usize = 32 * 1024;
 
 impl Default for Parser {
@@ -237,8 +237,8 @@ impl Parser {
     }
 
     /// The buffer length, from the unfinished request's first byte, that completes the big
-    /// argument it waits for (0 if it waits for no big argument): the session reserves exactly
-    /// that, as Redis sizes its query buffer for a big bulk.
+    /// argument it waits for (0 if it waits for no big argument): the session's buffer grows
+    /// no further than that.
     pub fn big_need(&self) -> usize {
         if self.in_progress() {
             self.big_need

@@ -354,6 +354,11 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
     let now = ctx.srv.now_ms();
     let mut out = String::new();
     for h in ctx.srv.clients.snapshot() {
+        // A killed client is gone for Redis (freed at once); here its worker may not have
+        // closed it yet.
+        if h.killed.load(Ordering::Relaxed) && h.id != ctx.client.id() {
+            continue;
+        }
         if let Some(ids) = &ids {
             if !ids.contains(&h.id) {
                 continue;
@@ -548,6 +553,7 @@ pub fn client_tracking(ctx: &mut Ctx) -> CmdResult {
         if ctx.client.tracking.take().is_some() {
             srv.tracking.disable(ctx.client.id());
             *ctx.client.handle.tracking.lock() = None;
+            ctx.client.handle.tracking_mem.store(0, Ordering::Relaxed);
         }
         ctx.client.caching = false;
         ctx.reply.ok();
@@ -613,6 +619,8 @@ pub fn client_tracking(ctx: &mut Ctx) -> CmdResult {
     if old.is_some() {
         srv.tracking.disable(ctx.client.id());
     }
+    let mem: u64 = t.prefixes.iter().map(|p| p.len() as u64 + crate::exec::client::STATE_ENTRY).sum();
+    ctx.client.handle.tracking_mem.store(mem, Ordering::Relaxed);
     srv.tracking.enable(t.clone());
     *ctx.client.handle.tracking.lock() = Some(t.clone());
     ctx.client.tracking = Some(t);

@@ -53,6 +53,8 @@ pub fn watch(ctx: &mut Ctx) -> CmdResult {
         }
         ctx.ks.shard(key).watch(key, &w.flag);
         w.keys.push((db, key.into()));
+        let h = &ctx.client.handle;
+        h.watch_mem.fetch_add(key.len() as u64 + crate::exec::client::STATE_ENTRY, Ordering::Relaxed);
         ctx.client.handle.flags_watch.store(true, Ordering::Relaxed);
     }
     ctx.reply.ok();

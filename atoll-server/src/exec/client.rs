@@ -59,6 +59,10 @@ pub struct ClientHandle {
     pub multi: AtomicI64,
     /// Bytes of the commands queued in MULTI (CLIENT LIST multi-mem).
     pub multi_mem: AtomicU64,
+    /// Memory of the client's watched keys and of its tracking prefixes, as client eviction
+    /// weighs them (Redis's getClientMemoryUsage counts both).
+    pub watch_mem: AtomicU64,
+    pub tracking_mem: AtomicU64,
     pub qbuf: AtomicU64,
     /// Spare capacity of the buffer holding an unfinished request (CLIENT LIST `qbuf-free`).
     pub qbuf_free: AtomicU64,
@@ -107,7 +111,13 @@ impl ClientHandle {
     /// a slow reader has not taken yet (the backend's buffers grow to hold them).
     pub fn memory(&self) -> u64 {
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        1024 + r(&self.qbuf) + r(&self.qbuf_free) + r(&self.multi_mem) + r(&self.reply_cap)
+        1024 + r(&self.qbuf)
+            + r(&self.qbuf_free)
+            + r(&self.multi_mem)
+            + r(&self.reply_cap)
+            + r(&self.watch_mem)
+            + r(&self.tracking_mem)
+            + self.subscriptions() as u64 * STATE_ENTRY
     }
 
     pub fn new(id: u64, addr: String, laddr: String, fd: i32, unix: bool, now_ms: i64) -> ClientHandle {
@@ -128,6 +138,8 @@ impl ClientHandle {
             last_cmd: 0.into(),
             multi: (-1).into(),
             multi_mem: 0.into(),
+            watch_mem: 0.into(),
+            tracking_mem: 0.into(),
             qbuf: 0.into(),
             qbuf_free: 0.into(),
             reply_cap: 0.into(),
@@ -376,6 +388,10 @@ impl Client {
 }
 
 /// All connected clients, for CLIENT LIST / KILL and INFO clients.
+/// What one watched key, subscription or tracking prefix costs a client besides its name:
+/// the list and map entries that hold it (Redis counts about as much per entry).
+pub const STATE_ENTRY: u64 = 48;
+
 #[derive(Default)]
 pub struct Registry {
     clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,

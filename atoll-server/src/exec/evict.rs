@@ -82,6 +82,18 @@ pub struct Evict {
     scanned_ms: AtomicI64,
     clients_mem: AtomicU64,
     dying_mem: AtomicU64,
+    /// A client's buffer grew by a big step since the last scan (`client_grew`): the next
+    /// check scans again even within the same millisecond, so a client that sends a big
+    /// request is weighed before the next command anywhere runs (as Redis's beforeSleep).
+    clients_dirty: std::sync::atomic::AtomicBool,
+}
+
+impl Evict {
+    /// A client's input buffer reached a size worth weighing at once (called only while
+    /// `maxmemory-clients` is set, for buffers of 32 KB and more).
+    pub fn client_grew(&self) {
+        self.clients_dirty.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Evict {
@@ -268,7 +280,8 @@ pub fn evict_clients(srv: &Server) {
     }
     let now = srv.now_ms();
     let e = &srv.evict;
-    if e.scanned_ms.swap(now, Ordering::Relaxed) != now {
+    let stale = e.scanned_ms.swap(now, Ordering::Relaxed) != now;
+    if stale | e.clients_dirty.swap(false, Ordering::Relaxed) {
         let (mut live, mut dying) = (0u64, 0u64);
         srv.clients.for_each(|h| {
             if h.killed.load(Ordering::Relaxed) {

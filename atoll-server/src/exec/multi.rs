@@ -21,6 +21,7 @@ pub fn unwatch_locked(locks: &mut Locks, client: &mut Client) {
             locks.with_shard(*db, key_shard(key), |s| s.unwatch(key, &w.flag));
         }
         client.handle.flags_watch.store(false, Ordering::Relaxed);
+        client.handle.watch_mem.store(0, Ordering::Relaxed);
     }
 }
 

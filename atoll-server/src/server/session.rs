@@ -87,6 +87,12 @@ impl Session {
         }
         let h = &self.client.handle;
         h.qbuf.store(self.pending.len() as u64, Ordering::Relaxed);
+        // A big unfinished request is weighed by client eviction before anything else runs.
+        if self.pending.capacity() >= crate::protocol::parser::BIG_ARG
+            && srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0
+        {
+            srv.evict.client_grew();
+        }
         // The spare room is only worth a store while a request is unfinished (or just was):
         // between requests the buffer is empty and given back at the next flush.
         let free = if self.pending.is_empty() { 0 } else { (self.pending.capacity() - self.pending.len()) as u64 };

@@ -5,9 +5,9 @@
 //! the same payload length — the payload Atoll writes is one it reads.
 #![no_main]
 
+use atoll::commands::debug::content_digest;
 use atoll::engine::rdb::load::LoadOpts;
 use atoll::engine::rdb::save::SaveOpts;
-use atoll::commands::debug::content_digest;
 use atoll::persist::{dump, restore};
 use libfuzzer_sys::fuzz_target;
 

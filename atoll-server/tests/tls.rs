@@ -308,11 +308,13 @@ fn protocols_suites_and_session_resumption_match_redis() {
         assert_eq!(pair.outcome(&v13), (ok13, ok13), "tls-protocols {protocols}, a TLSv1.3 client");
     }
     // Suites: the server's list decides what a client offering one suite gets.
-    let only = |cs: rustls::CipherSuite, versions| {
-        let s =
-            rustls::crypto::ring::default_provider().cipher_suites.into_iter().filter(|s| s.suite() == cs).collect();
+    // A client offering exactly these suites, in this order.
+    let offering = |suites: &[rustls::CipherSuite], versions| {
+        let all = rustls::crypto::ring::default_provider().cipher_suites;
+        let s = suites.iter().map(|&cs| *all.iter().find(|s| s.suite() == cs).unwrap()).collect();
         Client::with_suites(&ca, None, versions, Some(s))
     };
+    let only = |cs: rustls::CipherSuite, versions| offering(&[cs], versions);
     let aes128_13 = only(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256, TLS13);
     let aes256_13 = only(rustls::CipherSuite::TLS13_AES_256_GCM_SHA384, TLS13);
     pair.config_set(&["tls-ciphersuites", "TLS_AES_256_GCM_SHA384"]);
@@ -327,23 +329,12 @@ fn protocols_suites_and_session_resumption_match_redis() {
     assert_eq!(pair.outcome(&ecdhe128), (true, true));
     // tls-prefer-server-ciphers: the server's order wins over the client's.
     pair.config_set(&["tls-ciphers", "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384"]);
-    let both12 = Client::with_suites(
-        &ca,
-        None,
+    let both12 = offering(
+        &[
+            rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        ],
         TLS12,
-        Some(
-            rustls::crypto::ring::default_provider()
-                .cipher_suites
-                .into_iter()
-                .filter(|s| {
-                    [
-                        rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-                        rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-                    ]
-                    .contains(&s.suite())
-                })
-                .collect(),
-        ),
     );
     let suite = |port| both12.connect(port).unwrap().s.conn.negotiated_cipher_suite().unwrap().suite();
     for (prefer, want) in [

@@ -66,29 +66,22 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     }
     let port = config.get_i64("port") as u16;
     let backlog = config.get_i64("tcp-backlog") as i32;
-    let mut listeners = Vec::new();
-    if port != 0 {
-        match bind_all(&config.get("bind"), port, backlog, "tcp") {
-            Some(l) => listeners = l,
-            None => return 1,
+    // Each listening port on every `bind` address (none for port 0); a required address that
+    // cannot be bound stops start-up.
+    let listen = |port: u16, what: &str| {
+        if port == 0 {
+            Some(Vec::new())
+        } else {
+            bind_all(&config.get("bind"), port, backlog, what)
         }
-    }
+    };
     let tls_port = config.get_i64("tls-port") as u16;
-    let mut tls_listeners = Vec::new();
-    if tls_port != 0 {
-        match bind_all(&config.get("bind"), tls_port, backlog, "tls") {
-            Some(l) => tls_listeners = l,
-            None => return 1,
-        }
-    }
     let metrics_port = config.get_i64("metrics-port") as u16;
-    let mut metrics_listeners = Vec::new();
-    if metrics_port != 0 {
-        match bind_all(&config.get("bind"), metrics_port, backlog, "metrics") {
-            Some(l) => metrics_listeners = l,
-            None => return 1,
-        }
-    }
+    // In this order, stopping at the first that fails (as Redis's listeners).
+    let bound = || Some((listen(port, "tcp")?, listen(tls_port, "tls")?, listen(metrics_port, "metrics")?));
+    let Some((listeners, tls_listeners, metrics_listeners)) = bound() else {
+        return 1;
+    };
     let unixsocket = config.get("unixsocket");
     let mut unix_listener = None;
     if !unixsocket.is_empty() {

@@ -291,16 +291,18 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 let aof = &srv.persistence.aof;
                 let log = aof.log();
                 f!("aof_enabled:{}", log.is_some() as u8);
-                f!("aof_rewrite_in_progress:0");
-                f!("aof_rewrite_scheduled:0");
-                f!("aof_last_rewrite_time_sec:-1");
-                f!("aof_current_rewrite_time_sec:-1");
-                f!("aof_last_bgrewrite_status:ok");
+                f!("aof_rewrite_in_progress:{}", aof.rewrite_in_progress.load(Ordering::Relaxed) as u8);
+                f!("aof_rewrite_scheduled:{}", aof.rewrite_scheduled.load(Ordering::Relaxed) as u8);
+                f!("aof_last_rewrite_time_sec:{}", aof.last_rewrite_secs.load(Ordering::Relaxed));
+                let started = aof.rewrite_started_ms.load(Ordering::Relaxed);
+                f!("aof_current_rewrite_time_sec:{}", if started > 0 { (now - started) / 1000 } else { -1 });
+                let rewrite_failed = aof.last_rewrite_failed.load(Ordering::Relaxed);
+                f!("aof_last_bgrewrite_status:{}", if rewrite_failed { "err" } else { "ok" });
                 f!("aof_rewrites:{}", aof.rewrites.load(Ordering::Relaxed));
-                f!("aof_rewrites_consecutive_failures:0");
+                f!("aof_rewrites_consecutive_failures:{}", aof.consecutive_failures.load(Ordering::Relaxed));
                 let failed = log.as_ref().is_some_and(|l| l.write_failed.load(Ordering::Relaxed));
                 f!("aof_last_write_status:{}", if failed { "err" } else { "ok" });
-                f!("aof_last_cow_size:0");
+                f!("aof_last_cow_size:{}", aof.last_cow_bytes.load(Ordering::Relaxed));
                 f!("module_fork_in_progress:0");
                 f!("module_fork_last_cow_size:0");
                 if let Some(l) = &log {

@@ -125,7 +125,7 @@ fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard,
     if srv.effects_enabled() {
         let effects: Vec<Effect> =
             expired.iter().map(|k| Effect { db, argv: vec![b"DEL".to_vec(), k.to_vec()] }).collect();
-        srv.publish_effects(&effects);
+        srv.publish_effects(&effects, srv.ks.snapshots.seen(shard.saved_epoch));
     }
 }
 
@@ -1141,7 +1141,7 @@ mod tests {
     fn record_effects(srv: &Server) -> Seen {
         let seen: Seen = Default::default();
         let sink = seen.clone();
-        srv.set_effect_sink(Some(Box::new(move |effects| {
+        srv.set_effect_sink(Some(Box::new(move |effects, _| {
             sink.lock().extend(
                 effects
                     .iter()

@@ -117,7 +117,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
     // script would (see `Keyspace::script_gate`), so it may add shards while holding these.
     let _gate = cmds
         .iter()
-        .any(|c| c.name.starts_with("eval") || c.name.starts_with("fcall"))
+        .any(|c| c.name.starts_with("eval") || c.name.starts_with("fcall") || c.name == "function")
         .then(|| srv.ks.script_gate.lock());
     let mut locks = Locks::acquire(&srv.ks, plan);
     // Watched keys: touched since WATCH, or expired since (they were alive at WATCH time,
@@ -170,7 +170,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
         effects.push(crate::exec::Effect { db: last, argv: vec![b"EXEC".to_vec()] });
     }
     if !effects.is_empty() {
-        srv.publish_effects(&effects);
+        srv.publish_effects(&effects, locks.seen_epoch());
     }
     // Clients blocked on keys the transaction made ready are served now that it is complete.
     if !ctx.client.ready.is_empty() {
@@ -200,7 +200,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             crate::exec::tracking::modified(srv, &ks.touched, ctx.client.id(), Some(&mut ctx.client.bcast_batch));
         }
         if !ks.effects.is_empty() {
-            srv.publish_effects(&ks.effects);
+            srv.publish_effects(&ks.effects, ks.locks.seen_epoch());
         }
         ctx.ws.counters.dirty.fetch_add(ks.dirty, Ordering::Relaxed);
     }

@@ -127,24 +127,25 @@ pub fn save(ctx: &mut Ctx) -> CmdResult {
 
 // BGSAVE [SCHEDULE]
 pub fn bgsave(ctx: &mut Ctx) -> CmdResult {
-    // SCHEDULE waits for another child in Redis; Atoll has none (its AOF rewrite runs under
-    // the shard locks), so the save starts at once either way.
-    if !(ctx.args.len() == 1 || ctx.args.len() == 2 && eq_ic(ctx.args[1], "SCHEDULE")) {
+    // With SCHEDULE (or inside EXEC), a save asked for while an AOF rewrite runs starts after
+    // it, as Redis's waits for the rewrite's child.
+    let schedule = ctx.args.len() == 2 && eq_ic(ctx.args[1], "SCHEDULE");
+    if !(ctx.args.len() == 1 || schedule) {
         return Err(CmdError::Syntax);
     }
-    match persistence::bgsave(ctx.srv) {
-        Ok(()) if ctx.client.in_exec => ctx.reply.simple("Background saving scheduled"),
+    let after_rewrite = ctx.srv.persistence.aof.rewrite_in_progress.load(std::sync::atomic::Ordering::Acquire);
+    match persistence::bgsave(ctx.srv, schedule || ctx.client.in_exec) {
+        Ok(()) if ctx.client.in_exec || after_rewrite => ctx.reply.simple("Background saving scheduled"),
         Ok(()) => ctx.reply.simple("Background saving started"),
         Err(e) => return Err(CmdError::msg(e)),
     }
     Ok(())
 }
 
-// BGREWRITEAOF (every shard locked by the table's scope: see `exec::aof`)
+// BGREWRITEAOF: runs on the persistence thread while clients go on (see `exec::aof`).
 pub fn bgrewriteaof(ctx: &mut Ctx) -> CmdResult {
-    crate::exec::aof::rewrite_locked(ctx.srv, ctx.ks.locks)
-        .map_err(|e| CmdError::msg(format!("ERR Background AOF rewrite failed: {e}")))?;
-    ctx.reply.simple("Background append only file rewriting started");
+    let reply = crate::exec::aof::request_rewrite(ctx.srv, ctx.client.in_exec).map_err(CmdError::msg)?;
+    ctx.reply.simple(reply);
     Ok(())
 }
 

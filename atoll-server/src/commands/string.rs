@@ -807,7 +807,7 @@ pub(crate) mod tests {
             let srv = Server::new(crate::config::Config::defaults(), crate::commands::table::build(), 1, 0);
             let effects: EffectLog = Default::default();
             let sink = effects.clone();
-            srv.set_effect_sink(Some(Box::new(move |e| sink.lock().extend(e.iter().map(|e| e.argv.clone())))));
+            srv.set_effect_sink(Some(Box::new(move |e, _| sink.lock().extend(e.iter().map(|e| e.argv.clone())))));
             let client = TestClient::new(&srv);
             Harness { srv, client, effects }
         }

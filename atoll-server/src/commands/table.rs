@@ -168,7 +168,7 @@ static ROWS: &[Row] = &[
     c("dump", pst::dump, Keys),
     c("save", pst::save, None),
     c("bgsave", pst::bgsave, None),
-    c("bgrewriteaof", pst::bgrewriteaof, All),
+    c("bgrewriteaof", pst::bgrewriteaof, None),
     c("restore", pst::restore, Keys),
     c("migrate", pst::migrate, Keys),
     c("move", keys::move_, Custom(keys::plan_move)),

@@ -254,8 +254,11 @@ impl Snapshots {
             return None;
         }
         *g = Some(sink);
-        let e = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        // Active before the new epoch: a command locking in between finds nothing to do (its
+        // shard is not behind the old epoch) and the walk serializes its writes, as it would
+        // for a command that locked before (see `seen`).
         self.active.store(true, Ordering::SeqCst);
+        let e = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         Some(e)
     }
 
@@ -272,6 +275,21 @@ impl Snapshots {
 
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The epoch the writes of a command holding a shard whose `saved_epoch` is `saved` come
+    /// after. Normally `saved` itself: a running snapshot of epoch E holds the writes exactly
+    /// when it is below E (the shard will be serialized after them). A shard of a database
+    /// created while a snapshot ran may have been stamped with the epoch before (read just as
+    /// the snapshot began) and missed by the walk; found so with no snapshot running, it was
+    /// empty at the last snapshot's instant, so its writes come after that.
+    pub fn seen(&self, saved: u64) -> u64 {
+        let e = self.epoch.load(Ordering::SeqCst);
+        if saved < e && !self.active.load(Ordering::SeqCst) {
+            e
+        } else {
+            saved
+        }
     }
 
     /// Copy-before-write: call with `shard` locked, before changing it. One relaxed load when
@@ -556,6 +574,18 @@ impl<'k> Locks<'k> {
         self.ks
     }
 
+    /// The snapshot epoch this command's writes come after: the epoch its shards were last
+    /// serialized in (all of them alike — see [`Snapshots`]), or, holding none, the current
+    /// epoch. A running snapshot of epoch E holds this command's writes exactly when this is
+    /// below E, which is how the AOF rewrite decides which incremental file an effect belongs
+    /// to (`persist::aof::AofLog::append`).
+    pub fn seen_epoch(&self) -> u64 {
+        match self.held.first() {
+            Some((_, g)) => self.ks.snapshots.seen(g.saved_epoch),
+            None => self.ks.snapshots.epoch(),
+        }
+    }
+
     pub fn holds(&self, db: usize, shard: usize) -> bool {
         let id = shard_id(db, shard);
         self.held.binary_search_by_key(&id, |(i, _)| *i).is_ok()
@@ -621,6 +651,41 @@ impl<'k> Locks<'k> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct NullSink;
+    impl SnapshotSink for NullSink {
+        fn shard(&self, _: usize, _: usize, _: &Shard, _: bool) {}
+    }
+
+    /// What an AOF rewrite relies on to route effects: a command that locked before a
+    /// snapshot began sees an epoch below it (its writes are in the snapshot), one that locks
+    /// after sees the snapshot's epoch, and so does one touching a database created while the
+    /// snapshot ran and never reached by its walk.
+    #[test]
+    fn locks_tell_whether_a_snapshot_holds_their_writes() {
+        let ks = Keyspace::new(16);
+        let mut plan = LockPlan::default();
+        plan.key(0, b"a");
+        let before = Locks::acquire(&ks, plan.clone());
+        let e = ks.snapshots.begin(Arc::new(NullSink)).unwrap();
+        assert!(before.seen_epoch() < e, "locked before the instant");
+        drop(before);
+        let after = Locks::acquire(&ks, plan.clone());
+        assert_eq!(after.seen_epoch(), e, "locked after the instant");
+        drop(after);
+        // A database created with the epoch before (as if read just before `begin`), missed
+        // by the walk, used once the snapshot is over.
+        let stale = ks.dbs[5].get_or_init(|| Db::new(e - 1));
+        assert_eq!(stale.shards[0].lock().saved_epoch, e - 1);
+        for (i, m) in ks.db(0).shards.iter().enumerate() {
+            ks.snapshots.visit(0, i, &mut m.lock());
+        }
+        ks.snapshots.end();
+        let mut p5 = LockPlan::default();
+        p5.key(5, b"k");
+        assert_eq!(Locks::acquire(&ks, p5).seen_epoch(), e, "a database empty at the instant");
+        assert_eq!(Locks::none(&ks).seen_epoch(), e);
+    }
 
     #[test]
     fn locks_are_sorted_and_deduplicated() {

@@ -2,10 +2,14 @@
 //! directory, or create it), CONFIG SET appendonly, BGREWRITEAOF, the effect sink that
 //! appends every write's effects, and `appendfsync always`'s wait before replies go out.
 //!
-//! A rewrite (and turning AOF on at runtime) runs with every shard locked: the new base is the
-//! dataset at that instant, the new incremental file starts empty, and no effect can fall
-//! between them. It blocks writes for the time of writing the base — Redis's forked rewrite
-//! does not; making it fork-less and concurrent like BGSAVE is the next step.
+//! BGREWRITEAOF and the automatic rewrite run on the persistence thread while the workers go
+//! on serving, without a fork (`rewrite_concurrent`): the new base is a point-in-time snapshot
+//! (`engine::Snapshots`), and at its instant the log starts a new incremental file that the
+//! manifest already names. Each write's effects go to the file that completes the base they
+//! belong with: writes the snapshot holds to the previous incremental file, later ones to the
+//! new file (`AofLog::split`). Once the base is on disk the manifest names it and the new
+//! file only. Turning AOF on at runtime (and creating the directory at start-up) still writes
+//! the first base with every shard locked.
 
 use super::{Effect, Server};
 use crate::engine::{LockPlan, Locks};
@@ -13,7 +17,7 @@ use crate::persist::aof::{self, AofFile, AofLog, CommandReader, Fsync, Manifest,
 use crate::persist::rdbfile;
 use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[derive(Default)]
@@ -22,6 +26,25 @@ pub struct AofState {
     manifest: Mutex<Manifest>,
     pub rewrites: AtomicU64,
     pub base_size: AtomicU64,
+    /// A rewrite runs, or was asked for and will run at once (`aof_rewrite_in_progress`: set
+    /// when asked, so a client polling INFO never sees it done before it ran).
+    pub rewrite_in_progress: AtomicBool,
+    /// Asked for while a BGSAVE runs (or inside EXEC): starts after it (`aof_rewrite_scheduled`).
+    pub rewrite_scheduled: AtomicBool,
+    /// The persistence thread is to start a rewrite.
+    rewrite_requested: AtomicBool,
+    /// Unix ms the running rewrite started (0: none), and the last one's duration in seconds.
+    pub rewrite_started_ms: AtomicI64,
+    pub last_rewrite_secs: AtomicI64,
+    pub last_rewrite_failed: AtomicBool,
+    pub consecutive_failures: AtomicU64,
+    /// Bytes commands serialized ahead of the last rewrite's walk (`aof_last_cow_size`).
+    pub last_cow_bytes: AtomicU64,
+    /// Held by whatever replaces the AOF's files (a rewrite, turning AOF on or off, DEBUG
+    /// LOADAOF): one at a time. Taken before any shard lock.
+    files_lock: Mutex<()>,
+    /// The running rewrite's progress; `cancel` stops it (AOF turned off, shutdown).
+    pub progress: Arc<rdbfile::Progress>,
 }
 
 impl AofState {
@@ -43,8 +66,8 @@ fn fname(srv: &Server) -> String {
 fn install(srv: &Server, log: Option<Arc<AofLog>>) {
     *srv.persistence.aof.log.write() = log.clone();
     match log {
-        Some(l) => srv.set_effect_sink(Some(Box::new(move |effects: &[Effect]| {
-            l.append(effects.iter().map(|e| (e.db, e.argv.as_slice())));
+        Some(l) => srv.set_effect_sink(Some(Box::new(move |effects: &[Effect], epoch| {
+            l.append(epoch, effects.iter().map(|e| (e.db, e.argv.as_slice())));
         }))),
         None => srv.set_effect_sink(None),
     }
@@ -147,6 +170,10 @@ fn lock_all(srv: &Server) -> Locks<'_> {
 /// CONFIG SET appendonly yes|no at runtime.
 pub fn set_enabled(srv: &Server, on: bool) -> Result<(), String> {
     let running = srv.persistence.aof.log().is_some();
+    // A running rewrite is abandoned (Redis kills its child), and waited for.
+    srv.persistence.aof.progress.cancel.store(true, Ordering::Relaxed);
+    let _files = srv.persistence.aof.files_lock.lock();
+    srv.persistence.aof.progress.cancel.store(false, Ordering::Relaxed);
     if on && !running {
         let mut locks = lock_all(srv);
         rewrite_locked(srv, &mut locks).map_err(|e| e.to_string())?;
@@ -160,7 +187,204 @@ pub fn set_enabled(srv: &Server, on: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// BGREWRITEAOF (and turning AOF on), with every shard held by `locks`: a new base holding the
+/// The form of a base: an RDB (`aof-use-rdb-preamble yes`) or commands.
+fn base_form(srv: &Server) -> rdbfile::Form {
+    if srv.config.get_bool("aof-use-rdb-preamble") {
+        rdbfile::Form::Rdb { checksum: srv.config.get_bool("rdbchecksum") }
+    } else {
+        rdbfile::Form::Commands { timestamp: srv.config.get_bool("aof-timestamp-enabled") }
+    }
+}
+
+/// The sequence number of the next files, after every file `m` names.
+fn next_seq(m: &Manifest) -> u64 {
+    let last_incr = m.incr.last().map_or(0, |i| i.seq);
+    m.base.as_ref().map_or(0, |b| b.seq).max(last_incr).max(m.history.iter().map(|h| h.seq).max().unwrap_or(0)) + 1
+}
+
+pub const ERR_REWRITE_RUNNING: &str = "ERR Background append only file rewriting already in progress";
+
+/// BGREWRITEAOF: asks the persistence thread for a rewrite. Redis's replies: already running
+/// is an error; while a BGSAVE runs (or inside EXEC) it is scheduled for after it.
+pub fn request_rewrite(srv: &Server, in_exec: bool) -> Result<&'static str, &'static str> {
+    let a = &srv.persistence.aof;
+    if a.rewrite_in_progress.load(Ordering::Acquire) {
+        return Err(ERR_REWRITE_RUNNING);
+    }
+    if in_exec || srv.persistence.in_progress.load(Ordering::Acquire) {
+        a.rewrite_scheduled.store(true, Ordering::Release);
+        super::persistence::wake_thread(srv);
+        return Ok("Background append only file rewriting scheduled");
+    }
+    a.rewrite_in_progress.store(true, Ordering::Release);
+    a.rewrite_requested.store(true, Ordering::Release);
+    super::persistence::wake_thread(srv);
+    Ok("Background append only file rewriting started")
+}
+
+/// On the persistence thread: runs a requested or scheduled rewrite (a scheduled one once no
+/// BGSAVE runs). True if one ran.
+pub fn run_requested(srv: &Server) -> bool {
+    let a = &srv.persistence.aof;
+    if a.rewrite_scheduled.load(Ordering::Acquire)
+        && !srv.persistence.in_progress.load(Ordering::Acquire)
+        && !a.rewrite_in_progress.swap(true, Ordering::AcqRel)
+    {
+        a.rewrite_scheduled.store(false, Ordering::Release);
+        a.rewrite_requested.store(true, Ordering::Release);
+    }
+    if !a.rewrite_requested.swap(false, Ordering::AcqRel) {
+        return false;
+    }
+    rewrite_concurrent(srv);
+    true
+}
+
+/// A rewrite while the workers go on serving (see the module's comment). Records the outcome
+/// for INFO; a failure leaves the previous files and the new incremental file named by the
+/// manifest, so nothing is lost.
+fn rewrite_concurrent(srv: &Server) {
+    let a = &srv.persistence.aof;
+    let _files = a.files_lock.lock();
+    a.rewrite_in_progress.store(true, Ordering::Release);
+    let start = std::time::Instant::now();
+    a.rewrite_started_ms.store(srv.now_ms(), Ordering::Relaxed);
+    crate::log_notice!("Background append only file rewriting started");
+    let r = rewrite_files(srv);
+    a.last_rewrite_secs.store(start.elapsed().as_secs() as i64, Ordering::Relaxed);
+    a.last_cow_bytes.store(a.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+    a.rewrite_started_ms.store(0, Ordering::Relaxed);
+    match r {
+        Ok(()) => {
+            a.last_rewrite_failed.store(false, Ordering::Relaxed);
+            a.consecutive_failures.store(0, Ordering::Relaxed);
+            crate::log_notice!("Background AOF rewrite terminated with success");
+            crate::log_notice!("Background AOF rewrite finished successfully");
+        }
+        Err(e) => {
+            a.last_rewrite_failed.store(true, Ordering::Relaxed);
+            a.consecutive_failures.fetch_add(1, Ordering::Relaxed);
+            crate::log_warning!("Background AOF rewrite failed: {e}");
+        }
+    }
+    a.rewrite_in_progress.store(false, Ordering::Release);
+}
+
+/// What happens at the rewrite's instant: the libraries are copied and the log splits, both
+/// under the libraries' lock, so a FUNCTION command is wholly before (in the base) or after
+/// (in the new file); after the walk the log appends to the new file only.
+struct RewriteHooks<'a> {
+    srv: &'a Server,
+    log: Option<Arc<AofLog>>,
+    incr: PathBuf,
+    functions: Option<parking_lot::RwLockReadGuard<'a, super::scripts::FunctionsState>>,
+    split: bool,
+    unsplit: std::io::Result<()>,
+}
+
+impl RewriteHooks<'_> {
+    fn unsplit(&mut self) {
+        if std::mem::take(&mut self.split) {
+            if let Some(log) = &self.log {
+                self.unsplit = log.unsplit();
+            }
+        }
+    }
+}
+
+impl rdbfile::SnapshotHooks for RewriteHooks<'_> {
+    fn header(&mut self, ks: &crate::engine::Keyspace) -> std::io::Result<rdbfile::Header<'static>> {
+        let f = self.srv.scripts.functions.read();
+        let head = super::persistence::header_with(self.srv, true, &f);
+        if let Some(log) = &self.log {
+            // Nothing can begin a snapshot meanwhile (the caller holds the script gate).
+            log.split(&self.incr, ks.snapshots.epoch() + 1)?;
+            self.split = true;
+        }
+        self.functions = Some(f);
+        Ok(head)
+    }
+
+    fn begun(&mut self, epoch: Option<u64>) {
+        self.functions = None;
+        if epoch.is_none() {
+            self.unsplit();
+        }
+    }
+
+    fn walked(&mut self) {
+        self.unsplit();
+    }
+}
+
+fn rewrite_files(srv: &Server) -> std::io::Result<()> {
+    let a = &srv.persistence.aof;
+    let d = dir(srv);
+    std::fs::create_dir_all(&d)?;
+    let name = fname(srv);
+    let old = a.manifest.lock().clone();
+    let seq = next_seq(&old);
+    let form = base_form(srv);
+    let base = AofFile { name: aof::base_name(&name, seq, matches!(form, rdbfile::Form::Rdb { .. })), seq };
+    let incr = AofFile { name: aof::incr_name(&name, seq), seq };
+    // With AOF off (BGREWRITEAOF anyway, as Redis allows) only a base is written.
+    let log = a.log();
+    if log.is_some() {
+        // The new incremental file is named before anything is appended to it: a crash
+        // during the rewrite loads the previous files, then this one.
+        std::fs::File::create(d.join(&incr.name))?.sync_all()?;
+        let mut m = old.clone();
+        m.incr.push(incr.clone());
+        aof::write_manifest(&d, &name, &m)?;
+        *a.manifest.lock() = m;
+    }
+    let mut hooks = RewriteHooks {
+        srv,
+        log: log.clone(),
+        incr: d.join(&incr.name),
+        functions: None,
+        split: false,
+        unsplit: Ok(()),
+    };
+    let opts = crate::persist::save_opts(&srv.config);
+    let r = rdbfile::save_file(&srv.ks, &d.join(&base.name), &mut hooks, opts, form, &a.progress);
+    hooks.unsplit();
+    let info = r?;
+    if let Err(e) = hooks.unsplit {
+        let _ = std::fs::remove_file(d.join(&base.name));
+        return Err(e);
+    }
+    let m =
+        Manifest { base: Some(base), history: Vec::new(), incr: if log.is_some() { vec![incr] } else { Vec::new() } };
+    aof::write_manifest(&d, &name, &m)?;
+    let replaced = std::mem::replace(&mut *a.manifest.lock(), m.clone());
+    a.base_size.store(info.bytes, Ordering::Relaxed);
+    if let (Some(log), Some(i)) = (&log, m.incr.first()) {
+        log.file_size.store(std::fs::metadata(d.join(&i.name)).map_or(0, |m| m.len()), Ordering::Relaxed);
+    }
+    a.rewrites.fetch_add(1, Ordering::Relaxed);
+    for f in replaced.base.iter().chain(&replaced.history).chain(&replaced.incr) {
+        if !m.incr.contains(f) && m.base.as_ref() != Some(f) {
+            let _ = std::fs::remove_file(d.join(&f.name));
+        }
+    }
+    Ok(())
+}
+
+/// Stops a running rewrite (shutdown: Redis kills its child) and waits until its files are
+/// settled: the manifest then names the previous files and the new incremental file.
+pub fn stop_rewrite(srv: &Server) {
+    let a = &srv.persistence.aof;
+    if a.rewrite_in_progress.load(Ordering::Acquire) {
+        crate::log_warning!("There is a child rewriting the AOF. Killing it!");
+    }
+    a.rewrite_requested.store(false, Ordering::Release);
+    a.rewrite_scheduled.store(false, Ordering::Release);
+    a.progress.cancel.store(true, Ordering::Relaxed);
+    drop(a.files_lock.lock());
+}
+
+/// Turning AOF on (and creating the directory at start-up), with every shard held by `locks`: a new base holding the
 /// dataset, a new empty incremental file, the manifest naming them; the previous files are
 /// removed once the manifest no longer names them.
 pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
@@ -168,7 +392,7 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     std::fs::create_dir_all(&d)?;
     let name = fname(srv);
     let old = srv.persistence.aof.manifest.lock().clone();
-    let seq = old.base.as_ref().map_or(0, |b| b.seq).max(old.incr.last().map_or(0, |i| i.seq)) + 1;
+    let seq = next_seq(&old);
     let preamble = srv.config.get_bool("aof-use-rdb-preamble");
     let base = AofFile { name: aof::base_name(&name, seq, preamble), seq };
     let incr = AofFile { name: aof::incr_name(&name, seq), seq };
@@ -176,47 +400,8 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let head = super::persistence::header(srv, true);
     let mut visit =
         |f: &mut dyn FnMut(usize, &crate::engine::Shard)| super::persistence::each_locked_shard(srv, locks, f);
-    let info = if preamble {
-        rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &head, opts, true))?
-    } else {
-        rdbfile::save_with(&d.join(&base.name), |mut w| {
-            use std::io::Write;
-            let (mut keys, mut bytes, mut buf, mut err) = (0, 0, Vec::new(), None);
-            // With `aof-timestamp-enabled`, the base starts with the time it was taken.
-            if srv.config.get_bool("aof-timestamp-enabled") {
-                aof::timestamp_annotation(&mut buf, crate::exec::unix_ms() / 1000);
-            }
-            // The libraries first, as Redis's rewrite writes them.
-            for code in &head.functions {
-                aof::encode(&mut buf, &[b"FUNCTION".to_vec(), b"LOAD".to_vec(), code.clone()]);
-            }
-            w.write_all(&buf)?;
-            bytes += buf.len() as u64;
-            let mut last_db = None;
-            visit(&mut |db, sh| {
-                if err.is_some() || sh.keys.is_empty() {
-                    return;
-                }
-                buf.clear();
-                if last_db != Some(db) {
-                    aof::encode(&mut buf, &[b"SELECT".to_vec(), db.to_string().into_bytes()]);
-                    last_db = Some(db);
-                }
-                sh.keys.for_each(|k, v| {
-                    aof::value_commands(&mut buf, k, v, sh.expires.get(k).copied());
-                    keys += 1;
-                });
-                bytes += buf.len() as u64;
-                if let Err(e) = w.write_all(&buf) {
-                    err = Some(e);
-                }
-            });
-            match err {
-                Some(e) => Err(e),
-                None => Ok((rdbfile::SaveInfo { keys, bytes }, w)),
-            }
-        })?
-    };
+    let form = base_form(srv);
+    let info = rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &head, opts, form))?;
     // With AOF off (BGREWRITEAOF anyway, as Redis allows) only the base is written.
     let on = srv.config.get_bool("appendonly");
     let m = Manifest { base: Some(base), history: Vec::new(), incr: if on { vec![incr.clone()] } else { Vec::new() } };
@@ -370,6 +555,7 @@ impl Replay {
 /// is pending). Runs without holding locks across the replay, so it is not atomic with
 /// respect to other clients, and the replay itself is not logged again.
 pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
+    let _files = srv.persistence.aof.files_lock.lock();
     let log = srv.persistence.aof.log();
     if let Some(l) = &log {
         l.write_pending();
@@ -404,9 +590,10 @@ pub fn maybe_auto_rewrite(srv: &Server) {
     if perc == 0 || current <= min || (current * 100 / base).saturating_sub(100) < perc {
         return;
     }
-    crate::log_notice!("Starting automatic rewriting of AOF on {}% growth", (current * 100 / base) - 100);
-    let mut locks = lock_all(srv);
-    if let Err(e) = rewrite_locked(srv, &mut locks) {
-        crate::log_warning!("Automatic AOF rewrite failed: {e}");
+    let a = &srv.persistence.aof;
+    if srv.persistence.in_progress.load(Ordering::Acquire) || a.rewrite_in_progress.swap(true, Ordering::AcqRel) {
+        return;
     }
+    crate::log_notice!("Starting automatic rewriting of AOF on {}% growth", (current * 100 / base) - 100);
+    rewrite_concurrent(srv);
 }

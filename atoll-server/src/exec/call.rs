@@ -587,7 +587,7 @@ pub fn call(
         if ctx.client.in_exec {
             ctx.client.exec_effects.append(&mut ctx.ks.effects);
         } else {
-            srv.publish_effects(&ctx.ks.effects);
+            srv.publish_effects(&ctx.ks.effects, ctx.ks.locks.seen_epoch());
         }
     }
     if srv.pubsub.monitoring()

@@ -83,6 +83,7 @@ impl Persistence {
     pub fn new() -> Persistence {
         let p = Persistence::default();
         p.last_bgsave_secs.store(-1, Ordering::Relaxed);
+        p.aof.last_rewrite_secs.store(-1, Ordering::Relaxed);
         p
     }
 }
@@ -99,6 +100,15 @@ fn dirty(srv: &Server) -> u64 {
 /// The aux fields Redis 7.2 writes at the top of a file.
 /// (`aof_base`: the file is an AOF's base.)
 pub(super) fn header(srv: &Server, aof_base: bool) -> rdbfile::Header<'static> {
+    header_with(srv, aof_base, &srv.scripts.functions.read())
+}
+
+/// `header`, with the function libraries as the caller holds them.
+pub(super) fn header_with(
+    srv: &Server,
+    aof_base: bool,
+    functions: &super::scripts::FunctionsState,
+) -> rdbfile::Header<'static> {
     let (allocated, _, _) = super::stats::allocated_bytes();
     let aux = vec![
         ("redis-ver", crate::REDIS_VERSION.to_string()),
@@ -107,7 +117,7 @@ pub(super) fn header(srv: &Server, aof_base: bool) -> rdbfile::Header<'static> {
         ("used-mem", allocated.to_string()),
         ("aof-base", (aof_base as u8).to_string()),
     ];
-    let functions = srv.scripts.functions.read().libraries.values().map(|l| l.code.to_vec()).collect();
+    let functions = functions.libraries.values().map(|l| l.code.to_vec()).collect();
     rdbfile::Header { aux, functions }
 }
 
@@ -147,6 +157,11 @@ pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     if p.in_progress.swap(true, Ordering::AcqRel) {
         return Err(ERR_BGSAVE_RUNNING.into());
     }
+    // Redis saves while its AOF child rewrites; here both are snapshots, one at a time, so
+    // SAVE waits for the rewrite's to end.
+    while srv.ks.snapshots.running() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let r = write(srv);
     p.in_progress.store(false, Ordering::Release);
     r
@@ -160,7 +175,8 @@ fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     let path = rdb_path(srv);
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.get_bool("rdbchecksum");
-    let r = rdbfile::save_file(&srv.ks, &path, &header(srv, false), opts, checksum, &p.progress);
+    let mut head = rdbfile::FixedHeader(Some(header(srv, false)));
+    let r = rdbfile::save_file(&srv.ks, &path, &mut head, opts, rdbfile::Form::Rdb { checksum }, &p.progress);
     p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
     match r {
         Ok(info) => {
@@ -194,8 +210,11 @@ fn cwd() -> String {
 /// Starts a BGSAVE on the persistence thread. Err: a snapshot is already being written.
 /// `rdb_bgsave_in_progress` is 1 from here on, so a client polling INFO never sees the
 /// request as done before it ran.
-pub fn bgsave(srv: &Server) -> Result<(), &'static str> {
+pub fn bgsave(srv: &Server, schedule: bool) -> Result<(), &'static str> {
     let p = &srv.persistence;
+    if srv.persistence.aof.rewrite_in_progress.load(Ordering::Acquire) && !schedule {
+        return Err("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
+    }
     if p.in_progress.swap(true, Ordering::AcqRel) {
         return Err(ERR_BGSAVE_RUNNING);
     }
@@ -206,10 +225,15 @@ pub fn bgsave(srv: &Server) -> Result<(), &'static str> {
     p.progress.keys_processed.store(0, Ordering::Relaxed);
     p.progress.cow_bytes.store(0, Ordering::Relaxed);
     p.scheduled.store(true, Ordering::Release);
-    let (m, cv) = &p.wake;
+    wake_thread(srv);
+    Ok(())
+}
+
+/// Wakes the persistence thread (a BGSAVE or rewrite was asked for).
+pub fn wake_thread(srv: &Server) {
+    let (m, cv) = &srv.persistence.wake;
     *m.lock() = true;
     cv.notify_one();
-    Ok(())
 }
 
 /// Changes since the last successful snapshot (`rdb_changes_since_last_save`).
@@ -239,6 +263,9 @@ pub fn run_thread(srv: Arc<Server>) {
             return;
         }
         if p.loading() {
+            continue;
+        }
+        if super::aof::run_requested(&srv) {
             continue;
         }
         super::aof::maybe_auto_rewrite(&srv);
@@ -314,7 +341,9 @@ pub fn save_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<rdbfile::
     let checksum = srv.config.get_bool("rdbchecksum");
     let head = header(srv, false);
     let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| each_locked_shard(srv, locks, f);
-    let info = rdbfile::save_with(&path, |w| rdbfile::write_locked(&mut visit, w, &head, opts, checksum))?;
+    let info = rdbfile::save_with(&path, |w| {
+        rdbfile::write_locked(&mut visit, w, &head, opts, rdbfile::Form::Rdb { checksum })
+    })?;
     srv.persistence.dirty_at_save.store(start_dirty, Ordering::Relaxed);
     srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
     Ok(info)

@@ -53,8 +53,9 @@ impl Default for Sample {
     }
 }
 
-/// A consumer of write effects (AOF, replicas, tests).
-pub type EffectSink = Box<dyn Fn(&[Effect]) + Send + Sync>;
+/// A consumer of write effects (AOF, replicas, tests), given with the snapshot epoch the
+/// writes come after (`engine::Locks::seen_epoch`).
+pub type EffectSink = Box<dyn Fn(&[Effect], u64) + Send + Sync>;
 
 /// What installs FUNCTION libraries found by a load (see `Server::functions_loader`).
 pub type FunctionsLoader = fn(&Server, &[Vec<u8>], bool) -> Result<(), String>;
@@ -349,10 +350,13 @@ impl Server {
     }
 
     /// Hands effects to the consumer; called with the writer's shard locks still held, so
-    /// effects touching the same keys arrive in the order the writes happened.
-    pub fn publish_effects(&self, effects: &[Effect]) {
+    /// effects touching the same keys arrive in the order the writes happened. `epoch`: the
+    /// snapshot epoch the writes come after (`Locks::seen_epoch`, or the locked shard's
+    /// `saved_epoch`): an AOF rewrite running meanwhile sends what its base already holds to
+    /// the old incremental file.
+    pub fn publish_effects(&self, effects: &[Effect], epoch: u64) {
         if let Some(s) = self.sink.lock().as_ref() {
-            s(effects);
+            s(effects, epoch);
         }
     }
 }

@@ -286,13 +286,48 @@ impl Fsync {
 
 /// Effects appended but not yet handed to the writer: the buffer and the database the last
 /// appended command ran in (a SELECT is written when it changes).
-struct Pending {
+#[derive(Default)]
+struct Segment {
     buf: Vec<u8>,
     db: Option<usize>,
     /// The unix second of the last `#TS:` annotation written (`aof-timestamp-enabled`).
     ts: i64,
-    /// Bytes appended since the log opened.
+}
+
+impl Segment {
+    fn push<'a>(&mut self, timestamps: bool, cmds: impl Iterator<Item = (usize, &'a [Vec<u8>])>) {
+        if timestamps {
+            let now = unix_s();
+            if now > self.ts {
+                timestamp_annotation(&mut self.buf, now);
+                self.ts = now;
+            }
+        }
+        for (db, argv) in cmds {
+            if self.db != Some(db) {
+                let sel = vec![b"SELECT".to_vec(), db.to_string().into_bytes()];
+                encode(&mut self.buf, &sel);
+                self.db = Some(db);
+            }
+            encode(&mut self.buf, argv);
+        }
+    }
+}
+
+struct Pending {
+    /// For the file being appended to.
+    cur: Segment,
+    /// While an AOF rewrite runs (see [`AofLog::split`]): for the previous incremental file,
+    /// the effects of writes its snapshot (`epoch`) will hold.
+    old: Option<(Segment, u64)>,
+    /// Bytes appended since the log opened, to either file.
     appended: u64,
+}
+
+/// The files written to: the current incremental file, and during a rewrite the previous one.
+struct Files {
+    cur: Arc<std::fs::File>,
+    old: Option<Arc<std::fs::File>>,
 }
 
 thread_local! {
@@ -313,10 +348,15 @@ pub fn take_thread_appended() -> u64 {
 /// it acknowledged. The writer thread fsyncs — after every write with `always` (workers
 /// wait for it: one fsync covers every worker's waiting writes), once a second with
 /// `everysec`, never with `no` — and also writes what idle rounds left behind.
+///
+/// During a fork-less rewrite the log writes two files (`split` … `unsplit`): effects of
+/// writes the rewrite's snapshot holds go on to the previous incremental file, the others to
+/// the new one, which the manifest already names after the previous one. Offsets, writes and
+/// fsyncs cover both, so durability means the same thing throughout.
 pub struct AofLog {
     pending: Mutex<Pending>,
-    /// Taken to write (then `pending`): writes reach the file in append order.
-    file: Mutex<std::fs::File>,
+    /// Taken to write (then `pending`): writes reach the files in append order.
+    files: Mutex<Files>,
     /// Wakes the writer: the flag (set under its mutex) says work was asked for, so a wake-up
     /// sent before the writer starts waiting is not lost.
     work: Condvar,
@@ -332,6 +372,7 @@ pub struct AofLog {
     pub last_fsync_s: AtomicI64,
     /// The last write failed (`aof_last_write_status:err`).
     pub write_failed: AtomicBool,
+    /// Bytes in the incremental files the manifest names.
     pub file_size: AtomicU64,
     /// `aof-timestamp-enabled`: a `#TS:<unix seconds>` line goes before the first command of
     /// each new second, as Redis writes it (its loader and ours skip `#` lines).
@@ -343,15 +384,18 @@ pub fn timestamp_annotation(out: &mut Vec<u8>, unix_s: i64) {
     out.extend_from_slice(format!("#TS:{unix_s}\r\n").as_bytes());
 }
 
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new().create(true).append(true).open(path)
+}
+
 impl AofLog {
     /// Opens (appending) the incremental file and starts its writer thread.
     pub fn open(path: &Path, policy: Fsync) -> std::io::Result<Arc<AofLog>> {
-        let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let f = open_append(path)?;
         let size = f.metadata()?.len();
-        let syncer = f.try_clone()?;
         let log = Arc::new(AofLog {
-            pending: Mutex::new(Pending { buf: Vec::new(), db: None, ts: 0, appended: 0 }),
-            file: Mutex::new(f),
+            pending: Mutex::new(Pending { cur: Segment::default(), old: None, appended: 0 }),
+            files: Mutex::new(Files { cur: Arc::new(f), old: None }),
             work: Condvar::new(),
             work_lock: Mutex::new(false),
             written: AtomicU64::new(0),
@@ -366,7 +410,7 @@ impl AofLog {
             timestamps: AtomicBool::new(false),
         });
         let l2 = log.clone();
-        std::thread::Builder::new().name("atoll-aof".into()).spawn(move || l2.writer(syncer))?;
+        std::thread::Builder::new().name("atoll-aof".into()).spawn(move || l2.writer())?;
         Ok(log)
     }
 
@@ -379,56 +423,103 @@ impl AofLog {
     }
 
     /// Appends commands run in `db` (called with the writer's shard locks held, so the log's
-    /// order is the lock order). A leaf lock around a memcpy.
-    pub fn append<'a>(&self, cmds: impl Iterator<Item = (usize, &'a [Vec<u8>])>) {
+    /// order is the lock order). A leaf lock around a memcpy. `epoch`: the snapshot epoch the
+    /// writes come after (`Locks::seen_epoch`); during a rewrite, below the rewrite's epoch
+    /// means its base holds them, and they go to the previous incremental file.
+    pub fn append<'a>(&self, epoch: u64, cmds: impl Iterator<Item = (usize, &'a [Vec<u8>])>) {
+        let ts = self.timestamps.load(Ordering::Relaxed);
         let mut p = self.pending.lock();
-        let before = p.buf.len();
-        if self.timestamps.load(Ordering::Relaxed) {
-            let now =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-            if now > p.ts {
-                timestamp_annotation(&mut p.buf, now);
-                p.ts = now;
-            }
-        }
-        for (db, argv) in cmds {
-            if p.db != Some(db) {
-                let sel = vec![b"SELECT".to_vec(), db.to_string().into_bytes()];
-                encode(&mut p.buf, &sel);
-                p.db = Some(db);
-            }
-            encode(&mut p.buf, argv);
-        }
-        p.appended += (p.buf.len() - before) as u64;
+        let p = &mut *p;
+        let seg = match &mut p.old {
+            Some((old, split)) if epoch < *split => old,
+            _ => &mut p.cur,
+        };
+        let before = seg.buf.len();
+        seg.push(ts, cmds);
+        p.appended += (seg.buf.len() - before) as u64;
         let at = p.appended;
-        drop(p);
         LAST_APPENDED.with(|c| c.set(at));
     }
 
-    /// Writes everything appended so far to the file (whoever comes first writes for all).
+    /// Writes everything appended so far to the files (whoever comes first writes for all).
     pub fn write_pending(&self) {
-        let mut f = self.file.lock();
-        let (buf, upto) = {
+        let files = self.files.lock();
+        let (cur, old, upto) = {
             let mut p = self.pending.lock();
-            (std::mem::take(&mut p.buf), p.appended)
+            let old = p.old.as_mut().map(|(s, _)| std::mem::take(&mut s.buf)).unwrap_or_default();
+            (std::mem::take(&mut p.cur.buf), old, p.appended)
         };
-        if buf.is_empty() {
+        if cur.is_empty() && old.is_empty() {
             return;
         }
-        match f.write_all(&buf) {
-            Ok(()) => {
-                self.written.store(upto, Ordering::Release);
-                self.file_size.fetch_add(buf.len() as u64, Ordering::Relaxed);
-                self.write_failed.store(false, Ordering::Relaxed);
+        let mut ok = true;
+        for (buf, file, is_old) in [(old, files.old.as_ref(), true), (cur, Some(&files.cur), false)] {
+            if buf.is_empty() {
+                continue;
             }
-            Err(e) => {
-                crate::log_warning!("Error writing to the AOF file: {e}");
-                self.write_failed.store(true, Ordering::Relaxed);
-                let mut p = self.pending.lock();
-                let mut rest = buf;
-                rest.extend_from_slice(&p.buf);
-                p.buf = rest;
+            let r = match file {
+                Some(f) => (&**f).write_all(&buf),
+                None => Ok(()),
+            };
+            match r {
+                Ok(()) => {
+                    self.file_size.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    crate::log_warning!("Error writing to the AOF file: {e}");
+                    ok = false;
+                    // Kept, ahead of what was appended meanwhile, for the next attempt.
+                    let mut p = self.pending.lock();
+                    let seg = if is_old { p.old.as_mut().map(|(s, _)| s) } else { Some(&mut p.cur) };
+                    if let Some(seg) = seg {
+                        let mut rest = buf;
+                        rest.extend_from_slice(&seg.buf);
+                        seg.buf = rest;
+                    }
+                }
             }
+        }
+        self.write_failed.store(!ok, Ordering::Relaxed);
+        if ok {
+            self.written.store(upto, Ordering::Release);
+        }
+    }
+
+    /// A rewrite begins: from now on the log appends to `path` (a new incremental file the
+    /// manifest already names), except the effects of writes that come before snapshot
+    /// `epoch` — the rewrite's, about to begin — which go on to the current file until
+    /// [`AofLog::unsplit`]. Called just before the snapshot begins, with nothing able to
+    /// begin one meanwhile.
+    pub fn split(&self, path: &Path, epoch: u64) -> std::io::Result<()> {
+        let f = Arc::new(open_append(path)?);
+        let mut files = self.files.lock();
+        let mut p = self.pending.lock();
+        let cur = std::mem::take(&mut p.cur);
+        p.old = Some((cur, epoch));
+        files.old = Some(std::mem::replace(&mut files.cur, f));
+        Ok(())
+    }
+
+    /// Every write the rewrite's snapshot holds has been logged (its walk has locked every
+    /// shard since it began): what is left for the previous file is written and fsync'd, and
+    /// the log appends to the new file only. Returns the previous file's fsync result.
+    pub fn unsplit(&self) -> std::io::Result<()> {
+        self.write_pending();
+        let old = {
+            let mut files = self.files.lock();
+            let mut p = self.pending.lock();
+            if let Some((seg, _)) = p.old.take() {
+                // Left by a failed write: the new file takes it, after what it already has in
+                // order of the locks (these writes touched no shard the new file's did since).
+                let mut rest = seg.buf;
+                rest.extend_from_slice(&p.cur.buf);
+                p.cur.buf = rest;
+            }
+            files.old.take()
+        };
+        match old {
+            Some(f) => f.sync_data(),
+            None => Ok(()),
         }
     }
 
@@ -468,7 +559,17 @@ impl AofLog {
         }
     }
 
-    fn writer(self: Arc<AofLog>, syncer: std::fs::File) {
+    /// fsyncs what has been written to the files (both during a rewrite), without holding
+    /// the write lock while the disk works.
+    fn sync(&self) -> bool {
+        let (cur, old) = {
+            let f = self.files.lock();
+            (f.cur.clone(), f.old.clone())
+        };
+        old.is_none_or(|o| o.sync_data().is_ok()) && cur.sync_data().is_ok()
+    }
+
+    fn writer(self: Arc<AofLog>) {
         let mut last_sync = Instant::now();
         loop {
             {
@@ -487,13 +588,11 @@ impl AofLog {
                     Fsync::EverySec => last_sync.elapsed() >= Duration::from_secs(1) || stopping,
                     Fsync::No => stopping,
                 };
-            if due {
-                // Everything written before this call is covered.
-                if syncer.sync_data().is_ok() {
-                    last_sync = Instant::now();
-                    self.last_fsync_s.store(unix_s(), Ordering::Relaxed);
-                    self.mark_durable(written);
-                }
+            // Everything written before this call is covered.
+            if due && self.sync() {
+                last_sync = Instant::now();
+                self.last_fsync_s.store(unix_s(), Ordering::Relaxed);
+                self.mark_durable(written);
             }
             if stopping {
                 self.mark_durable(written);
@@ -669,6 +768,33 @@ pub fn value_commands(out: &mut Vec<u8>, key: &[u8], v: &crate::engine::Value, e
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// During a rewrite the log writes two files: effects of writes the rewrite's snapshot
+    /// holds (an epoch below its own) to the previous file, the rest to the new one; after
+    /// `unsplit`, everything to the new one. Offsets and durability cover both.
+    #[test]
+    fn a_split_log_routes_effects_by_epoch() {
+        let dir = std::env::temp_dir().join(format!("atoll-aof-split-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (old, new) = (dir.join("old.aof"), dir.join("new.aof"));
+        let log = AofLog::open(&old, Fsync::Always).unwrap();
+        let cmd = |s: &str| s.split(' ').map(|w| w.as_bytes().to_vec()).collect::<Vec<_>>();
+        let (set, incr, rpush, del) = (cmd("SET a 1"), cmd("INCR n"), cmd("RPUSH l x"), cmd("DEL a"));
+        log.append(1, [(0, set.as_slice())].into_iter());
+        log.split(&new, 2).unwrap();
+        log.append(1, [(0, incr.as_slice())].into_iter()); // the base holds it
+        log.append(2, [(3, rpush.as_slice())].into_iter()); // after the instant
+        log.append(1, [(0, incr.as_slice())].into_iter());
+        log.before_replies(take_thread_appended());
+        assert_eq!(log.durable.load(Ordering::Acquire), log.written.load(Ordering::Acquire));
+        log.unsplit().unwrap();
+        log.append(1, [(3, del.as_slice())].into_iter()); // after unsplit: the new file
+        log.close();
+        let text = |p: &Path| String::from_utf8(std::fs::read(p).unwrap()).unwrap().replace("\r\n", " ");
+        assert_eq!(text(&old), "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 *2 $4 INCR $1 n *2 $4 INCR $1 n ");
+        assert_eq!(text(&new), "*2 $6 SELECT $1 3 *3 $5 RPUSH $1 l $1 x *2 $3 DEL $1 a ");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn manifests_round_trip_and_quote_odd_names() {

@@ -34,6 +34,68 @@ pub fn shard_records(db: usize, shard: &Shard, o: &SaveOpts, out: &mut Vec<u8>) 
     n
 }
 
+/// Appends the commands that rebuild one shard's keys, after a SELECT; nothing for an empty
+/// shard. Returns the number of keys written.
+pub fn shard_commands(db: usize, shard: &Shard, out: &mut Vec<u8>) -> u64 {
+    if shard.keys.is_empty() {
+        return 0;
+    }
+    super::aof::encode(out, &[b"SELECT".to_vec(), db.to_string().into_bytes()]);
+    let mut n = 0;
+    shard.keys.for_each(|k, v| {
+        super::aof::value_commands(out, k, v, shard.expires.get(k).copied());
+        n += 1;
+    });
+    n
+}
+
+impl Form {
+    /// What goes before the keys.
+    fn head(self, h: &Header, opts: &SaveOpts) -> Vec<u8> {
+        match self {
+            Form::Rdb { .. } => header(h, opts),
+            Form::Commands { timestamp } => {
+                let mut buf = Vec::new();
+                if timestamp {
+                    let now =
+                        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                    super::aof::timestamp_annotation(&mut buf, now as i64);
+                }
+                // The libraries first, as Redis's rewrite writes them.
+                for code in &h.functions {
+                    super::aof::encode(&mut buf, &[b"FUNCTION".to_vec(), b"LOAD".to_vec(), code.clone()]);
+                }
+                buf
+            }
+        }
+    }
+
+    /// One shard's keys; returns how many.
+    fn shard(self, db: usize, shard: &Shard, opts: &SaveOpts, out: &mut Vec<u8>) -> u64 {
+        match self {
+            Form::Rdb { .. } => shard_records(db, shard, opts, out),
+            Form::Commands { .. } => shard_commands(db, shard, out),
+        }
+    }
+
+    /// What ends the file; returns its size and the writer.
+    fn end<W: Write>(self, out: Out<W>) -> std::io::Result<(u64, W)> {
+        match self {
+            Form::Rdb { checksum } => footer(out, checksum),
+            Form::Commands { .. } => Ok((out.bytes, out.w)),
+        }
+    }
+}
+
+/// What a snapshot writes: an RDB file (its CRC-64 trailer computed or left 0), or — an AOF
+/// base with `aof-use-rdb-preamble no` — the commands that rebuild the dataset, as Redis's
+/// rewrite writes them (with `timestamp`, a `#TS:` annotation first).
+#[derive(Clone, Copy, Debug)]
+pub enum Form {
+    Rdb { checksum: bool },
+    Commands { timestamp: bool },
+}
+
 /// A running save's progress, for INFO (`current_save_keys_*`, `current_cow_size`,
 /// `current_fork_perc`): keys written so far out of the total when it began, and the bytes
 /// commands had to serialize ahead of the walk because they were about to change a shard —
@@ -55,6 +117,7 @@ pub const CANCELLED: &str = "snapshot cancelled";
 /// the snapshot's own thread to write them out (with the number of keys in each).
 struct Chunks {
     opts: SaveOpts,
+    form: Form,
     queue: Mutex<Vec<(Vec<u8>, u64)>>,
     keys: AtomicU64,
     progress: Arc<Progress>,
@@ -63,7 +126,7 @@ struct Chunks {
 impl SnapshotSink for Chunks {
     fn shard(&self, db: usize, _idx: usize, shard: &Shard, by_writer: bool) {
         let mut out = Vec::new();
-        let n = shard_records(db, shard, &self.opts, &mut out);
+        let n = self.form.shard(db, shard, &self.opts, &mut out);
         if n > 0 {
             if by_writer {
                 self.progress.cow_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -139,31 +202,65 @@ fn footer<W: Write>(mut out: Out<W>, checksum: bool) -> std::io::Result<(u64, W)
     Ok((out.bytes + 8, out.w))
 }
 
+/// What happens at a snapshot's instant besides the walk: its header is taken there, and an
+/// AOF rewrite switches incremental files there (see `exec::aof`).
+pub trait SnapshotHooks {
+    /// Under the script gate, just before the snapshot begins: the file's header (aux
+    /// fields, function libraries) as of the instant.
+    fn header(&mut self, ks: &Keyspace) -> std::io::Result<Header<'static>>;
+    /// Still under the gate: the snapshot began (its epoch), or could not (None).
+    fn begun(&mut self, _epoch: Option<u64>) {}
+    /// Every shard has been serialized (every write the snapshot holds is done); the snapshot
+    /// is about to end.
+    fn walked(&mut self) {}
+}
+
+/// A snapshot whose header is fixed before it begins (BGSAVE, SAVE).
+pub struct FixedHeader(pub Option<Header<'static>>);
+
+impl SnapshotHooks for FixedHeader {
+    fn header(&mut self, _: &Keyspace) -> std::io::Result<Header<'static>> {
+        Ok(self.0.take().unwrap_or_default())
+    }
+}
+
 /// Writes a point-in-time snapshot of the keyspace to `w`: the state at the instant this is
-/// called, while other threads go on writing. `head`: aux fields and function libraries.
+/// called, while other threads go on writing. `hooks`: the header, and what happens at the
+/// instant and after the walk.
 pub fn write_snapshot<W: Write>(
     ks: &Keyspace,
     w: W,
-    head: &Header,
+    hooks: &mut dyn SnapshotHooks,
     opts: SaveOpts,
-    checksum: bool,
+    form: Form,
     progress: &Arc<Progress>,
 ) -> std::io::Result<(SaveInfo, W)> {
-    let sink =
-        Arc::new(Chunks { opts, queue: Mutex::new(Vec::new()), keys: AtomicU64::new(0), progress: progress.clone() });
+    let sink = Arc::new(Chunks {
+        opts,
+        form,
+        queue: Mutex::new(Vec::new()),
+        keys: AtomicU64::new(0),
+        progress: progress.clone(),
+    });
     progress.keys_processed.store(0, Ordering::Relaxed);
     progress.cow_bytes.store(0, Ordering::Relaxed);
     progress.cancel.store(false, Ordering::Relaxed);
     progress.keys_total.store((0..ks.num_dbs()).map(|d| ks.dbsize(d) as u64).sum(), Ordering::Relaxed);
     // Not while a script runs: its instant is before or after the whole script.
     let gate = ks.script_gate.lock();
-    let Some(_epoch) = ks.snapshots.begin(sink.clone()) else {
+    if ks.snapshots.running() {
         return Err(std::io::Error::other(ERR_IN_PROGRESS));
-    };
+    }
+    let head = hooks.header(ks)?;
+    let epoch = ks.snapshots.begin(sink.clone());
+    hooks.begun(epoch);
+    if epoch.is_none() {
+        return Err(std::io::Error::other(ERR_IN_PROGRESS));
+    }
     drop(gate);
     let running = Running(ks);
     let mut out = Out { w, crc: rdb::CRC64.digest(), bytes: 0 };
-    out.put(&header(head, &opts))?;
+    out.put(&form.head(&head, &opts))?;
     let drain = |out: &mut Out<W>| -> std::io::Result<()> {
         if progress.cancel.load(Ordering::Relaxed) {
             return Err(std::io::Error::other(CANCELLED));
@@ -183,9 +280,10 @@ pub fn write_snapshot<W: Write>(
             drain(&mut out)?;
         }
     }
+    hooks.walked();
     drop(running);
     drain(&mut out)?;
-    let (bytes, w) = footer(out, checksum)?;
+    let (bytes, w) = form.end(out)?;
     Ok((SaveInfo { keys: sink.keys.load(Ordering::Relaxed), bytes }, w))
 }
 
@@ -214,17 +312,17 @@ pub fn write_locked<W: Write>(
     w: W,
     head: &Header,
     opts: SaveOpts,
-    checksum: bool,
+    form: Form,
 ) -> std::io::Result<(SaveInfo, W)> {
     let mut out = Out { w, crc: rdb::CRC64.digest(), bytes: 0 };
-    out.put(&header(head, &opts))?;
+    out.put(&form.head(head, &opts))?;
     let (mut keys, mut buf, mut err) = (0, Vec::new(), None);
     shards(&mut |db, sh| {
         if err.is_some() {
             return;
         }
         buf.clear();
-        keys += shard_records(db, sh, &opts, &mut buf);
+        keys += form.shard(db, sh, &opts, &mut buf);
         if let Err(e) = out.put(&buf) {
             err = Some(e);
         }
@@ -232,7 +330,7 @@ pub fn write_locked<W: Write>(
     if let Some(e) = err {
         return Err(e);
     }
-    let (bytes, w) = footer(out, checksum)?;
+    let (bytes, w) = form.end(out)?;
     Ok((SaveInfo { keys, bytes }, w))
 }
 
@@ -242,12 +340,12 @@ pub fn write_locked<W: Write>(
 pub fn save_file(
     ks: &Keyspace,
     path: &Path,
-    head: &Header,
+    hooks: &mut dyn SnapshotHooks,
     opts: SaveOpts,
-    checksum: bool,
+    form: Form,
     progress: &Arc<Progress>,
 ) -> std::io::Result<SaveInfo> {
-    save_with(path, |w| write_snapshot(ks, w, head, opts, checksum, progress))
+    save_with(path, |w| write_snapshot(ks, w, hooks, opts, form, progress))
 }
 
 /// `save_file` with the writing done by `write` (a snapshot, or `write_locked`).

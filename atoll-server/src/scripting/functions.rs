@@ -45,6 +45,36 @@ pub fn install_libraries(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Resu
     Ok(())
 }
 
+/// Changes the libraries for a FUNCTION command (`f` Err: nothing changed) and counts the
+/// change. Standalone, the command is logged while the change is still exclusive: an AOF
+/// rewrite copies the libraries and takes its instant under the same lock, so the command
+/// lands exactly in the file whose base does not hold it (the epoch read here says which).
+/// Inside EXEC the transaction holds the script gate, which a rewrite's start needs too, and
+/// the epilogue logs it with the rest.
+fn change<R, E>(
+    ctx: &mut Ctx,
+    f: impl FnOnce(&mut crate::exec::scripts::FunctionsState) -> Result<R, E>,
+) -> Result<R, E> {
+    let srv = ctx.srv;
+    let publish = ctx.ks.emit && !ctx.client.in_exec;
+    let (db, args) = (ctx.ks.db, ctx.args);
+    let r = srv.scripts.functions.update(|st| {
+        let r = f(st)?;
+        if publish {
+            let argv = args.iter().map(|a| a.to_vec()).collect();
+            srv.publish_effects(&[Effect { db, argv }], srv.ks.snapshots.epoch());
+        }
+        Ok(r)
+    });
+    if r.is_ok() {
+        ctx.ks.dirty += 1;
+        if publish {
+            ctx.no_effect();
+        }
+    }
+    r
+}
+
 // FUNCTION LOAD [REPLACE] function-code
 pub fn function_load(ctx: &mut Ctx) -> CmdResult {
     let mut replace = false;
@@ -65,9 +95,8 @@ pub fn function_load(ctx: &mut Ctx) -> CmdResult {
     }
     let lib = prepare_library(srv, code).map_err(CmdError::msg)?;
     let name = lib.name.clone();
-    srv.scripts.functions.update(|st| st.add(lib, replace)).map_err(|e| CmdError::msg(format!("ERR {e}")))?;
     // A change of the dataset Redis counts and logs (the AOF replays the command).
-    ctx.ks.dirty += 1;
+    change(ctx, |st| st.add(lib, replace)).map_err(|e| CmdError::msg(format!("ERR {e}")))?;
     ctx.reply.bulk(name.as_bytes());
     Ok(())
 }
@@ -79,8 +108,11 @@ pub fn function_delete(ctx: &mut Ctx) -> CmdResult {
     if !srv.scripts.functions.read().libraries.contains_key(&name) {
         return Err(CmdError::msg("ERR Library not found"));
     }
-    srv.scripts.functions.update(|st| st.remove(&name));
-    ctx.ks.dirty += 1;
+    change(ctx, |st| {
+        st.remove(&name);
+        Ok::<(), ()>(())
+    })
+    .ok();
     ctx.reply.ok();
     Ok(())
 }
@@ -96,8 +128,11 @@ pub fn function_flush(ctx: &mut Ctx) -> CmdResult {
     if !super::flush_mode_ok(ctx.args) {
         return Err(CmdError::msg("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"));
     }
-    ctx.srv.scripts.functions.update(|st| *st = Default::default());
-    ctx.ks.dirty += 1;
+    change(ctx, |st| {
+        *st = Default::default();
+        Ok::<(), ()>(())
+    })
+    .ok();
     ctx.reply.ok();
     Ok(())
 }
@@ -269,25 +304,22 @@ pub fn function_restore(ctx: &mut Ctx) -> CmdResult {
         libs.push(prepare_library(srv, code).map_err(CmdError::msg)?);
     }
     // All or nothing: the new set is built aside and swapped in only if every library fits.
-    srv.scripts
-        .functions
-        .update(|st| {
-            let mut next = if policy == Policy::Flush { Default::default() } else { st.clone() };
-            for lib in libs {
-                let name = lib.name.clone();
-                next.add(lib, policy == Policy::Replace).map_err(|e| {
-                    if e.starts_with("Library") {
-                        format!("ERR Library {name} already exists")
-                    } else {
-                        format!("ERR {e}")
-                    }
-                })?;
-            }
-            *st = next;
-            Ok::<(), String>(())
-        })
-        .map_err(CmdError::msg)?;
-    ctx.ks.dirty += 1;
+    change(ctx, |st| {
+        let mut next = if policy == Policy::Flush { Default::default() } else { st.clone() };
+        for lib in libs {
+            let name = lib.name.clone();
+            next.add(lib, policy == Policy::Replace).map_err(|e| {
+                if e.starts_with("Library") {
+                    format!("ERR Library {name} already exists")
+                } else {
+                    format!("ERR {e}")
+                }
+            })?;
+        }
+        *st = next;
+        Ok::<(), String>(())
+    })
+    .map_err(CmdError::msg)?;
     ctx.reply.ok();
     Ok(())
 }

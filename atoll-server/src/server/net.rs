@@ -451,6 +451,7 @@ fn signal_mode(srv: &Server, param: &str) -> ShutdownMode {
 /// Final steps before exit: the final save (SAVE, or by default when `save` points are
 /// configured; NOSAVE skips it), then the pid and socket files. None if the save failed.
 fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
+    crate::exec::aof::stop_rewrite(srv);
     if crate::exec::persistence::shutdown_save(srv, mode).is_err() {
         return None;
     }

@@ -540,7 +540,7 @@ mod tests {
         let srv = Server::new(crate::config::Config::defaults(), crate::commands::table::build(), 1, 0);
         let seen: Arc<Mutex<Vec<Vec<Vec<u8>>>>> = Default::default();
         let sink = seen.clone();
-        srv.set_effect_sink(Some(Box::new(move |effects| {
+        srv.set_effect_sink(Some(Box::new(move |effects, _| {
             sink.lock().extend(effects.iter().map(|e| e.argv.clone()));
         })));
         let mut s = session(&srv);

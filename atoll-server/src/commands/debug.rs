@@ -331,6 +331,8 @@ fn unknown(sub: &[u8]) -> CmdError {
 }
 
 const HELP: &[&str] = &[
+    "AOF-FLUSH-SLEEP <microsec>",
+    "    Server will sleep before flushing the AOF, this is used for testing.",
     "CHANGE-REPL-ID",
     "    Change the replication IDs of the instance.",
     "    Dangerous: should be used only for testing the replication subsystem.",
@@ -402,6 +404,11 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
     let argc = ctx.args.len();
     match (sub.as_str(), argc) {
         ("help", 2) => help_reply(ctx, "DEBUG", HELP),
+        ("aof-flush-sleep", 3) => {
+            let us = ctx.arg_i64(2)?.max(0) as u64;
+            crate::persist::aof::FLUSH_SLEEP_US.store(us, std::sync::atomic::Ordering::Relaxed);
+            ctx.reply.ok();
+        }
         ("sleep", 3) => {
             // Redis blocks its whole server for the time; this blocks the client's worker
             // (holding no shard, or a transaction's shards as EXEC does in Redis), and the

@@ -25,7 +25,11 @@ pub struct AofState {
     log: RwLock<Option<Arc<AofLog>>>,
     manifest: Mutex<Manifest>,
     pub rewrites: AtomicU64,
+    /// The base file's size (`aof_base_size`).
     pub base_size: AtomicU64,
+    /// The AOF's whole size when it was last loaded or rewritten: the automatic rewrite
+    /// measures growth against it (Redis's `aof_rewrite_base_size`).
+    pub rewrite_base: AtomicU64,
     /// A rewrite runs, or was asked for and will run at once (`aof_rewrite_in_progress`: set
     /// when asked, so a client polling INFO never sees it done before it ran).
     pub rewrite_in_progress: AtomicBool,
@@ -131,8 +135,16 @@ pub fn start(srv: &Server) -> Result<(), String> {
         if !m.incr.contains(&last) {
             m.incr.push(last.clone());
         }
+        // Sizes as Redis keeps them: the log counts every incremental file, the base apart.
+        let size = |f: &AofFile| std::fs::metadata(d.join(&f.name)).map_or(0, |x| x.len());
+        let base_size = m.base.as_ref().map_or(0, size);
+        let earlier: u64 = m.incr.iter().filter(|f| **f != last).map(size).sum();
         *srv.persistence.aof.manifest.lock() = m;
         let log = open_log(srv, &d.join(&last.name)).map_err(|e| e.to_string())?;
+        log.file_size.fetch_add(earlier, Ordering::Relaxed);
+        let a = &srv.persistence.aof;
+        a.base_size.store(base_size, Ordering::Relaxed);
+        a.rewrite_base.store(base_size + log.file_size.load(Ordering::Relaxed), Ordering::Relaxed);
         install(srv, Some(log));
         Ok(())
     } else if Path::new(&fname(srv)).is_file() {
@@ -171,6 +183,9 @@ fn lock_all(srv: &Server) -> Locks<'_> {
 pub fn set_enabled(srv: &Server, on: bool) -> Result<(), String> {
     let running = srv.persistence.aof.log().is_some();
     // A running rewrite is abandoned (Redis kills its child), and waited for.
+    if srv.persistence.aof.rewrite_in_progress.load(Ordering::Acquire) {
+        crate::log_notice!("Killing running AOF rewrite child: {}", std::process::id());
+    }
     srv.persistence.aof.progress.cancel.store(true, Ordering::Relaxed);
     let _files = srv.persistence.aof.files_lock.lock();
     srv.persistence.aof.progress.cancel.store(false, Ordering::Relaxed);
@@ -359,9 +374,12 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     aof::write_manifest(&d, &name, &m)?;
     let replaced = std::mem::replace(&mut *a.manifest.lock(), m.clone());
     a.base_size.store(info.bytes, Ordering::Relaxed);
+    let mut incr_size = 0;
     if let (Some(log), Some(i)) = (&log, m.incr.first()) {
-        log.file_size.store(std::fs::metadata(d.join(&i.name)).map_or(0, |m| m.len()), Ordering::Relaxed);
+        incr_size = std::fs::metadata(d.join(&i.name)).map_or(0, |m| m.len());
+        log.file_size.store(incr_size, Ordering::Relaxed);
     }
+    a.rewrite_base.store(info.bytes + incr_size, Ordering::Relaxed);
     a.rewrites.fetch_add(1, Ordering::Relaxed);
     for f in replaced.base.iter().chain(&replaced.history).chain(&replaced.incr) {
         if !m.incr.contains(f) && m.base.as_ref() != Some(f) {
@@ -418,6 +436,7 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     }
     *srv.persistence.aof.manifest.lock() = m;
     srv.persistence.aof.base_size.store(info.bytes, Ordering::Relaxed);
+    srv.persistence.aof.rewrite_base.store(info.bytes, Ordering::Relaxed);
     srv.persistence.aof.rewrites.fetch_add(1, Ordering::Relaxed);
     for f in old.base.iter().chain(&old.history).chain(&old.incr) {
         let _ = std::fs::remove_file(d.join(&f.name));
@@ -573,7 +592,10 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
             }
         }
     }
+    // Other clients get -LOADING meanwhile, as in Redis (which loads in its only thread).
+    srv.persistence.set_loading(true);
     let r = load(srv, &d, &m);
+    srv.persistence.set_loading(false);
     install(srv, log);
     r
 }
@@ -585,8 +607,8 @@ pub fn maybe_auto_rewrite(srv: &Server) {
     let Some(log) = srv.persistence.aof.log() else { return };
     let perc: u64 = srv.config.get("auto-aof-rewrite-percentage").parse().unwrap_or(0);
     let min: u64 = srv.config.get("auto-aof-rewrite-min-size").parse().unwrap_or(u64::MAX);
-    let base = srv.persistence.aof.base_size.load(Ordering::Relaxed).max(1);
-    let current = base + log.file_size.load(Ordering::Relaxed);
+    let base = srv.persistence.aof.rewrite_base.load(Ordering::Relaxed).max(1);
+    let current = srv.persistence.aof.base_size.load(Ordering::Relaxed) + log.file_size.load(Ordering::Relaxed);
     if perc == 0 || current <= min || (current * 100 / base).saturating_sub(100) < perc {
         return;
     }

@@ -379,6 +379,10 @@ pub struct AofLog {
     pub timestamps: AtomicBool,
 }
 
+/// DEBUG AOF-FLUSH-SLEEP: microseconds slept before each write of the log (a testing knob of
+/// Redis's: replies must still wait for the write).
+pub static FLUSH_SLEEP_US: AtomicU64 = AtomicU64::new(0);
+
 /// The annotation Redis writes with `aof-timestamp-enabled` (`#TS:<unix seconds>`).
 pub fn timestamp_annotation(out: &mut Vec<u8>, unix_s: i64) {
     out.extend_from_slice(format!("#TS:{unix_s}\r\n").as_bytes());
@@ -451,6 +455,10 @@ impl AofLog {
         };
         if cur.is_empty() && old.is_empty() {
             return;
+        }
+        let sleep = FLUSH_SLEEP_US.load(Ordering::Relaxed);
+        if sleep > 0 {
+            std::thread::sleep(Duration::from_micros(sleep));
         }
         let mut ok = true;
         for (buf, file, is_old) in [(old, files.old.as_ref(), true), (cur, Some(&files.cur), false)] {

@@ -9,7 +9,7 @@ use crate::engine::{key_shard, Keyspace, Shard, SnapshotSink, Value};
 use parking_lot::Mutex;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Appends one shard's keys as RDB records, after a SELECTDB; nothing for an empty shard.
@@ -408,8 +408,66 @@ pub fn load<R: Read>(
     num_dbs: usize,
     now_ms: i64,
     hooks: &LoadHooks,
-    mut insert: impl FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>,
+    insert: impl FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>,
 ) -> Result<LoadInfo, String> {
+    load_stream(r, num_dbs, hooks, &mut Inline { opts, now_ms, insert })
+}
+
+/// What a load does with each key it reads.
+trait OnKey<R: Read> {
+    /// Reads the value (of type `t`) of `key` from `inp`, and stores it or has it stored.
+    /// Err: the message, without the offset.
+    fn key(
+        &mut self,
+        db: usize,
+        key: Vec<u8>,
+        t: u8,
+        exp: Option<i64>,
+        inp: &mut Input<R>,
+        info: &mut LoadInfo,
+    ) -> Result<(), String>;
+
+    /// The stream is read: waits for what is still being stored. Err: the whole message.
+    fn finish(&mut self, _info: &mut LoadInfo) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Decodes each value where it is read and hands it to `insert`.
+struct Inline<'a, F> {
+    opts: &'a LoadOpts,
+    now_ms: i64,
+    insert: F,
+}
+
+impl<R: Read, F: FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>> OnKey<R> for Inline<'_, F> {
+    fn key(
+        &mut self,
+        db: usize,
+        key: Vec<u8>,
+        t: u8,
+        exp: Option<i64>,
+        inp: &mut Input<R>,
+        info: &mut LoadInfo,
+    ) -> Result<(), String> {
+        let v = rdb::load::value(t, inp, self.opts)
+            .map_err(|x| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key)))?;
+        match v {
+            None => {
+                crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(&key));
+                info.empty_keys_skipped += 1
+            }
+            Some(_) if exp.is_some_and(|t| t < self.now_ms) => info.keys_expired += 1,
+            Some(v) => {
+                (self.insert)(db, key, v, exp)?;
+                info.keys_loaded += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn load_stream<R: Read, K: OnKey<R>>(r: R, num_dbs: usize, hooks: &LoadHooks, on: &mut K) -> Result<LoadInfo, String> {
     let mut inp = Input::new(r, true);
     let magic: [u8; 9] = inp.array().map_err(|e| e.0)?;
     if magic.starts_with(b"VALKEY") {
@@ -469,24 +527,12 @@ pub fn load<R: Read>(
             rdb::OP_EOF => break,
             t if rdb::load::is_value_type(t) => {
                 let key = inp.string().map_err(|x| e(&inp, x.0))?;
-                let v = rdb::load::value(t, &mut inp, opts)
-                    .map_err(|x| e(&inp, format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key))))?;
                 let exp = expire.take();
-                match v {
-                    None => {
-                        crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(&key));
-                        info.empty_keys_skipped += 1
-                    }
-                    Some(_) if exp.is_some_and(|t| t < now_ms) => info.keys_expired += 1,
-                    Some(v) => {
-                        insert(db, key, v, exp).map_err(|m| e(&inp, m))?;
-                        info.keys_loaded += 1;
-                        hooks.loaded_bytes.store(inp.pos, Ordering::Relaxed);
-                        let delay = hooks.key_delay_us.load(Ordering::Relaxed);
-                        if delay != 0 {
-                            key_delay(delay, 1);
-                        }
-                    }
+                on.key(db, key, t, exp, &mut inp, &mut info).map_err(|m| e(&inp, m))?;
+                hooks.loaded_bytes.store(inp.pos, Ordering::Relaxed);
+                let delay = hooks.key_delay_us.load(Ordering::Relaxed);
+                if delay != 0 {
+                    key_delay(delay, 1);
                 }
             }
             t => return Err(e(&inp, format!("Unknown RDB opcode or type {t}"))),
@@ -501,6 +547,7 @@ pub fn load<R: Read>(
             ));
         }
     }
+    on.finish(&mut info)?;
     Ok(info)
 }
 
@@ -529,16 +576,223 @@ pub fn load_into<R: Read>(
     lru: u32,
     hooks: &LoadHooks,
 ) -> Result<LoadInfo, String> {
-    load(r, opts, ks.num_dbs(), now_ms, hooks, |db, key, val, exp| {
-        let s = key_shard(&key);
-        let d = ks.db(db);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_LOADERS);
+    let store = Store { ks, lru };
+    if threads < 2 {
+        return load(r, opts, ks.num_dbs(), now_ms, hooks, |db, key, val, exp| store.insert(db, &key, val, exp));
+    }
+    // The stream is read here; values are decoded and stored by `threads` threads, each owning
+    // the shards `shard % threads == i` (no two threads meet on a shard lock).
+    let shared = Decoders { opts: *opts, now_ms, store, error: Mutex::new(None), stop: AtomicBool::new(false) };
+    std::thread::scope(|scope| {
+        let mut senders = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(4);
+            senders.push(tx);
+            let shared = &shared;
+            handles.push(scope.spawn(move || shared.run(rx)));
+        }
+        let mut on =
+            Parallel { shared: &shared, senders, batches: (0..threads).map(|_| Batch::default()).collect(), handles };
+        load_stream(r, ks.num_dbs(), hooks, &mut on)
+    })
+}
+
+/// Most threads a load decodes on.
+const MAX_LOADERS: usize = 8;
+
+/// Stores loaded keys in a keyspace nobody else uses yet.
+#[derive(Clone, Copy)]
+struct Store<'a> {
+    ks: &'a Keyspace,
+    lru: u32,
+}
+
+impl Store<'_> {
+    fn insert(&self, db: usize, key: &[u8], val: Value, exp: Option<i64>) -> Result<(), String> {
+        let s = key_shard(key);
+        let d = self.ks.db(db);
         let mut g = d.shards[s].lock();
-        insert_into(&mut g, db, &key, val, exp, lru)?;
+        insert_into(&mut g, db, key, val, exp, self.lru)?;
         if exp.is_some() {
             d.mark_volatile(s);
         }
         Ok(())
-    })
+    }
+}
+
+/// A key read by the stream's reader, for a decoder thread: its value's bytes as read (from
+/// file offset `pos`), or, for a type not read that way, the value itself.
+struct Record {
+    db: usize,
+    key: Vec<u8>,
+    exp: Option<i64>,
+    pos: u64,
+    body: Body,
+}
+
+enum Body {
+    Raw(u8, Vec<u8>),
+    Value(Value),
+}
+
+#[derive(Default)]
+struct Batch {
+    recs: Vec<Record>,
+    bytes: usize,
+}
+
+/// What the decoder threads share: the first error any of them met (the load stops there)
+/// and the counts.
+struct Decoders<'a> {
+    opts: LoadOpts,
+    now_ms: i64,
+    store: Store<'a>,
+    error: Mutex<Option<String>>,
+    stop: AtomicBool,
+}
+
+#[derive(Default)]
+struct Counts {
+    loaded: u64,
+    expired: u64,
+    empty: u64,
+}
+
+impl Decoders<'_> {
+    fn run(&self, rx: std::sync::mpsc::Receiver<Vec<Record>>) -> Counts {
+        let mut c = Counts::default();
+        for batch in rx {
+            if self.stop.load(Ordering::Relaxed) {
+                continue;
+            }
+            for rec in batch {
+                if let Err(m) = self.one(rec, &mut c) {
+                    let mut e = self.error.lock();
+                    e.get_or_insert(m);
+                    self.stop.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+        c
+    }
+
+    fn one(&self, rec: Record, c: &mut Counts) -> Result<(), String> {
+        let name = || String::from_utf8_lossy(&rec.key).into_owned();
+        let v = match rec.body {
+            Body::Value(v) => Some(v),
+            Body::Raw(t, bytes) => {
+                let mut inp = Input::at(&bytes[..], rec.pos);
+                let v = rdb::load::value(t, &mut inp, &self.opts)
+                    .map_err(|x| format!("{} loading key '{}' (at offset {})", x.0, name(), inp.pos))?;
+                if inp.pos != rec.pos + bytes.len() as u64 {
+                    return Err(format!("Trailing bytes loading key '{}' (at offset {})", name(), inp.pos));
+                }
+                v
+            }
+        };
+        match v {
+            None => {
+                crate::log_warning!("rdbLoadObject skipping empty key: {}", name());
+                c.empty += 1;
+            }
+            Some(_) if rec.exp.is_some_and(|t| t < self.now_ms) => c.expired += 1,
+            Some(v) => {
+                self.store.insert(rec.db, &rec.key, v, rec.exp).map_err(|m| format!("{m} (at offset {})", rec.pos))?;
+                c.loaded += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads past each value (keeping its bytes) and sends it, in batches, to the decoder thread
+/// that owns its shard.
+struct Parallel<'a, 's> {
+    shared: &'a Decoders<'a>,
+    senders: Vec<std::sync::mpsc::SyncSender<Vec<Record>>>,
+    batches: Vec<Batch>,
+    handles: Vec<std::thread::ScopedJoinHandle<'s, Counts>>,
+}
+
+/// A batch is sent once it holds this many keys or bytes.
+const BATCH_KEYS: usize = 512;
+const BATCH_BYTES: usize = 1 << 20;
+
+impl<'a, 's> Parallel<'a, 's> {
+    fn send(&mut self, i: usize) -> Result<(), String> {
+        let b = std::mem::take(&mut self.batches[i]);
+        if self.senders[i].send(b.recs).is_err() || self.shared.stop.load(Ordering::Relaxed) {
+            return Err(self.shared.error.lock().clone().unwrap_or_else(|| "A loader thread stopped".into()));
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> OnKey<R> for Parallel<'_, '_> {
+    fn key(
+        &mut self,
+        db: usize,
+        key: Vec<u8>,
+        t: u8,
+        exp: Option<i64>,
+        inp: &mut Input<R>,
+        _info: &mut LoadInfo,
+    ) -> Result<(), String> {
+        let pos = inp.pos;
+        inp.capture = Some(Vec::new());
+        let skipped = rdb::load::skip(t, inp);
+        let raw = inp.capture.take().unwrap_or_default();
+        let body = match skipped {
+            Ok(true) => Body::Raw(t, raw),
+            Ok(false) => {
+                let v = rdb::load::value(t, inp, &self.shared.opts)
+                    .map_err(|x| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key)))?;
+                match v {
+                    Some(v) => Body::Value(v),
+                    None => {
+                        crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(&key));
+                        _info.empty_keys_skipped += 1;
+                        return Ok(());
+                    }
+                }
+            }
+            Err(x) => return Err(format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key))),
+        };
+        let i = key_shard(&key) % self.senders.len();
+        let b = &mut self.batches[i];
+        b.bytes += key.len()
+            + match &body {
+                Body::Raw(_, r) => r.len(),
+                Body::Value(_) => 64,
+            };
+        b.recs.push(Record { db, key, exp, pos, body });
+        if b.recs.len() >= BATCH_KEYS || b.bytes >= BATCH_BYTES {
+            self.send(i)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, info: &mut LoadInfo) -> Result<(), String> {
+        for i in 0..self.senders.len() {
+            if !self.batches[i].recs.is_empty() {
+                let _ = self.send(i);
+            }
+        }
+        self.senders.clear();
+        for h in self.handles.drain(..) {
+            let c = h.join().map_err(|_| "A loader thread panicked".to_string())?;
+            info.keys_loaded += c.loaded;
+            info.keys_expired += c.expired;
+            info.empty_keys_skipped += c.empty;
+        }
+        match self.shared.error.lock().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Adds a loaded key to its (locked) shard; a key already there is a corrupt file.

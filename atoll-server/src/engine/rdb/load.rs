@@ -40,6 +40,48 @@ pub fn is_value_type(t: u8) -> bool {
     matches!(t, 0..=7 | 9..=21)
 }
 
+/// Reads past the body of a value of type `t` without building it, checking only its
+/// framing, so that what was read (captured by the `Input`) can be decoded by `value` on
+/// another thread. False for the types not read this way (streams: rare and intricate; they
+/// are decoded where they are read).
+pub fn skip<R: Read>(t: u8, inp: &mut Input<R>) -> Result<bool> {
+    match t {
+        TYPE_STRING | TYPE_HASH_ZIPMAP | TYPE_LIST_ZIPLIST | TYPE_SET_INTSET | TYPE_SET_LISTPACK
+        | TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK | TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => inp.skip_string()?,
+        TYPE_LIST | TYPE_SET | TYPE_LIST_QUICKLIST => {
+            for _ in 0..inp.count()? {
+                inp.skip_string()?;
+            }
+        }
+        TYPE_ZSET => {
+            for _ in 0..inp.count()? {
+                inp.skip_string()?;
+                inp.skip_double_text()?;
+            }
+        }
+        TYPE_ZSET_2 => {
+            for _ in 0..inp.count()? {
+                inp.skip_string()?;
+                inp.array::<8>()?;
+            }
+        }
+        TYPE_HASH => {
+            for _ in 0..inp.count()? {
+                inp.skip_string()?;
+                inp.skip_string()?;
+            }
+        }
+        TYPE_LIST_QUICKLIST_2 => {
+            for _ in 0..inp.count()? {
+                inp.length()?;
+                inp.skip_string()?;
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Reads the body of a value of type `t`. `Ok(None)`: a valid but empty aggregate.
 pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<Value>> {
     let v = match t {

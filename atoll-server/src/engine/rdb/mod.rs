@@ -165,6 +165,9 @@ pub struct Input<R: Read> {
     r: R,
     pub pos: u64,
     crc: Option<crc::Digest<'static, u64, crc::Table<16>>>,
+    /// While set, every byte read is also appended here (a value read past by `load::skip`
+    /// is decoded later, on another thread).
+    pub capture: Option<Vec<u8>>,
 }
 
 /// Largest single allocation made ahead of the data that fills it: a longer string grows as
@@ -173,7 +176,12 @@ const CHUNK: usize = 1 << 20;
 
 impl<R: Read> Input<R> {
     pub fn new(r: R, checksum: bool) -> Input<R> {
-        Input { r, pos: 0, crc: checksum.then(|| CRC64.digest()) }
+        Input { r, pos: 0, crc: checksum.then(|| CRC64.digest()), capture: None }
+    }
+
+    /// Reads bytes that started at offset `pos` of a file (errors name file offsets).
+    pub fn at(r: R, pos: u64) -> Input<R> {
+        Input { r, pos, crc: None, capture: None }
     }
 
     /// The checksum of everything read so far (0 when not computed).
@@ -182,6 +190,14 @@ impl<R: Read> Input<R> {
     }
 
     pub fn fill(&mut self, buf: &mut [u8]) -> Result<()> {
+        self.fill_uncaptured(buf)?;
+        if let Some(c) = self.capture.as_mut() {
+            c.extend_from_slice(buf);
+        }
+        Ok(())
+    }
+
+    fn fill_uncaptured(&mut self, buf: &mut [u8]) -> Result<()> {
         match self.r.read_exact(buf) {
             Ok(()) => {
                 if let Some(d) = self.crc.as_mut() {
@@ -259,6 +275,64 @@ impl<R: Read> Input<R> {
             (2, true) => Ok(itoa::Buffer::new().format(i32::from_le_bytes(self.array()?)).as_bytes().to_vec()),
             (3, true) => self.lzf(),
             (e, true) => err(format!("Unknown RDB string encoding type {e}")),
+        }
+    }
+
+    /// Reads past `n` bytes (into `capture` when capturing), as they arrive.
+    fn skip(&mut self, n: u64) -> Result<()> {
+        let mut left = n;
+        match self.capture.take() {
+            // Read straight into the capture, growing it as the bytes arrive.
+            Some(mut c) => {
+                let r = (|| {
+                    while left > 0 {
+                        let take = left.min(CHUNK as u64) as usize;
+                        let at = c.len();
+                        c.resize(at + take, 0);
+                        self.fill_uncaptured(&mut c[at..])?;
+                        left -= take as u64;
+                    }
+                    Ok(())
+                })();
+                self.capture = Some(c);
+                r
+            }
+            None => {
+                let mut buf = [0u8; 512];
+                while left > 0 {
+                    let take = left.min(buf.len() as u64) as usize;
+                    self.fill_uncaptured(&mut buf[..take])?;
+                    left -= take as u64;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads past a string in any of its encodings (see `string`), checking only its framing.
+    pub fn skip_string(&mut self) -> Result<()> {
+        match self.len_or_enc()? {
+            (n, false) => self.skip(n),
+            (0, true) => self.skip(1),
+            (1, true) => self.skip(2),
+            (2, true) => self.skip(4),
+            (3, true) => {
+                let clen = self.length()?;
+                let len = self.length()?;
+                if len == 0 || clen == 0 || len > clen.saturating_mul(128) {
+                    return err(format!("Invalid LZF lengths (compressed {clen}, plain {len})"));
+                }
+                self.skip(clen)
+            }
+            (e, true) => err(format!("Unknown RDB string encoding type {e}")),
+        }
+    }
+
+    /// Reads past an old text double (see `double_text`).
+    pub fn skip_double_text(&mut self) -> Result<()> {
+        match self.u8()? {
+            253..=255 => Ok(()),
+            n => self.skip(n as u64),
         }
     }
 

@@ -737,3 +737,102 @@ fn migrate_moves_keys_between_redis_and_atoll() {
     assert_eq!(reply, b"+OK\r\n");
     assert_eq!(cmd(&mut ac, &[b"GET", b"to-atoll"]), b"$1\r\nv\r\n");
 }
+
+/// Big values (tens of thousands of elements, megabytes) are written a piece at a time, the
+/// shard's lock let go between pieces, so commands on the shard's other keys need not wait
+/// for them; a command on the big key itself first writes the rest. Right after a BGSAVE
+/// begins, the big values and other keys of their shards change: the file still holds the
+/// dataset as it was at the instant — loaded by Redis 7.2.6 and by Atoll to the same digest —
+/// and passes redis-check-rdb. Then the same through an AOF rewrite whose base is commands.
+#[test]
+fn big_values_are_saved_in_pieces_as_they_were_at_the_instant() {
+    let a = start_atoll(&["--enable-debug-command", "yes", "--save", ""]);
+    let mut ac = RawConn::connect(a.port);
+    let bigs = ["bh", "bs", "bz", "bl", "bstr", "bu"];
+    for chunk in 0..40 {
+        let mut cmds = Vec::new();
+        let mut h = vec!["HSET".to_string(), "bh".into()];
+        let mut u = vec!["HSET".to_string(), "bu".into()];
+        let mut s = vec!["SADD".to_string(), "bs".into()];
+        let mut z = vec!["ZADD".to_string(), "bz".into()];
+        let mut l = vec!["RPUSH".to_string(), "bl".into()];
+        for i in chunk * 1000..(chunk + 1) * 1000 {
+            h.extend([format!("f{i}"), format!("v{}", i * 3)]);
+            u.extend([format!("u{i}"), format!("{i}")]);
+            s.push(format!("m{i}"));
+            z.extend([format!("{}", i % 977), format!("z{i}")]);
+            l.push(format!("e{i}"));
+        }
+        for c in [h, u, s, z, l] {
+            cmds.push(c.iter().map(|x| x.as_bytes().to_vec()).collect::<Vec<_>>());
+        }
+        run_all(&mut ac, &cmds);
+    }
+    run_all(
+        &mut ac,
+        &[
+            v(&["SETRANGE", "bstr", "3145727", "z"]),
+            v(&["PEXPIRE", "bz", "100000000"]),
+            v(&["DEBUG", "POPULATE", "20000"]),
+        ],
+    );
+    for b in bigs {
+        run_all(&mut ac, &[v(&["SET", &format!("{{{b}}}:small"), "before"])]);
+    }
+    let before = cmd(&mut ac, &[b"DEBUG", b"DIGEST"]);
+    assert_eq!(cmd(&mut ac, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"20"]), b"+OK\r\n");
+    assert_eq!(show(&cmd(&mut ac, &[b"BGSAVE"])), "+Background saving started\\r\\n");
+    // Once the walk has written something, the snapshot's instant is past.
+    let mut waited = 0;
+    while info_field(&mut ac, "current_save_keys_processed") == "0" {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        waited += 1;
+        assert!(waited < 5000, "the BGSAVE did not start");
+    }
+    for b in bigs {
+        run_all(&mut ac, &[v(&["SET", &format!("{{{b}}}:small"), "after"])]);
+    }
+    run_all(
+        &mut ac,
+        &[
+            v(&["HSET", "bh", "new", "x"]),
+            v(&["SADD", "bs", "new"]),
+            v(&["ZADD", "bz", "0", "new"]),
+            v(&["RPUSH", "bl", "new"]),
+            v(&["APPEND", "bstr", "tail"]),
+            v(&["DEL", "{bh}:small"]),
+        ],
+    );
+    assert_eq!(info_field(&mut ac, "rdb_bgsave_in_progress"), "1", "the save should still run");
+    assert_eq!(cmd(&mut ac, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]), b"+OK\r\n");
+    while info_field(&mut ac, "rdb_bgsave_in_progress") == "1" {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(info_field(&mut ac, "rdb_last_bgsave_status"), "ok");
+    assert_ne!(cmd(&mut ac, &[b"DEBUG", b"DIGEST"]), before);
+    let dir = String::from_utf8_lossy(&parse_array(&cmd(&mut ac, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    let file = std::path::Path::new(&dir).join("dump.rdb");
+    let check = std::process::Command::new(redis_tool("redis-check-rdb")).arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success() && text.contains("RDB looks OK!"), "{text}");
+    let r = start_redis(&["--dir", &dir]);
+    let mut rc = RawConn::connect(r.port);
+    assert_eq!(show(&cmd(&mut rc, &[b"DEBUG", b"DIGEST"])), show(&before), "Redis loads the instant");
+    let b = start_atoll(&["--enable-debug-command", "yes", "--dir", &dir]);
+    let mut bc = RawConn::connect(b.port);
+    assert_eq!(show(&cmd(&mut bc, &[b"DEBUG", b"DIGEST"])), show(&before), "Atoll loads the instant");
+    // An AOF base written as commands, the big values in pieces.
+    for args in
+        [&[&b"CONFIG"[..], b"SET", b"appendonly", b"yes"][..], &[b"CONFIG", b"SET", b"aof-use-rdb-preamble", b"no"]]
+    {
+        assert_eq!(cmd(&mut ac, args), b"+OK\r\n");
+    }
+    assert!(cmd(&mut ac, &[b"BGREWRITEAOF"]).starts_with(b"+Background append only file rewriting"));
+    while info_field(&mut ac, "aof_rewrite_in_progress") == "1" {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(info_field(&mut ac, "aof_last_bgrewrite_status"), "ok");
+    let now = cmd(&mut ac, &[b"DEBUG", b"DIGEST"]);
+    assert_eq!(cmd(&mut ac, &[b"DEBUG", b"LOADAOF"]), b"+OK\r\n");
+    assert_eq!(show(&cmd(&mut ac, &[b"DEBUG", b"DIGEST"])), show(&now), "the AOF base of commands");
+}

@@ -59,7 +59,22 @@ pub struct Shard {
     pub blocked: Option<Box<BlockedRegistry>>,
     /// The last snapshot epoch this shard was serialized in (see [`Snapshots`]).
     pub saved_epoch: u64,
+    /// Big values the running snapshot writes piece by piece, releasing this lock between
+    /// pieces (see [`Snapshots`]); None almost always.
+    pub deferred: Option<Box<Deferred>>,
 }
+
+/// The keys of a shard whose values a running snapshot is still writing, each with the
+/// snapshot sink's state for it (opaque here). Whoever is about to use one of these keys
+/// first finishes writing it ([`Snapshots::finish`]), so the snapshot still holds the value
+/// as it was at its instant.
+#[derive(Default)]
+pub struct Deferred {
+    pub keys: Vec<(Box<[u8]>, DeferredState)>,
+}
+
+/// A snapshot sink's state for one deferred value.
+pub type DeferredState = Box<dyn std::any::Any + Send>;
 
 /// Key → clients blocked on it, oldest first.
 ///
@@ -228,7 +243,11 @@ pub trait SnapshotSink: Send + Sync {
     /// shard and snapshot, by whichever thread locks the shard first after the snapshot began:
     /// `by_writer` when that is a command about to change it (copy-before-write), not the
     /// snapshot's own walk.
-    fn shard(&self, db: usize, idx: usize, shard: &Shard, by_writer: bool);
+    fn shard(&self, db: usize, idx: usize, shard: &mut Shard, by_writer: bool);
+
+    /// Writes the rest of the deferred values of `shard` (locked) — all of them, or only
+    /// `key`'s — before someone uses them.
+    fn finish(&self, _db: usize, _idx: usize, _shard: &mut Shard, _key: Option<&[u8]>) {}
 }
 
 /// Fork-less point-in-time snapshots by shard-granular copy-before-write (DESIGN §1). A
@@ -293,11 +312,26 @@ impl Snapshots {
     }
 
     /// Copy-before-write: call with `shard` locked, before changing it. One relaxed load when
-    /// no snapshot runs.
+    /// no snapshot runs. Big values still being written are finished first, all of them: the
+    /// caller may touch any key.
     #[inline]
     pub fn before_use(&self, db: usize, idx: usize, shard: &mut Shard) {
         if self.active.load(Ordering::Acquire) {
             self.serialize(db, idx, shard, true);
+            if shard.deferred.is_some() {
+                self.finish(db, idx, shard, None);
+            }
+        }
+    }
+
+    /// Finishes writing the deferred values of `shard` (locked): all, or only `key`'s.
+    #[cold]
+    pub fn finish(&self, db: usize, idx: usize, shard: &mut Shard, key: Option<&[u8]>) {
+        if shard.deferred.is_none() {
+            return;
+        }
+        if let Some(sink) = self.sink.read().clone() {
+            sink.finish(db, idx, shard, key);
         }
     }
 
@@ -308,6 +342,9 @@ impl Snapshots {
 
     #[cold]
     fn serialize(&self, db: usize, idx: usize, shard: &mut Shard, by_writer: bool) {
+        if !self.active.load(Ordering::Acquire) {
+            return;
+        }
         let e = self.epoch.load(Ordering::Acquire);
         if shard.saved_epoch >= e {
             return;
@@ -492,11 +529,31 @@ impl LockPlan {
 pub struct Locks<'k> {
     ks: &'k Keyspace,
     held: SmallVec<[(u32, MutexGuard<'k, Shard>); 2]>,
+    /// Acquired by `acquire_keys` with a snapshot's big values still being written in some
+    /// held shard: the caller finishes those of its keys (`finish_deferred`).
+    pub deferred: bool,
 }
 
 impl<'k> Locks<'k> {
     pub fn none(ks: &'k Keyspace) -> Locks<'k> {
-        Locks { ks, held: SmallVec::new() }
+        Locks { ks, held: SmallVec::new(), deferred: false }
+    }
+
+    /// `acquire` for a command that touches only the keys it names: a big value a running
+    /// snapshot is still writing in one of these shards is left for the caller to finish if
+    /// it is one of those keys (`deferred` says when to look), so commands on the other keys
+    /// of the shard do not wait for it.
+    pub fn acquire_keys(ks: &'k Keyspace, plan: LockPlan) -> Locks<'k> {
+        Self::acquire_with(ks, plan, false)
+    }
+
+    /// Finishes writing a deferred big value at `key` (see `acquire_keys`).
+    #[cold]
+    pub fn finish_deferred(&mut self, db: usize, key: &[u8]) {
+        let idx = key_shard(key);
+        if let Ok(i) = self.held.binary_search_by_key(&shard_id(db, idx), |(i, _)| *i) {
+            self.ks.snapshots.finish(db, idx, &mut self.held[i].1, Some(key));
+        }
     }
 
     /// Locks every shard of the plan. A single shard is simply locked. Several are taken in
@@ -504,7 +561,11 @@ impl<'k> Locks<'k> {
     /// command let go of everything and wait for that one alone before trying again. A command
     /// therefore never waits while holding a shard, which is what lets a script (the holder of
     /// [`Keyspace::script_gate`]) lock shards in whatever order it touches them.
-    pub fn acquire(ks: &'k Keyspace, mut plan: LockPlan) -> Locks<'k> {
+    pub fn acquire(ks: &'k Keyspace, plan: LockPlan) -> Locks<'k> {
+        Self::acquire_with(ks, plan, true)
+    }
+
+    fn acquire_with(ks: &'k Keyspace, mut plan: LockPlan, finish_all: bool) -> Locks<'k> {
         if plan.ids.len() > 1 {
             plan.ids.sort_unstable();
             plan.ids.dedup();
@@ -545,12 +606,19 @@ impl<'k> Locks<'k> {
         }
         // Copy-before-write, checked once all the locks are held (see `Snapshots`): one
         // relaxed load when no snapshot runs.
+        let mut deferred = false;
         if ks.snapshots.running() {
             for (id, g) in held.iter_mut() {
-                ks.snapshots.before_use((*id >> 16) as usize, (*id & 0xffff) as usize, &mut *g);
+                let (db, idx) = ((*id >> 16) as usize, (*id & 0xffff) as usize);
+                if finish_all {
+                    ks.snapshots.before_use(db, idx, &mut *g);
+                } else {
+                    ks.snapshots.serialize(db, idx, &mut *g, true);
+                    deferred |= g.deferred.is_some();
+                }
             }
         }
-        Locks { ks, held }
+        Locks { ks, held, deferred }
     }
 
     /// Adds the shards of `plan` not held yet, waiting for each in turn, in any order. Only
@@ -654,7 +722,7 @@ mod tests {
 
     struct NullSink;
     impl SnapshotSink for NullSink {
-        fn shard(&self, _: usize, _: usize, _: &Shard, _: bool) {}
+        fn shard(&self, _: usize, _: usize, _: &mut Shard, _: bool) {}
     }
 
     /// What an AOF rewrite relies on to route effects: a command that locked before a

@@ -285,8 +285,34 @@ fn gated(
             Err(e) => return reject(ws, client, out, Some(cmd), e),
         },
     };
-    let mut locks = Locks::acquire(&srv.ks, plan);
+    // A command that touches only the keys it names waits for a big value a snapshot is
+    // still writing only if it is one of them; any other finishes all in its shards.
+    let mut locks = if matches!(cmd.scope, Scope::Keys) {
+        let mut l = Locks::acquire_keys(&srv.ks, plan);
+        if l.deferred {
+            finish_deferred_keys(cmd, argv, client.db, &mut l);
+        }
+        l
+    } else {
+        Locks::acquire(&srv.ks, plan)
+    };
     call(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
+}
+
+/// Finishes the snapshot's writing of the big values among the command's keys.
+#[cold]
+fn finish_deferred_keys(cmd: &Command, argv: &[&[u8]], db: usize, locks: &mut Locks) {
+    let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
+    match cmd.single_key {
+        Some(i) if i < argv.len() => pos.push(i),
+        Some(_) => {}
+        None => {
+            let _ = keyspec::key_positions(&cmd.key_specs, argv, &mut pos);
+        }
+    }
+    for i in pos {
+        locks.finish_deferred(db, argv[i]);
+    }
 }
 
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";

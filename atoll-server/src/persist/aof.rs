@@ -649,7 +649,7 @@ fn score(v: f64) -> Vec<u8> {
 }
 
 /// Appends, in batches, `cmd key item…` commands for `items` (each item one or more words).
-fn batched(out: &mut Vec<u8>, cmd: &[u8], key: &[u8], items: impl Iterator<Item = Vec<Vec<u8>>>) {
+pub fn batched(out: &mut Vec<u8>, cmd: &[u8], key: &[u8], items: impl Iterator<Item = Vec<Vec<u8>>>) {
     let mut argv: Vec<Vec<u8>> = Vec::new();
     let mut n = 0;
     for it in items {

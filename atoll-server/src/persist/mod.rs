@@ -3,6 +3,7 @@
 //! the thresholds it needs from the configuration, and walks the keyspace.
 
 pub mod aof;
+pub mod bigvalue;
 pub mod rdbfile;
 
 use crate::config::Config;

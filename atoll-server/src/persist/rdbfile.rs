@@ -4,6 +4,7 @@
 //! TTL), EOF and a CRC-64 of everything before it. Shards are emitted in whatever order
 //! they were serialized, each chunk opening with its own SELECTDB — RDB allows repeating it.
 
+use super::bigvalue;
 use crate::engine::rdb::{self, load::LoadOpts, save::SaveOpts, Input};
 use crate::engine::{key_shard, Keyspace, Shard, SnapshotSink, Value};
 use parking_lot::Mutex;
@@ -15,6 +16,13 @@ use std::sync::Arc;
 /// Appends one shard's keys as RDB records, after a SELECTDB; nothing for an empty shard.
 /// Returns the number of keys written.
 pub fn shard_records(db: usize, shard: &Shard, o: &SaveOpts, out: &mut Vec<u8>) -> u64 {
+    shard_records_deferring(db, shard, o, out, None)
+}
+
+/// Called for each big value a snapshot writes piece by piece instead (see `bigvalue`).
+type Defer<'a> = Option<&'a mut dyn FnMut(&[u8], &Value, Option<i64>)>;
+
+fn shard_records_deferring(db: usize, shard: &Shard, o: &SaveOpts, out: &mut Vec<u8>, mut defer: Defer) -> u64 {
     if shard.keys.is_empty() {
         return 0;
     }
@@ -22,6 +30,10 @@ pub fn shard_records(db: usize, shard: &Shard, o: &SaveOpts, out: &mut Vec<u8>) 
     rdb::put_len(out, db as u64);
     let mut n = 0;
     shard.keys.for_each(|k, v| {
+        if let Some(d) = defer.as_mut().filter(|_| bigvalue::is_big(v)) {
+            d(k, v, shard.expires.get(k).copied());
+            return;
+        }
         if let Some(t) = shard.expires.get(k) {
             out.push(rdb::OP_EXPIRETIME_MS);
             rdb::put_ms(out, *t);
@@ -37,12 +49,20 @@ pub fn shard_records(db: usize, shard: &Shard, o: &SaveOpts, out: &mut Vec<u8>) 
 /// Appends the commands that rebuild one shard's keys, after a SELECT; nothing for an empty
 /// shard. Returns the number of keys written.
 pub fn shard_commands(db: usize, shard: &Shard, out: &mut Vec<u8>) -> u64 {
+    shard_commands_deferring(db, shard, out, None)
+}
+
+fn shard_commands_deferring(db: usize, shard: &Shard, out: &mut Vec<u8>, mut defer: Defer) -> u64 {
     if shard.keys.is_empty() {
         return 0;
     }
     super::aof::encode(out, &[b"SELECT".to_vec(), db.to_string().into_bytes()]);
     let mut n = 0;
     shard.keys.for_each(|k, v| {
+        if let Some(d) = defer.as_mut().filter(|_| bigvalue::is_big(v)) {
+            d(k, v, shard.expires.get(k).copied());
+            return;
+        }
         super::aof::value_commands(out, k, v, shard.expires.get(k).copied());
         n += 1;
     });
@@ -70,11 +90,18 @@ impl Form {
         }
     }
 
-    /// One shard's keys; returns how many.
-    fn shard(self, db: usize, shard: &Shard, opts: &SaveOpts, out: &mut Vec<u8>) -> u64 {
+    /// One shard's keys; returns how many (big values handed to `defer` not counted).
+    fn shard(self, db: usize, shard: &Shard, opts: &SaveOpts, out: &mut Vec<u8>, defer: Defer) -> u64 {
         match self {
-            Form::Rdb { .. } => shard_records(db, shard, opts, out),
-            Form::Commands { .. } => shard_commands(db, shard, out),
+            Form::Rdb { .. } => shard_records_deferring(db, shard, opts, out, defer),
+            Form::Commands { .. } => shard_commands_deferring(db, shard, out, defer),
+        }
+    }
+
+    fn big(self) -> bigvalue::Form {
+        match self {
+            Form::Rdb { .. } => bigvalue::Form::Rdb,
+            Form::Commands { .. } => bigvalue::Form::Commands,
         }
     }
 
@@ -121,12 +148,21 @@ struct Chunks {
     queue: Mutex<Vec<(Vec<u8>, u64)>>,
     keys: AtomicU64,
     progress: Arc<Progress>,
+    /// Shards holding big values started and not finished (db, shard), for the walk.
+    pending: Mutex<Vec<(usize, usize)>>,
+    /// Big values started and not finished.
+    deferred: AtomicU64,
 }
 
 impl SnapshotSink for Chunks {
-    fn shard(&self, db: usize, _idx: usize, shard: &Shard, by_writer: bool) {
+    fn shard(&self, db: usize, idx: usize, shard: &mut Shard, by_writer: bool) {
         let mut out = Vec::new();
-        let n = self.form.shard(db, shard, &self.opts, &mut out);
+        let mut big: Vec<(Box<[u8]>, crate::engine::DeferredState)> = Vec::new();
+        let (form, opts) = (self.form, &self.opts);
+        let mut defer = |k: &[u8], v: &Value, exp: Option<i64>| {
+            big.push((k.into(), Box::new(bigvalue::BigValue::start(form.big(), db, k, v, exp, opts))));
+        };
+        let n = self.form.shard(db, shard, &self.opts, &mut out, Some(&mut defer));
         if n > 0 {
             if by_writer {
                 self.progress.cow_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -134,6 +170,64 @@ impl SnapshotSink for Chunks {
             self.keys.fetch_add(n, Ordering::Relaxed);
             self.queue.lock().push((out, n));
         }
+        if !big.is_empty() {
+            self.deferred.fetch_add(big.len() as u64, Ordering::Relaxed);
+            shard.deferred = Some(Box::new(crate::engine::Deferred { keys: big }));
+            self.pending.lock().push((db, idx));
+        }
+    }
+
+    fn finish(&self, _db: usize, _idx: usize, shard: &mut Shard, key: Option<&[u8]>) {
+        let Some(mut d) = shard.deferred.take() else { return };
+        let mut keep = Vec::new();
+        for (k, st) in d.keys.drain(..) {
+            if key.is_some_and(|x| x != &*k) {
+                keep.push((k, st));
+                continue;
+            }
+            let Ok(mut bv) = st.downcast::<bigvalue::BigValue>() else { continue };
+            while let Some(v) = shard.keys.get(&k) {
+                if bv.piece(&k, &v, &self.opts) {
+                    break;
+                }
+            }
+            self.progress.cow_bytes.fetch_add(bv.out.len() as u64, Ordering::Relaxed);
+            self.complete(bv.out);
+        }
+        if !keep.is_empty() {
+            shard.deferred = Some(Box::new(crate::engine::Deferred { keys: keep }));
+        }
+    }
+}
+
+impl Chunks {
+    fn complete(&self, record: Vec<u8>) {
+        self.keys.fetch_add(1, Ordering::Relaxed);
+        self.deferred.fetch_sub(1, Ordering::Relaxed);
+        self.queue.lock().push((record, 1));
+    }
+
+    /// Writes one piece of a big value of `shard` (locked); true while some remain there.
+    fn step(&self, shard: &mut Shard) -> bool {
+        let Some(d) = shard.deferred.as_mut() else { return false };
+        let Some((k, st)) = d.keys.first_mut() else {
+            shard.deferred = None;
+            return false;
+        };
+        let done = match (st.downcast_mut::<bigvalue::BigValue>(), shard.keys.get(k)) {
+            (Some(bv), Some(v)) => bv.piece(k, &v, &self.opts),
+            _ => true,
+        };
+        if done {
+            let (_, st) = d.keys.remove(0);
+            if let Ok(bv) = st.downcast::<bigvalue::BigValue>() {
+                self.complete(bv.out);
+            }
+            if d.keys.is_empty() {
+                shard.deferred = None;
+            }
+        }
+        shard.deferred.is_some()
     }
 }
 
@@ -241,6 +335,8 @@ pub fn write_snapshot<W: Write>(
         queue: Mutex::new(Vec::new()),
         keys: AtomicU64::new(0),
         progress: progress.clone(),
+        pending: Mutex::new(Vec::new()),
+        deferred: AtomicU64::new(0),
     });
     progress.keys_processed.store(0, Ordering::Relaxed);
     progress.cow_bytes.store(0, Ordering::Relaxed);
@@ -273,13 +369,38 @@ pub fn write_snapshot<W: Write>(
         }
         Ok(())
     };
-    for db in 0..ks.num_dbs() {
-        let Some(d) = ks.db_if_exists(db) else { continue };
-        for (i, m) in d.shards.iter().enumerate() {
-            ks.snapshots.visit(db, i, &mut m.lock());
-            drain(&mut out)?;
+    // Big values started in a shard are written a piece per lock, before the walk goes on.
+    let big = |out: &mut Out<W>| -> std::io::Result<()> {
+        loop {
+            let Some((db, i)) = sink.pending.lock().pop() else { return Ok(()) };
+            let m = &ks.db(db).shards[i];
+            while sink.step(&mut m.lock()) {
+                drain(out)?;
+            }
+            drain(out)?;
+        }
+    };
+    let walked = (|| {
+        for db in 0..ks.num_dbs() {
+            let Some(d) = ks.db_if_exists(db) else { continue };
+            for (i, m) in d.shards.iter().enumerate() {
+                ks.snapshots.visit(db, i, &mut m.lock());
+                drain(&mut out)?;
+                big(&mut out)?;
+            }
+        }
+        big(&mut out)
+    })();
+    if walked.is_err() && sink.deferred.load(Ordering::Relaxed) > 0 {
+        // Stopped half-way: no shard may keep a started value past the snapshot.
+        for db in 0..ks.num_dbs() {
+            let Some(d) = ks.db_if_exists(db) else { continue };
+            for m in d.shards.iter() {
+                m.lock().deferred = None;
+            }
         }
     }
+    walked?;
     hooks.walked();
     drop(running);
     drain(&mut out)?;
@@ -322,7 +443,7 @@ pub fn write_locked<W: Write>(
             return;
         }
         buf.clear();
-        keys += form.shard(db, sh, &opts, &mut buf);
+        keys += form.shard(db, sh, &opts, &mut buf, None);
         if let Err(e) = out.put(&buf) {
             err = Some(e);
         }

@@ -9,7 +9,15 @@
         /proc/PID/smaps_rollup; Atoll: its RSS), p99 of the writers during the save vs steady,
         the file's size, and the time each server takes to load that file at start-up.
 
-Usage: python3 bench/persist.py [--only aof|save] [--rounds 3] [--requests 300000] [--keys 1000000]
+  rewrite  the same for BGREWRITEAOF (appendonly yes, everysec): Redis forks a child that
+        writes the base while the parent buffers the writes; Atoll writes it from a
+        point-in-time snapshot while serving (no fork, no pause).
+  bigkey  a sorted set of --big members, then BGSAVE while one client keeps writing a small
+        key in the same shard ({bz}:small) one command at a time: that client's worst and
+        p99 latency during the save (Atoll writes big values a piece per lock; set
+        $ATOLL_BASE to an older build to compare with one that wrote the shard whole).
+
+Usage: python3 bench/persist.py [--only aof|save|rewrite|bigkey] [--rounds 3] [--requests 300000] [--keys 1000000] [--big 2000000]
 Needs: redis-server and redis-benchmark (Debian's 7.0.15, as bench.py), taskset, a release build.
 """
 import argparse, os, shutil, statistics, subprocess, sys, tempfile, threading, time
@@ -92,9 +100,10 @@ def info(port, field):
     return None
 
 
-def save_one(kind, keys):
+def save_one(kind, keys, rewrite=False):
     d = tempfile.mkdtemp(prefix="atoll-bench-save-")
-    p, port = start_in(kind, d, ["--save", ""])
+    aof = ["--appendonly", "yes", "--appendfsync", "everysec", "--auto-aof-rewrite-percentage", "0"] if rewrite else []
+    p, port = start_in(kind, d, ["--save", "", *aof])
     try:
         # Random keys from a range of `keys` (about 86 % of them end up set), 100-byte values.
         subprocess.run(["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-t", "set", "-r", str(keys),
@@ -111,25 +120,38 @@ def save_one(kind, keys):
         t.start()
         time.sleep(0.5)
         t0 = time.time()
-        subprocess.run(["redis-cli", "-p", str(port), "BGSAVE"], capture_output=True, check=True)
+        subprocess.run(["redis-cli", "-p", str(port), "BGREWRITEAOF" if rewrite else "BGSAVE"], capture_output=True,
+                       check=True)
         time.sleep(0.05)
-        while info(port, "rdb_bgsave_in_progress") == "1":
+        flag = "aof_rewrite_in_progress" if rewrite else "rdb_bgsave_in_progress"
+        while info(port, flag) == "1":
             peak.append(tree_memory(p.pid))
             time.sleep(0.05)
         save_s = time.time() - t0
         t.join()
-        size = os.path.getsize(os.path.join(d, "dump.rdb"))
+        if rewrite:
+            ad = os.path.join(d, "appendonlydir")
+            size = sum(os.path.getsize(os.path.join(ad, f)) for f in os.listdir(ad) if ".base." in f)
+        else:
+            size = os.path.getsize(os.path.join(d, "dump.rdb"))
     finally:
         p.kill()
         p.wait()
-    # Load time: start-up until PING answers.
-    t0 = time.time()
-    p2, port2 = start_in(kind, d, ["--save", ""])
-    load_s = time.time() - t0
-    p2.kill()
-    p2.wait()
+    if rewrite:
+        shutil.rmtree(d, ignore_errors=True)
+        return dict(base=base, peak=max(peak), save_s=save_s, size=size, load_s=float("nan"),
+                    p99_steady=steady[4], p99_save=lat["v"][4])
+    # Load time: start-up until PING answers (not -LOADING); Atoll also on both cores (it
+    # decodes on one thread per core; Redis loads on one whatever it is given).
+    loads = []
+    for cpu in ("0", "0,1") if kind == "atoll" else ("0",):
+        t0 = time.time()
+        p2, port2 = bench.start(kind, cpu, ["--dir", d, "--save", ""])
+        loads.append(time.time() - t0)
+        p2.kill()
+        p2.wait()
     shutil.rmtree(d, ignore_errors=True)
-    return dict(base=base, peak=max(peak), save_s=save_s, size=size, load_s=load_s,
+    return dict(base=base, peak=max(peak), save_s=save_s, size=size, load_s=loads[0], load2_s=loads[-1],
                 p99_steady=steady[4], p99_save=lat["v"][4])
 
 
@@ -141,12 +163,72 @@ def save_suite(keys):
         print(f"{k:6} | {r['base'] / 1e6:8.1f} | {r['peak'] / 1e6:8.1f} | {r['peak'] / r['base']:.2f} | {r['save_s']:.2f} | "
               f"{r['p99_steady']:.2f} | {r['p99_save']:.2f} | {r['size'] / 1e6:.1f} | {r['load_s']:.2f}")
     a, r = rows["atoll"], rows["redis"]
-    print(f"Atoll ÷ Redis: RDB size {a['size'] / r['size']:.3f}×, load time {a['load_s'] / r['load_s']:.2f}×")
+    print(f"Atoll ÷ Redis: RDB size {a['size'] / r['size']:.3f}×, load time {a['load_s'] / r['load_s']:.2f}× "
+          f"(Atoll on two cores: {a['load2_s']:.2f} s, {a['load2_s'] / r['load_s']:.2f}×)")
+
+
+def rewrite_suite(keys):
+    rows = {k: save_one(k, keys, rewrite=True) for k in ("redis", "atoll")}
+    print(f"BGREWRITEAOF of {keys} keys (100-byte values) under 50 writers, appendfsync everysec")
+    print("server | memory before MB | peak during rewrite MB | peak ÷ before | rewrite s | p99 steady ms | p99 during rewrite ms | base MB")
+    for k, r in rows.items():
+        print(f"{k:6} | {r['base'] / 1e6:8.1f} | {r['peak'] / 1e6:8.1f} | {r['peak'] / r['base']:.2f} | {r['save_s']:.2f} | "
+              f"{r['p99_steady']:.2f} | {r['p99_save']:.2f} | {r['size'] / 1e6:.1f}")
+
+
+def bigkey_one(kind, big, cpu="0"):
+    d = tempfile.mkdtemp(prefix="atoll-bench-big-")
+    p, port = bench.start(kind, cpu, ["--dir", d, "--save", ""])
+    try:
+        import socket
+        s = socket.create_connection(("127.0.0.1", port))
+        f = s.makefile("rb")
+
+        def cmd(*args):
+            s.sendall(b"".join([b"*%d\r\n" % len(args)] + [b"$%d\r\n%s\r\n" % (len(a), a) for a in args]))
+            return f.readline()
+        batch = 1000
+        for i in range(0, big, batch):
+            args = [b"ZADD", b"bz"]
+            for j in range(i, min(big, i + batch)):
+                args += [str(j % 100003).encode(), b"member:%d" % j]
+            cmd(*args)
+        cmd(b"SET", b"{bz}:small", b"0")
+        lat = []
+        t0 = time.time()
+        cmd(b"BGSAVE")
+        n = 0
+        while True:
+            a = time.perf_counter()
+            cmd(b"SET", b"{bz}:small", str(n).encode())
+            lat.append(time.perf_counter() - a)
+            n += 1
+            if n % 50 == 0 and info(port, "rdb_bgsave_in_progress") == "0":
+                break
+        save_s = time.time() - t0
+        s.close()
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(d, ignore_errors=True)
+    lat.sort()
+    return dict(save_s=save_s, n=len(lat), p99=lat[int(len(lat) * 0.99)] * 1e3, worst=lat[-1] * 1e3)
+
+
+def bigkey_suite(big):
+    kinds = ["redis", "atoll"] + (["base"] if os.environ.get("ATOLL_BASE") else [])
+    print(f"BGSAVE with a {big}-member sorted set; one client writes a small key of its shard meanwhile")
+    print("server, its CPUs | save s | writes | p99 ms | worst ms")
+    for cpu in ("0", "0,1"):
+        for k in kinds:
+            r = bigkey_one(k, big, cpu)
+            print(f"{k:6} cpu {cpu:3} | {r['save_s']:.2f} | {r['n']} | {r['p99']:.3f} | {r['worst']:.1f}")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=["aof", "save"])
+    ap.add_argument("--only", choices=["aof", "save", "rewrite", "bigkey"])
+    ap.add_argument("--big", type=int, default=2000000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=300000)
     ap.add_argument("--keys", type=int, default=1000000)
@@ -155,6 +237,10 @@ def main():
         aof_suite(a.rounds, a.requests)
     if a.only in (None, "save"):
         save_suite(a.keys)
+    if a.only in (None, "rewrite"):
+        rewrite_suite(a.keys)
+    if a.only in (None, "bigkey"):
+        bigkey_suite(a.big)
 
 
 if __name__ == "__main__":

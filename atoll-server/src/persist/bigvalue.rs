@@ -23,8 +23,8 @@ use crate::engine::Value;
 pub const BIG_ELEMS: usize = 16 * 1024;
 pub const BIG_BYTES: usize = 1 << 20;
 /// What one piece covers, at most (about): elements, or bytes of a string.
-const PIECE_ELEMS: usize = 4096;
-const PIECE_BYTES: usize = 1 << 20;
+const PIECE_ELEMS: usize = 1024;
+const PIECE_BYTES: usize = 256 << 10;
 
 pub fn is_big(v: &Value) -> bool {
     match v {

@@ -374,10 +374,17 @@ pub fn write_snapshot<W: Write>(
         loop {
             let Some((db, i)) = sink.pending.lock().pop() else { return Ok(()) };
             let m = &ks.db(db).shards[i];
-            while sink.step(&mut m.lock()) {
+            loop {
+                let mut g = m.lock();
+                let more = sink.step(&mut g);
+                // Handed to a command waiting for the shard, if any: taking it straight back
+                // for the next piece would keep that command waiting for the whole value.
+                parking_lot::MutexGuard::unlock_fair(g);
                 drain(out)?;
+                if !more {
+                    break;
+                }
             }
-            drain(out)?;
         }
     };
     let walked = (|| {
@@ -709,7 +716,7 @@ pub fn load_into<R: Read>(
         let mut senders = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
         for _ in 0..threads {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(4);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(4);
             senders.push(tx);
             let shared = &shared;
             handles.push(scope.spawn(move || shared.run(rx)));
@@ -743,25 +750,28 @@ impl Store<'_> {
     }
 }
 
-/// A key read by the stream's reader, for a decoder thread: its value's bytes as read (from
-/// file offset `pos`), or, for a type not read that way, the value itself.
+/// A key read by the stream's reader, for a decoder thread: the key and its value's bytes as
+/// read (from file offset `pos`) are ranges of the batch's arena; a type not read that way
+/// comes decoded.
 struct Record {
     db: usize,
-    key: Vec<u8>,
+    key: std::ops::Range<usize>,
     exp: Option<i64>,
     pos: u64,
     body: Body,
 }
 
 enum Body {
-    Raw(u8, Vec<u8>),
+    Raw(u8, std::ops::Range<usize>),
     Value(Value),
 }
 
+/// Keys for one decoder thread. Their bytes share one arena: one allocation per batch, not
+/// two per key (the reader is the pipeline's narrowest stage).
 #[derive(Default)]
 struct Batch {
+    arena: Vec<u8>,
     recs: Vec<Record>,
-    bytes: usize,
 }
 
 /// What the decoder threads share: the first error any of them met (the load stops there)
@@ -782,14 +792,14 @@ struct Counts {
 }
 
 impl Decoders<'_> {
-    fn run(&self, rx: std::sync::mpsc::Receiver<Vec<Record>>) -> Counts {
+    fn run(&self, rx: std::sync::mpsc::Receiver<Batch>) -> Counts {
         let mut c = Counts::default();
         for batch in rx {
             if self.stop.load(Ordering::Relaxed) {
                 continue;
             }
-            for rec in batch {
-                if let Err(m) = self.one(rec, &mut c) {
+            for rec in batch.recs {
+                if let Err(m) = self.one(&batch.arena, rec, &mut c) {
                     let mut e = self.error.lock();
                     e.get_or_insert(m);
                     self.stop.store(true, Ordering::Relaxed);
@@ -800,12 +810,14 @@ impl Decoders<'_> {
         c
     }
 
-    fn one(&self, rec: Record, c: &mut Counts) -> Result<(), String> {
-        let name = || String::from_utf8_lossy(&rec.key).into_owned();
+    fn one(&self, arena: &[u8], rec: Record, c: &mut Counts) -> Result<(), String> {
+        let key = &arena[rec.key.clone()];
+        let name = || String::from_utf8_lossy(key).into_owned();
         let v = match rec.body {
             Body::Value(v) => Some(v),
-            Body::Raw(t, bytes) => {
-                let mut inp = Input::at(&bytes[..], rec.pos);
+            Body::Raw(t, range) => {
+                let bytes = &arena[range];
+                let mut inp = Input::at(bytes, rec.pos);
                 let v = rdb::load::value(t, &mut inp, &self.opts)
                     .map_err(|x| format!("{} loading key '{}' (at offset {})", x.0, name(), inp.pos))?;
                 if inp.pos != rec.pos + bytes.len() as u64 {
@@ -821,7 +833,7 @@ impl Decoders<'_> {
             }
             Some(_) if rec.exp.is_some_and(|t| t < self.now_ms) => c.expired += 1,
             Some(v) => {
-                self.store.insert(rec.db, &rec.key, v, rec.exp).map_err(|m| format!("{m} (at offset {})", rec.pos))?;
+                self.store.insert(rec.db, key, v, rec.exp).map_err(|m| format!("{m} (at offset {})", rec.pos))?;
                 c.loaded += 1;
             }
         }
@@ -833,7 +845,7 @@ impl Decoders<'_> {
 /// that owns its shard.
 struct Parallel<'a, 's> {
     shared: &'a Decoders<'a>,
-    senders: Vec<std::sync::mpsc::SyncSender<Vec<Record>>>,
+    senders: Vec<std::sync::mpsc::SyncSender<Batch>>,
     batches: Vec<Batch>,
     handles: Vec<std::thread::ScopedJoinHandle<'s, Counts>>,
 }
@@ -845,7 +857,7 @@ const BATCH_BYTES: usize = 1 << 20;
 impl<'a, 's> Parallel<'a, 's> {
     fn send(&mut self, i: usize) -> Result<(), String> {
         let b = std::mem::take(&mut self.batches[i]);
-        if self.senders[i].send(b.recs).is_err() || self.shared.stop.load(Ordering::Relaxed) {
+        if self.senders[i].send(b).is_err() || self.shared.stop.load(Ordering::Relaxed) {
             return Err(self.shared.error.lock().clone().unwrap_or_else(|| "A loader thread stopped".into()));
         }
         Ok(())
@@ -863,12 +875,18 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
         _info: &mut LoadInfo,
     ) -> Result<(), String> {
         let pos = inp.pos;
-        inp.capture = Some(Vec::new());
+        let i = key_shard(&key) % self.senders.len();
+        let b = &mut self.batches[i];
+        let k = b.arena.len()..b.arena.len() + key.len();
+        b.arena.extend_from_slice(&key);
+        // The value's bytes are captured straight into the arena.
+        inp.capture = Some(std::mem::take(&mut b.arena));
         let skipped = rdb::load::skip(t, inp);
-        let raw = inp.capture.take().unwrap_or_default();
+        b.arena = inp.capture.take().unwrap_or_default();
         let body = match skipped {
-            Ok(true) => Body::Raw(t, raw),
+            Ok(true) => Body::Raw(t, k.end..b.arena.len()),
             Ok(false) => {
+                b.arena.truncate(k.end);
                 let v = rdb::load::value(t, inp, &self.shared.opts)
                     .map_err(|x| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key)))?;
                 match v {
@@ -882,15 +900,8 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
             }
             Err(x) => return Err(format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key))),
         };
-        let i = key_shard(&key) % self.senders.len();
-        let b = &mut self.batches[i];
-        b.bytes += key.len()
-            + match &body {
-                Body::Raw(_, r) => r.len(),
-                Body::Value(_) => 64,
-            };
-        b.recs.push(Record { db, key, exp, pos, body });
-        if b.recs.len() >= BATCH_KEYS || b.bytes >= BATCH_BYTES {
+        b.recs.push(Record { db, key: k, exp, pos, body });
+        if b.recs.len() >= BATCH_KEYS || b.arena.len() >= BATCH_BYTES {
             self.send(i)?;
         }
         Ok(())

@@ -763,6 +763,8 @@ struct Record {
 
 enum Body {
     Raw(u8, std::ops::Range<usize>),
+    /// A string value, LZF-compressed: its plain length and compressed bytes.
+    Lzf(u64, std::ops::Range<usize>),
     Value(Value),
 }
 
@@ -815,6 +817,10 @@ impl Decoders<'_> {
         let name = || String::from_utf8_lossy(key).into_owned();
         let v = match rec.body {
             Body::Value(v) => Some(v),
+            Body::Lzf(len, range) => Some(Value::from_bytes(
+                &rdb::lzf_value(&arena[range], len)
+                    .map_err(|x| format!("{} loading key '{}' (at offset {})", x.0, name(), rec.pos))?,
+            )),
             Body::Raw(t, range) => {
                 let bytes = &arena[range];
                 let mut inp = Input::at(bytes, rec.pos);
@@ -855,6 +861,14 @@ const BATCH_KEYS: usize = 512;
 const BATCH_BYTES: usize = 1 << 20;
 
 impl<'a, 's> Parallel<'a, 's> {
+    fn sent_if_full(&mut self, i: usize) -> Result<(), String> {
+        let b = &self.batches[i];
+        if b.recs.len() >= BATCH_KEYS || b.arena.len() >= BATCH_BYTES {
+            self.send(i)?;
+        }
+        Ok(())
+    }
+
     fn send(&mut self, i: usize) -> Result<(), String> {
         let b = std::mem::take(&mut self.batches[i]);
         if self.senders[i].send(b).is_err() || self.shared.stop.load(Ordering::Relaxed) {
@@ -872,13 +886,39 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
         t: u8,
         exp: Option<i64>,
         inp: &mut Input<R>,
-        _info: &mut LoadInfo,
+        info: &mut LoadInfo,
     ) -> Result<(), String> {
         let pos = inp.pos;
         let i = key_shard(&key) % self.senders.len();
         let b = &mut self.batches[i];
         let k = b.arena.len()..b.arena.len() + key.len();
         b.arena.extend_from_slice(&key);
+        if t == rdb::TYPE_STRING {
+            // A plain string costs a copy to decode, less than handing it over: stored from
+            // here (the shard's lock keeps it apart from the decoders'); an LZF-compressed one
+            // goes to a decoder still compressed.
+            let named = |x: rdb::RdbError| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key));
+            match inp.int_or_string_deferring_lzf(&mut b.arena).map_err(named)? {
+                Ok(s) => {
+                    b.arena.truncate(k.start);
+                    if exp.is_some_and(|t| t < self.shared.now_ms) {
+                        info.keys_expired += 1;
+                    } else {
+                        let v = match s {
+                            rdb::IntOrStr::Int(i) => Value::Int(i),
+                            rdb::IntOrStr::Str(s) => Value::from_bytes(&s),
+                        };
+                        self.shared.store.insert(db, &key, v, exp)?;
+                        info.keys_loaded += 1;
+                    }
+                    return Ok(());
+                }
+                Err((len, range)) => {
+                    b.recs.push(Record { db, key: k, exp, pos, body: Body::Lzf(len, range) });
+                    return self.sent_if_full(i);
+                }
+            }
+        }
         // The value's bytes are captured straight into the arena.
         inp.capture = Some(std::mem::take(&mut b.arena));
         let skipped = rdb::load::skip(t, inp);
@@ -893,7 +933,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
                     Some(v) => Body::Value(v),
                     None => {
                         crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(&key));
-                        _info.empty_keys_skipped += 1;
+                        info.empty_keys_skipped += 1;
                         return Ok(());
                     }
                 }
@@ -901,10 +941,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
             Err(x) => return Err(format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key))),
         };
         b.recs.push(Record { db, key: k, exp, pos, body });
-        if b.recs.len() >= BATCH_KEYS || b.arena.len() >= BATCH_BYTES {
-            self.send(i)?;
-        }
-        Ok(())
+        self.sent_if_full(i)
     }
 
     fn finish(&mut self, info: &mut LoadInfo) -> Result<(), String> {

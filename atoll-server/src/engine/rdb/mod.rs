@@ -352,6 +352,35 @@ impl<R: Read> Input<R> {
         }
     }
 
+    /// A string value as `int_or_string` reads it, except that an LZF-compressed one is only
+    /// read, its compressed bytes appended to `out`, not decompressed: `Err((len, range))`
+    /// (its plain length, where its bytes are in `out`) for `lzf_value` to finish elsewhere.
+    pub fn int_or_string_deferring_lzf(
+        &mut self,
+        out: &mut Vec<u8>,
+    ) -> Result<std::result::Result<IntOrStr, (u64, std::ops::Range<usize>)>> {
+        match self.len_or_enc()? {
+            (3, true) => {
+                let clen = self.length()?;
+                let len = self.length()?;
+                if len == 0 || clen == 0 || len > clen.saturating_mul(128) {
+                    return err(format!("Invalid LZF lengths (compressed {clen}, plain {len})"));
+                }
+                let start = out.len();
+                let saved = self.capture.replace(std::mem::take(out));
+                let r = self.skip(clen);
+                *out = std::mem::replace(&mut self.capture, saved).unwrap_or_default();
+                r?;
+                Ok(Err((len, start..out.len())))
+            }
+            (n, false) => Ok(Ok(IntOrStr::Str(self.bytes(n)?))),
+            (0, true) => Ok(Ok(IntOrStr::Int(self.u8()? as i8 as i64))),
+            (1, true) => Ok(Ok(IntOrStr::Int(i16::from_le_bytes(self.array()?) as i64))),
+            (2, true) => Ok(Ok(IntOrStr::Int(i32::from_le_bytes(self.array()?) as i64))),
+            (e, true) => err(format!("Unknown RDB string encoding type {e}")),
+        }
+    }
+
     /// A string value as Redis would hold it: int-encoded strings come back as integers.
     pub fn int_or_string(&mut self) -> Result<IntOrStr> {
         match self.len_or_enc()? {
@@ -391,6 +420,14 @@ impl<R: Read> Input<R> {
 
     pub fn into_inner(self) -> R {
         self.r
+    }
+}
+
+/// Decompresses an LZF string of plain length `len` read by `int_or_string_deferring_lzf`.
+pub fn lzf_value(c: &[u8], len: u64) -> Result<Vec<u8>> {
+    match ::lzf::decompress(c, len as usize) {
+        Ok(v) if v.len() as u64 == len => Ok(v),
+        _ => err("Invalid LZF compressed string"),
     }
 }
 

@@ -250,6 +250,7 @@ pub fn writes_refused(srv: &Server) -> bool {
 /// The persistence thread: runs BGSAVEs when asked and when a `save` point is reached.
 pub fn run_thread(srv: Arc<Server>) {
     let p = &srv.persistence;
+    yield_to_workers();
     loop {
         {
             let (m, cv) = &p.wake;
@@ -287,6 +288,18 @@ pub fn run_thread(srv: Arc<Server>) {
         } else {
             crate::log_warning!("Background saving error");
         }
+    }
+}
+
+/// Background saving is not to take a core from the clients: this thread (snapshots, AOF
+/// rewrites) runs at a lower priority (nice 10), so a worker woken by a request preempts it
+/// at once instead of waiting out its time slice when they share a core. Where the saving
+/// has a core to itself nothing changes. (Redis's forked child competes at equal priority.)
+fn yield_to_workers() {
+    // SAFETY: setpriority on this thread's id (Linux threads are schedulable entities).
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
     }
 }
 

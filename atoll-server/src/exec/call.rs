@@ -220,7 +220,8 @@ fn gated(
     // Loading, or the last save failed: one relaxed load when neither.
     let gates = srv.persistence.gates.load(Ordering::Relaxed);
     if gates != 0 {
-        use super::persistence::{writes_refused, GATE_LOADING, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY};
+        use super::gates::{GATE_LOADING, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY};
+        use super::persistence::writes_refused;
         if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !client.replaying {
             return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
         }

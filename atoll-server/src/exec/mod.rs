@@ -16,6 +16,7 @@ pub mod blocking;
 pub mod call;
 pub mod client;
 pub mod evict;
+pub mod gates;
 pub mod hotkeys;
 pub mod keyspec;
 pub mod latency;

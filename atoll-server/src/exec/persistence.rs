@@ -49,11 +49,7 @@ pub struct Persistence {
     wake: (Mutex<bool>, Condvar),
 }
 
-pub const GATE_LOADING: u8 = 1;
-pub const GATE_SAVE_FAILED: u8 = 2;
-/// A script has run past `busy-reply-threshold`: other clients get `-BUSY` (set and cleared by
-/// the script's own worker; it shares the word so the command path still tests one load).
-pub const GATE_SCRIPT_BUSY: u8 = 4;
+pub use super::gates::{GATE_LOADING, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY};
 
 impl Persistence {
     pub fn set_loading(&self, on: bool) {

@@ -168,7 +168,7 @@ pub struct RunState {
     pub name: parking_lot::Mutex<(String, Vec<Vec<u8>>)>,
     /// It is an EVAL script (not a function): SCRIPT KILL, not FUNCTION KILL, stops it.
     pub is_eval: AtomicBool,
-    /// The command path's gate word (`exec::persistence`), where `GATE_SCRIPT_BUSY` is raised.
+    /// The command path's gate word (`exec::gates`), where `GATE_SCRIPT_BUSY` is raised.
     gates: Arc<AtomicU8>,
     /// Redis's lrand48 state behind `math.random` (48 bits), one stream for every script.
     rand48: AtomicU64,
@@ -196,7 +196,7 @@ impl RunState {
             let elapsed = now_ms() - self.started_ms.load(Ordering::Relaxed);
             if elapsed >= t {
                 self.busy.store(true, Ordering::Relaxed);
-                self.gates.fetch_or(super::persistence::GATE_SCRIPT_BUSY, Ordering::Release);
+                self.gates.fetch_or(super::gates::GATE_SCRIPT_BUSY, Ordering::Release);
                 let name = self.name.lock().0.clone();
                 let how = if self.is_eval.load(Ordering::Relaxed) { "SCRIPT KILL" } else { "FUNCTION KILL" };
                 crate::log_warning!(
@@ -228,7 +228,7 @@ impl RunState {
         self.running.store(false, Ordering::Release);
         self.kill.store(false, Ordering::Relaxed);
         if self.busy.swap(false, Ordering::Relaxed) {
-            self.gates.fetch_and(!super::persistence::GATE_SCRIPT_BUSY, Ordering::Release);
+            self.gates.fetch_and(!super::gates::GATE_SCRIPT_BUSY, Ordering::Release);
         }
     }
 

@@ -561,6 +561,31 @@ trait OnKey<R: Read> {
     }
 }
 
+/// Where a decoded value goes, as Redis's loader decides: an empty aggregate (written by old
+/// versions) is skipped with a warning, a key past its expiry is counted and dropped, any
+/// other is stored by `insert`; `info` counts which.
+fn place<K: AsRef<[u8]>>(
+    key: K,
+    v: Option<Value>,
+    exp: Option<i64>,
+    now_ms: i64,
+    info: &mut LoadInfo,
+    insert: impl FnOnce(K, Value) -> Result<(), String>,
+) -> Result<(), String> {
+    match v {
+        None => {
+            crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(key.as_ref()));
+            info.empty_keys_skipped += 1
+        }
+        Some(_) if exp.is_some_and(|t| t < now_ms) => info.keys_expired += 1,
+        Some(v) => {
+            insert(key, v)?;
+            info.keys_loaded += 1;
+        }
+    }
+    Ok(())
+}
+
 /// Decodes each value where it is read and hands it to `insert`.
 struct Inline<'a, F> {
     opts: &'a LoadOpts,
@@ -580,18 +605,7 @@ impl<R: Read, F: FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>
     ) -> Result<(), String> {
         let v = rdb::load::value(t, inp, self.opts)
             .map_err(|x| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key)))?;
-        match v {
-            None => {
-                crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(&key));
-                info.empty_keys_skipped += 1
-            }
-            Some(_) if exp.is_some_and(|t| t < self.now_ms) => info.keys_expired += 1,
-            Some(v) => {
-                (self.insert)(db, key, v, exp)?;
-                info.keys_loaded += 1;
-            }
-        }
-        Ok(())
+        place(key, v, exp, self.now_ms, info, |key, v| (self.insert)(db, key, v, exp))
     }
 }
 
@@ -786,16 +800,9 @@ struct Decoders<'a> {
     stop: AtomicBool,
 }
 
-#[derive(Default)]
-struct Counts {
-    loaded: u64,
-    expired: u64,
-    empty: u64,
-}
-
 impl Decoders<'_> {
-    fn run(&self, rx: std::sync::mpsc::Receiver<Batch>) -> Counts {
-        let mut c = Counts::default();
+    fn run(&self, rx: std::sync::mpsc::Receiver<Batch>) -> LoadInfo {
+        let mut c = LoadInfo::default();
         for batch in rx {
             if self.stop.load(Ordering::Relaxed) {
                 continue;
@@ -812,7 +819,7 @@ impl Decoders<'_> {
         c
     }
 
-    fn one(&self, arena: &[u8], rec: Record, c: &mut Counts) -> Result<(), String> {
+    fn one(&self, arena: &[u8], rec: Record, c: &mut LoadInfo) -> Result<(), String> {
         let key = &arena[rec.key.clone()];
         let name = || String::from_utf8_lossy(key).into_owned();
         let v = match rec.body {
@@ -832,18 +839,9 @@ impl Decoders<'_> {
                 v
             }
         };
-        match v {
-            None => {
-                crate::log_warning!("rdbLoadObject skipping empty key: {}", name());
-                c.empty += 1;
-            }
-            Some(_) if rec.exp.is_some_and(|t| t < self.now_ms) => c.expired += 1,
-            Some(v) => {
-                self.store.insert(rec.db, key, v, rec.exp).map_err(|m| format!("{m} (at offset {})", rec.pos))?;
-                c.loaded += 1;
-            }
-        }
-        Ok(())
+        place(key, v, rec.exp, self.now_ms, c, |key, v| {
+            self.store.insert(rec.db, key, v, rec.exp).map_err(|m| format!("{m} (at offset {})", rec.pos))
+        })
     }
 }
 
@@ -853,7 +851,7 @@ struct Parallel<'a, 's> {
     shared: &'a Decoders<'a>,
     senders: Vec<std::sync::mpsc::SyncSender<Batch>>,
     batches: Vec<Batch>,
-    handles: Vec<std::thread::ScopedJoinHandle<'s, Counts>>,
+    handles: Vec<std::thread::ScopedJoinHandle<'s, LoadInfo>>,
 }
 
 /// A batch is sent once it holds this many keys or bytes.
@@ -901,17 +899,14 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
             match inp.int_or_string_deferring_lzf(&mut b.arena).map_err(named)? {
                 Ok(s) => {
                     b.arena.truncate(k.start);
-                    if exp.is_some_and(|t| t < self.shared.now_ms) {
-                        info.keys_expired += 1;
-                    } else {
-                        let v = match s {
-                            rdb::IntOrStr::Int(i) => Value::Int(i),
-                            rdb::IntOrStr::Str(s) => Value::from_bytes(&s),
-                        };
-                        self.shared.store.insert(db, &key, v, exp)?;
-                        info.keys_loaded += 1;
-                    }
-                    return Ok(());
+                    let v = match s {
+                        rdb::IntOrStr::Int(i) => Value::Int(i),
+                        rdb::IntOrStr::Str(s) => Value::from_bytes(&s),
+                    };
+                    let store = &self.shared.store;
+                    return place(&key[..], Some(v), exp, self.shared.now_ms, info, |key, v| {
+                        store.insert(db, key, v, exp)
+                    });
                 }
                 Err((len, range)) => {
                     b.recs.push(Record { db, key: k, exp, pos, body: Body::Lzf(len, range) });
@@ -931,11 +926,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
                     .map_err(|x| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key)))?;
                 match v {
                     Some(v) => Body::Value(v),
-                    None => {
-                        crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(&key));
-                        info.empty_keys_skipped += 1;
-                        return Ok(());
-                    }
+                    None => return place(&key[..], None, exp, 0, info, |_, _| Ok(())),
                 }
             }
             Err(x) => return Err(format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key))),
@@ -953,9 +944,9 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
         self.senders.clear();
         for h in self.handles.drain(..) {
             let c = h.join().map_err(|_| "A loader thread panicked".to_string())?;
-            info.keys_loaded += c.loaded;
-            info.keys_expired += c.expired;
-            info.empty_keys_skipped += c.empty;
+            info.keys_loaded += c.keys_loaded;
+            info.keys_expired += c.keys_expired;
+            info.empty_keys_skipped += c.empty_keys_skipped;
         }
         match self.shared.error.lock().take() {
             Some(e) => Err(e),

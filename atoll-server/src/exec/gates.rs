@@ -1,0 +1,11 @@
+//! The command path's gate word: conditions that refuse commands before they run, kept in one
+//! byte (`Persistence::gates`) so the command path tests them all with one load. Raised by
+//! persistence (loading, a failed save) and by scripting (a busy script).
+
+/// A start-up load is running: commands without the `loading` flag get `-LOADING`.
+pub const GATE_LOADING: u8 = 1;
+/// The last SAVE/BGSAVE failed: `rdb_last_bgsave_status:err`, and `-MISCONF` for writes.
+pub const GATE_SAVE_FAILED: u8 = 2;
+/// A script has run past `busy-reply-threshold`: other clients get `-BUSY` (set and cleared by
+/// the script's own worker).
+pub const GATE_SCRIPT_BUSY: u8 = 4;

@@ -288,14 +288,14 @@ pub fn run_thread(srv: Arc<Server>) {
 }
 
 /// Background saving is not to take a core from the clients: this thread (snapshots, AOF
-/// rewrites) runs at a lower priority (nice 10), so a worker woken by a request preempts it
+/// rewrites) runs at a lower priority (nice 5), so a worker woken by a request preempts it
 /// at once instead of waiting out its time slice when they share a core. Where the saving
 /// has a core to itself nothing changes. (Redis's forked child competes at equal priority.)
 fn yield_to_workers() {
     // SAFETY: setpriority on this thread's id (Linux threads are schedulable entities).
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+        libc::setpriority(libc::PRIO_PROCESS, tid, 5);
     }
 }
 

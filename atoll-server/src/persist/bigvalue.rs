@@ -47,7 +47,11 @@ pub enum Form {
 
 /// A big value being written: the record so far and where the next piece starts.
 pub struct BigValue {
-    pub out: Vec<u8>,
+    /// The piece being written.
+    out: Vec<u8>,
+    /// Pieces written before it. Kept apart, not appended to one buffer: growing a buffer of
+    /// tens of megabytes copies it, under the shard's lock.
+    pieces: Vec<Vec<u8>>,
     form: Form,
     expire: Option<i64>,
     at: At,
@@ -110,7 +114,18 @@ impl BigValue {
                 }
             }
         }
-        BigValue { out, form, expire, at }
+        BigValue { out, pieces: Vec::new(), form, expire, at }
+    }
+
+    /// The record's bytes, in order (once `piece` returned true).
+    pub fn into_pieces(mut self) -> Vec<Vec<u8>> {
+        self.pieces.push(self.out);
+        self.pieces
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> usize {
+        self.pieces.iter().map(|p| p.len()).sum::<usize>() + self.out.len()
     }
 
     /// Writes the next piece of `key`'s value `v` (unchanged since `start`); true once the
@@ -196,6 +211,8 @@ impl BigValue {
         };
         if done {
             self.end(key);
+        } else if self.out.len() >= PIECE_BYTES / 4 {
+            self.pieces.push(std::mem::take(&mut self.out));
         }
         done
     }
@@ -304,7 +321,10 @@ mod tests {
                 pieces += 1;
             }
             assert!(pieces > 2, "type {t}: {pieces} pieces");
-            let mut inp = Input::new(&bv.out[..], false);
+            let len = bv.bytes();
+            let record = bv.into_pieces().concat();
+            assert_eq!(record.len(), len);
+            let mut inp = Input::new(&record[..], false);
             assert_eq!(inp.u8().unwrap(), rdb::OP_SELECTDB);
             assert_eq!(inp.length().unwrap(), 3);
             assert_eq!(inp.u8().unwrap(), rdb::OP_EXPIRETIME_MS);
@@ -312,7 +332,7 @@ mod tests {
             let ty = inp.u8().unwrap();
             assert_eq!(inp.string().unwrap(), b"big");
             let back = value(ty, &mut inp, &LoadOpts::default()).unwrap().unwrap();
-            assert_eq!(inp.pos as usize, bv.out.len(), "type {t}: the record ends where the value does");
+            assert_eq!(inp.pos as usize, record.len(), "type {t}: the record ends where the value does");
             assert_eq!(content(&back), content(&v), "type {t}");
             assert_eq!(back.encoding(), v.encoding(), "type {t}");
         }

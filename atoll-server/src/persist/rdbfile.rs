@@ -191,8 +191,8 @@ impl SnapshotSink for Chunks {
                     break;
                 }
             }
-            self.progress.cow_bytes.fetch_add(bv.out.len() as u64, Ordering::Relaxed);
-            self.complete(bv.out);
+            self.progress.cow_bytes.fetch_add(bv.bytes() as u64, Ordering::Relaxed);
+            self.complete(*bv);
         }
         if !keep.is_empty() {
             shard.deferred = Some(Box::new(crate::engine::Deferred { keys: keep }));
@@ -201,10 +201,14 @@ impl SnapshotSink for Chunks {
 }
 
 impl Chunks {
-    fn complete(&self, record: Vec<u8>) {
+    /// Queues a finished big value's record, its pieces together (one lock: nothing can
+    /// come between them), counted as one key.
+    fn complete(&self, bv: bigvalue::BigValue) {
         self.keys.fetch_add(1, Ordering::Relaxed);
         self.deferred.fetch_sub(1, Ordering::Relaxed);
-        self.queue.lock().push((record, 1));
+        let pieces = bv.into_pieces();
+        let last = pieces.len() - 1;
+        self.queue.lock().extend(pieces.into_iter().enumerate().map(|(i, p)| (p, u64::from(i == last))));
     }
 
     /// Writes one piece of a big value of `shard` (locked); true while some remain there.
@@ -221,7 +225,7 @@ impl Chunks {
         if done {
             let (_, st) = d.keys.remove(0);
             if let Ok(bv) = st.downcast::<bigvalue::BigValue>() {
-                self.complete(bv.out);
+                self.complete(*bv);
             }
             if d.keys.is_empty() {
                 shard.deferred = None;

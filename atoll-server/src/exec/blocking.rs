@@ -103,6 +103,46 @@ pub fn never_served(_: &mut KsView, _: &[Vec<u8>], _: &[u8], _: &mut Reply) -> S
 /// event loop.
 pub type WakeFn = Arc<dyn Fn() + Send + Sync>;
 
+thread_local! {
+    /// During a worker's round: the wakes of clients that this round's writes served. Their
+    /// replies report those writes, so they may go out only once the round's effects are as
+    /// durable as the policy promises (`appendfsync always`: fsync'd) — the round releases
+    /// them after that wait (`release_served`). None elsewhere: woken at once.
+    static SERVED_WAKES: std::cell::RefCell<Option<Vec<WakeFn>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A worker's round begins: wakes of served clients wait for [`release_served`].
+pub fn defer_served_wakes() {
+    SERVED_WAKES.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.is_none() {
+            *s = Some(Vec::new());
+        }
+    });
+}
+
+/// The round's effects are written (and with `always` fsync'd): the clients it served may be
+/// answered.
+pub fn release_served() {
+    let list = SERVED_WAKES.with(|s| s.borrow_mut().take());
+    for wake in list.into_iter().flatten() {
+        wake();
+    }
+}
+
+fn wake_served(wake: &WakeFn) {
+    let deferred = SERVED_WAKES.with(|s| match s.borrow_mut().as_mut() {
+        Some(list) => {
+            list.push(wake.clone());
+            true
+        }
+        None => false,
+    });
+    if !deferred {
+        wake();
+    }
+}
+
 impl Waiter {
     /// Ends the wait from outside (timeout, CLIENT UNBLOCK). False if it already ended.
     pub fn finish(&self, to: WaitState) -> bool {
@@ -262,7 +302,7 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
             Served::Done => {
                 *st = WaitState::Served(reply.buf);
                 drop(st);
-                (next.wake)();
+                wake_served(&next.wake);
                 srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
             }
         }

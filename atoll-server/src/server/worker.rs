@@ -367,8 +367,10 @@ impl Core {
         // Other workers learn of this round's messages once; this one delivers its own now.
         crate::exec::pubsub::flush_wakes(&self.srv.pubsub, self.id);
         self.deliver(conns);
-        // `appendfsync always`: this round's writes are on disk before any reply goes out.
+        // `appendfsync always`: this round's writes are on disk before any reply goes out —
+        // this worker's, and those of clients it served that wait on other workers.
         crate::exec::aof::before_replies(&self.srv);
+        crate::exec::blocking::release_served();
         let pending = std::mem::take(&mut self.to_flush);
         for &t in &pending {
             if let Some(c) = conns.get_mut(t) {
@@ -418,6 +420,7 @@ impl Core {
     pub fn begin_round(&mut self) {
         self.round_start = Some(self.srv.clock.instant());
         crate::exec::pubsub::defer_wakes();
+        crate::exec::blocking::defer_served_wakes();
     }
 
     /// End of a round: recycles the flush list, then deadlines that passed and the cron.

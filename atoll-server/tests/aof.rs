@@ -578,3 +578,39 @@ fn the_log_is_rewritten_when_it_grows() {
     let mut bc = RawConn::connect(b.port);
     assert_eq!(show(&digest(&mut bc)), show(&want));
 }
+
+/// `appendfsync always` across workers: a reply that reports another worker's write (a GET of
+/// a key just SET there) waits until that write is on disk too, as every reply of a Redis
+/// event-loop iteration waits for its fsync. The write is held back with DEBUG
+/// AOF-FLUSH-SLEEP; a reader on the other worker sees the new value only after it.
+#[test]
+fn replies_wait_for_other_workers_writes_to_be_durable() {
+    let a = start_atoll(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--threads",
+        "2",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut admin = RawConn::connect(a.port);
+    let mut writer = RawConn::connect(a.port);
+    let mut reader = RawConn::connect(a.port);
+    // Connections are dealt out to the workers in turn: the writer and the reader land on
+    // different ones (were they on one, the reader would wait behind the writer's round anyway).
+    assert_eq!(admin.cmd(&[b"DEBUG", b"AOF-FLUSH-SLEEP", b"400000"]), b"+OK\r\n");
+    writer.send(&v(&["SET", "k", "new"]));
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = std::time::Instant::now();
+    let got = reader.cmd(&[b"GET", b"k"]);
+    let waited = t0.elapsed();
+    assert_eq!(writer.read_reply(), b"+OK\r\n");
+    assert_eq!(admin.cmd(&[b"DEBUG", b"AOF-FLUSH-SLEEP", b"0"]), b"+OK\r\n");
+    if got == b"$3\r\nnew\r\n" {
+        assert!(waited >= Duration::from_millis(250), "the reader saw the write {waited:?} before it was on disk");
+    } else {
+        assert_eq!(got, b"$-1\r\n");
+    }
+}

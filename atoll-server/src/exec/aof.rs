@@ -81,12 +81,20 @@ fn install(srv: &Server, log: Option<Arc<AofLog>>) {
 /// handed to the kernel, and with `appendfsync always` waited for until it is on disk (every
 /// worker's waiting appends share one fsync: group commit). Costs a thread-local read when
 /// the round wrote nothing.
+///
+/// With `always` the round waits for everything appended so far by any worker, not only its
+/// own: a reply may report another worker's write (a GET of a key just SET there), and must
+/// not go out before that write is on disk either — as in Redis, whose fsync of an event-loop
+/// iteration precedes every reply of it. With AOF off it costs the thread-local read and one
+/// relaxed load.
 pub fn before_replies(srv: &Server) {
-    let upto = aof::take_thread_appended();
-    if upto == 0 {
+    let own = aof::take_thread_appended();
+    if own == 0 && !srv.effects_enabled() {
         return;
     }
-    if let Some(log) = srv.persistence.aof.log() {
+    let Some(log) = srv.persistence.aof.log() else { return };
+    let upto = if log.policy() == Fsync::Always { own.max(log.appended()) } else { own };
+    if upto > 0 {
         log.before_replies(upto);
     }
 }

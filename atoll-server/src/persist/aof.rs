@@ -361,6 +361,8 @@ pub struct AofLog {
     /// sent before the writer starts waiting is not lost.
     work: Condvar,
     work_lock: Mutex<bool>,
+    /// Bytes appended by every thread (`Pending::appended`), readable without its lock.
+    appended_now: AtomicU64,
     /// Bytes written to the file, and fsync'd (the durable offset).
     pub written: AtomicU64,
     pub durable: AtomicU64,
@@ -402,6 +404,7 @@ impl AofLog {
             files: Mutex::new(Files { cur: Arc::new(f), old: None }),
             work: Condvar::new(),
             work_lock: Mutex::new(false),
+            appended_now: AtomicU64::new(0),
             written: AtomicU64::new(0),
             durable: AtomicU64::new(0),
             durable_lock: Mutex::new(()),
@@ -442,6 +445,7 @@ impl AofLog {
         seg.push(ts, cmds);
         p.appended += (seg.buf.len() - before) as u64;
         let at = p.appended;
+        self.appended_now.store(at, Ordering::Release);
         LAST_APPENDED.with(|c| c.set(at));
     }
 
@@ -546,6 +550,11 @@ impl AofLog {
                 }
             }
         }
+    }
+
+    /// Bytes appended so far by every thread.
+    pub fn appended(&self) -> u64 {
+        self.appended_now.load(Ordering::Acquire)
     }
 
     fn wake_writer(&self) {

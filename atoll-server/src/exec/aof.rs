@@ -380,20 +380,7 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     let m =
         Manifest { base: Some(base), history: Vec::new(), incr: if log.is_some() { vec![incr] } else { Vec::new() } };
     aof::write_manifest(&d, &name, &m)?;
-    let replaced = std::mem::replace(&mut *a.manifest.lock(), m.clone());
-    a.base_size.store(info.bytes, Ordering::Relaxed);
-    let mut incr_size = 0;
-    if let (Some(log), Some(i)) = (&log, m.incr.first()) {
-        incr_size = std::fs::metadata(d.join(&i.name)).map_or(0, |m| m.len());
-        log.file_size.store(incr_size, Ordering::Relaxed);
-    }
-    a.rewrite_base.store(info.bytes + incr_size, Ordering::Relaxed);
-    a.rewrites.fetch_add(1, Ordering::Relaxed);
-    for f in replaced.base.iter().chain(&replaced.history).chain(&replaced.incr) {
-        if !m.incr.contains(f) && m.base.as_ref() != Some(f) {
-            let _ = std::fs::remove_file(d.join(&f.name));
-        }
-    }
+    adopt(srv, &d, m, info.bytes);
     Ok(())
 }
 
@@ -442,15 +429,30 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
         }
         install(srv, Some(log));
     }
-    *srv.persistence.aof.manifest.lock() = m;
-    srv.persistence.aof.base_size.store(info.bytes, Ordering::Relaxed);
-    srv.persistence.aof.rewrite_base.store(info.bytes, Ordering::Relaxed);
-    srv.persistence.aof.rewrites.fetch_add(1, Ordering::Relaxed);
-    for f in old.base.iter().chain(&old.history).chain(&old.incr) {
-        let _ = std::fs::remove_file(d.join(&f.name));
-    }
+    adopt(srv, &d, m, info.bytes);
     crate::log_notice!("Background AOF rewrite finished successfully");
     Ok(())
+}
+
+/// A rewrite's manifest `m` is on disk (its base `base_bytes` long): it becomes the one in
+/// effect, the sizes the automatic rewrite measures start from it, and the files it no longer
+/// names are removed.
+fn adopt(srv: &Server, d: &Path, m: Manifest, base_bytes: u64) {
+    let a = &srv.persistence.aof;
+    a.base_size.store(base_bytes, Ordering::Relaxed);
+    let mut incr_size = 0;
+    if let (Some(log), Some(i)) = (a.log(), m.incr.first()) {
+        incr_size = std::fs::metadata(d.join(&i.name)).map_or(0, |m| m.len());
+        log.file_size.store(incr_size, Ordering::Relaxed);
+    }
+    a.rewrite_base.store(base_bytes + incr_size, Ordering::Relaxed);
+    a.rewrites.fetch_add(1, Ordering::Relaxed);
+    let replaced = std::mem::replace(&mut *a.manifest.lock(), m.clone());
+    for f in replaced.base.iter().chain(&replaced.history).chain(&replaced.incr) {
+        if !m.incr.contains(f) && m.base.as_ref() != Some(f) {
+            let _ = std::fs::remove_file(d.join(&f.name));
+        }
+    }
 }
 
 /// Loads the files a manifest names: the base (an RDB, or commands), then each incremental

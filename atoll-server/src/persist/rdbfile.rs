@@ -565,6 +565,11 @@ trait OnKey<R: Read> {
     }
 }
 
+/// A value's error, naming its key (the caller adds where).
+fn key_error(x: rdb::RdbError, key: &[u8]) -> String {
+    format!("{} loading key '{}'", x.0, String::from_utf8_lossy(key))
+}
+
 /// Where a decoded value goes, as Redis's loader decides: an empty aggregate (written by old
 /// versions) is skipped with a warning, a key past its expiry is counted and dropped, any
 /// other is stored by `insert`; `info` counts which.
@@ -607,8 +612,7 @@ impl<R: Read, F: FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>
         inp: &mut Input<R>,
         info: &mut LoadInfo,
     ) -> Result<(), String> {
-        let v = rdb::load::value(t, inp, self.opts)
-            .map_err(|x| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key)))?;
+        let v = rdb::load::value(t, inp, self.opts).map_err(|x| key_error(x, &key))?;
         place(key, v, exp, self.now_ms, info, |key, v| (self.insert)(db, key, v, exp))
     }
 }
@@ -830,13 +834,13 @@ impl Decoders<'_> {
             Body::Value(v) => Some(v),
             Body::Lzf(len, range) => Some(Value::from_bytes(
                 &rdb::lzf_value(&arena[range], len)
-                    .map_err(|x| format!("{} loading key '{}' (at offset {})", x.0, name(), rec.pos))?,
+                    .map_err(|x| format!("{} (at offset {})", key_error(x, key), rec.pos))?,
             )),
             Body::Raw(t, range) => {
                 let bytes = &arena[range];
                 let mut inp = Input::at(bytes, rec.pos);
                 let v = rdb::load::value(t, &mut inp, &self.opts)
-                    .map_err(|x| format!("{} loading key '{}' (at offset {})", x.0, name(), inp.pos))?;
+                    .map_err(|x| format!("{} (at offset {})", key_error(x, key), inp.pos))?;
                 if inp.pos != rec.pos + bytes.len() as u64 {
                     return Err(format!("Trailing bytes loading key '{}' (at offset {})", name(), inp.pos));
                 }
@@ -899,8 +903,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
             // A plain string costs a copy to decode, less than handing it over: stored from
             // here (the shard's lock keeps it apart from the decoders'); an LZF-compressed one
             // goes to a decoder still compressed.
-            let named = |x: rdb::RdbError| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key));
-            match inp.int_or_string_deferring_lzf(&mut b.arena).map_err(named)? {
+            match inp.int_or_string_deferring_lzf(&mut b.arena).map_err(|x| key_error(x, &key))? {
                 Ok(s) => {
                     b.arena.truncate(k.start);
                     let v = match s {
@@ -926,14 +929,13 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
             Ok(true) => Body::Raw(t, k.end..b.arena.len()),
             Ok(false) => {
                 b.arena.truncate(k.end);
-                let v = rdb::load::value(t, inp, &self.shared.opts)
-                    .map_err(|x| format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key)))?;
+                let v = rdb::load::value(t, inp, &self.shared.opts).map_err(|x| key_error(x, &key))?;
                 match v {
                     Some(v) => Body::Value(v),
                     None => return place(&key[..], None, exp, 0, info, |_, _| Ok(())),
                 }
             }
-            Err(x) => return Err(format!("{} loading key '{}'", x.0, String::from_utf8_lossy(&key))),
+            Err(x) => return Err(key_error(x, &key)),
         };
         b.recs.push(Record { db, key: k, exp, pos, body });
         self.sent_if_full(i)

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 /// Parameters whose value depends on how each test server was started, or which Atoll sets
 /// differently on purpose (`tests/known_differences.txt`).
 /// Atoll's own parameters (not Redis's).
-const ATOLL_OWN: &[&str] = &["threads", "io-backend", "io-batch-wait", "metrics-port", "hotkeys"];
+const ATOLL_OWN: &[&str] = &["threads", "io-backend", "io-batch-wait", "metrics-port", "hotkeys", "aof-preallocate"];
 
 const ENV_DEPENDENT: &[&str] = &[
     "port",

@@ -256,7 +256,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         let srv = ctx.srv;
         srv.acl.set_default_password(&srv.acl_env(), srv.config.get("requirepass").as_bytes());
     }
-    if names("appendfsync") || names("aof-timestamp-enabled") {
+    if names("appendfsync") || names("aof-timestamp-enabled") || names("aof-preallocate") {
         crate::exec::aof::set_policy(ctx.srv);
     }
     let on = ctx.srv.config.get_bool("appendonly");

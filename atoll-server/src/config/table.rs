@@ -167,6 +167,9 @@ pub static DEFS: &[Def] = &[
     Def::new("always-show-logo", Bool, "no").flags(IMMUTABLE).inert(),
     Def::new("aof-disable-auto-gc", Bool, "no").flags(HIDDEN).inert(),
     Def::new("aof-load-truncated", Bool, "yes").live(),
+    // Atoll's own: with `appendfsync always`, write the incremental file into space padded
+    // ahead, so each fsync flushes data only (persist::aof::Tail).
+    Def::new("aof-preallocate", Bool, "no").live(),
     Def::new("aof-rewrite-incremental-fsync", Bool, "yes").inert(),
     Def::new("aof-timestamp-enabled", Bool, "no").live(),
     Def::new("aof-use-rdb-preamble", Bool, "yes").live(),

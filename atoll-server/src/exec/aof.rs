@@ -99,7 +99,12 @@ pub fn before_replies(srv: &Server) {
     }
 }
 
-/// `appendfsync` or `aof-timestamp-enabled` changed.
+/// AOF is on with `appendfsync always`: every round that writes waits for an fsync.
+pub fn fsync_always(srv: &Server) -> bool {
+    srv.effects_enabled() && srv.persistence.aof.log().is_some_and(|l| l.policy() == Fsync::Always)
+}
+
+/// `appendfsync`, `aof-timestamp-enabled` or `aof-preallocate` changed.
 pub fn set_policy(srv: &Server) {
     if let Some(log) = srv.persistence.aof.log() {
         apply_settings(srv, &log);
@@ -109,6 +114,7 @@ pub fn set_policy(srv: &Server) {
 fn apply_settings(srv: &Server, log: &AofLog) {
     log.policy.store(Fsync::parse(&srv.config.get("appendfsync")) as u8, Ordering::Relaxed);
     log.timestamps.store(srv.config.get_bool("aof-timestamp-enabled"), Ordering::Relaxed);
+    log.preallocate.store(srv.config.get_bool("aof-preallocate"), Ordering::Relaxed);
 }
 
 /// Opens an incremental file for appending, with the current settings.
@@ -126,7 +132,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
     if manifest_path.exists() {
         let text = std::fs::read_to_string(&manifest_path).map_err(|e| e.to_string())?;
         let m = Manifest::parse(&text)?;
-        load(srv, &d, &m)?;
+        load(srv, &d, &m, true)?;
         let last = match m.incr.last() {
             Some(f) => f.clone(),
             None => {
@@ -441,8 +447,9 @@ fn adopt(srv: &Server, d: &Path, m: Manifest, base_bytes: u64) {
     let a = &srv.persistence.aof;
     a.base_size.store(base_bytes, Ordering::Relaxed);
     let mut incr_size = 0;
-    if let (Some(log), Some(i)) = (a.log(), m.incr.first()) {
-        incr_size = std::fs::metadata(d.join(&i.name)).map_or(0, |m| m.len());
+    if let (Some(log), Some(_)) = (a.log(), m.incr.first()) {
+        // The log's file (its commands: without the padding `always` keeps after them).
+        incr_size = log.end();
         log.file_size.store(incr_size, Ordering::Relaxed);
     }
     a.rewrite_base.store(base_bytes + incr_size, Ordering::Relaxed);
@@ -458,7 +465,9 @@ fn adopt(srv: &Server, d: &Path, m: Manifest, base_bytes: u64) {
 /// Loads the files a manifest names: the base (an RDB, or commands), then each incremental
 /// file's commands in order. A torn last command of the last file is cut off when
 /// `aof-load-truncated` allows (as Redis, with a warning); anywhere else it is an error.
-fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
+/// Incremental files are read up to their padding (`aof::content_end`); with `trim` (at
+/// start-up) the padding a crash left is cut off too.
+fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> {
     let start = std::time::Instant::now();
     let mut files: Vec<(&AofFile, bool)> = Vec::new();
     if let Some(b) = &m.base {
@@ -474,7 +483,16 @@ fn load(srv: &Server, d: &Path, m: &Manifest) -> Result<(), String> {
         let file = std::fs::File::open(&path).map_err(|e| {
             format!("Fatal error: can't open the append log file {} for reading: {}", f.name, io_text(&e))
         })?;
-        let mut r = std::io::BufReader::with_capacity(1 << 20, file);
+        let size = file.metadata().map_or(0, |x| x.len());
+        let end = if Some(f) == m.base.as_ref() { size } else { aof::content_end(&file).map_err(|e| e.to_string())? };
+        if trim && end < size {
+            let cut = std::fs::OpenOptions::new().write(true).open(&path).and_then(|w| {
+                w.set_len(end)?;
+                w.sync_all()
+            });
+            cut.map_err(|e| format!("Can't cut the padding off {}: {}", f.name, io_text(&e)))?;
+        }
+        let mut r = std::io::BufReader::with_capacity(1 << 20, std::io::Read::take(file, end));
         let is_rdb = std::io::BufRead::fill_buf(&mut r).is_ok_and(|b| b.starts_with(b"REDIS"));
         if is_rdb {
             // An RDB preamble, then (in an AOF of Redis 4–6) commands after it.
@@ -604,7 +622,7 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
     }
     // Other clients get -LOADING meanwhile, as in Redis (which loads in its only thread).
     srv.persistence.set_loading(true);
-    let r = load(srv, &d, &m);
+    let r = load(srv, &d, &m, false);
     srv.persistence.set_loading(false);
     install(srv, log);
     r

@@ -7,6 +7,7 @@ use crate::engine::rdb::Input;
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
 use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -326,8 +327,134 @@ struct Pending {
 
 /// The files written to: the current incremental file, and during a rewrite the previous one.
 struct Files {
-    cur: Arc<std::fs::File>,
-    old: Option<Arc<std::fs::File>>,
+    cur: Tail,
+    old: Option<Tail>,
+}
+
+/// One line of the padding `appendfsync always` keeps after an incremental file's commands:
+/// an annotation, which Redis's loader and ours skip. No `\r` in it: a command's bytes always
+/// end with `\r\n`, so where the commands end can be found (`content_end`), and a bulk torn by
+/// a crash can never be completed by padding bytes (its CRLF is never there).
+pub const PAD_LINE: &[u8; 32] = b"#                              \n";
+const PAD: u64 = PAD_LINE.len() as u64;
+/// Padding allocated at a time.
+const PAD_CHUNK: u64 = 1 << 20;
+
+fn pad_chunk() -> &'static [u8] {
+    static CHUNK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    CHUNK.get_or_init(|| PAD_LINE.repeat((PAD_CHUNK / PAD) as usize))
+}
+
+/// An incremental file being written: commands up to `end`, padding lines from there to
+/// `alloc` when `appendfsync always` allocated space ahead.
+///
+/// Why: a write that grows a file makes the fdatasync after it commit the file system's
+/// journal too (the new size), on top of flushing the data. With the space already written
+/// (padding), the fsync flushes the data only: measured on this project's ext4/virtio disk,
+/// 140 µs instead of 210 µs per fsync, and `always` serves ~25 % more requests. `fallocate`
+/// does not help: its unwritten extents turn into written ones at the first write, a journal
+/// commit again. The padding is cut off when the file is closed or loaded, and a crash leaves
+/// a file Redis loads as it is (annotations after the commands).
+///
+/// It is `aof-preallocate`, off by default: the file's size then grows in steps, not with
+/// each write, and whatever follows the file by its size (`tail -f`, a monitor, Redis's test
+/// "AOF fsync always barrier issue") sees padding and misses the writes made into it.
+struct Tail {
+    file: Arc<std::fs::File>,
+    end: u64,
+    alloc: u64,
+}
+
+impl Tail {
+    fn open(path: &Path) -> std::io::Result<Tail> {
+        // Not O_APPEND: writes go at `end`, before the padding (and Linux's pwrite appends on
+        // an O_APPEND file whatever the offset).
+        let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
+        let end = f.metadata()?.len();
+        Ok(Tail { file: Arc::new(f), end, alloc: end })
+    }
+
+    /// Writes `buf` at the end; with `ahead`, first makes sure padding follows it, and
+    /// without, cuts off any padding left from when it was on (the file grows as it is
+    /// written again).
+    fn write(&mut self, buf: &mut Vec<u8>, ahead: bool) -> std::io::Result<()> {
+        if !ahead {
+            self.finish()?;
+        }
+        let len = buf.len();
+        let new_end = self.end + len as u64;
+        if ahead && self.alloc < new_end + 3 * PAD {
+            let from = if self.alloc >= new_end { self.alloc } else { new_end.next_multiple_of(PAD) };
+            self.file.write_all_at(pad_chunk(), from)?;
+            self.alloc = from + PAD_CHUNK;
+        }
+        // Between the commands and the next whole padding line, a shorter one (three bytes
+        // at least, "# \n"), written with them: whatever follows the commands is always whole
+        // padding lines.
+        let mut fix = 0;
+        if new_end < self.alloc {
+            fix = (PAD - new_end % PAD) % PAD;
+            if fix == 1 || fix == 2 {
+                fix += PAD;
+            }
+        }
+        if fix > 0 {
+            buf.push(b'#');
+            buf.resize(len + fix as usize - 1, b' ');
+            buf.push(b'\n');
+        }
+        let r = self.file.write_all_at(buf, self.end);
+        buf.truncate(len);
+        r?;
+        self.end = new_end;
+        self.alloc = self.alloc.max(new_end + fix);
+        Ok(())
+    }
+
+    /// Cuts the padding off (the file is done with, or is being closed).
+    fn finish(&mut self) -> std::io::Result<()> {
+        if self.alloc > self.end {
+            self.file.set_len(self.end)?;
+            self.alloc = self.end;
+        }
+        Ok(())
+    }
+}
+
+/// Where an incremental file's commands end: before the padding of `appendfsync always` (see
+/// [`Tail`]) when the file ends with it, otherwise its size. That is just after the file's
+/// last CRLF, since padding holds none: a write torn by a crash leaves part of its commands
+/// before the padding, and the reader then finds a torn command at this end — as Redis's
+/// loader finds one at the end of a file whose last append was cut short.
+pub fn content_end(f: &std::fs::File) -> std::io::Result<u64> {
+    let size = f.metadata()?.len();
+    // A crash while padding was being written may leave a part of a line at the end.
+    let whole = size - size % PAD;
+    let mut tail = [0u8; PAD_LINE.len() * 2];
+    if whole < PAD {
+        return Ok(size);
+    }
+    let n = (size - whole + PAD) as usize;
+    f.read_exact_at(&mut tail[..n], whole - PAD)?;
+    if tail[..PAD as usize] != PAD_LINE[..] || tail[PAD as usize..n] != PAD_LINE[..n - PAD as usize] {
+        return Ok(size);
+    }
+    let mut block = vec![0u8; 64 << 10];
+    let mut pos = whole;
+    let mut lf_after = false;
+    while pos > 0 {
+        let start = pos.saturating_sub(block.len() as u64);
+        let n = (pos - start) as usize;
+        f.read_exact_at(&mut block[..n], start)?;
+        for i in (0..n).rev() {
+            if block[i] == b'\r' && lf_after {
+                return Ok(start + i as u64 + 2);
+            }
+            lf_after = block[i] == b'\n';
+        }
+        pos = start;
+    }
+    Ok(0)
 }
 
 thread_local! {
@@ -379,6 +506,8 @@ pub struct AofLog {
     /// `aof-timestamp-enabled`: a `#TS:<unix seconds>` line goes before the first command of
     /// each new second, as Redis writes it (its loader and ours skip `#` lines).
     pub timestamps: AtomicBool,
+    /// `aof-preallocate`: with `always`, padding is kept ahead of the commands ([`Tail`]).
+    pub preallocate: AtomicBool,
 }
 
 /// DEBUG AOF-FLUSH-SLEEP: microseconds slept before each write of the log (a testing knob of
@@ -390,18 +519,14 @@ pub fn timestamp_annotation(out: &mut Vec<u8>, unix_s: i64) {
     out.extend_from_slice(format!("#TS:{unix_s}\r\n").as_bytes());
 }
 
-fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new().create(true).append(true).open(path)
-}
-
 impl AofLog {
     /// Opens (appending) the incremental file and starts its writer thread.
     pub fn open(path: &Path, policy: Fsync) -> std::io::Result<Arc<AofLog>> {
-        let f = open_append(path)?;
-        let size = f.metadata()?.len();
+        let cur = Tail::open(path)?;
+        let size = cur.end;
         let log = Arc::new(AofLog {
             pending: Mutex::new(Pending { cur: Segment::default(), old: None, appended: 0 }),
-            files: Mutex::new(Files { cur: Arc::new(f), old: None }),
+            files: Mutex::new(Files { cur, old: None }),
             work: Condvar::new(),
             work_lock: Mutex::new(false),
             appended_now: AtomicU64::new(0),
@@ -415,6 +540,7 @@ impl AofLog {
             write_failed: AtomicBool::new(false),
             file_size: AtomicU64::new(size),
             timestamps: AtomicBool::new(false),
+            preallocate: AtomicBool::new(false),
         });
         let l2 = log.clone();
         std::thread::Builder::new().name("atoll-aof".into()).spawn(move || l2.writer())?;
@@ -451,7 +577,7 @@ impl AofLog {
 
     /// Writes everything appended so far to the files (whoever comes first writes for all).
     pub fn write_pending(&self) {
-        let files = self.files.lock();
+        let mut files = self.files.lock();
         let (cur, old, upto) = {
             let mut p = self.pending.lock();
             let old = p.old.as_mut().map(|(s, _)| std::mem::take(&mut s.buf)).unwrap_or_default();
@@ -465,12 +591,14 @@ impl AofLog {
             std::thread::sleep(Duration::from_micros(sleep));
         }
         let mut ok = true;
-        for (buf, file, is_old) in [(old, files.old.as_ref(), true), (cur, Some(&files.cur), false)] {
+        let ahead = self.policy() == Fsync::Always && self.preallocate.load(Ordering::Relaxed);
+        let Files { cur: cur_file, old: old_file } = &mut *files;
+        for (mut buf, file, is_old) in [(old, old_file.as_mut(), true), (cur, Some(cur_file), false)] {
             if buf.is_empty() {
                 continue;
             }
             let r = match file {
-                Some(f) => (&**f).write_all(&buf),
+                Some(f) => f.write(&mut buf, ahead),
                 None => Ok(()),
             };
             match r {
@@ -503,7 +631,7 @@ impl AofLog {
     /// [`AofLog::unsplit`]. Called just before the snapshot begins, with nothing able to
     /// begin one meanwhile.
     pub fn split(&self, path: &Path, epoch: u64) -> std::io::Result<()> {
-        let f = Arc::new(open_append(path)?);
+        let f = Tail::open(path)?;
         let mut files = self.files.lock();
         let mut p = self.pending.lock();
         let cur = std::mem::take(&mut p.cur);
@@ -530,7 +658,7 @@ impl AofLog {
             files.old.take()
         };
         match old {
-            Some(f) => f.sync_data(),
+            Some(mut f) => f.finish().and_then(|()| f.file.sync_all()),
             None => Ok(()),
         }
     }
@@ -574,6 +702,18 @@ impl AofLog {
                 break;
             }
         }
+        drop(g);
+        let mut files = self.files.lock();
+        if files.cur.alloc > files.cur.end {
+            if let Err(e) = files.cur.finish().and_then(|()| files.cur.file.sync_all()) {
+                crate::log_warning!("Error cutting the padding off the AOF file: {e}");
+            }
+        }
+    }
+
+    /// Bytes of commands in the current incremental file (its size without padding).
+    pub fn end(&self) -> u64 {
+        self.files.lock().cur.end
     }
 
     /// fsyncs what has been written to the files (both during a rewrite), without holding
@@ -581,7 +721,7 @@ impl AofLog {
     fn sync(&self) -> bool {
         let (cur, old) = {
             let f = self.files.lock();
-            (f.cur.clone(), f.old.clone())
+            (f.cur.file.clone(), f.old.as_ref().map(|t| t.file.clone()))
         };
         old.is_none_or(|o| o.sync_data().is_ok()) && cur.sync_data().is_ok()
     }
@@ -785,6 +925,105 @@ pub fn value_commands(out: &mut Vec<u8>, key: &[u8], v: &crate::engine::Value, e
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read_all(bytes: &[u8]) -> (Vec<Vec<Vec<u8>>>, Result<Next, String>) {
+        let mut r = CommandReader::new(bytes, 1 << 20);
+        let mut cmds = Vec::new();
+        loop {
+            match r.read_next() {
+                Ok(Next::Command(a)) => cmds.push(a),
+                other => return (cmds, other),
+            }
+        }
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("atoll-aof-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// With `always` the log writes into padding allocated ahead: a file read while it runs
+    /// (as a crash leaves it) holds the commands, then padding that Redis's loader skips as
+    /// annotations and `content_end` finds; closing cuts the padding off.
+    #[test]
+    fn always_writes_into_padding_that_loaders_skip() {
+        let dir = temp("pad");
+        let path = dir.join("a.aof");
+        std::fs::write(&path, b"*1\r\n$4\r\nPING\r\n").unwrap(); // an odd length to begin at
+        let log = AofLog::open(&path, Fsync::Always).unwrap();
+        log.preallocate.store(true, Ordering::Relaxed);
+        let mut want = vec![vec![b"PING".to_vec()]];
+        for round in 0..300usize {
+            let v = "x".repeat(round % 70);
+            let argv = vec![b"SET".to_vec(), format!("k{round}").into_bytes(), v.into_bytes()];
+            log.append(0, [(0, argv.as_slice())].into_iter());
+            log.before_replies(take_thread_appended());
+            if round == 0 {
+                want.push(vec![b"SELECT".to_vec(), b"0".to_vec()]);
+            }
+            want.push(argv);
+            let bytes = std::fs::read(&path).unwrap();
+            let f = std::fs::File::open(&path).unwrap();
+            let end = content_end(&f).unwrap();
+            assert_eq!(end, log.end(), "round {round}");
+            assert!(bytes.len() as u64 >= end + 3 * PAD && bytes.ends_with(PAD_LINE));
+            // Up to the end, and the whole file as Redis reads it: the same commands.
+            for part in [&bytes[..end as usize], &bytes[..]] {
+                let (cmds, last) = read_all(part);
+                assert_eq!(cmds, want, "round {round}");
+                assert!(matches!(last, Ok(Next::End)), "round {round}: {:?}", last.map(|_| ()));
+            }
+        }
+        let end = log.end();
+        log.close();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), end);
+        assert_eq!(read_all(&std::fs::read(&path).unwrap()).0, want);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A crash in the middle of a write leaves the start of its commands over the padding:
+    /// read up to `content_end`, that is a torn command at the end (what `aof-load-truncated`
+    /// cuts) or nothing, never a command completed by padding bytes; a whole write reads whole.
+    #[test]
+    fn a_write_torn_over_the_padding_reads_as_a_torn_command() {
+        let dir = temp("torn");
+        let path = dir.join("a.aof");
+        let log = AofLog::open(&path, Fsync::Always).unwrap();
+        log.preallocate.store(true, Ordering::Relaxed);
+        let set = vec![b"SET".to_vec(), b"k".to_vec(), b"abcdefghijklmnopqrstuvwxyz0123".to_vec()];
+        for _ in 0..3 {
+            log.append(0, [(0, set.as_slice())].into_iter());
+            log.before_replies(take_thread_appended());
+        }
+        let end = log.end();
+        let padded = std::fs::read(&path).unwrap();
+        let mut next = Vec::new();
+        encode(&mut next, &set);
+        for cut in 1..=next.len() {
+            let mut bytes = padded.clone();
+            bytes[end as usize..end as usize + cut].copy_from_slice(&next[..cut]);
+            std::fs::write(&path, &bytes).unwrap();
+            let f = std::fs::File::open(&path).unwrap();
+            let stop = content_end(&f).unwrap() as usize;
+            let (cmds, last) = read_all(&bytes[..stop]);
+            if cut == next.len() {
+                assert_eq!(cmds.len(), 5);
+                assert!(matches!(last, Ok(Next::End)));
+            } else {
+                assert_eq!(cmds.len(), 4, "cut {cut}");
+                // Torn at the end, or (no CRLF of it written yet) not there at all.
+                let torn = match last {
+                    Ok(Next::Truncated(at)) => at == end,
+                    Ok(Next::End) => true,
+                    _ => false,
+                };
+                assert!(torn, "cut {cut}");
+            }
+        }
+        log.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// During a rewrite the log writes two files: effects of writes the rewrite's snapshot
     /// holds (an epoch below its own) to the previous file, the rest to the new one; after

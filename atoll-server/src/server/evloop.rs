@@ -129,7 +129,10 @@ impl Worker {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                             self.on_readable(t);
                         }
-                        if ev.is_writable() && self.io.conns.contains(t) {
+                        // Not when this round has replies for it too: they go out at its end,
+                        // after the round's fsync with `appendfsync always` (Redis's
+                        // AE_BARRIER: never writable after readable in one iteration).
+                        if ev.is_writable() && self.io.conns.get(t).is_some_and(|c| !c.link.queued) {
                             self.io.flush(t);
                         }
                     }
@@ -324,7 +327,8 @@ impl Io {
         }
         if close {
             self.close(t);
-        } else {
+        } else if !c.link.queued {
+            // (Queued: replies of the round too, written at its end.)
             self.flush(t);
         }
     }

@@ -785,6 +785,11 @@ impl Io {
             return;
         }
         if c.sent >= c.sending.len() {
+            // Replies of this round go out at its end (`take_flush`: with `appendfsync
+            // always`, after its fsync), even when an earlier send has just finished.
+            if c.link.queued {
+                return;
+            }
             c.sending.clear();
             c.sent = 0;
             if !c.link.has_output() {

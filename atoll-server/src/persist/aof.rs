@@ -351,10 +351,10 @@ fn pad_chunk() -> &'static [u8] {
 /// Why: a write that grows a file makes the fdatasync after it commit the file system's
 /// journal too (the new size), on top of flushing the data. With the space already written
 /// (padding), the fsync flushes the data only: measured on this project's ext4/virtio disk,
-/// 140 µs instead of 210 µs per fsync, and `always` serves ~25 % more requests. `fallocate`
-/// does not help: its unwritten extents turn into written ones at the first write, a journal
-/// commit again. The padding is cut off when the file is closed or loaded, and a crash leaves
-/// a file Redis loads as it is (annotations after the commands).
+/// ~0.7× the time per fsync (`bench/fsync.py`), and `always` serves ~20 % more requests.
+/// `fallocate` helps less: its unwritten extents turn into written ones at the first write,
+/// a journal commit again. The padding is cut off when the file is closed or loaded, and a
+/// crash leaves a file Redis loads as it is (annotations after the commands).
 ///
 /// It is `aof-preallocate`, off by default: the file's size then grows in steps, not with
 /// each write, and whatever follows the file by its size (`tail -f`, a monitor, Redis's test
@@ -472,9 +472,10 @@ pub fn take_thread_appended() -> u64 {
 ///
 /// Like Redis, a worker hands what its round appended to the kernel (`write`) before the
 /// round's replies go out, whatever the fsync policy: a process that is killed loses nothing
-/// it acknowledged. The writer thread fsyncs — after every write with `always` (workers
-/// wait for it: one fsync covers every worker's waiting writes), once a second with
-/// `everysec`, never with `no` — and also writes what idle rounds left behind.
+/// it acknowledged. With `always` the workers fsync before their replies, the first one to
+/// need it for everyone ([`AofLog::before_replies`]: group commit). The writer thread fsyncs
+/// once a second with `everysec`, never with `no`, and writes (with `always` also fsyncs)
+/// what idle rounds left behind.
 ///
 /// During a fork-less rewrite the log writes two files (`split` … `unsplit`): effects of
 /// writes the rewrite's snapshot holds go on to the previous incremental file, the others to

@@ -490,13 +490,14 @@ fn rewrites_and_runtime_switches_keep_the_data() {
     let mut ac = RawConn::connect(a.port);
     let dir = dir_of(&mut ac);
     workload(&mut ac);
-    // Turned on at runtime: the current data becomes the base.
+    // Turned on at runtime: the current data becomes the base, written by a rewrite.
     assert_eq!(ac.cmd(&[b"CONFIG", b"SET", b"appendonly", b"yes"]), b"+OK\r\n");
     for i in 0..500 {
         ac.cmd(&[b"INCR", format!("counter{}", i % 5).as_bytes()]);
     }
     let info = String::from_utf8_lossy(&ac.cmd(&[b"INFO", b"persistence"])).to_string();
     assert!(info.contains("aof_enabled:1"), "{info}");
+    assert_eq!(wait_rewrite(&mut ac), "ok");
     assert_eq!(show(&ac.cmd(&[b"BGREWRITEAOF"])), "+Background append only file rewriting started\\r\\n");
     assert_eq!(wait_rewrite(&mut ac), "ok");
     let files: Vec<String> = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
@@ -517,6 +518,76 @@ fn rewrites_and_runtime_switches_keep_the_data() {
     assert_eq!(bc.cmd(&[b"CONFIG", b"SET", b"appendonly", b"no"]), b"+OK\r\n");
     let info = String::from_utf8_lossy(&bc.cmd(&[b"INFO", b"persistence"])).to_string();
     assert!(info.contains("aof_enabled:0"), "{info}");
+}
+
+/// CONFIG SET appendonly yes at runtime, as Redis 7 does it, without holding the dataset: the
+/// reply comes at once while the first base is written (slowed here), a writer keeps being
+/// answered meanwhile, a SHUTDOWN without FORCE is refused ("Writing initial AOF"), and once
+/// the base is written the manifest names it and the incremental file that took the writes
+/// after its instant: the AOF replays to the live data, and a restart from it too.
+#[test]
+fn turning_aof_on_at_runtime_writes_the_first_base_while_clients_write() {
+    let a = start_atoll(&["--enable-debug-command", "yes", "--save", ""]);
+    let mut ac = RawConn::connect(a.port);
+    let dir = dir_of(&mut ac);
+    for chunk in 0..20 {
+        let mut argv = vec!["MSET".to_string()];
+        for i in 0..1000 {
+            argv.push(format!("key:{}", chunk * 1000 + i));
+            argv.push(format!("value:{i}"));
+        }
+        let argv: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+        run_all(&mut ac, &[v(&argv)]);
+    }
+    run_all(&mut ac, &[v(&["CONFIG", "SET", "rdb-key-save-delay", "100"])]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (port, stop, done) = (a.port, stop.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut c = RawConn::connect(port);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let k = format!("key:{}", n % 20_000);
+                c.cmd(&[b"INCR", b"writes"]);
+                c.cmd(&[b"RPUSH", b"log", n.to_string().as_bytes()]);
+                c.cmd(&[b"SET", k.as_bytes(), n.to_string().as_bytes()]);
+                done.store(n, Ordering::Relaxed);
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let t0 = std::time::Instant::now();
+    assert_eq!(ac.cmd(&[b"CONFIG", b"SET", b"appendonly", b"yes"]), b"+OK\r\n");
+    let answered_in = t0.elapsed();
+    let info = String::from_utf8_lossy(&ac.cmd(&[b"INFO", b"persistence"])).to_string();
+    assert!(info.contains("aof_enabled:1") && info.contains("aof_rewrite_in_progress:1"), "{info}");
+    let before = done.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(done.load(Ordering::Relaxed) > before + 20, "the writer waited for the base");
+    assert_eq!(show(&ac.cmd(&[b"SHUTDOWN"])), "-ERR Errors trying to SHUTDOWN. Check logs.\\r\\n");
+    let adir = std::path::Path::new(&dir).join("appendonlydir");
+    assert!(adir.join("temp-appendonly.aof.incr").exists());
+    assert_eq!(wait_rewrite(&mut ac), "ok");
+    // 20,000 keys at 100 µs each: the base took seconds, the reply did not.
+    let took = t0.elapsed();
+    assert!(took > Duration::from_secs(1) && answered_in < took / 4, "{answered_in:?} of {took:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let mut files: Vec<String> =
+        std::fs::read_dir(&adir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+    files.sort();
+    assert_eq!(files, ["appendonly.aof.1.base.rdb", "appendonly.aof.1.incr.aof", "appendonly.aof.manifest"]);
+    let want = digest(&mut ac);
+    run_all(&mut ac, &[v(&["DEBUG", "LOADAOF"])]);
+    assert_eq!(show(&digest(&mut ac)), show(&want), "the AOF replays to the live data");
+    let mut a = a;
+    a.child.kill().unwrap();
+    let _ = a.child.wait();
+    let b = start_atoll(&["--enable-debug-command", "yes", "--appendonly", "yes", "--dir", &dir]);
+    assert_eq!(show(&digest(&mut RawConn::connect(b.port))), show(&want));
 }
 
 /// Random command streams over every type: the dataset's digest is the same after DEBUG

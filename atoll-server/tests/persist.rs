@@ -830,6 +830,10 @@ fn big_values_are_saved_in_pieces_as_they_were_at_the_instant() {
     {
         assert_eq!(cmd(&mut ac, args), b"+OK\r\n");
     }
+    // Turning AOF on wrote a first base (a rewrite, as in Redis); then one of commands.
+    while info_field(&mut ac, "aof_rewrite_in_progress") == "1" {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert!(cmd(&mut ac, &[b"BGREWRITEAOF"]).starts_with(b"+Background append only file rewriting"));
     while info_field(&mut ac, "aof_rewrite_in_progress") == "1" {
         std::thread::sleep(std::time::Duration::from_millis(10));

@@ -219,7 +219,8 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     let names = |n: &str| pairs.iter().any(|(k, _)| k.eq_ignore_ascii_case(n.as_bytes()));
     let aof_switch = names("appendonly");
     if aof_switch && ctx.client.in_exec {
-        // Turning AOF on locks every shard; inside EXEC this client already holds some.
+        // Switching AOF waits for a running rewrite, whose walk may need the shards this
+        // client holds inside EXEC.
         return Err(CmdError::msg("ERR CONFIG SET appendonly is not allowed inside MULTI/EXEC in Atoll"));
     }
     let was_on = ctx.srv.config.get_bool("appendonly");
@@ -722,6 +723,14 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
             return Err(CmdError::Syntax);
         }
         return Err(CmdError::msg("ERR No shutdown in progress."));
+    }
+    if crate::exec::aof::writing_initial(ctx.srv) {
+        if !force {
+            crate::log_warning!("Writing initial AOF, can't exit.");
+            return Err(CmdError::msg("ERR Errors trying to SHUTDOWN. Check logs."));
+        }
+        crate::log_warning!("Writing initial AOF. Exit anyway.");
+        crate::exec::aof::give_up_initial(ctx.srv);
     }
     // The final save happens here, so its failure is this command's error reply (FORCE
     // exits anyway); the exit itself then has nothing left to save.

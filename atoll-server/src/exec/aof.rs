@@ -8,8 +8,8 @@
 //! manifest already names. Each write's effects go to the file that completes the base they
 //! belong with: writes the snapshot holds to the previous incremental file, later ones to the
 //! new file (`AofLog::split`). Once the base is on disk the manifest names it and the new
-//! file only. Turning AOF on at runtime (and creating the directory at start-up) still writes
-//! the first base with every shard locked.
+//! file only. Turning AOF on at runtime runs the same rewrite (`enable`); creating the
+//! directory at start-up writes the (empty) first base with every shard locked.
 
 use super::{Effect, Server};
 use crate::engine::{LockPlan, Locks};
@@ -37,6 +37,9 @@ pub struct AofState {
     pub rewrite_scheduled: AtomicBool,
     /// The persistence thread is to start a rewrite.
     rewrite_requested: AtomicBool,
+    /// AOF was turned on at runtime and waits for its first base (Redis's AOF_WAIT_REWRITE):
+    /// the log appends to a temporary file no manifest names until the rewrite is done.
+    enabling: AtomicBool,
     /// Unix ms the running rewrite started (0: none), and the last one's duration in seconds.
     pub rewrite_started_ms: AtomicI64,
     pub last_rewrite_secs: AtomicI64,
@@ -204,15 +207,57 @@ pub fn set_enabled(srv: &Server, on: bool) -> Result<(), String> {
     let _files = srv.persistence.aof.files_lock.lock();
     srv.persistence.aof.progress.cancel.store(false, Ordering::Relaxed);
     if on && !running {
-        let mut locks = lock_all(srv);
-        rewrite_locked(srv, &mut locks).map_err(|e| e.to_string())?;
-        crate::log_notice!("Background append only file rewriting started");
+        enable(srv).map_err(|e| e.to_string())?;
     } else if !on && running {
         if let Some(l) = srv.persistence.aof.log.write().take() {
             srv.set_effect_sink(None);
             l.close();
         }
+        let a = &srv.persistence.aof;
+        if a.enabling.swap(false, Ordering::AcqRel) {
+            // Its first base never came: what it logged meanwhile goes.
+            a.rewrite_scheduled.store(false, Ordering::Release);
+            a.rewrite_requested.store(false, Ordering::Release);
+            a.rewrite_in_progress.store(false, Ordering::Release);
+            let d = dir(srv);
+            let _ = std::fs::remove_file(d.join(aof::temp_incr_name(&fname(srv))));
+            for f in std::mem::take(&mut a.manifest.lock().history) {
+                let _ = std::fs::remove_file(d.join(&f.name));
+            }
+        }
     }
+    Ok(())
+}
+
+/// AOF was turned on and its first base is not written yet: a shutdown now would leave no
+/// AOF holding the data (Redis refuses it without FORCE: "Writing initial AOF, can't exit").
+pub fn writing_initial(srv: &Server) -> bool {
+    let a = &srv.persistence.aof;
+    a.enabling.load(Ordering::Acquire) && a.log().is_some()
+}
+
+/// SHUTDOWN FORCE while the first base is written: the exit goes ahead without it.
+pub fn give_up_initial(srv: &Server) {
+    srv.persistence.aof.enabling.store(false, Ordering::Release);
+}
+
+/// Turning AOF on at runtime, as Redis 7 does (AOF_WAIT_REWRITE), without holding the
+/// dataset: writes are logged from now on to a temporary incremental file no manifest names,
+/// and a rewrite — concurrent, as BGREWRITEAOF's — writes the first base. At its instant the
+/// log moves on to the real incremental file; once the base is on disk the manifest names
+/// the two, and the temporary file goes. A crash before that leaves the files as they were
+/// (`appendonly` is still `no` in the config file); a failed rewrite is tried again.
+fn enable(srv: &Server) -> std::io::Result<()> {
+    let d = dir(srv);
+    std::fs::create_dir_all(&d)?;
+    let temp = d.join(aof::temp_incr_name(&fname(srv)));
+    std::fs::File::create(&temp)?;
+    let log = open_log(srv, &temp)?;
+    // Before the log is installed: a rewrite that starts must see it.
+    srv.persistence.aof.enabling.store(true, Ordering::Release);
+    install(srv, Some(log));
+    // As BGREWRITEAOF: after a running BGSAVE; one already asked for does it.
+    let _ = request_rewrite(srv, false);
     Ok(())
 }
 
@@ -294,6 +339,10 @@ fn rewrite_concurrent(srv: &Server) {
             a.last_rewrite_failed.store(true, Ordering::Relaxed);
             a.consecutive_failures.fetch_add(1, Ordering::Relaxed);
             crate::log_warning!("Background AOF rewrite failed: {e}");
+            // AOF turned on waits for its first base: tried again (as Redis's cron does).
+            if a.enabling.load(Ordering::Acquire) && a.log().is_some() {
+                a.rewrite_scheduled.store(true, Ordering::Release);
+            }
         }
     }
     a.rewrite_in_progress.store(false, Ordering::Release);
@@ -308,6 +357,8 @@ struct RewriteHooks<'a> {
     incr: PathBuf,
     functions: Option<parking_lot::RwLockReadGuard<'a, super::scripts::FunctionsState>>,
     split: bool,
+    /// The log split to the new file (it appends there from now on).
+    split_done: bool,
     unsplit: std::io::Result<()>,
 }
 
@@ -329,6 +380,7 @@ impl rdbfile::SnapshotHooks for RewriteHooks<'_> {
             // Nothing can begin a snapshot meanwhile (the caller holds the script gate).
             log.split(&self.incr, ks.snapshots.epoch() + 1)?;
             self.split = true;
+            self.split_done = true;
         }
         self.functions = Some(f);
         Ok(head)
@@ -358,7 +410,9 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     let incr = AofFile { name: aof::incr_name(&name, seq), seq };
     // With AOF off (BGREWRITEAOF anyway, as Redis allows) only a base is written.
     let log = a.log();
-    if log.is_some() {
+    // AOF turned on at runtime: no manifest is written before the first base is.
+    let enabling = a.enabling.load(Ordering::Acquire);
+    if log.is_some() && !enabling {
         // The new incremental file is named before anything is appended to it: a crash
         // during the rewrite loads the previous files, then this one.
         std::fs::File::create(d.join(&incr.name))?.sync_all()?;
@@ -373,20 +427,38 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
         incr: d.join(&incr.name),
         functions: None,
         split: false,
+        split_done: false,
         unsplit: Ok(()),
     };
     let opts = crate::persist::save_opts(&srv.config);
     let r = rdbfile::save_file(&srv.ks, &d.join(&base.name), &mut hooks, opts, form, &a.progress);
     hooks.unsplit();
-    let info = r?;
-    if let Err(e) = hooks.unsplit {
-        let _ = std::fs::remove_file(d.join(&base.name));
-        return Err(e);
-    }
-    let m =
-        Manifest { base: Some(base), history: Vec::new(), incr: if log.is_some() { vec![incr] } else { Vec::new() } };
-    aof::write_manifest(&d, &name, &m)?;
+    let r = r.and_then(|info| hooks.unsplit.map(|()| info)).and_then(|info| {
+        let m = Manifest {
+            base: Some(base.clone()),
+            history: Vec::new(),
+            incr: if log.is_some() { vec![incr.clone()] } else { Vec::new() },
+        };
+        aof::write_manifest(&d, &name, &m)?;
+        Ok((m, info))
+    });
+    let (m, info) = match r {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = std::fs::remove_file(d.join(&base.name));
+            if enabling && hooks.split_done {
+                // The log appends to `incr` now, which no manifest names yet: the next try
+                // takes the next number, and the manifest that names its files drops this one.
+                a.manifest.lock().history.push(incr);
+            }
+            return Err(e);
+        }
+    };
     adopt(srv, &d, m, info.bytes);
+    if enabling {
+        let _ = std::fs::remove_file(d.join(aof::temp_incr_name(&name)));
+        a.enabling.store(false, Ordering::Release);
+    }
     Ok(())
 }
 
@@ -403,8 +475,8 @@ pub fn stop_rewrite(srv: &Server) {
     drop(a.files_lock.lock());
 }
 
-/// Turning AOF on (and creating the directory at start-up), with every shard held by `locks`: a new base holding the
-/// dataset, a new empty incremental file, the manifest naming them; the previous files are
+/// Creating the AOF directory at start-up, with every shard held by `locks`: a new base holding
+/// the dataset, a new empty incremental file, the manifest naming them; the previous files are
 /// removed once the manifest no longer names them.
 pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let d = dir(srv);

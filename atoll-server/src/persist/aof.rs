@@ -137,6 +137,12 @@ pub fn incr_name(appendfilename: &str, seq: u64) -> String {
     format!("{appendfilename}.{seq}.incr.aof")
 }
 
+/// Where writes are logged while AOF, turned on at runtime, waits for its first base (Redis's
+/// temporary incremental file, named as Redis names it).
+pub fn temp_incr_name(appendfilename: &str) -> String {
+    format!("temp-{appendfilename}.incr")
+}
+
 /// Writes the manifest atomically (temporary file, fsync, rename, directory fsync).
 pub fn write_manifest(dir: &Path, appendfilename: &str, m: &Manifest) -> std::io::Result<()> {
     let tmp = dir.join(format!("temp-{}", manifest_name(appendfilename)));

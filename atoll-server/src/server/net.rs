@@ -451,6 +451,10 @@ fn signal_mode(srv: &Server, param: &str) -> ShutdownMode {
 /// Final steps before exit: the final save (SAVE, or by default when `save` points are
 /// configured; NOSAVE skips it), then the pid and socket files. None if the save failed.
 fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
+    if crate::exec::aof::writing_initial(srv) {
+        log_warning!("Writing initial AOF, can't exit.");
+        return None;
+    }
     crate::exec::aof::stop_rewrite(srv);
     if crate::exec::persistence::shutdown_save(srv, mode).is_err() {
         return None;

@@ -15,6 +15,20 @@ fn dir_of(c: &mut RawConn) -> String {
 
 /// A mix of writes whose effects differ from the commands sent (relative TTLs, INCRBYFLOAT,
 /// SPOP, blocking-free pops, a transaction, a second database).
+/// Keys for a base to hold, `key:0` … `key:19999` (DEBUG POPULATE would not be logged, as in
+/// Redis).
+fn twenty_thousand_keys(c: &mut RawConn) {
+    for chunk in 0..20 {
+        let mut argv = vec!["MSET".to_string()];
+        for i in 0..1000 {
+            argv.push(format!("key:{}", chunk * 1000 + i));
+            argv.push(format!("value:{i}"));
+        }
+        let argv: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+        run_all(c, &[v(&argv)]);
+    }
+}
+
 fn workload(c: &mut RawConn) {
     let mut cmds = vec![
         v(&["SET", "s", "hello"]),
@@ -254,16 +268,7 @@ fn bgrewriteaof_runs_while_clients_write_and_a_kill_loses_nothing() {
         ]);
         let mut admin = RawConn::connect(a.port);
         let dir = dir_of(&mut admin);
-        // Keys for the base to hold (DEBUG POPULATE would not be logged, as in Redis).
-        for chunk in 0..20 {
-            let mut argv = vec!["MSET".to_string()];
-            for i in 0..1000 {
-                argv.push(format!("key:{}", chunk * 1000 + i));
-                argv.push(format!("value:{i}"));
-            }
-            let argv: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
-            run_all(&mut admin, &[v(&argv)]);
-        }
+        twenty_thousand_keys(&mut admin);
         let stop = Arc::new(AtomicBool::new(false));
         let acked_now: Arc<Vec<std::sync::atomic::AtomicU64>> = Arc::new((0..4).map(|_| Default::default()).collect());
         let mut writers = Vec::new();
@@ -530,15 +535,7 @@ fn turning_aof_on_at_runtime_writes_the_first_base_while_clients_write() {
     let a = start_atoll(&["--enable-debug-command", "yes", "--save", ""]);
     let mut ac = RawConn::connect(a.port);
     let dir = dir_of(&mut ac);
-    for chunk in 0..20 {
-        let mut argv = vec!["MSET".to_string()];
-        for i in 0..1000 {
-            argv.push(format!("key:{}", chunk * 1000 + i));
-            argv.push(format!("value:{i}"));
-        }
-        let argv: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
-        run_all(&mut ac, &[v(&argv)]);
-    }
+    twenty_thousand_keys(&mut ac);
     run_all(&mut ac, &[v(&["CONFIG", "SET", "rdb-key-save-delay", "100"])]);
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(std::sync::atomic::AtomicU64::new(0));

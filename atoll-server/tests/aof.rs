@@ -256,6 +256,9 @@ fn check_acked(bc: &mut RawConn, acked: &[u64], what: &str) {
 fn bgrewriteaof_runs_while_clients_write_and_a_kill_loses_nothing() {
     for trial in 0..6 {
         let during = trial % 2 == 0;
+        // Trials 2 and 3 with the files padded ahead (`aof-preallocate`): both incremental
+        // files are then padded while the log is split.
+        let padded = trial / 2 == 1;
         let a = start_atoll(&[
             "--appendonly",
             "yes",
@@ -265,6 +268,8 @@ fn bgrewriteaof_runs_while_clients_write_and_a_kill_loses_nothing() {
             "",
             "--enable-debug-command",
             "yes",
+            "--aof-preallocate",
+            if padded { "yes" } else { "no" },
         ]);
         let mut admin = RawConn::connect(a.port);
         let dir = dir_of(&mut admin);
@@ -334,6 +339,9 @@ fn bgrewriteaof_runs_while_clients_write_and_a_kill_loses_nothing() {
             &["appendonly.aof.2.base.rdb", "appendonly.aof.2.incr.aof", "appendonly.aof.manifest"]
         };
         assert_eq!(files, want, "trial {trial}");
+        // The incremental file being written when the kill came is padded, or not.
+        let last = std::fs::read(std::path::Path::new(&dir).join("appendonlydir/appendonly.aof.2.incr.aof")).unwrap();
+        assert_eq!(last.ends_with(b"                  \n"), padded, "trial {trial}: padding");
         let b = start_atoll(&["--appendonly", "yes", "--dir", &dir]);
         let mut bc = RawConn::connect(b.port);
         assert!(bulk_u64(&bc.cmd(&[b"DBSIZE"])) >= 20000, "trial {trial}: the populated keys");

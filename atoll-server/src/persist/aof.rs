@@ -1011,6 +1011,13 @@ mod tests {
                 assert!(matches!(last, Ok(Next::End)), "round {round}: {:?}", last.map(|_| ()));
             }
         }
+        // Turned off (or `appendfsync` changed): the next write cuts the padding off.
+        log.preallocate.store(false, Ordering::Relaxed);
+        let argv = vec![b"DEL".to_vec(), b"k0".to_vec()];
+        log.append(0, [(0, argv.as_slice())].into_iter());
+        log.before_replies(take_thread_appended());
+        want.push(argv);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), log.end());
         let end = log.end();
         log.close();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), end);

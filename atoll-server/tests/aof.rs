@@ -77,6 +77,53 @@ fn digest(c: &mut RawConn) -> Vec<u8> {
     c.cmd(&[b"DEBUG", b"DIGEST"])
 }
 
+/// An AOF of Redis before 7.0 (one file in `dir`) is upgraded as Redis 7.2.6 upgrades it —
+/// moved into the directory as the base, an incremental file added, the same manifest — also
+/// when an earlier upgrade was interrupted after its manifest and before the move; a manifest
+/// naming a base that is nowhere stops start-up, naming it.
+#[test]
+fn an_aof_of_redis_before_7_is_upgraded_as_redis_upgrades_it() {
+    let old = [encode(&v(&["SET", "k1", "v1"])), encode(&v(&["RPUSH", "l", "a", "b"]))].concat();
+    let want_manifest = "file appendonly.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n";
+    for interrupted in [false, true] {
+        for oracle in [false, true] {
+            let d = std::env::temp_dir().join(format!("atoll-upgrade-{}-{interrupted}-{oracle}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("appendonly.aof"), &old).unwrap();
+            if interrupted {
+                std::fs::create_dir_all(d.join("appendonlydir")).unwrap();
+                std::fs::write(d.join("appendonlydir/appendonly.aof.manifest"), "file appendonly.aof seq 1 type b\n")
+                    .unwrap();
+            }
+            let args = ["--appendonly", "yes", "--dir", d.to_str().unwrap()];
+            let s = if oracle { start_redis(&args) } else { start_atoll(&args) };
+            let mut c = RawConn::connect(s.port);
+            let what = format!("{} interrupted={interrupted}", s.name);
+            assert_eq!(c.cmd(&[b"GET", b"k1"]), b"$2\r\nv1\r\n", "{what}");
+            assert_eq!(c.cmd(&[b"LLEN", b"l"]), b":2\r\n", "{what}");
+            assert!(!d.join("appendonly.aof").exists(), "{what}: the old file was moved");
+            let manifest = std::fs::read_to_string(d.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+            assert_eq!(manifest, want_manifest, "{what}");
+            drop(s);
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+    // The manifest names the old file, which is in neither place.
+    let d = std::env::temp_dir().join(format!("atoll-upgrade-missing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("appendonlydir")).unwrap();
+    std::fs::write(d.join("appendonlydir/appendonly.aof.manifest"), "file appendonly.aof seq 1 type b\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+        .args(["--port", &free_port().to_string(), "--appendonly", "yes", "--dir", d.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("appendonly.aof") && log.contains("No such file or directory"), "{log}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn aof_directories_move_both_ways_between_redis_and_atoll() {
     // Redis writes, Atoll loads.

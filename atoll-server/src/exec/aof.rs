@@ -132,15 +132,35 @@ fn open_log(srv: &Server, path: &Path) -> std::io::Result<Arc<AofLog>> {
 pub fn start(srv: &Server) -> Result<(), String> {
     let d = dir(srv);
     let manifest_path = d.join(aof::manifest_name(&fname(srv)));
-    if manifest_path.exists() {
+    let manifest = if manifest_path.exists() {
         let text = std::fs::read_to_string(&manifest_path).map_err(|e| e.to_string())?;
-        let m = Manifest::parse(&text)?;
+        Some(Manifest::parse(&text)?)
+    } else {
+        None
+    };
+    // An AOF of Redis before 7.0 in `dir` is upgraded in Redis's three cases: no directory
+    // or no manifest; a manifest naming nothing; or one naming only that file as the base
+    // while the directory lacks it (an upgrade interrupted before the file was moved).
+    if Path::new(&fname(srv)).is_file() {
+        let upgrade_it = match &manifest {
+            None => true,
+            Some(m) => {
+                m.incr.is_empty() && m.base.as_ref().is_none_or(|b| b.name == fname(srv) && !d.join(&b.name).exists())
+            }
+        };
+        if upgrade_it {
+            upgrade(srv, &d)?;
+            return start(srv);
+        }
+    }
+    if let Some(m) = manifest {
         load(srv, &d, &m, true)?;
         let last = match m.incr.last() {
             Some(f) => f.clone(),
             None => {
-                // A base without incremental files: start one.
-                let seq = 1 + m.base.as_ref().map_or(0, |b| b.seq);
+                // A base without incremental files: start one, numbered as Redis numbers
+                // incremental files (apart from the base's).
+                let seq = 1;
                 let f = AofFile { name: aof::incr_name(&fname(srv), seq), seq };
                 let mut m2 = m.clone();
                 m2.incr.push(f.clone());
@@ -164,9 +184,6 @@ pub fn start(srv: &Server) -> Result<(), String> {
         a.rewrite_base.store(base_size + log.file_size.load(Ordering::Relaxed), Ordering::Relaxed);
         install(srv, Some(log));
         Ok(())
-    } else if Path::new(&fname(srv)).is_file() {
-        upgrade(srv, &d)?;
-        start(srv)
     } else {
         let mut locks = lock_all(srv);
         rewrite_locked(srv, &mut locks).map_err(|e| format!("Can't create the AOF directory: {e}"))
@@ -179,12 +196,17 @@ pub fn start(srv: &Server) -> Result<(), String> {
 fn upgrade(srv: &Server, d: &Path) -> Result<(), String> {
     let name = fname(srv);
     std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
-    std::fs::rename(&name, d.join(&name)).map_err(|e| e.to_string())?;
-    let incr = AofFile { name: aof::incr_name(&name, 1), seq: 1 };
-    std::fs::File::create(d.join(&incr.name)).and_then(|f| f.sync_all()).map_err(|e| e.to_string())?;
-    let m = Manifest { base: Some(AofFile { name: name.clone(), seq: 1 }), history: Vec::new(), incr: vec![incr] };
+    // The manifest first, as Redis: a crash before the move leaves a state the next start
+    // recognises (the third case above) and completes; loading adds the incremental file.
+    let m = Manifest { base: Some(AofFile { name: name.clone(), seq: 1 }), history: Vec::new(), incr: Vec::new() };
     aof::write_manifest(d, &name, &m).map_err(|e| e.to_string())?;
-    crate::log_notice!("Successfully migrated an old-style AOF into the AOF directory {}", d.display());
+    std::fs::rename(&name, d.join(&name)).map_err(|e| {
+        format!("Error trying to move the old AOF file {name} into dir {}: {}", d.display(), io_text(&e))
+    })?;
+    crate::log_notice!(
+        "Successfully migrated an old-style AOF file ({name}) into the AOF directory ({}).",
+        d.display()
+    );
     Ok(())
 }
 

@@ -457,6 +457,9 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
             || ctype.as_ref().is_some_and(|t| t != client_type(&h))
             || maxage.is_some_and(|m| (now - h.created_ms) / 1000 < m)
             || (skipme && h.id == me)
+            // Already on its way out (killed by an ACL change, an earlier KILL, a limit):
+            // Redis would have freed it, and counts it no more.
+            || h.killed.load(std::sync::atomic::Ordering::Acquire)
         {
             continue;
         }

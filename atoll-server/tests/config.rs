@@ -393,3 +393,42 @@ fn oom_score_adj_matches_redis() {
     // The last CONFIG SET was refused and `no` restored the score the process began with.
     assert_eq!(score(&a), start);
 }
+
+/// The command line is turned into config lines as Redis's main() does: a `--name` takes the
+/// arguments after it (even ones starting with `--`) until it has one, an argument holding a
+/// name and its value is a whole line, a multi-argument parameter's lone argument is split, and
+/// a parameter given none is refused. Fatal errors name the same line with the same reason as
+/// Redis 7.2.6; the accepted ones set the same values.
+#[test]
+fn command_lines_parse_as_redis_parses_them() {
+    let fatal = |bin: &str, args: &[&str]| -> String {
+        // (Under `timeout`: a server that wrongly starts must not hang the test.)
+        let out = std::process::Command::new("timeout").arg("5").arg(bin).args(args).output().expect("run server");
+        assert!(!out.status.success(), "{bin} {args:?} started");
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let mut lines = all.lines().skip_while(|l| !l.starts_with(">>>"));
+        format!("{} / {}", lines.next().unwrap_or(&all), lines.next().unwrap_or(""))
+    };
+    let bad: &[&[&str]] = &[
+        &["--invalid"],
+        &["--port"],
+        &["--port", "6380", "--loglevel"],
+        &["--port", "6379", "6380"],
+        &["--port", "--loglevel", "verbose"],
+        &["--port", "--bla", "--loglevel", "verbose"],
+        &["--logfile", "--my--log--file", "--loglevel", "--bla"],
+        &["--shutdown-on-sigint"],
+        &["--shutdown-on-sigint", "now force", "--shutdown-on-sigterm"],
+        &["--replicaof", "--127.0.0.1", "--abc"],
+    ];
+    for args in bad {
+        let want = fatal(&redis_bin(), args);
+        assert_eq!(fatal(env!("CARGO_BIN_EXE_atoll-server"), args), want, "{args:?}");
+    }
+    let good: &[&str] = &["--maxmemory 700mb", "--maxmemory-policy volatile-lru", "--shutdown-on-sigint", "now force"];
+    let (r, a) = (start_redis(good), start_atoll(good));
+    for name in ["maxmemory", "maxmemory-policy", "shutdown-on-sigint"] {
+        let get = |port| RawConn::connect(port).cmd(&[b"CONFIG", b"GET", name.as_bytes()]);
+        assert_eq!(show(&get(a.port)), show(&get(r.port)), "{name}");
+    }
+}

@@ -336,6 +336,9 @@ const HELP: &[&str] = &[
     "CHANGE-REPL-ID",
     "    Change the replication IDs of the instance.",
     "    Dangerous: should be used only for testing the replication subsystem.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
     "DIGEST",
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
@@ -404,6 +407,11 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
     let argc = ctx.args.len();
     match (sub.as_str(), argc) {
         ("help", 2) => help_reply(ctx, "DEBUG", HELP),
+        ("config-rewrite-force-all", 2) => {
+            super::server::rewrite_config(ctx.srv, true)
+                .map_err(|e| CmdError::msg(format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {e}")))?;
+            ctx.reply.ok();
+        }
         ("aof-flush-sleep", 3) => {
             let us = ctx.arg_i64(2)?.max(0) as u64;
             crate::persist::aof::FLUSH_SLEEP_US.store(us, std::sync::atomic::Ordering::Relaxed);

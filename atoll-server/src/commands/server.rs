@@ -285,19 +285,27 @@ pub fn config_resetstat(ctx: &mut Ctx) -> CmdResult {
 
 // CONFIG REWRITE
 pub fn config_rewrite(ctx: &mut Ctx) -> CmdResult {
-    let Some(path) = ctx.srv.config.config_file.clone() else {
+    if ctx.srv.config.config_file.is_none() {
         return Err(CmdError::msg("ERR The server is running without a config file"));
-    };
-    // Users go to the config file unless an ACL file keeps them (Redis's rewriteConfigUserOption).
-    let users: Vec<String> = if ctx.srv.config.get("aclfile").is_empty() {
-        ctx.srv.acl.lines().iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect()
-    } else {
-        Vec::new()
-    };
-    ctx.srv.config.rewrite(&path, &users).map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
+    }
+    rewrite_config(ctx.srv, false).map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
     crate::log_notice!("CONFIG REWRITE executed with success.");
     ctx.reply.ok();
     Ok(())
+}
+
+/// Rewrites the config file (`force_all`: every parameter, defaults included).
+pub fn rewrite_config(srv: &crate::exec::Server, force_all: bool) -> Result<(), String> {
+    let Some(path) = srv.config.config_file.clone() else {
+        return Err("The server is running without a config file".into());
+    };
+    // Users go to the config file unless an ACL file keeps them (Redis's rewriteConfigUserOption).
+    let users: Vec<String> = if srv.config.get("aclfile").is_empty() {
+        srv.acl.lines().iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect()
+    } else {
+        Vec::new()
+    };
+    srv.config.rewrite(&path, &users, force_all).map_err(|e| e.to_string())
 }
 
 /// The command's ACL categories (those Redis derives from its flags included), in the order

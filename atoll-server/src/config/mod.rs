@@ -195,40 +195,43 @@ impl Config {
                 rest = &args[1..];
             }
         }
-        // Redis appends the flags after the file and a newline, one `name "arg" ...` line per
-        // `--name`; a `--name` without a value takes the next `--x` as its value, except save.
+        // The flags are appended after the file and a newline as Redis's main() appends them:
+        // `--name` starts a line (`name `), and the arguments after it follow, quoted, until
+        // the next `--name` — once the line has one. An argument holding a name and its value
+        // (`"--port 6380"`) is a whole line, written as it is. A `--save` followed by another
+        // `--name`, or last, gets `""`. An argument before any `--name` is quoted onto the
+        // text too (`loglevel verbose`: wrong usage Redis supports anyway).
         text.push('\n');
-        let mut line: Vec<String> = Vec::new();
-        let flush = |line: &mut Vec<String>, text: &mut String| {
-            if line.len() == 1 && line[0] == "save" {
-                line.push(String::new());
-            }
-            if !line.is_empty() {
-                let mut l = line[0].clone();
-                for a in &line[1..] {
-                    l.push(' ');
-                    l.push_str(&value::quote(a));
+        let mut options = String::new();
+        let mut handled = true;
+        for (j, a) in rest.iter().enumerate() {
+            if handled && a.starts_with("--") {
+                if !options.is_empty() {
+                    options.push('\n');
                 }
-                text.push_str(&l);
-                text.push('\n');
-                line.clear();
-            }
-        };
-        for a in rest {
-            match a.strip_prefix("--") {
-                Some(name) if !(line.len() == 1 && line[0] != "save") || line.is_empty() => {
-                    flush(&mut line, &mut text);
-                    line.push(name.to_string());
-                }
-                _ => {
-                    if line.is_empty() {
-                        return Err(format!("Invalid argument '{a}' (directives start with --)"));
+                options.push_str(&a[2..]);
+                options.push(' ');
+                let mut parts = Vec::new();
+                if split_args(a.as_bytes(), &mut parts) && parts.len() == 1 {
+                    handled = false;
+                    if a.eq_ignore_ascii_case("--save") {
+                        let next_is_name = rest.get(j + 1).is_some_and(|n| n.starts_with("--"));
+                        if next_is_name || j + 1 == rest.len() {
+                            options.push_str("\"\"");
+                            handled = next_is_name;
+                        }
                     }
-                    line.push(a.clone());
+                } else {
+                    handled = true;
                 }
+            } else {
+                options.push_str(&value::quote(a));
+                options.push(' ');
+                handled = true;
             }
         }
-        flush(&mut line, &mut text);
+        text.push_str(&options);
+        text.push('\n');
         let warnings = cfg.load_text(&text)?;
         Ok((cfg, warnings))
     }
@@ -471,8 +474,9 @@ impl Config {
     ///
     /// `users`: the ACL users' lines (`user name rules…`), written where the file had `user`
     /// lines (the rest after them, as Redis); empty when an ACL file holds them (the file's
-    /// `user` lines are then dropped).
-    pub fn rewrite(&self, path: &str, users: &[String]) -> std::io::Result<()> {
+    /// `user` lines are then dropped). `force_all` (DEBUG CONFIG-REWRITE-FORCE-ALL) appends
+    /// every parameter not in the file, defaults included.
+    pub fn rewrite(&self, path: &str, users: &[String], force_all: bool) -> std::io::Result<()> {
         let old = std::fs::read_to_string(path).unwrap_or_default();
         let mut done = vec![false; DEFS.len()];
         let mut out: Vec<String> = Vec::new();
@@ -510,7 +514,7 @@ impl Config {
         let mut header = out.iter().any(|l| l == marker);
         for (i, def) in DEFS.iter().enumerate() {
             let always = matches!(def.kind, Kind::Save | Kind::Dir);
-            if !done[i] && (always || self.value_of(i, def) != def.default) {
+            if !done[i] && (always || force_all || self.value_of(i, def) != def.default) {
                 if !header {
                     out.push(marker.to_string());
                     header = true;
@@ -550,6 +554,8 @@ impl Config {
     fn lines_for(&self, i: usize, def: &Def) -> Vec<String> {
         let v = self.value_of(i, def);
         match def.kind {
+            // No master: no line (Redis's rewriteConfigReplicaOfOption).
+            Kind::Replicaof if v.is_empty() => Vec::new(),
             Kind::Save if !v.is_empty() => {
                 let w: Vec<&str> = v.split(' ').collect();
                 w.chunks(2).map(|p| format!("save {} {}", p[0], p[1])).collect()

@@ -425,9 +425,16 @@ fn command_lines_parse_as_redis_parses_them() {
         let want = fatal(&redis_bin(), args);
         assert_eq!(fatal(env!("CARGO_BIN_EXE_atoll-server"), args), want, "{args:?}");
     }
-    let good: &[&str] = &["--maxmemory 700mb", "--maxmemory-policy volatile-lru", "--shutdown-on-sigint", "now force"];
+    let good: &[&str] = &[
+        "--maxmemory 700mb",
+        "--maxmemory-policy volatile-lru",
+        "--shutdown-on-sigint",
+        "now force",
+        "--save",
+        "3600 1 300 100",
+    ];
     let (r, a) = (start_redis(good), start_atoll(good));
-    for name in ["maxmemory", "maxmemory-policy", "shutdown-on-sigint"] {
+    for name in ["maxmemory", "maxmemory-policy", "shutdown-on-sigint", "save"] {
         let get = |port| RawConn::connect(port).cmd(&[b"CONFIG", b"GET", name.as_bytes()]);
         assert_eq!(show(&get(a.port)), show(&get(r.port)), "{name}");
     }

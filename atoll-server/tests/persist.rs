@@ -843,3 +843,17 @@ fn big_values_are_saved_in_pieces_as_they_were_at_the_instant() {
     assert_eq!(cmd(&mut ac, &[b"DEBUG", b"LOADAOF"]), b"+OK\r\n");
     assert_eq!(show(&cmd(&mut ac, &[b"DEBUG", b"DIGEST"])), show(&now), "the AOF base of commands");
 }
+
+/// FLUSHALL with save points saves, and the save holds FLUSHALL's own change: nothing is left
+/// to save afterwards, as in Redis 7.2.6 (which counts the change before it saves).
+#[test]
+fn flushall_with_save_points_leaves_no_changes_to_save() {
+    for s in [start_redis(&["--save", "3600 1 300 100 60 10000"]), start_atoll(&["--save", "3600 1 300 100 60 10000"])]
+    {
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(cmd(&mut c, &[b"SET", b"key", b"value"]), b"+OK\r\n");
+        assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "1", "{}", s.name);
+        assert_eq!(cmd(&mut c, &[b"FLUSHALL"]), b"+OK\r\n");
+        assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0", "{}", s.name);
+    }
+}

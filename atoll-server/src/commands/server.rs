@@ -118,8 +118,9 @@ pub fn flushall(ctx: &mut Ctx) -> CmdResult {
             n += empty_db(ctx, db, lazy);
         }
     }
-    crate::exec::persistence::after_flushall(ctx.srv, ctx.ks.locks);
     ctx.ks.dirty += n.max(1) as u64;
+    // The save it may make holds this command's changes (Redis counts them before it saves).
+    crate::exec::persistence::after_flushall(ctx.srv, ctx.ks.locks, ctx.ks.dirty);
     crate::exec::tracking::flushed(ctx.srv);
     ctx.reply.ok();
     Ok(())

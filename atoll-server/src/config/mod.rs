@@ -145,17 +145,17 @@ fn set_err(name: &str, reason: &str) -> String {
     format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}")
 }
 
+/// A parameter of several arguments (Redis's MULTI_ARG_CONFIG; `replicaof` apart).
+fn multi_arg(kind: &Kind) -> bool {
+    matches!(kind, Kind::Save | Kind::OutputLimits | Kind::OomValues | Kind::Bind | Kind::Percentiles | Kind::Flags(_))
+}
+
 /// Splits a CONFIG SET value of a multi-word parameter on single spaces, as Redis does.
 fn words(def: &Def, v: &str) -> Vec<String> {
-    match def.kind {
-        Kind::Save
-        | Kind::OutputLimits
-        | Kind::OomValues
-        | Kind::Bind
-        | Kind::Replicaof
-        | Kind::Percentiles
-        | Kind::Flags(_) => v.split(' ').map(String::from).collect(),
-        _ => vec![v.to_string()],
+    if multi_arg(&def.kind) || def.kind == Kind::Replicaof {
+        v.split(' ').map(String::from).collect()
+    } else {
+        vec![v.to_string()]
     }
 }
 
@@ -301,6 +301,15 @@ impl Config {
             let Some((i, def)) = find_def(&name) else {
                 return Err(fatal("Bad directive or wrong number of arguments"));
             };
+            // A multi-argument parameter's lone, non-empty argument holds them all (`--save
+            // "3600 1 300 100"`): split as Redis's loader splits it.
+            let mut vals = vals;
+            if multi_arg(&def.kind) && vals.len() == 1 && !vals[0].is_empty() {
+                let mut parts = Vec::new();
+                if split_args(vals[0].as_bytes(), &mut parts) {
+                    vals = parts.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+                }
+            }
             let args: Vec<&str> = vals.iter().map(|s| s.as_str()).collect();
             let current = self.values.read()[i].clone();
             let mut v = value::parse(def, &args, &current).map_err(|e| fatal(&e))?;

@@ -136,17 +136,8 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
             Ok(canon.map(String::from).unwrap_or(l))
         }
         Kind::Flags(names) => {
-            // One argument holding several (`--shutdown-on-sigint "now force"`) is split, as
-            // Redis splits a multi-argument parameter's lone non-empty argument; none, or an
-            // empty one, names no flag.
-            let split: Vec<&str>;
-            let args = match args {
-                [one] if !one.is_empty() => {
-                    split = one.split_whitespace().collect();
-                    &split[..]
-                }
-                _ => args,
-            };
+            // None, or an empty one, names no flag (the loader splits a lone argument holding
+            // several, `--shutdown-on-sigint "now force"`).
             let mut set = vec![false; names.len()];
             if args.is_empty() {
                 return Err(format!("argument(s) must be one of the following: {}", names.join(", ")));

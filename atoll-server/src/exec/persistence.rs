@@ -344,8 +344,13 @@ pub fn load_at_startup(srv: &Server) -> Result<(), String> {
 /// Saves the dataset from shards the caller holds locked, all of them (DEBUG RELOAD, and
 /// FLUSHALL with save points): nothing changes meanwhile, so no snapshot is needed.
 pub fn save_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<rdbfile::SaveInfo> {
+    save_locked_counting(srv, locks, 0)
+}
+
+/// [`save_locked`], the save also holding `pending_dirty` changes not counted yet.
+fn save_locked_counting(srv: &Server, locks: &mut Locks, pending_dirty: u64) -> std::io::Result<rdbfile::SaveInfo> {
     let path = rdb_path(srv);
-    let start_dirty = dirty(srv);
+    let start_dirty = dirty(srv) + pending_dirty;
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.get_bool("rdbchecksum");
     let head = header(srv, false);
@@ -361,12 +366,13 @@ pub fn save_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<rdbfile::
 /// FLUSHALL's part (Redis's `flushAllDataAndResetRDB`), with every shard locked and the
 /// data already emptied: a running BGSAVE is abandoned, and with save points the now empty
 /// dataset is saved at once.
-pub fn after_flushall(srv: &Server, locks: &mut Locks) {
+/// `pending_dirty`: changes of the running command not counted yet (they are in the save).
+pub fn after_flushall(srv: &Server, locks: &mut Locks, pending_dirty: u64) {
     if srv.persistence.in_progress.load(Ordering::Acquire) {
         srv.persistence.progress.cancel.store(true, Ordering::Relaxed);
     }
     if !srv.config.get("save").is_empty() {
-        if let Err(e) = save_locked(srv, locks) {
+        if let Err(e) = save_locked_counting(srv, locks, pending_dirty) {
             crate::log_warning!("Error saving the DB after FLUSHALL: {e}");
         }
     }

@@ -816,3 +816,28 @@ fn slow_reader_output_shows_in_client_list_as_in_redis() {
         assert!(n(&done, "tot-mem") < omem / 4, "redis={is_redis} {done:?}");
     }
 }
+
+/// A blocking command reaches the slow log only once its wait ends, logged as it was sent, as
+/// in Redis 7.2.6.
+#[test]
+fn a_blocked_command_is_slow_logged_once_unblocked() {
+    for s in [start_redis(&[]), start_atoll(&[])] {
+        let mut c = RawConn::connect(s.port);
+        let mut waiter = RawConn::connect(s.port);
+        let blpops = |c: &mut RawConn| {
+            let log = c.cmd(&[b"SLOWLOG", b"GET"]);
+            log.windows(5).filter(|w| w.eq_ignore_ascii_case(b"BLPOP")).count()
+        };
+        for args in [&[&b"CONFIG"[..], b"SET", b"slowlog-log-slower-than", b"0"][..], &[b"SLOWLOG", b"RESET"]] {
+            assert_eq!(c.cmd(args), b"+OK\r\n");
+        }
+        waiter.send(&v(&["BLPOP", "mylist", "0"]));
+        while !String::from_utf8_lossy(&c.cmd(&[b"INFO", b"clients"])).contains("blocked_clients:1") {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(blpops(&mut c), 0, "{}: logged while blocked", s.name);
+        assert_eq!(c.cmd(&[b"LPUSH", b"mylist", b"1"]), b":1\r\n");
+        assert!(waiter.read_reply().starts_with(b"*2"));
+        assert_eq!(blpops(&mut c), 1, "{}: logged once unblocked", s.name);
+    }
+}

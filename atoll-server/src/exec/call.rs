@@ -643,7 +643,11 @@ pub fn call(
         }
     }
     if us >= hot.slow_us.load(Ordering::Relaxed) {
-        slow_call(srv, ctx.client, cmd, argv, us);
+        if ctx.client.waiting.is_none() {
+            slow_call(srv, ctx.client, cmd, argv, us);
+        } else {
+            ctx.client.blocked_us = us;
+        }
     }
     ctx.client.clock = Some(end);
     stats::bump(&ws.counters.commands, 1);
@@ -670,6 +674,17 @@ fn track(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]], touch
         if keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_ok() {
             let keys: SmallVec<[&[u8]; 8]> = pos.iter().map(|&i| argv[i]).collect();
             super::tracking::after_read(srv, client, &keys);
+        }
+    }
+}
+
+/// A blocked command's wait ended (served, timed out, unblocked): the slow log and latency
+/// monitor see it now, with the time it ran (not the time it waited), as in Redis.
+pub fn after_wait(srv: &Server, client: &mut Client, argv: &[&[u8]]) {
+    let us = std::mem::take(&mut client.blocked_us);
+    if us >= srv.config.hot.slow_us.load(Ordering::Relaxed) {
+        if let Ok(cmd) = resolve(srv, argv) {
+            slow_call(srv, client, cmd, argv, us);
         }
     }
 }

@@ -279,6 +279,9 @@ pub struct Client {
     /// Re-running a command after its wait (a blocking retry, a CLIENT PAUSE): MONITOR
     /// showed it already.
     pub retrying: bool,
+    /// Microseconds the command now blocked ran before it blocked: the slow log records it
+    /// once the wait ends, as Redis reports a blocking command only after it is unblocked.
+    pub blocked_us: u64,
     /// CLIENT TRACKING ON: the client's settings.
     pub tracking: Option<Arc<Tracker>>,
     /// CLIENT CACHING YES/NO was given for the next command (or transaction).
@@ -323,6 +326,7 @@ impl Client {
             push_reply: false,
             monitor: None,
             retrying: false,
+            blocked_us: 0,
             tracking: None,
             caching: false,
             bcast_batch: Vec::new(),

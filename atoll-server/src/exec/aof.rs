@@ -580,11 +580,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> 
         let size = file.metadata().map_or(0, |x| x.len());
         let end = if Some(f) == m.base.as_ref() { size } else { aof::content_end(&file).map_err(|e| e.to_string())? };
         if trim && end < size {
-            let cut = std::fs::OpenOptions::new().write(true).open(&path).and_then(|w| {
-                w.set_len(end)?;
-                w.sync_all()
-            });
-            cut.map_err(|e| format!("Can't cut the padding off {}: {}", f.name, io_text(&e)))?;
+            truncate(&path, end).map_err(|e| format!("Can't cut the padding off {}: {}", f.name, io_text(&e)))?;
         }
         let mut r = std::io::BufReader::with_capacity(1 << 20, std::io::Read::take(file, end));
         let is_rdb = std::io::BufRead::fill_buf(&mut r).is_ok_and(|b| b.starts_with(b"REDIS"));
@@ -654,9 +650,14 @@ fn cut(srv: &Server, path: &Path, at: u64, last: bool, what: &str) -> Result<(),
         "AOF {} loaded anyway because aof-load-truncated is enabled (truncated at offset {at})",
         path.display()
     );
-    let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| e.to_string())?;
-    f.set_len(at).map_err(|e| e.to_string())?;
-    f.sync_all().map_err(|e| e.to_string())
+    truncate(path, at).map_err(|e| e.to_string())
+}
+
+/// Cuts a file to `len` bytes, durably.
+fn truncate(path: &Path, len: u64) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.set_len(len)?;
+    f.sync_all()
 }
 
 /// Runs logged commands as a client that is never answered (Redis's AOF fake client).

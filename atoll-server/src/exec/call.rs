@@ -680,12 +680,10 @@ fn track(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]], touch
 
 /// A blocked command's wait ended (served, timed out, unblocked): the slow log and latency
 /// monitor see it now, with the time it ran (not the time it waited), as in Redis.
-pub fn after_wait(srv: &Server, client: &mut Client, argv: &[&[u8]]) {
-    let us = std::mem::take(&mut client.blocked_us);
+/// `us`: what it ran before it blocked (`Client::blocked_us`).
+pub fn after_wait(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u64) {
     if us >= srv.config.hot.slow_us.load(Ordering::Relaxed) {
-        if let Ok(cmd) = resolve(srv, argv) {
-            slow_call(srv, client, cmd, argv, us);
-        }
+        slow_call(srv, client, cmd, argv, us);
     }
 }
 

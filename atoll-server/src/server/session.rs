@@ -402,14 +402,13 @@ impl Session {
         crate::exec::blocking::unregister(&srv.ks, &w);
         // The wait ended: the blocked command counts as a call now, and the slow log sees it
         // (a re-run counts and logs itself).
+        let ran_us = std::mem::take(&mut self.client.blocked_us);
         if !matches!(state, WaitState::Retry) {
             let argv: Vec<&[u8]> = w.argv.iter().map(|a| a.as_slice()).collect();
             if let Ok(c) = crate::exec::call::resolve(srv, &argv) {
                 ws.cmds[c.id].calls.fetch_add(1, Ordering::Relaxed);
+                crate::exec::call::after_wait(srv, &self.client, c, &argv, ran_us);
             }
-            crate::exec::call::after_wait(srv, &mut self.client, &argv);
-        } else {
-            self.client.blocked_us = 0;
         }
         match state {
             WaitState::Served(bytes) => {

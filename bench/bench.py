@@ -30,6 +30,9 @@ import argparse, os, socket, statistics, subprocess, sys, time, resource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOLL = os.path.join(ROOT, "target", "release", "atoll-server")
+# bench/loadgen: the same unpipelined load as redis-benchmark at about half its CPU per request,
+# for runs where redis-benchmark's one core is the limit (built with the workspace).
+LOADGEN = os.path.join(ROOT, "target", "release", "atoll-loadgen")
 HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -211,6 +214,19 @@ def run_bench(port, test, requests, pipeline, clients=50, sock=None, user=None, 
         if spec[0] != "-t" or f[0].upper().startswith(test.upper()):
             return float(f[1]), [float(x) for x in f[2:8]] if len(f) >= 8 else []
     raise SystemExit(f"unexpected redis-benchmark output: {out}")
+
+
+def run_loadgen(port, test, requests, clients=50, sock=None, keyspace="100000"):
+    """The load `run_bench` puts (random keys, 32-byte values) from bench/loadgen instead of
+    redis-benchmark: (ops/s, p99 ms). It exits non-zero on any error reply."""
+    if not os.path.exists(LOADGEN):
+        raise SystemExit(f"{LOADGEN} is missing: cargo build --release")
+    target = ["-s", sock] if sock else ["-p", str(port)]
+    cmd = ["taskset", "-c", "1", LOADGEN] + target + ["-t", test, "-c", str(clients), "-n", str(requests),
+                                                      "-r", keyspace, "-d", "32"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    kv = dict(x.split("=", 1) for x in out.split())
+    return float(kv["ops_per_sec"]), float(kv["p99_ms"])
 
 
 def measure(kind, test, requests, pipeline, unix=False, clients=50):

@@ -4,7 +4,9 @@
   aof   SET, 50 clients, server CPU µs/op and ops/s: Atoll and Redis without AOF, with
         appendfsync everysec and always (Atoll also with aof-preallocate), over TCP and over a
         unix socket; the load generator's CPU per request too (over TCP it is the limit).
-        Server pinned to CPU 0, redis-benchmark to CPU 1, medians of alternating rounds.
+        Server pinned to CPU 0, the load generator to CPU 1, medians of alternating rounds.
+        Each table twice: with redis-benchmark, and with bench/loadgen (the same load at
+        about half the client CPU per request, so the servers' limits show; --clients).
   save  N keys loaded, then BGSAVE while 50 clients write: the server's peak memory during
         the save (Redis: PSS summed over the server and its forked child, from
         /proc/PID/smaps_rollup; Atoll: its RSS), p99 of the writers during the save vs steady,
@@ -19,6 +21,7 @@
         $ATOLL_BASE to an older build to compare with one that wrote the shard whole).
 
 Usage: python3 bench/persist.py [--only aof|save|rewrite|bigkey] [--rounds 3] [--requests 300000] [--keys 1000000] [--big 2000000]
+                               [--clients redis-benchmark,loadgen]
 Needs: redis-server and redis-benchmark (Debian's 7.0.15, as bench.py), taskset, a release build.
 """
 import argparse, os, resource, shutil, statistics, subprocess, sys, tempfile, threading, time
@@ -31,7 +34,7 @@ def start_in(kind, d, extra=()):
     return bench.start(kind, extra=["--dir", d, *extra])
 
 
-def aof_suite(rounds, requests):
+def aof_suite(rounds, requests, clients=("redis-benchmark", "loadgen")):
     configs = [
         ("atoll", "no AOF", ["--appendonly", "no"]),
         ("atoll", "everysec", ["--appendonly", "yes", "--appendfsync", "everysec"]),
@@ -46,7 +49,7 @@ def aof_suite(rounds, requests):
     # Over TCP the load generator's core is the limit (its CPU per request includes the
     # kernel's loopback work for both ends); over a unix socket it costs less, and the
     # servers' own cost — the fsync's included — shows more.
-    for transport in ("tcp", "unix"):
+    for client, transport in ((c, t) for c in clients for t in ("tcp", "unix")):
         res = {(k, n): [] for k, n, _ in configs}
         for r in range(rounds):
             order = configs if r % 2 == 0 else list(reversed(configs))
@@ -57,17 +60,21 @@ def aof_suite(rounds, requests):
                 try:
                     (u0, s0) = bench.proc_user_sys_ticks(p.pid)
                     c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    ops, lat = bench.run_bench(port, "set", requests, 1, sock=sock)
+                    if client == "loadgen":
+                        ops, p99 = bench.run_loadgen(port, "set", requests, sock=sock)
+                    else:
+                        ops, lat = bench.run_bench(port, "set", requests, 1, sock=sock)
+                        p99 = lat[4] if len(lat) >= 5 else float("nan")
                     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     (u1, s1) = bench.proc_user_sys_ticks(p.pid)
                     us = (u1 - u0 + s1 - s0) / bench.HZ * 1e6 / requests
                     cus = (c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime) * 1e6 / requests
-                    res[(kind, name)].append((ops, us, cus, lat[4] if len(lat) >= 5 else float("nan")))
+                    res[(kind, name)].append((ops, us, cus, p99))
                 finally:
                     p.kill()
                     p.wait()
                     shutil.rmtree(d, ignore_errors=True)
-        print(f"\nSET, 50 clients, {transport} | ops/s | server CPU µs/op | client CPU µs/op | p99 ms")
+        print(f"\nSET, 50 clients, {client}, {transport} | ops/s | server CPU µs/op | client CPU µs/op | p99 ms")
         med = {}
         for (kind, name), v in res.items():
             m = [statistics.median(x[i] for x in v) for i in range(4)]
@@ -243,9 +250,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=300000)
     ap.add_argument("--keys", type=int, default=1000000)
+    ap.add_argument("--clients", default="redis-benchmark,loadgen")
     a = ap.parse_args()
     if a.only in (None, "aof"):
-        aof_suite(a.rounds, a.requests)
+        aof_suite(a.rounds, a.requests, a.clients.split(","))
     if a.only in (None, "save"):
         save_suite(a.keys)
     if a.only in (None, "rewrite"):

@@ -3,7 +3,8 @@
 issue 17, fifth session): a 1.5 KB batch of commands written, then made durable, N times,
 pinned to CPU 0; wall and system CPU time per write.
 
-Appending grows the file, so fdatasync also commits the file system's journal (the new size);
+Appending grows the file, so fdatasync also writes its metadata (the new size: the inode, as on
+this machine's ext4, which runs without a journal; a journal commit where there is one);
 overwriting space already written (what `aof-preallocate` does) flushes the data only.
 
 Usage: python3 bench/fsync.py [--writes 2000] [--dir DIR]   (DIR: on the disk to measure)

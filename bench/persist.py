@@ -40,7 +40,7 @@ def aof_suite(rounds, requests, clients=("redis-benchmark", "loadgen")):
         ("atoll", "everysec", ["--appendonly", "yes", "--appendfsync", "everysec"]),
         ("atoll", "always", ["--appendonly", "yes", "--appendfsync", "always"]),
         # The incremental file written into padding allocated ahead: an fsync without a
-        # journal commit.
+        # metadata write for the new size.
         ("atoll", "always+pre", ["--appendonly", "yes", "--appendfsync", "always", "--aof-preallocate", "yes"]),
         ("redis", "no AOF", ["--appendonly", "no"]),
         ("redis", "everysec", ["--appendonly", "yes", "--appendfsync", "everysec"]),

@@ -354,12 +354,13 @@ fn pad_chunk() -> &'static [u8] {
 /// An incremental file being written: commands up to `end`, padding lines from there to
 /// `alloc` when `appendfsync always` allocated space ahead.
 ///
-/// Why: a write that grows a file makes the fdatasync after it commit the file system's
-/// journal too (the new size), on top of flushing the data. With the space already written
+/// Why: a write that grows a file makes the fdatasync after it write the file's metadata
+/// too (the new size: the inode, or a journal commit on a journaling file system), on top of
+/// flushing the data. With the space already written
 /// (padding), the fsync flushes the data only: measured on this project's ext4/virtio disk,
 /// ~0.7× the time per fsync (`bench/fsync.py`), and `always` serves ~20 % more requests.
 /// `fallocate` helps less: its unwritten extents turn into written ones at the first write,
-/// a journal commit again. The padding is cut off when the file is closed or loaded, and a
+/// a metadata write again. The padding is cut off when the file is closed or loaded, and a
 /// crash leaves a file Redis loads as it is (annotations after the commands).
 ///
 /// It is `aof-preallocate`, off by default: the file's size then grows in steps, not with

@@ -362,7 +362,7 @@ fn rewrite_concurrent(srv: &Server) {
             a.consecutive_failures.fetch_add(1, Ordering::Relaxed);
             crate::log_warning!("Background AOF rewrite failed: {e}");
             // AOF turned on waits for its first base: tried again (as Redis's cron does).
-            if a.enabling.load(Ordering::Acquire) && a.log().is_some() {
+            if writing_initial(srv) {
                 a.rewrite_scheduled.store(true, Ordering::Release);
             }
         }

@@ -49,7 +49,7 @@ pub struct Persistence {
     wake: (Mutex<bool>, Condvar),
 }
 
-pub use super::gates::{GATE_LOADING, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY};
+use super::gates::{GATE_LOADING, GATE_SAVE_FAILED};
 
 impl Persistence {
     pub fn set_loading(&self, on: bool) {

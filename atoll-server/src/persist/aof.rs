@@ -426,6 +426,12 @@ impl Tail {
         }
         Ok(())
     }
+
+    /// The file is done with: padding cut off, the whole of it (size included) on disk.
+    fn close(&mut self) -> std::io::Result<()> {
+        self.finish()?;
+        self.file.sync_all()
+    }
 }
 
 /// Where an incremental file's commands end: before the padding of `appendfsync always` (see
@@ -667,7 +673,7 @@ impl AofLog {
             files.old.take()
         };
         match old {
-            Some(mut f) => f.finish().and_then(|()| f.file.sync_all()),
+            Some(mut f) => f.close(),
             None => Ok(()),
         }
     }
@@ -742,7 +748,7 @@ impl AofLog {
         drop(g);
         let mut files = self.files.lock();
         if files.cur.alloc > files.cur.end {
-            if let Err(e) = files.cur.finish().and_then(|()| files.cur.file.sync_all()) {
+            if let Err(e) = files.cur.close() {
                 crate::log_warning!("Error cutting the padding off the AOF file: {e}");
             }
         }

@@ -107,6 +107,12 @@ pub fn fsync_always(srv: &Server) -> bool {
     srv.effects_enabled() && srv.persistence.aof.log().is_some_and(|l| l.policy() == Fsync::Always)
 }
 
+/// This worker's round wrote to the AOF, and with `appendfsync always` its replies wait for
+/// an fsync.
+pub fn round_awaits_fsync(srv: &Server) -> bool {
+    aof::thread_appended() && fsync_always(srv)
+}
+
 /// `appendfsync`, `aof-timestamp-enabled` or `aof-preallocate` changed.
 pub fn set_policy(srv: &Server) {
     if let Some(log) = srv.persistence.aof.log() {

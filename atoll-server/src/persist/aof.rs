@@ -481,6 +481,11 @@ pub fn take_thread_appended() -> u64 {
     LAST_APPENDED.with(|c| c.replace(0))
 }
 
+/// This thread appended since it last took its offset (`take_thread_appended`).
+pub fn thread_appended() -> bool {
+    LAST_APPENDED.with(|c| c.get() != 0)
+}
+
 /// The incremental file being appended to, its writer thread and its durability.
 ///
 /// Like Redis, a worker hands what its round appended to the kernel (`write`) before the

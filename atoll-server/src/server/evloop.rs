@@ -122,21 +122,17 @@ impl Worker {
                 continue;
             }
             self.core.begin_round();
-            for ev in events.iter() {
-                match ev.token() {
-                    WAKER => self.drain_inbox(),
-                    Token(t) => {
-                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            self.on_readable(t);
-                        }
-                        // Not when this round has replies for it too: they go out at its end,
-                        // after the round's fsync with `appendfsync always` (Redis's
-                        // AE_BARRIER: never writable after readable in one iteration).
-                        if ev.is_writable() && self.io.conns.get(t).is_some_and(|c| !c.link.queued) {
-                            self.io.flush(t);
-                        }
-                    }
+            self.run_events(&events);
+            // `appendfsync always`: requests that came in while the round ran join it before
+            // its fsync (`Core::top_up`).
+            let mut looks = 0;
+            let mut got = events.iter().count();
+            while self.core.top_up(&mut looks, got) {
+                if self.io.poll.poll(&mut events, Some(std::time::Duration::ZERO)).is_err() {
+                    break;
                 }
+                got = events.iter().count();
+                self.run_events(&events);
             }
             // A busy script's poll took the inbox's wake-up.
             if std::mem::take(&mut self.io.busy.woken) {
@@ -149,6 +145,26 @@ impl Worker {
             }
             self.core.end_round(pending, &mut self.io.conns);
             self.resume_waiting();
+        }
+    }
+
+    /// Handles one poll's events.
+    fn run_events(&mut self, events: &Events) {
+        for ev in events.iter() {
+            match ev.token() {
+                WAKER => self.drain_inbox(),
+                Token(t) => {
+                    if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                        self.on_readable(t);
+                    }
+                    // Not when this round has replies for it too: they go out at its end,
+                    // after the round's fsync with `appendfsync always` (Redis's
+                    // AE_BARRIER: never writable after readable in one iteration).
+                    if ev.is_writable() && self.io.conns.get(t).is_some_and(|c| !c.link.queued) {
+                        self.io.flush(t);
+                    }
+                }
+            }
         }
     }
 

@@ -398,36 +398,25 @@ impl Worker {
             self.io
                 .batch
                 .extend(self.io.ring.completion().take(ROUND_MAX).map(|c| (c.user_data(), c.result(), c.flags())));
-            let mut scanned = 0u32;
-            let mut i = 0;
-            while i < self.io.batch.len() {
-                let (ud, res, flags) = self.io.batch[i];
-                // A busy script's poll takes the completions after this one (`serve_while_busy`).
-                self.io.batch_pos = i;
-                let j = i % ROUND_AHEAD;
-                if j == 0 {
-                    scanned = self.prefetch_round(i, &mut firsts);
-                }
-                i += 1;
-                if ud == TAKEN {
-                    continue;
-                }
-                if ud == WAKE {
-                    self.drain_inbox();
-                    self.io.post_wake_read();
-                    continue;
-                }
-                let t = (ud >> 2) as usize;
-                match ud & 3 {
-                    OP_RECV => {
-                        let first = (scanned & 1 << j != 0).then(|| &firsts[j]);
-                        self.on_recv(t, res, flags, first)
-                    }
-                    OP_SEND => self.io.on_send(t, res),
-                    _ => {}
-                }
+            let mut served = self.io.batch.len();
+            self.run_batch(&mut firsts);
+            // `appendfsync always`: requests that came in while the round ran join it before
+            // its fsync (`Core::top_up`).
+            let mut looks = 0;
+            let mut got = served;
+            while served < ROUND_MAX && self.core.top_up(&mut looks, got) {
+                self.io.bufs.publish();
+                // Runs the receive work that arrived, without waiting for any.
+                let ts = types::Timespec::new();
+                let _ = self.io.ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&ts));
+                self.io.batch.clear();
+                self.io.batch.extend(
+                    self.io.ring.completion().take(ROUND_MAX - served).map(|c| (c.user_data(), c.result(), c.flags())),
+                );
+                got = self.io.batch.len();
+                served += got;
+                self.run_batch(&mut firsts);
             }
-            self.io.batch_pos = usize::MAX;
             // A busy script's poll took the inbox's wake-up.
             if std::mem::take(&mut self.io.busy.woken) {
                 self.drain_inbox();
@@ -450,6 +439,40 @@ impl Worker {
                 }
             });
         }
+    }
+
+    /// Handles the completions in `io.batch`, in order.
+    fn run_batch(&mut self, firsts: &mut [FirstReq; ROUND_AHEAD]) {
+        let mut scanned = 0u32;
+        let mut i = 0;
+        while i < self.io.batch.len() {
+            let (ud, res, flags) = self.io.batch[i];
+            // A busy script's poll takes the completions after this one (`serve_while_busy`).
+            self.io.batch_pos = i;
+            let j = i % ROUND_AHEAD;
+            if j == 0 {
+                scanned = self.prefetch_round(i, firsts);
+            }
+            i += 1;
+            if ud == TAKEN {
+                continue;
+            }
+            if ud == WAKE {
+                self.drain_inbox();
+                self.io.post_wake_read();
+                continue;
+            }
+            let t = (ud >> 2) as usize;
+            match ud & 3 {
+                OP_RECV => {
+                    let first = (scanned & 1 << j != 0).then(|| &firsts[j]);
+                    self.on_recv(t, res, flags, first)
+                }
+                OP_SEND => self.io.on_send(t, res),
+                _ => {}
+            }
+        }
+        self.io.batch_pos = usize::MAX;
     }
 
     /// Unpipelined clients: the first request of each connection in `cqes` is looked at before

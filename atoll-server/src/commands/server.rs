@@ -151,14 +151,40 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
     let b = parse_db_index(ctx.args[2], "second", n)?;
     if a != b {
         let mut ready = Vec::new();
+        let now = ctx.ks.now;
+        // SWAPDB goes to the log first: the deletions below happen after it.
+        let argv = ctx.argv_owned();
+        ctx.rewrite_effect(argv);
+        let reclaim = !ctx.ks.hold_expired && !ctx.ks.loading;
         for s in 0..SHARDS {
             let (x, y) = ctx.ks.locks.pair(a, s, b, s);
-            // Watchers belong to a database index, not to its data: keys existing on either
-            // side change for whoever watches them there.
-            x.touch_watched_where(|k| x.keys.contains_key(k) || y.keys.contains_key(k));
-            y.touch_watched_where(|k| x.keys.contains_key(k) || y.keys.contains_key(k));
+            // Watchers belong to a database index, not to its data. A watched key changes if
+            // the index held it (WATCH reclaimed it had it already expired, so it held it
+            // live when watched) or now gets it live; a key past its time arriving is
+            // logically no key, so no change (Redis's touchAllWatchedKeysInDb).
+            x.touch_watched_where(|k| x.keys.contains_key(k) || (y.keys.contains_key(k) && !y.is_expired(k, now)));
+            y.touch_watched_where(|k| y.keys.contains_key(k) || (x.keys.contains_key(k) && !x.is_expired(k, now)));
             std::mem::swap(&mut x.keys, &mut y.keys);
             std::mem::swap(&mut x.expires, &mut y.expires);
+            // A watched key that arrived past its time is reclaimed now, as WATCH reclaims
+            // one, so that neither EXEC nor its later deletion takes it for a change (Redis
+            // flags such a watch `expired` instead).
+            for (db, sh) in [(a, &mut *x), (b, &mut *y)] {
+                if !reclaim {
+                    break;
+                }
+                let stale: Vec<Box<[u8]>> = match &sh.watched {
+                    Some(w) => w.keys().filter(|k| sh.is_expired(k, now)).cloned().collect(),
+                    None => continue,
+                };
+                for k in stale {
+                    sh.remove(&k);
+                    ctx.ks.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+                    if ctx.ks.emit {
+                        ctx.ks.effects.push(Effect { db, argv: vec![b"DEL".to_vec(), k.to_vec()] });
+                    }
+                }
+            }
             for (db, sh) in [(a, &*x), (b, &*y)] {
                 if !sh.expires.is_empty() {
                     ctx.srv.ks.db(db).mark_volatile(s);

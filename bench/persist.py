@@ -7,6 +7,8 @@
         Server pinned to CPU 0, the load generator to CPU 1, medians of alternating rounds.
         Each table twice: with redis-benchmark, and with bench/loadgen (the same load at
         about half the client CPU per request, so the servers' limits show; --clients).
+        Per configuration the rounds' figures too, and Atoll's `always` ÷ Redis's paired by
+        round. --aof-configs always,always+pre runs only those settings (both servers).
   save  N keys loaded, then BGSAVE while 50 clients write: the server's peak memory during
         the save (Redis: PSS summed over the server and its forked child, from
         /proc/PID/smaps_rollup; Atoll: its RSS), p99 of the writers during the save vs steady,
@@ -21,7 +23,7 @@
         $ATOLL_BASE to an older build to compare with one that wrote the shard whole).
 
 Usage: python3 bench/persist.py [--only aof|save|rewrite|bigkey] [--rounds 3] [--requests 300000] [--keys 1000000] [--big 2000000]
-                               [--clients redis-benchmark,loadgen]
+                               [--clients redis-benchmark,loadgen] [--aof-configs always,always+pre]
 Needs: redis-server and redis-benchmark (Debian's 7.0.15, as bench.py), taskset, a release build.
 """
 import argparse, os, resource, shutil, statistics, subprocess, sys, tempfile, threading, time
@@ -34,7 +36,7 @@ def start_in(kind, d, extra=()):
     return bench.start(kind, extra=["--dir", d, *extra])
 
 
-def aof_suite(rounds, requests, clients=("redis-benchmark", "loadgen")):
+def aof_suite(rounds, requests, clients=("redis-benchmark", "loadgen"), only=None):
     configs = [
         ("atoll", "no AOF", ["--appendonly", "no"]),
         ("atoll", "everysec", ["--appendonly", "yes", "--appendfsync", "everysec"]),
@@ -46,6 +48,9 @@ def aof_suite(rounds, requests, clients=("redis-benchmark", "loadgen")):
         ("redis", "everysec", ["--appendonly", "yes", "--appendfsync", "everysec"]),
         ("redis", "always", ["--appendonly", "yes", "--appendfsync", "always"]),
     ]
+    if only:
+        # `--aof-configs always`: only those settings, on both servers (more rounds in the time).
+        configs = [c for c in configs if c[1] in only]
     # Over TCP the load generator's core is the limit (its CPU per request includes the
     # kernel's loopback work for both ends); over a unix socket it costs less, and the
     # servers' own cost — the fsync's included — shows more.
@@ -79,7 +84,19 @@ def aof_suite(rounds, requests, clients=("redis-benchmark", "loadgen")):
         for (kind, name), v in res.items():
             m = [statistics.median(x[i] for x in v) for i in range(4)]
             med[(kind, name)] = m
-            print(f"{kind:5} {name:10} | {m[0]:9.0f} | {m[1]:6.2f} | {m[2]:6.2f} | {m[3]:6.2f}")
+            print(f"{kind:5} {name:10} | {m[0]:9.0f} | {m[1]:6.2f} | {m[2]:6.2f} | {m[3]:6.2f}"
+                  f"   rounds: {' '.join(f'{x[0]:.0f}' for x in v)}")
+        # The disk's fsync time drifts over minutes, and both servers with it: each round's
+        # Atoll ÷ Redis (runs seconds apart), then their median, is steadier than a ratio of
+        # medians.
+        for name in ("always", "always+pre"):
+            a, r = res.get(("atoll", name)), res.get(("redis", "always"))
+            if a and r:
+                pr = sorted(x[0] / y[0] for x, y in zip(a, r))
+                print(f"Atoll {name} ÷ Redis always, paired by round: median {statistics.median(pr):.2f}× "
+                      f"(rounds: {' '.join(f'{x:.2f}' for x in pr)})")
+        if only:
+            continue
         a0, ae, aa, ap = (med[("atoll", n)] for n in ("no AOF", "everysec", "always", "always+pre"))
         r0, re_, ra = (med[("redis", n)] for n in ("no AOF", "everysec", "always"))
         print(f"Atoll everysec ÷ Atoll without AOF: ops {ae[0] / a0[0]:.2f}×, CPU/op {ae[1] / a0[1]:.2f}×")
@@ -251,9 +268,10 @@ def main():
     ap.add_argument("--requests", type=int, default=300000)
     ap.add_argument("--keys", type=int, default=1000000)
     ap.add_argument("--clients", default="redis-benchmark,loadgen")
+    ap.add_argument("--aof-configs", default="", help="only these AOF settings, e.g. always,always+pre")
     a = ap.parse_args()
     if a.only in (None, "aof"):
-        aof_suite(a.rounds, a.requests, a.clients.split(","))
+        aof_suite(a.rounds, a.requests, a.clients.split(","), [c for c in a.aof_configs.split(",") if c])
     if a.only in (None, "save"):
         save_suite(a.keys)
     if a.only in (None, "rewrite"):

@@ -660,6 +660,85 @@ fn info_sections_and_fields_match_redis() {
     assert_eq!(layout(&a), layout(&r));
     let (r, a) = b.run(&[b"INFO"]);
     assert_eq!(layout(&a), layout(&r));
+    // `debug` only when named.
+    let (r, a) = b.run(&[b"INFO", b"debug"]);
+    assert_eq!(layout(&a), layout(&r));
+    let (r, a) = b.run(&[b"INFO", b"server", b"debug"]);
+    assert_eq!(layout(&a), layout(&r));
+}
+
+fn info_field(c: &mut RawConn, section: &[u8], name: &str) -> u64 {
+    let t = String::from_utf8_lossy(&c.cmd(&[b"INFO", section])).to_string();
+    t.split("\r\n")
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
+        .unwrap_or_else(|| panic!("no {name} in INFO {}", String::from_utf8_lossy(section)))
+        .parse()
+        .unwrap()
+}
+
+/// INFO debug's event-loop figures move as Redis's do: the cron's time grows while idle, the
+/// AOF's with writes under `appendfsync always` (and not without AOF), the most commands a
+/// round ran covers a pipeline, and an idle server turns about `hz` times a second per loop.
+#[test]
+fn info_debug_figures_follow_the_event_loop() {
+    for aof in [false, true] {
+        let args: &[&str] = if aof { &["--appendonly", "yes", "--appendfsync", "always"] } else { &[] };
+        let a = start_atoll(args);
+        let mut c = RawConn::connect(a.port);
+        let cron1 = info_field(&mut c, b"debug", "eventloop_duration_cron_sum");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let cron2 = info_field(&mut c, b"debug", "eventloop_duration_cron_sum");
+        assert!(cron2 > cron1, "cron time {cron1} then {cron2}");
+        let aof1 = info_field(&mut c, b"debug", "eventloop_duration_aof_sum");
+        let pipeline: Vec<u8> = (0..50).flat_map(|i| encode(&v(&["SET", &format!("k{i}"), "v"]))).collect();
+        c.send_raw(&pipeline);
+        for _ in 0..50 {
+            c.read_reply();
+        }
+        let aof2 = info_field(&mut c, b"debug", "eventloop_duration_aof_sum");
+        if aof {
+            assert!(aof2 > aof1, "fsyncs took no time: {aof1} then {aof2}");
+        } else {
+            assert_eq!(aof2, 0);
+        }
+        assert!(info_field(&mut c, b"debug", "eventloop_cmd_per_cycle_max") >= 10);
+        assert!(info_field(&mut c, b"debug", "eventloop_duration_max") > 0);
+        // Redis's unit/info asks for fewer than 15 a second at the default hz (10).
+        std::thread::sleep(std::time::Duration::from_millis(2200));
+        let per_sec = info_field(&mut c, b"stats", "instantaneous_eventloop_cycles_per_sec");
+        assert!((1..15).contains(&per_sec), "{per_sec} cycles a second while idle");
+        assert_eq!(c.cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+        assert_eq!(info_field(&mut c, b"debug", "eventloop_duration_aof_sum"), 0);
+    }
+}
+
+/// A blocked command ended by an error (CLIENT UNBLOCK … ERROR) is a failed call of that
+/// command and an error reply, as Redis counts them.
+#[test]
+fn a_wait_ended_by_an_error_is_a_failed_call_as_in_redis() {
+    let mut b = Both::new();
+    b.same(&[b"CONFIG", b"RESETSTAT"]);
+    let (rp, ap) = (b._r.port, b._a.port);
+    let mut rows = Vec::new();
+    for (port, c) in [(rp, &mut b.r), (ap, &mut b.a)] {
+        let mut w = RawConn::connect(port);
+        let id = w.cmd(&[b"CLIENT", b"ID"]);
+        let id = String::from_utf8_lossy(&id[1..id.len() - 2]).to_string();
+        w.send(&v(&["BLPOP", "nolist", "0"]));
+        let t0 = std::time::Instant::now();
+        while c.cmd(&[b"CLIENT", b"UNBLOCK", id.as_bytes(), b"ERROR"]) != b":1\r\n" {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(5), "never blocked");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(w.read_reply().starts_with(b"-UNBLOCKED"));
+        let stats = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"commandstats"])).to_string();
+        let blpop = stats.split("\r\n").find(|l| l.starts_with("cmdstat_blpop:")).unwrap().to_string();
+        let fields: Vec<&str> = blpop.split(',').filter(|f| !f.starts_with("usec")).collect();
+        let errors = info_field(c, b"stats", "total_error_replies");
+        rows.push((fields.join(","), errors));
+    }
+    assert_eq!(rows[1], rows[0]);
+    assert!(rows[0].0.ends_with("failed_calls=1"), "{}", rows[0].0);
 }
 
 /// UNLINK (and DEL under `lazyfree-lazy-user-del`) free big values in the background: the

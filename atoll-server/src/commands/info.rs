@@ -19,6 +19,7 @@ const ORDER: &[&str] = &[
     "latencystats",
     "cluster",
     "keyspace",
+    "debug",
 ];
 /// The sections of a plain INFO.
 const DEFAULT_OMITS: &[&str] = &["commandstats", "latencystats"];
@@ -30,7 +31,11 @@ pub fn select_sections(args: &[&[u8]]) -> Vec<&'static str> {
     let default = args.is_empty() || want.iter().any(|w| w == "default");
     ORDER
         .iter()
-        .filter(|s| everything || want.iter().any(|w| w == *s) || (default && !DEFAULT_OMITS.contains(s)))
+        .filter(|s| {
+            want.iter().any(|w| w == *s)
+                // `debug` only when named, as in Redis.
+                || (**s != "debug" && (everything || (default && !DEFAULT_OMITS.contains(s))))
+        })
         .copied()
         .collect()
 }
@@ -442,6 +447,15 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                         f!("db{}:keys={},expires={},avg_ttl=0", db, keys, expires);
                     }
                 }
+            }
+            "debug" => {
+                // Redis's: its AOF flush and cron time, its longest event-loop iteration and
+                // the most commands one ran; here summed over (maxima: across) the workers.
+                o.push_str("# Debug\r\n");
+                f!("eventloop_duration_aof_sum:{}", st.sum(|c| &c.eventloop_aof_ns) / 1000);
+                f!("eventloop_duration_cron_sum:{}", st.sum(|c| &c.eventloop_cron_ns) / 1000);
+                f!("eventloop_duration_max:{}", st.max(|c| &c.eventloop_max_us));
+                f!("eventloop_cmd_per_cycle_max:{}", st.max(|c| &c.eventloop_max_cmds));
             }
             "commandstats" => {
                 o.push_str("# Commandstats\r\n");

@@ -90,16 +90,22 @@ fn install(srv: &Server, log: Option<Arc<AofLog>>) {
 /// not go out before that write is on disk either — as in Redis, whose fsync of an event-loop
 /// iteration precedes every reply of it. With AOF off it costs the thread-local read and one
 /// relaxed load.
-pub fn before_replies(srv: &Server) {
+///
+/// Returns the nanoseconds it took (INFO debug `eventloop_duration_aof_sum`), 0 when there was
+/// nothing to do.
+pub fn before_replies(srv: &Server) -> u64 {
     let own = aof::take_thread_appended();
     if own == 0 && !srv.effects_enabled() {
-        return;
+        return 0;
     }
-    let Some(log) = srv.persistence.aof.log() else { return };
+    let Some(log) = srv.persistence.aof.log() else { return 0 };
     let upto = if log.policy() == Fsync::Always { own.max(log.appended()) } else { own };
-    if upto > 0 {
-        log.before_replies(upto);
+    if upto == 0 {
+        return 0;
     }
+    let t0 = srv.clock.instant();
+    log.before_replies(upto);
+    srv.clock.instant().saturating_duration_since(t0).as_nanos() as u64
 }
 
 /// AOF is on with `appendfsync always`: every round that writes waits for an fsync.

@@ -341,7 +341,10 @@ impl Server {
         if el >= 1.0 {
             let d_cycles = cycles.saturating_sub(s.cycles);
             s.ops_per_sec = (ops.saturating_sub(s.ops) as f64 / el) as u64;
-            s.cycles_per_sec = (d_cycles as f64 / el) as u64;
+            // Per event loop, as Redis's one loop reports it: idle, each worker turns `hz`
+            // times a second for its cron, and a sum would read as `hz` × workers.
+            let loops = self.stats.workers.len().max(1) as f64;
+            s.cycles_per_sec = (d_cycles as f64 / el / loops) as u64;
             s.us_per_cycle = us.saturating_sub(s.us).checked_div(d_cycles).unwrap_or(0);
             s.in_per_sec = net_in.saturating_sub(s.net_in) as f64 / el;
             s.out_per_sec = net_out.saturating_sub(s.net_out) as f64 / el;

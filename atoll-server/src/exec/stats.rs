@@ -38,6 +38,12 @@ pub struct Counters {
     /// Event-loop rounds, and the time spent working in them (not waiting), in µs.
     pub eventloop_cycles: AtomicU64,
     pub eventloop_us: AtomicU64,
+    /// INFO debug: ns spent making the AOF durable before replies (writes, `always`'s
+    /// fsyncs) and in the cron; the longest round in µs, and the most commands a round ran.
+    pub eventloop_aof_ns: AtomicU64,
+    pub eventloop_cron_ns: AtomicU64,
+    pub eventloop_max_us: AtomicU64,
+    pub eventloop_max_cmds: AtomicU64,
 }
 
 /// Per-command counters (INFO commandstats).
@@ -90,6 +96,10 @@ impl WorkerStats {
             &c.unexpected_error_replies,
             &c.eventloop_cycles,
             &c.eventloop_us,
+            &c.eventloop_aof_ns,
+            &c.eventloop_cron_ns,
+            &c.eventloop_max_us,
+            &c.eventloop_max_cmds,
         ] {
             a.store(0, Ordering::Relaxed);
         }
@@ -125,6 +135,11 @@ impl Stats {
     /// Sum of one counter over all workers.
     pub fn sum(&self, f: impl Fn(&Counters) -> &AtomicU64) -> u64 {
         self.workers.iter().map(|w| f(&w.counters).load(Ordering::Relaxed)).sum()
+    }
+
+    /// The largest of the workers' values (INFO debug's maxima).
+    pub fn max(&self, f: impl Fn(&Counters) -> &AtomicU64) -> u64 {
+        self.workers.iter().map(|w| f(&w.counters).load(Ordering::Relaxed)).max().unwrap_or(0)
     }
 
     pub fn cmd_sum(&self, id: usize, f: impl Fn(&CmdStat) -> &AtomicU64) -> u64 {

@@ -403,25 +403,30 @@ impl Session {
         // The wait ended: the blocked command counts as a call now, and the slow log sees it
         // (a re-run counts and logs itself).
         let ran_us = std::mem::take(&mut self.client.blocked_us);
-        if !matches!(state, WaitState::Retry) {
+        let cmd = if matches!(state, WaitState::Retry) {
+            None
+        } else {
             let argv: Vec<&[u8]> = w.argv.iter().map(|a| a.as_slice()).collect();
-            if let Ok(c) = crate::exec::call::resolve(srv, &argv) {
+            let c = crate::exec::call::resolve(srv, &argv).ok();
+            if let Some(c) = c {
                 ws.cmds[c.id].calls.fetch_add(1, Ordering::Relaxed);
                 crate::exec::call::after_wait(srv, &self.client, c, &argv, ran_us);
             }
-        }
+            c.map(|c| c.id)
+        };
+        // A wait that ends in an error (a stream deleted under XREADGROUP, CLIENT UNBLOCK …
+        // ERROR) is a failed call of the blocked command, as Redis counts it.
+        let failed = |ws: &WorkerStats| {
+            if let Some(id) = cmd {
+                ws.cmds[id].failed_calls.fetch_add(1, Ordering::Relaxed);
+            }
+        };
         match state {
             WaitState::Served(bytes) => {
-                // A waiter served with an error (a stream deleted under XREADGROUP) counts it
-                // as the command's error, as Redis does.
                 if let Some(text) = bytes.strip_prefix(b"-") {
                     let text = String::from_utf8_lossy(text);
                     crate::exec::call::count_error(ws, text.trim_end());
-                    if let Ok(c) =
-                        crate::exec::call::resolve(srv, &w.argv.iter().map(|a| a.as_slice()).collect::<Vec<_>>())
-                    {
-                        ws.cmds[c.id].failed_calls.fetch_add(1, Ordering::Relaxed);
-                    }
+                    failed(ws);
                 }
                 out.raw(&bytes)
             }
@@ -437,6 +442,7 @@ impl Session {
                 }
             }
             WaitState::Unblocked => {
+                failed(ws);
                 error_reply(ws, out, &CmdError::msg("UNBLOCKED client unblocked via CLIENT UNBLOCK"))
             }
             _ => (w.on_timeout)(out),

@@ -280,6 +280,8 @@ pub struct Core {
     next_cron: i64,
     /// When the current round's work began (after its wait).
     round_start: Option<quanta::Instant>,
+    /// The worker's command count when the round began (INFO debug's commands per round).
+    round_cmds: u64,
 }
 
 impl Core {
@@ -295,6 +297,7 @@ impl Core {
             mail: Vec::new(),
             next_cron,
             round_start: None,
+            round_cmds: 0,
         }
     }
 
@@ -390,7 +393,10 @@ impl Core {
         self.deliver(conns);
         // `appendfsync always`: this round's writes are on disk before any reply goes out —
         // this worker's, and those of clients it served that wait on other workers.
-        crate::exec::aof::before_replies(&self.srv);
+        let aof_ns = crate::exec::aof::before_replies(&self.srv);
+        if aof_ns > 0 {
+            bump(&self.srv.stats.workers[self.id].counters.eventloop_aof_ns, aof_ns);
+        }
         crate::exec::blocking::release_served();
         let pending = std::mem::take(&mut self.to_flush);
         for &t in &pending {
@@ -440,6 +446,7 @@ impl Core {
     #[inline]
     pub fn begin_round(&mut self) {
         self.round_start = Some(self.srv.clock.instant());
+        self.round_cmds = self.srv.stats.workers[self.id].counters.commands.load(Ordering::Relaxed);
         crate::exec::pubsub::defer_wakes();
         crate::exec::blocking::defer_served_wakes();
     }
@@ -448,8 +455,17 @@ impl Core {
     pub fn end_round<C: HasLink>(&mut self, mut flushed: Vec<usize>, conns: &mut slab::Slab<C>) {
         if let Some(t0) = self.round_start.take() {
             let c = &self.srv.stats.workers[self.id].counters;
+            let us = self.srv.clock.instant().saturating_duration_since(t0).as_micros() as u64;
             bump(&c.eventloop_cycles, 1);
-            bump(&c.eventloop_us, self.srv.clock.instant().saturating_duration_since(t0).as_micros() as u64);
+            bump(&c.eventloop_us, us);
+            // INFO debug's maxima: this worker's own counters, so a load and rarely a store.
+            if us > c.eventloop_max_us.load(Ordering::Relaxed) {
+                c.eventloop_max_us.store(us, Ordering::Relaxed);
+            }
+            let cmds = c.commands.load(Ordering::Relaxed).wrapping_sub(self.round_cmds);
+            if cmds > c.eventloop_max_cmds.load(Ordering::Relaxed) && cmds < u64::MAX / 2 {
+                c.eventloop_max_cmds.store(cmds, Ordering::Relaxed);
+            }
         }
         flushed.clear();
         if self.to_flush.is_empty() {
@@ -487,6 +503,7 @@ impl Core {
         // Resumes queued by `finish` for these clients find them no longer waiting.
         if now >= self.next_cron && !self.srv.cron_paused.load(Ordering::Relaxed) {
             let srv = self.srv.clone();
+            let t0 = srv.clock.instant();
             super::expire::cycle(&srv, &srv.stats.workers[self.id].counters);
             crate::scripting::release_stale_vm(&srv, self.id);
             if self.id == 0 {
@@ -498,6 +515,8 @@ impl Core {
             }
             let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as i64;
             self.next_cron = now + 1000 / hz;
+            let ns = srv.clock.instant().saturating_duration_since(t0).as_nanos() as u64;
+            bump(&srv.stats.workers[self.id].counters.eventloop_cron_ns, ns);
         }
     }
 

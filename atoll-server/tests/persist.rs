@@ -230,6 +230,46 @@ fn corrupt_payloads_are_refused_without_harm() {
     });
 }
 
+/// A corrupt payload is refused with Redis's reply and logged in Redis's words, which
+/// operators (and Redis's own tests) look for: each payload goes to Redis 7.2 and to Atoll,
+/// and the phrase Redis logged must be in Atoll's log too.
+#[test]
+fn corrupt_payloads_are_logged_in_redis_words() {
+    let logs = std::env::temp_dir().join(format!("atoll-corrupt-logs-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    let (rlog, alog) = (logs.join("redis.log"), logs.join("atoll.log"));
+    let verbose = |log: &std::path::Path| -> Vec<String> {
+        ["--loglevel", "verbose", "--logfile", log.to_str().unwrap(), "--sanitize-dump-payload", "yes"]
+            .map(String::from)
+            .to_vec()
+    };
+    let (rargs, aargs) = (verbose(&rlog), verbose(&alog));
+    let r = start_redis(&rargs.iter().map(String::as_str).collect::<Vec<_>>());
+    let a = start_atoll(&aargs.iter().map(String::as_str).collect::<Vec<_>>());
+    let (mut rc, mut ac) = (RawConn::connect(r.port), RawConn::connect(a.port));
+    // A hash listpack whose second field is made a copy of the first, from Redis's own DUMP.
+    assert_eq!(cmd(&mut rc, &[b"HSET", b"h", b"a", b"1", b"b", b"2"]), b":2\r\n");
+    let mut dup = bulk_of(&cmd(&mut rc, &[b"DUMP", b"h"])).unwrap();
+    let at = dup.windows(3).position(|w| w == [0x81, b'b', 0x02]).expect("the field b, as a listpack entry");
+    dup[at + 1] = b'a';
+    // A zipmap (Redis ≤ 2.4) with no entries: its length byte, its end.
+    let mut zipmap = vec![9u8, 2, 0x00, 0xFF];
+    zipmap.extend_from_slice(&dup[dup.len() - 10..dup.len() - 8]);
+    dup.truncate(dup.len() - 8);
+    // Each body (type, value, RDB version) with its checksum made right again.
+    for (mut p, phrase) in [(dup, "Hash listpack integrity check failed"), (zipmap, "Zipmap integrity check failed")] {
+        let crc = crc64(&p);
+        p.extend_from_slice(&crc.to_le_bytes());
+        for c in [&mut rc, &mut ac] {
+            assert_eq!(show(&cmd(c, &[b"RESTORE", b"k", b"0", &p])), "-ERR Bad data format\\r\\n");
+        }
+        let (rl, al) = (std::fs::read_to_string(&rlog).unwrap(), std::fs::read_to_string(&alog).unwrap());
+        assert!(rl.contains(phrase), "Redis logged no '{phrase}': {rl}");
+        assert!(al.contains(phrase), "Atoll logged no '{phrase}': {al}");
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
 /// Redis's CRC-64 (Jones, reflected), computed bit by bit here so the test does not trust
 /// the server's table.
 fn crc64(data: &[u8]) -> u64 {
@@ -471,6 +511,8 @@ fn unloadable_files_stop_startup_with_a_clear_message() {
         assert_eq!(out.status.code(), Some(1), "{name}");
         let log = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
         assert!(log.contains("Fatal error loading the DB") && log.contains(want), "{name}: {log}");
+        // Where the reading failed, first, as Redis logs it.
+        assert!(log.contains("Internal error in RDB reading"), "{name}: {log}");
     }
 }
 
@@ -674,6 +716,46 @@ fn rdb_files_of_older_versions_load_as_redis_loads_them() {
     assert_eq!(encodings(&mut ac), encodings(&mut rc));
     for k in &keys {
         assert_eq!(digest_value(&mut ac, k), digest_value(&mut rc, k), "{}", String::from_utf8_lossy(k));
+    }
+}
+
+/// Empty aggregates (old versions wrote some) are skipped on load, named in the log and
+/// counted on the "Done loading" line, in Redis's words.
+#[test]
+fn empty_keys_in_a_file_are_skipped_and_counted_as_redis_does() {
+    let mut f = b"REDIS0009".to_vec();
+    f.extend_from_slice(&[0xFE, 0]);
+    let key = |f: &mut Vec<u8>, t: u8, k: &str| {
+        f.push(t);
+        rdb_str(f, k.as_bytes());
+    };
+    key(&mut f, 2, "e:set");
+    rdb_len(&mut f, 0);
+    key(&mut f, 13, "e:hash_ziplist");
+    rdb_str(&mut f, &ziplist(&[]));
+    key(&mut f, 3, "e:zset");
+    rdb_len(&mut f, 0);
+    key(&mut f, 0, "kept");
+    rdb_str(&mut f, b"v");
+    f.push(0xFF);
+    f.extend_from_slice(&[0; 8]);
+    let mut logs = Vec::new();
+    for redis in [true, false] {
+        let port = free_port();
+        let dir = scratch_dir(port);
+        std::fs::write(dir.join("dump.rdb"), &f).unwrap();
+        let log = dir.join("server.log");
+        let args = ["--dir", dir.to_str().unwrap(), "--loglevel", "notice", "--logfile", log.to_str().unwrap()];
+        let s = if redis { start_redis(&args) } else { start_atoll(&args) };
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(keys_of(&mut c), vec![b"kept".to_vec()]);
+        logs.push(std::fs::read_to_string(&log).unwrap());
+    }
+    for l in &logs {
+        for k in ["e:set", "e:hash_ziplist", "e:zset"] {
+            assert!(l.contains(&format!("rdbLoadObject skipping empty key: {k}")), "{k}: {l}");
+        }
+        assert!(l.contains("Done loading RDB, keys loaded: 1, keys expired: 0, empty keys skipped: 3."), "{l}");
     }
 }
 

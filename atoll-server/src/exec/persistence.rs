@@ -329,14 +329,25 @@ pub fn load_at_startup(srv: &Server) -> Result<(), String> {
     let now = srv.now_ms();
     let p = &srv.persistence;
     p.loading_total_bytes.store(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
-    let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)?;
+    let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)
+        // Redis logs the corruption where it finds it, then why it stops.
+        .inspect_err(|e| crate::log_warning!("Internal error in RDB reading -> {e}"))?;
     install_functions(srv, &info.functions, false)?;
     p.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     p.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
     if let Some((_, v)) = info.aux.iter().find(|(k, _)| k == "redis-ver") {
         crate::log_notice!("Loading RDB produced by version {v}");
     }
-    crate::log_notice!("Done loading RDB, keys loaded: {}, keys expired: {}.", info.keys_loaded, info.keys_expired);
+    if info.empty_keys_skipped > 0 {
+        crate::log_notice!(
+            "Done loading RDB, keys loaded: {}, keys expired: {}, empty keys skipped: {}.",
+            info.keys_loaded,
+            info.keys_expired,
+            info.empty_keys_skipped
+        );
+    } else {
+        crate::log_notice!("Done loading RDB, keys loaded: {}, keys expired: {}.", info.keys_loaded, info.keys_expired);
+    }
     crate::log_notice!("DB loaded from disk: {:.3} seconds", start.elapsed().as_secs_f64());
     Ok(())
 }

@@ -583,7 +583,10 @@ fn place<K: AsRef<[u8]>>(
 ) -> Result<(), String> {
     match v {
         None => {
-            crate::log_warning!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(key.as_ref()));
+            // As Redis: the first ten are named.
+            if info.empty_keys_skipped < 10 {
+                crate::log_notice!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(key.as_ref()));
+            }
             info.empty_keys_skipped += 1
         }
         Some(_) if exp.is_some_and(|t| t < now_ms) => info.keys_expired += 1,

@@ -422,7 +422,8 @@ pub fn zipmap(b: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         p += vlen + free as usize;
         out.push((k.to_vec(), v.to_vec()));
     }
-    if p != b.len() - 1 {
+    // An empty zipmap is corrupt to Redis too (no Redis wrote one).
+    if p != b.len() - 1 || out.is_empty() {
         return bad();
     }
     Ok(out)

@@ -126,46 +126,29 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
         }
         TYPE_HASH_ZIPMAP => hash(zipmap(&inp.string()?)?, o)?,
         // Redis 7.2 keeps an old ziplist list a quicklist, whatever its size.
-        TYPE_LIST_ZIPLIST => Value::List(Box::new(List::quicklist_of(
-            ziplist(&inp.string()?)?.into_iter().map(|e| e.into_bytes().into_boxed_slice()),
-        ))),
+        TYPE_LIST_ZIPLIST => {
+            let blob = inp.string()?;
+            let elems = packed("List ziplist", ziplist(&blob))?;
+            Value::List(Box::new(List::quicklist_of(elems.into_iter().map(|e| e.into_bytes().into_boxed_slice()))))
+        }
         TYPE_SET_INTSET => {
-            let ints = intset(&inp.string()?)?;
+            let blob = inp.string()?;
+            let ints = intset(&blob)?;
             set(ints.iter().map(|i| itoa::Buffer::new().format(*i).as_bytes().to_vec()).collect(), o)?
         }
-        TYPE_SET_LISTPACK => set(listpack(&inp.string()?)?.into_iter().map(Elem::into_bytes).collect(), o)?,
+        TYPE_SET_LISTPACK => {
+            let blob = inp.string()?;
+            packed("Set listpack", listpack(&blob).and_then(|e| set(e.into_iter().map(Elem::into_bytes).collect(), o)))?
+        }
         TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
             let blob = inp.string()?;
-            let elems = if t == TYPE_ZSET_ZIPLIST { ziplist(&blob)? } else { listpack(&blob)? };
-            if elems.len() % 2 != 0 {
-                return err("Sorted set listpack with an odd number of elements");
-            }
-            let mut items = Vec::with_capacity(elems.len() / 2);
-            let mut it = elems.into_iter();
-            while let (Some(m), Some(s)) = (it.next(), it.next()) {
-                let score = match s {
-                    Elem::Int(i) => i as f64,
-                    Elem::Str(b) => crate::engine::zset::parse_score(&b)
-                        .or_else(|| matches!(&b[..], b"inf" | b"+inf").then_some(f64::INFINITY))
-                        .or_else(|| (b == b"-inf").then_some(f64::NEG_INFINITY))
-                        .ok_or_else(|| RdbError("Invalid score in sorted set listpack".into()))?,
-                };
-                items.push((score, m.into_bytes()));
-            }
-            zset(items, o)?
+            let what = if t == TYPE_ZSET_ZIPLIST { "Zset ziplist" } else { "Zset listpack" };
+            packed(what, packed_zset(t, &blob, o))?
         }
         TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
             let blob = inp.string()?;
-            let elems = if t == TYPE_HASH_ZIPLIST { ziplist(&blob)? } else { listpack(&blob)? };
-            if elems.len() % 2 != 0 {
-                return err("Hash listpack with an odd number of elements");
-            }
-            let mut pairs = Vec::with_capacity(elems.len() / 2);
-            let mut it = elems.into_iter();
-            while let (Some(f), Some(v)) = (it.next(), it.next()) {
-                pairs.push((f.into_bytes(), v.into_bytes()));
-            }
-            hash(pairs, o)?
+            let what = if t == TYPE_HASH_ZIPLIST { "Hash ziplist" } else { "Hash listpack" };
+            packed(what, packed_hash(t, &blob, o))?
         }
         TYPE_LIST_QUICKLIST | TYPE_LIST_QUICKLIST_2 => {
             let nodes = inp.count()?;
@@ -213,6 +196,49 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
         _ => false,
     };
     Ok((!empty).then_some(v))
+}
+
+/// A packed encoding that failed to decode, or held what its type forbids (duplicates, an odd
+/// count, a bad score), reported as Redis reports it — "Hash listpack integrity check
+/// failed." — with what was wrong after it. Operators and Redis's tests look for those words.
+fn packed<T>(what: &str, r: Result<T>) -> Result<T> {
+    r.map_err(|RdbError(why)| RdbError(format!("{what} integrity check failed. ({why})")))
+}
+
+/// A sorted set's ziplist or listpack: member, score, member, score …
+fn packed_zset(t: u8, blob: &[u8], o: &LoadOpts) -> Result<Value> {
+    let elems = if t == TYPE_ZSET_ZIPLIST { ziplist(blob)? } else { listpack(blob)? };
+    if elems.len() % 2 != 0 {
+        return err("an odd number of elements");
+    }
+    let mut items = Vec::with_capacity(elems.len() / 2);
+    let mut it = elems.into_iter();
+    while let (Some(m), Some(s)) = (it.next(), it.next()) {
+        let score = match s {
+            Elem::Int(i) => i as f64,
+            Elem::Str(b) => crate::engine::zset::parse_score(&b)
+                .or_else(|| matches!(&b[..], b"inf" | b"+inf").then_some(f64::INFINITY))
+                .or_else(|| (b == b"-inf").then_some(f64::NEG_INFINITY))
+                .ok_or_else(|| RdbError("an invalid score".into()))?,
+        };
+        items.push((score, m.into_bytes()));
+    }
+    zset(items, o)
+}
+
+/// A hash's ziplist or listpack: field, value, field, value …
+fn packed_hash(t: u8, blob: &[u8], o: &LoadOpts) -> Result<Value> {
+    let elems = if t == TYPE_HASH_ZIPLIST { ziplist(blob)? } else { listpack(blob)? };
+    if elems.len() % 2 != 0 {
+        return err("an odd number of elements");
+    }
+    let mut pairs = Vec::with_capacity(elems.len() / 2);
+    let mut it = elems.into_iter();
+    while let (Some(f), Some(v)) = (it.next(), it.next()) {
+        pairs.push((f.into_bytes(), v.into_bytes()));
+    }
+    // Redis's words for it, when a listpack turning into a table meets a field twice.
+    hash(pairs, o).map_err(|_| RdbError("listpack with dup elements".into()))
 }
 
 fn list(items: Vec<Box<[u8]>>, o: &LoadOpts) -> Value {
@@ -269,7 +295,11 @@ fn stream<R: Read>(t: u8, inp: &mut Input<R>) -> Result<Stream> {
         let master = id_from(&inp.string()?)?;
         let lp = inp.string()?;
         let bytes = lp.len();
-        let node = stream_node(master, listpack(&lp)?, bytes)?;
+        let elems = listpack(&lp).map_err(|RdbError(why)| match why.strip_prefix("Listpack") {
+            Some(rest) => RdbError(format!("Stream listpack{rest}")),
+            None => RdbError(format!("Stream listpack: {why}")),
+        })?;
+        let node = stream_node(master, elems, bytes)?;
         if node.entries.is_empty() {
             return err("Empty listpack inside stream");
         }
@@ -328,7 +358,7 @@ fn stream<R: Read>(t: u8, inp: &mut Input<R>) -> Result<Stream> {
                 nack.consumer = cname.clone();
             }
             if g.consumers.insert(cname, c).is_some() {
-                return err("Duplicated consumer name in stream consumer group");
+                return err("Duplicate stream consumer detected.");
             }
         }
         if g.pel.values().any(|n| n.consumer.is_empty()) {

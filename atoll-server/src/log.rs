@@ -2,11 +2,14 @@
 //! level mark is `.` debug, `-` verbose, `*` notice, `#` warning.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 static LEVEL: AtomicU32 = AtomicU32::new(2);
 static FILE: OnceLock<Option<parking_lot::Mutex<std::fs::File>>> = OnceLock::new();
+/// Where the log goes, as a descriptor a signal handler can write to without locks.
+static LOG_FD: AtomicI32 = AtomicI32::new(1);
 
 pub const DEBUG: u32 = 0;
 pub const VERBOSE: u32 = 1;
@@ -21,7 +24,107 @@ pub fn init(logfile: &str, level: u32) {
     } else {
         std::fs::OpenOptions::new().create(true).append(true).open(logfile).ok().map(parking_lot::Mutex::new)
     };
+    if let Some(f) = &f {
+        LOG_FD.store(f.lock().as_raw_fd(), Ordering::Relaxed);
+    }
     let _ = FILE.set(f);
+}
+
+/// Signals that mean the process is crashing, as Redis's `setupSigSegvAction` lists them.
+const CRASH_SIGNALS: [libc::c_int; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT];
+
+/// The handlers that were there before ours (Rust's stack-overflow report for SIGSEGV and
+/// SIGBUS), put back once ours has written its report.
+static PREVIOUS: OnceLock<Vec<(libc::c_int, libc::sigaction)>> = OnceLock::new();
+
+/// A crash is reported in the log before the process dies, as Redis reports one ("crashed by
+/// signal"): operators and Redis's tests look for it. Called once at start-up.
+pub fn install_crash_report() {
+    let mut previous = Vec::new();
+    for sig in CRASH_SIGNALS {
+        // SAFETY: plain sigaction calls with zeroed structs we own; the handler only formats
+        // into a stack buffer and writes it (async-signal-safe), then puts the old action back.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = crash_handler as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, &sa, &mut old) == 0 {
+                previous.push((sig, old));
+            }
+        }
+    }
+    let _ = PREVIOUS.set(previous);
+}
+
+/// Appends `n` in decimal to `buf` at `*len` (no allocation: runs in a signal handler).
+fn put_num(buf: &mut [u8], len: &mut usize, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    put(buf, len, &digits[i..]);
+}
+
+fn put(buf: &mut [u8], len: &mut usize, s: &[u8]) {
+    let n = s.len().min(buf.len() - *len);
+    buf[*len..*len + n].copy_from_slice(&s[..n]);
+    *len += n;
+}
+
+extern "C" fn crash_handler(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let mut buf = [0u8; 512];
+    let mut len = 0;
+    // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
+    let code = if info.is_null() { 0 } else { unsafe { (*info).si_code } };
+    put(&mut buf, &mut len, b"\n\n=== ATOLL BUG REPORT START: Cut & paste starting from here ===\n");
+    // SAFETY: getpid is async-signal-safe.
+    put_num(&mut buf, &mut len, unsafe { libc::getpid() } as u64);
+    put(&mut buf, &mut len, b":M # Atoll ");
+    put(&mut buf, &mut len, env!("CARGO_PKG_VERSION").as_bytes());
+    put(&mut buf, &mut len, b" crashed by signal: ");
+    put_num(&mut buf, &mut len, sig as u64);
+    put(&mut buf, &mut len, b", si_code: ");
+    if code < 0 {
+        put(&mut buf, &mut len, b"-");
+    }
+    put_num(&mut buf, &mut len, code.unsigned_abs() as u64);
+    if (sig == libc::SIGSEGV || sig == libc::SIGBUS) && !info.is_null() && code > 0 {
+        // SAFETY: as above; si_addr is meaningful for these signals from a fault.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        put(&mut buf, &mut len, b"\nAccessing address: 0x");
+        let mut hex = [0u8; 16];
+        for (i, h) in hex.iter_mut().enumerate() {
+            *h = b"0123456789abcdef"[(addr >> (60 - 4 * i)) & 0xF];
+        }
+        put(&mut buf, &mut len, &hex);
+    }
+    put(&mut buf, &mut len, b"\n=== ATOLL BUG REPORT END. ===\n");
+    // SAFETY: write(2) and sigaction(2) are async-signal-safe; `PREVIOUS` was set before
+    // the handler was installed for the last time and is never changed after.
+    unsafe {
+        libc::write(LOG_FD.load(Ordering::Relaxed), buf.as_ptr().cast(), len);
+        let old = PREVIOUS.get().and_then(|p| p.iter().find(|(s, _)| *s == sig).map(|(_, a)| *a));
+        match old {
+            // A fault happens again on return and goes to the handler that was there (Rust's
+            // report of a stack overflow, else the default: the process dies by the signal).
+            Some(a) if code > 0 => {
+                libc::sigaction(sig, &a, std::ptr::null_mut());
+            }
+            // Sent by kill or raise: die by it now, as Redis does.
+            _ => {
+                libc::signal(sig, libc::SIG_DFL);
+                libc::raise(sig);
+            }
+        }
+    }
 }
 
 pub fn set_level(level: u32) {

@@ -922,3 +922,42 @@ fn a_blocked_command_is_slow_logged_once_unblocked() {
         assert_eq!(blpops(&mut c), 1, "{}: logged once unblocked", s.name);
     }
 }
+
+/// A crash is reported in the log before the process dies by its signal, as Redis reports
+/// one ("crashed by signal"): DEBUG SEGFAULT, and a SIGABRT from outside.
+#[test]
+fn a_crash_is_reported_in_the_log() {
+    for (how, sig) in [("DEBUG SEGFAULT", libc_sig::SEGV), ("kill -ABRT", libc_sig::ABRT)] {
+        let port = free_port();
+        let dir = scratch_dir(port);
+        let log = dir.join("server.log");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+            .args(["--port", &port.to_string(), "--save", "", "--enable-debug-command", "yes"])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--logfile")
+            .arg(&log)
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        if how.starts_with("DEBUG") {
+            let mut c = RawConn::connect(port);
+            c.send(&v(&["DEBUG", "SEGFAULT"]));
+            let _ = c.read_to_close();
+        } else {
+            let ok = std::process::Command::new("kill").args(["-ABRT", &child.id().to_string()]).status().unwrap();
+            assert!(ok.success());
+        }
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(sig), "{how}: {status:?}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains(&format!("crashed by signal: {sig}")), "{how}: {text}");
+    }
+}
+
+/// Signal numbers on Linux (the test crate does not depend on libc).
+mod libc_sig {
+    pub const ABRT: i32 = 6;
+    pub const SEGV: i32 = 11;
+}

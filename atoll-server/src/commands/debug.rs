@@ -356,6 +356,8 @@ const HELP: &[&str] = &[
     "    Return the hottest keys seen by sampling (Atoll's own; `hotkeys` config).",
     "OBJECT <key>",
     "    Show low level info about `key` and associated value.",
+    "PANIC",
+    "    Crash the server simulating a panic.",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys named key:<num>. If <prefix> is specified then",
     "    it is used instead of the 'key' prefix. These are not propagated to",
@@ -365,6 +367,8 @@ const HELP: &[&str] = &[
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
     "    true, false.",
+    "SEGFAULT",
+    "    Crash the server with sigsegv.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -573,6 +577,17 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.reply.ok();
         }
         ("client-eviction", 2) => return Err(CmdError::msg("ERR maxmemory-clients is disabled.")),
+        // Crash on purpose (tests of crash reporting), as Redis's do: the crash report goes
+        // to the log and the process dies by the signal.
+        ("segfault", 2) => {
+            // SAFETY: raising a signal on ourselves; the crash handler reports and dies.
+            unsafe { libc::raise(libc::SIGSEGV) };
+        }
+        ("panic", 2) => {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            crate::log_warning!("Guru Meditation: DEBUG PANIC called at Unix time {t}");
+            std::process::abort();
+        }
         ("hotkeys", 2 | 3) => {
             let n = if argc == 3 { parse_int(ctx.args[2])?.clamp(0, 64) as usize } else { 10 };
             let top = crate::exec::hotkeys::top(ctx.srv.stats.workers.iter().map(|w| &w.hot), n);

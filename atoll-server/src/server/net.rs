@@ -36,6 +36,7 @@ fn bind_tcp(addr: &str, port: u16, backlog: i32) -> io::Result<std::net::TcpList
 /// Starts the server and blocks until shutdown. Returns the process exit code.
 pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     crate::log::init(&config.get("logfile"), config.hot.loglevel.load(Ordering::Relaxed));
+    crate::log::install_crash_report();
     let threads = config.worker_threads();
     log_notice!("oO0OoO0OoO0Oo Atoll is starting oO0OoO0OoO0Oo");
     log_notice!(

@@ -628,8 +628,52 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
     } else {
         cmd
     };
+    // Redis's doesCommandHaveKeys: some key spec that names a key.
+    let names_keys = cmd.spec["key_specs"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|ks| !ks["flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "NOT_KEY"))));
+    if !names_keys {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
     if !cmd.arity_ok(argv.len()) {
         return Err(CmdError::msg("ERR Invalid number of arguments specified for command"));
+    }
+    // A command that may name no key (EVAL with numkeys 0) has none; any other must.
+    let none = || {
+        if cmd.flags & crate::exec::table::flags::NO_MANDATORY_KEYS != 0 {
+            Ok(Vec::new())
+        } else {
+            Err(CmdError::msg("ERR Invalid arguments specified for command"))
+        }
+    };
+    // Key specs flagged VARIABLE_FLAGS: the flags depend on the arguments, as Redis's
+    // setGetKeys and bitfieldGetKeys decide them.
+    let fixed = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    if cmd.name == "set" {
+        let get = argv[3..].iter().any(|a| eq_ic(a, "get"));
+        return Ok(vec![(
+            argv[1].to_vec(),
+            if get { fixed(&["RW", "ACCESS", "UPDATE"]) } else { fixed(&["OW", "UPDATE"]) },
+        )]);
+    }
+    if cmd.name == "bitfield" {
+        let mut readonly = true;
+        let mut i = 2;
+        while i < argv.len() {
+            let rem = argv.len() - i - 1;
+            if eq_ic(argv[i], "get") && rem >= 2 {
+                i += 2;
+            } else if eq_ic(argv[i], "overflow") && rem >= 1 {
+                i += 1;
+            } else {
+                // SET, INCRBY, or a syntax error: taken as a write, as Redis takes it.
+                readonly = false;
+                break;
+            }
+            i += 1;
+        }
+        let flags = if readonly { fixed(&["RO", "ACCESS"]) } else { fixed(&["RW", "ACCESS", "UPDATE"]) };
+        return Ok(vec![(argv[1].to_vec(), flags)]);
     }
     let mut out = Vec::new();
     // SORT's STORE key has no key spec Redis can search (its specs say "unknown"): Redis finds
@@ -661,8 +705,12 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
     }
     for (i, spec) in cmd.key_specs.iter().enumerate() {
         let mut pos = Vec::new();
-        keyspec::key_positions(std::slice::from_ref(spec), argv, &mut pos)
-            .map_err(|_| CmdError::msg("ERR Invalid arguments specified for command"))?;
+        // A key count of 0 is a spec Redis calls invalid here (its last key before its
+        // first): then the command's own key finder answers, which finds no key either.
+        let keynum = cmd.spec["key_specs"][i]["find_keys"].get("keynum").is_some();
+        if keyspec::key_positions(std::slice::from_ref(spec), argv, &mut pos).is_err() || (keynum && pos.is_empty()) {
+            return none();
+        }
         let flags: Vec<String> = cmd.spec["key_specs"][i]["flags"]
             .as_array()
             .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
@@ -672,7 +720,7 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
         }
     }
     if out.is_empty() {
-        return Err(CmdError::msg("ERR The command has no key arguments"));
+        return none();
     }
     Ok(out)
 }
@@ -694,6 +742,11 @@ pub fn command_getkeysandflags(ctx: &mut Ctx) -> CmdResult {
     for (k, flags) in keys {
         ctx.reply.array(2);
         ctx.reply.bulk(&k);
+        // In the order Redis prints them (its flag table's), whatever the spec's order.
+        const ORDER: [&str; 11] =
+            ["RO", "RW", "OW", "RM", "ACCESS", "UPDATE", "INSERT", "DELETE", "NOT_KEY", "INCOMPLETE", "VARIABLE_FLAGS"];
+        let mut flags = flags;
+        flags.sort_by_key(|f| ORDER.iter().position(|o| o == f).unwrap_or(ORDER.len()));
         ctx.reply.set(flags.len());
         for f in flags {
             if matches!(f.as_str(), "RO" | "RW" | "OW" | "RM") {

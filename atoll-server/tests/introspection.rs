@@ -961,3 +961,29 @@ mod libc_sig {
     pub const ABRT: i32 = 6;
     pub const SEGV: i32 = 11;
 }
+
+/// The active expiry cycle that frees a big value is a latency event (`expire-cycle`), on
+/// Redis 7.2 and on Atoll alike.
+#[test]
+fn an_expire_cycle_that_frees_a_big_value_is_a_latency_event() {
+    let mut b = Both::new();
+    b.same(&[b"CONFIG", b"SET", b"latency-monitor-threshold", b"1"]);
+    for c in [&mut b.r, &mut b.a] {
+        for batch in 0..20 {
+            let mut args = v(&["SADD", "big"]);
+            args.extend((0..10_000).map(|i| format!("member:{batch}:{i}").into_bytes()));
+            c.send(&args);
+            assert_eq!(c.read_reply(), b":10000\r\n");
+        }
+        assert_eq!(c.cmd(&[b"PEXPIRE", b"big", b"20"]), b":1\r\n");
+    }
+    for (name, c) in [("redis", &mut b.r), ("atoll", &mut b.a)] {
+        let t0 = std::time::Instant::now();
+        while c.cmd(&[b"DBSIZE"]) != b":0\r\n" {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{name}: the key never expired");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let latest = String::from_utf8_lossy(&c.cmd(&[b"LATENCY", b"LATEST"])).to_string();
+        assert!(latest.contains("expire-cycle"), "{name}: {latest}");
+    }
+}

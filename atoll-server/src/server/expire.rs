@@ -98,8 +98,16 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
             }
         }
     }
-    if start.elapsed() > budget {
+    let took = start.elapsed();
+    if took > budget {
         stats.expire_cycle_capped.fetch_add(1, Ordering::Relaxed);
+    }
+    // The latency monitor's `expire-cycle` event, as Redis records it (a cycle that freed a
+    // big value, for one).
+    let ms = took.as_millis() as u64;
+    let threshold = srv.config.hot.latency_monitor_ms.load(Ordering::Relaxed);
+    if threshold > 0 && ms >= threshold {
+        srv.latency.add("expire-cycle", srv.now_ms() / 1000, ms);
     }
     srv.stats.note_expiry_sample(total_sampled, reclaimed);
     reclaimed

@@ -650,29 +650,19 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
     // setGetKeys and bitfieldGetKeys decide them.
     let fixed = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     if cmd.name == "set" {
-        let get = argv[3..].iter().any(|a| eq_ic(a, "get"));
-        return Ok(vec![(
-            argv[1].to_vec(),
-            if get { fixed(&["RW", "ACCESS", "UPDATE"]) } else { fixed(&["OW", "UPDATE"]) },
-        )]);
+        let flags = if keyspec::set_reads_its_key(argv) {
+            fixed(&["RW", "ACCESS", "UPDATE"])
+        } else {
+            fixed(&["OW", "UPDATE"])
+        };
+        return Ok(vec![(argv[1].to_vec(), flags)]);
     }
     if cmd.name == "bitfield" {
-        let mut readonly = true;
-        let mut i = 2;
-        while i < argv.len() {
-            let rem = argv.len() - i - 1;
-            if eq_ic(argv[i], "get") && rem >= 2 {
-                i += 2;
-            } else if eq_ic(argv[i], "overflow") && rem >= 1 {
-                i += 1;
-            } else {
-                // SET, INCRBY, or a syntax error: taken as a write, as Redis takes it.
-                readonly = false;
-                break;
-            }
-            i += 1;
-        }
-        let flags = if readonly { fixed(&["RO", "ACCESS"]) } else { fixed(&["RW", "ACCESS", "UPDATE"]) };
+        let flags = if keyspec::bitfield_is_readonly(argv) {
+            fixed(&["RO", "ACCESS"])
+        } else {
+            fixed(&["RW", "ACCESS", "UPDATE"])
+        };
         return Ok(vec![(argv[1].to_vec(), flags)]);
     }
     let mut out = Vec::new();

@@ -459,26 +459,10 @@ fn acl_keys(cmd: &Command, argv: &[&[u8]], out: &mut SmallVec<[(usize, u8); 8]>)
             }
         }
         AclKeys::Set if argv.len() > 1 => {
-            let get = argv.iter().skip(3).any(|a| is(a, "get"));
-            out.push((1, if get { RW } else { WRITE }));
+            out.push((1, if super::keyspec::set_reads_its_key(argv) { RW } else { WRITE }));
         }
         AclKeys::Bitfield if argv.len() > 1 => {
-            // Read-only when only GET (and OVERFLOW) subcommands follow, as Redis decides.
-            let mut readonly = true;
-            let mut i = 2;
-            while i < argv.len() {
-                let rem = argv.len() - i - 1;
-                if is(argv[i], "get") && rem >= 2 {
-                    i += 2;
-                } else if is(argv[i], "overflow") && rem >= 1 {
-                    i += 1;
-                } else {
-                    readonly = false;
-                    break;
-                }
-                i += 1;
-            }
-            out.push((1, if readonly { READ } else { RW }));
+            out.push((1, if super::keyspec::bitfield_is_readonly(argv) { READ } else { RW }));
         }
         AclKeys::Sort | AclKeys::SortRo if argv.len() > 1 => {
             out.push((1, READ));

@@ -164,6 +164,30 @@ pub fn key_positions_with(
     Ok(complete)
 }
 
+/// SET's key is read as well as written when GET is among its options (Redis's setGetKeys:
+/// the key spec's VARIABLE_FLAGS).
+pub fn set_reads_its_key(argv: &[&[u8]]) -> bool {
+    argv.iter().skip(3).any(|a| eq_ic(a, "get"))
+}
+
+/// BITFIELD only reads its key when GET (and OVERFLOW) subcommands are all that follow; a
+/// SET, an INCRBY or a syntax error makes it a write (Redis's bitfieldGetKeys).
+pub fn bitfield_is_readonly(argv: &[&[u8]]) -> bool {
+    let mut i = 2;
+    while i < argv.len() {
+        let rem = argv.len() - i - 1;
+        if eq_ic(argv[i], "get") && rem >= 2 {
+            i += 2;
+        } else if eq_ic(argv[i], "overflow") && rem >= 1 {
+            i += 1;
+        } else {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -205,15 +205,25 @@ fn packed<T>(what: &str, r: Result<T>) -> Result<T> {
     r.map_err(|RdbError(why)| RdbError(format!("{what} integrity check failed. ({why})")))
 }
 
-/// A sorted set's ziplist or listpack: member, score, member, score …
-fn packed_zset(t: u8, blob: &[u8], o: &LoadOpts) -> Result<Value> {
-    let elems = if t == TYPE_ZSET_ZIPLIST { ziplist(blob)? } else { listpack(blob)? };
+/// The elements of a ziplist or a listpack, two by two.
+fn packed_pairs(is_ziplist: bool, blob: &[u8]) -> Result<Vec<(Elem, Elem)>> {
+    let elems = if is_ziplist { ziplist(blob)? } else { listpack(blob)? };
     if elems.len() % 2 != 0 {
         return err("an odd number of elements");
     }
-    let mut items = Vec::with_capacity(elems.len() / 2);
+    let mut pairs = Vec::with_capacity(elems.len() / 2);
     let mut it = elems.into_iter();
-    while let (Some(m), Some(s)) = (it.next(), it.next()) {
+    while let (Some(a), Some(b)) = (it.next(), it.next()) {
+        pairs.push((a, b));
+    }
+    Ok(pairs)
+}
+
+/// A sorted set's ziplist or listpack: member, score, member, score …
+fn packed_zset(t: u8, blob: &[u8], o: &LoadOpts) -> Result<Value> {
+    let pairs = packed_pairs(t == TYPE_ZSET_ZIPLIST, blob)?;
+    let mut items = Vec::with_capacity(pairs.len());
+    for (m, s) in pairs {
         let score = match s {
             Elem::Int(i) => i as f64,
             Elem::Str(b) => crate::engine::zset::parse_score(&b)
@@ -228,15 +238,10 @@ fn packed_zset(t: u8, blob: &[u8], o: &LoadOpts) -> Result<Value> {
 
 /// A hash's ziplist or listpack: field, value, field, value …
 fn packed_hash(t: u8, blob: &[u8], o: &LoadOpts) -> Result<Value> {
-    let elems = if t == TYPE_HASH_ZIPLIST { ziplist(blob)? } else { listpack(blob)? };
-    if elems.len() % 2 != 0 {
-        return err("an odd number of elements");
-    }
-    let mut pairs = Vec::with_capacity(elems.len() / 2);
-    let mut it = elems.into_iter();
-    while let (Some(f), Some(v)) = (it.next(), it.next()) {
-        pairs.push((f.into_bytes(), v.into_bytes()));
-    }
+    let pairs = packed_pairs(t == TYPE_HASH_ZIPLIST, blob)?
+        .into_iter()
+        .map(|(f, v)| (f.into_bytes(), v.into_bytes()))
+        .collect();
     // Redis's words for it, when a listpack turning into a table meets a field twice.
     hash(pairs, o).map_err(|_| RdbError("listpack with dup elements".into()))
 }

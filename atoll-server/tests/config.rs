@@ -477,3 +477,40 @@ fn config_rewrite_force_all_restarts_to_the_same_configuration() {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+/// CONFIG SET port moves the listener, as in Redis: the new port answers, the old one is
+/// closed, INFO follows; a port that cannot be bound fails the whole call with Redis's words
+/// and changes nothing, the other parameters of the call included.
+#[test]
+fn config_set_port_moves_the_listener_as_redis_does() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&[]);
+    // Held by someone else: binding it must fail.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port().to_string();
+    for s in [&r, &a] {
+        let mut c = RawConn::connect(s.port);
+        let e = c.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"10000001", b"port", taken_port.as_bytes()]);
+        let e = String::from_utf8_lossy(&e).to_string();
+        assert!(
+            e.starts_with(
+                "-ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port"
+            ),
+            "{}: {e}",
+            s.name
+        );
+        assert_eq!(parse_array(&c.cmd(&[b"CONFIG", b"GET", b"maxmemory"]))[1], b"0", "{}", s.name);
+        assert_eq!(parse_array(&c.cmd(&[b"CONFIG", b"GET", b"port"]))[1], s.port.to_string().into_bytes());
+        // The same port again changes nothing.
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"port", s.port.to_string().as_bytes()]), b"+OK\r\n", "{}", s.name);
+        let new = free_port();
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"port", new.to_string().as_bytes()]), b"+OK\r\n", "{}", s.name);
+        let mut moved = RawConn::connect(new);
+        assert_eq!(moved.cmd(&[b"PING"]), b"+PONG\r\n");
+        let info = String::from_utf8_lossy(&moved.cmd(&[b"INFO", b"server"])).to_string();
+        assert!(info.contains(&format!("tcp_port:{new}\r\n")), "{}: {info}", s.name);
+        assert!(std::net::TcpStream::connect(("127.0.0.1", s.port)).is_err(), "{}: the old port still listens", s.name);
+        // The connection made before the move is still served.
+        assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+    }
+}

@@ -135,7 +135,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("process_id:{}", std::process::id());
                 f!("process_supervised:no");
                 f!("run_id:{}", srv.run_id);
-                f!("tcp_port:{}", srv.tcp_port);
+                f!("tcp_port:{}", srv.tcp_port.load(Ordering::Relaxed));
                 f!("server_time_usec:{}", now * 1000);
                 let up = srv.started.elapsed().as_secs();
                 f!("uptime_in_seconds:{}", up);
@@ -150,7 +150,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 for b in srv.config.get("bind").split_whitespace() {
                     binds.push_str(&format!("bind={b},"));
                 }
-                f!("listener0:name=tcp,{}port={}", binds, srv.tcp_port);
+                f!("listener0:name=tcp,{}port={}", binds, srv.tcp_port.load(Ordering::Relaxed));
                 f!("threads:{}", srv.threads);
             }
             "clients" => {

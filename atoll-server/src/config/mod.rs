@@ -733,9 +733,19 @@ fn check_support(def: &Def, v: &str) -> Result<(), String> {
     }
 }
 
+/// Rebinds the TCP listeners to a port (0: none), installed by the server once it listens:
+/// CONFIG SET port. The configuration names nothing above it, so the server hands it this.
+pub static LISTEN: std::sync::OnceLock<Box<Listen>> = std::sync::OnceLock::new();
+pub type Listen = dyn Fn(u16) -> Result<(), String> + Send + Sync;
+
 /// Carries out a value that acts at once: the working directory, the open-files limit that
-/// maxclients needs.
+/// maxclients needs, the port listened on.
 fn apply(def: &Def, v: &str) -> Result<(), String> {
+    if def.name == "port" {
+        if let Some(listen) = LISTEN.get() {
+            listen(v.parse().unwrap_or(0))?;
+        }
+    }
     if def.name == "maxclients" {
         let want: usize = v.parse().unwrap_or(0);
         let got = adjust_open_files(want);

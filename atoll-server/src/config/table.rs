@@ -258,7 +258,8 @@ pub static DEFS: &[Def] = &[
     Def::new("oom-score-adj", Enum(&["no", "yes", "relative", "absolute"]), "no").live(),
     Def::new("oom-score-adj-values", OomValues, "0 200 800").live(),
     Def::new("pidfile", Str, "").flags(IMMUTABLE).live(),
-    Def::new("port", Int { min: 0, max: 65535 }, "6379").file_only(BIND),
+    // CONFIG SET rebinds the listeners (`config::LISTEN`), rolled back if binding fails.
+    Def::new("port", Int { min: 0, max: 65535 }, "6379").live(),
     Def::new("proc-title-template", Str, "{title} {listen-addr} {server-mode}").inert(),
     Def::new("propagation-error-behavior", Enum(&["ignore", "panic", "panic-on-replicas"]), "ignore").inert(),
     Def::new("protected-mode", Bool, "yes").live(),

@@ -80,7 +80,8 @@ pub struct Server {
     pub run_id: String,
     /// The replication ID (INFO master_replid; DEBUG CHANGE-REPL-ID makes a new one).
     pub replid: Mutex<String>,
-    pub tcp_port: u16,
+    /// The TCP port listened on (CONFIG SET port changes it).
+    pub tcp_port: std::sync::atomic::AtomicU16,
     pub executable: String,
     pub active_expire: AtomicBool,
     /// DEBUG SET-SKIP-CHECKSUM-VALIDATION: RESTORE does not check the payload's CRC-64.
@@ -219,7 +220,7 @@ impl Server {
             start_ms: now,
             replid: Mutex::new(run_id.clone()),
             run_id,
-            tcp_port,
+            tcp_port: std::sync::atomic::AtomicU16::new(tcp_port),
             executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
             active_expire: AtomicBool::new(true),
             skip_checksum: AtomicBool::new(false),

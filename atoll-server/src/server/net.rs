@@ -219,47 +219,94 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     );
     log_notice!("Server initialized");
     std::thread::Builder::new().name("atoll-load".into()).spawn(loader).expect("spawn the loader");
+    // CONFIG SET port asks the main thread, which owns the listeners, and waits for its answer.
+    type Rebind = (u16, std::sync::mpsc::Sender<Result<(), String>>);
+    let (rebind_tx, mut rebind_rx) = tokio::sync::mpsc::unbounded_channel::<Rebind>();
+    let _ = crate::config::LISTEN.set(Box::new(move |port| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        rebind_tx.send((port, tx)).map_err(|_| "the server is shutting down".to_string())?;
+        rx.recv_timeout(std::time::Duration::from_secs(5)).map_err(|_| "the listeners did not answer".to_string())?
+    }));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("main runtime");
     let code = rt.block_on(async move {
         let next = Rc::new(std::cell::Cell::new(0usize));
         let workers = Rc::new(workers);
         let local = tokio::task::LocalSet::new();
-        let tcp = listeners.into_iter().map(|l| (l, false));
-        for (l, tls) in tcp.chain(tls_listeners.into_iter().map(|l| (l, true))) {
-            let l = tokio::net::TcpListener::from_std(l).expect("listener");
+        // One acceptor task per TCP or TLS listener; the plain TCP ones are kept, so that
+        // CONFIG SET port can replace them.
+        let acceptor = {
             let (srv, workers, next) = (srv.clone(), workers.clone(), next.clone());
-            local.spawn_local(async move {
-                first_events(&srv).await;
-                loop {
-                    let Ok((s, peer)) = l.accept().await else {
-                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                        continue;
-                    };
-                    let Ok(mut s) = s.into_std() else { continue };
-                    // A TLS client is refused without words: Redis's text cannot go out
-                    // before a handshake, and plain text would read as a broken record.
-                    let admitted = if tls {
-                        admit(&srv, &mut std::io::sink(), Some(peer.ip()))
-                    } else {
-                        admit(&srv, &mut s, Some(peer.ip()))
-                    };
-                    if !admitted {
+            move |l: std::net::TcpListener, tls: bool| {
+                let l = tokio::net::TcpListener::from_std(l).expect("listener");
+                let (srv, workers, next) = (srv.clone(), workers.clone(), next.clone());
+                async move {
+                    first_events(&srv).await;
+                    loop {
+                        let Ok((s, peer)) = l.accept().await else {
+                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                            continue;
+                        };
+                        let Ok(mut s) = s.into_std() else { continue };
+                        // A TLS client is refused without words: Redis's text cannot go out
+                        // before a handshake, and plain text would read as a broken record.
+                        let admitted = if tls {
+                            admit(&srv, &mut std::io::sink(), Some(peer.ip()))
+                        } else {
+                            admit(&srv, &mut s, Some(peer.ip()))
+                        };
+                        if !admitted {
+                            continue;
+                        }
+                        let _ = tcp_keepalive(&s, srv.config.get_i64("tcp-keepalive"));
+                        let conn = if tls {
+                            match tls_codec(&srv) {
+                                Some(codec) => Conn::Tls(s, codec),
+                                None => continue,
+                            }
+                        } else {
+                            Conn::Tcp(s)
+                        };
+                        let w = pick_worker(&srv, &next, workers.len());
+                        hand_out(&workers[w], conn).await;
+                    }
+                }
+            }
+        };
+        let mut tcp_tasks: Vec<tokio::task::JoinHandle<()>> =
+            listeners.into_iter().map(|l| local.spawn_local(acceptor(l, false))).collect();
+        for l in tls_listeners {
+            local.spawn_local(acceptor(l, true));
+        }
+        // CONFIG SET port: the new port's listeners first (a failure changes nothing), then
+        // the old ones go.
+        local.spawn_local({
+            let srv = srv.clone();
+            async move {
+                while let Some((port, reply)) = rebind_rx.recv().await {
+                    // The port listened on already (CONFIG SET of the same value): nothing to do.
+                    if port == srv.tcp_port.load(Ordering::Relaxed) {
+                        let _ = reply.send(Ok(()));
                         continue;
                     }
-                    let _ = tcp_keepalive(&s, srv.config.get_i64("tcp-keepalive"));
-                    let conn = if tls {
-                        match tls_codec(&srv) {
-                            Some(codec) => Conn::Tls(s, codec),
-                            None => continue,
-                        }
+                    let r = if port == 0 {
+                        Ok(Vec::new())
                     } else {
-                        Conn::Tcp(s)
+                        try_bind_all(&srv.config.get("bind"), port, srv.config.get_i64("tcp-backlog") as i32)
+                            .map_err(|(_, e)| format!("Unable to listen on this port: {}", crate::log::strerror(&e)))
                     };
-                    let w = pick_worker(&srv, &next, workers.len());
-                    hand_out(&workers[w], conn).await;
+                    let r = r.map(|ls| {
+                        for t in tcp_tasks.drain(..) {
+                            t.abort();
+                        }
+                        // This task runs in the LocalSet: its acceptors do too.
+                        tcp_tasks = ls.into_iter().map(|l| tokio::task::spawn_local(acceptor(l, false))).collect();
+                        srv.tcp_port.store(port, Ordering::Relaxed);
+                        log_notice!("Listening on port {port} (tcp)");
+                    });
+                    let _ = reply.send(r);
                 }
-            });
-        }
+            }
+        });
         if let Some(l) = unix_listener {
             let l = tokio::net::UnixListener::from_std(l).expect("unix listener");
             let (srv, workers, next) = (srv.clone(), workers.clone(), next.clone());
@@ -346,6 +393,19 @@ async fn first_events(srv: &Server) {
 /// Listens on `port` at every `bind` address (a `-` marks one that may be missing); None
 /// after logging why when a required address cannot be bound.
 fn bind_all(bind: &str, port: u16, backlog: i32, what: &str) -> Option<Vec<std::net::TcpListener>> {
+    match try_bind_all(bind, port, backlog) {
+        Ok(ls) => Some(ls),
+        Err((addr, e)) => {
+            log_warning!("Warning: Could not create server TCP listening socket {addr}:{port}: {e}");
+            log_warning!("Failed listening on port {port} ({what}), aborting.");
+            None
+        }
+    }
+}
+
+/// Listens on `port` at every `bind` address; the first required address that cannot be
+/// bound, and why, otherwise.
+fn try_bind_all(bind: &str, port: u16, backlog: i32) -> Result<Vec<std::net::TcpListener>, (String, io::Error)> {
     let mut out = Vec::new();
     for a in bind.split_whitespace() {
         let (optional, addr) = match a.strip_prefix('-') {
@@ -355,14 +415,10 @@ fn bind_all(bind: &str, port: u16, backlog: i32, what: &str) -> Option<Vec<std::
         match bind_tcp(addr, port, backlog) {
             Ok(l) => out.push(l),
             Err(e) if optional => log_verbose!("Skipping optional address {addr}: {e}"),
-            Err(e) => {
-                log_warning!("Warning: Could not create server TCP listening socket {addr}:{port}: {e}");
-                log_warning!("Failed listening on port {port} ({what}), aborting.");
-                return None;
-            }
+            Err(e) => return Err((addr.to_string(), e)),
         }
     }
-    Some(out)
+    Ok(out)
 }
 
 /// The codec of a new TLS connection, from the configuration in use now.

@@ -306,6 +306,77 @@ fn blocked_xreadgroup_learns_its_stream_is_gone_as_redis_does() {
     }
 }
 
+/// A CLIENT PAUSE ALL that has run out leaves nothing behind: a WRITE pause after it holds
+/// back writes only, so CLIENT PAUSE and INFO still answer (Redis resets an ended pause; its
+/// unit/pause tests hung here).
+#[test]
+fn an_ended_pause_all_does_not_widen_the_next_write_pause() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&[]);
+    for port in [r.port, a.port] {
+        let mut ctl = RawConn::connect(port);
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"PAUSE", b"200", b"ALL"]), b"+OK\r\n");
+        // Under ALL every command waits for its end, CLIENT PAUSE too.
+        let start = Instant::now();
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"PAUSE", b"20", b"WRITE"]), b"+OK\r\n");
+        assert!(start.elapsed() >= Duration::from_millis(120), "port {port}: {:?}", start.elapsed());
+        let mut reader = RawConn::connect(port);
+        // The ALL pause is over: a new WRITE pause holds back writes only.
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"PAUSE", b"60000", b"WRITE"]), b"+OK\r\n");
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"PAUSE", b"10", b"WRITE"]), b"+OK\r\n");
+        assert_eq!(reader.cmd(&[b"GET", b"k"]), b"$-1\r\n");
+        let mut writer = RawConn::connect(port);
+        writer.send(&[b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()]);
+        wait_blocked(&mut ctl, 1);
+        // The shorter second pause did not end the first.
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(blocked_clients(&mut ctl), 1, "port {port}");
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+        assert_eq!(writer.read_reply(), b"+OK\r\n");
+    }
+}
+
+/// Under CLIENT PAUSE WRITE a script that declares `no-writes` runs (EVAL, EVALSHA, FCALL, and
+/// inside MULTI), while one without a shebang, or one that may write, waits — on Redis and
+/// Atoll alike (Redis takes EVAL's and FCALL's flags from the script).
+#[test]
+fn a_write_pause_lets_no_writes_scripts_run() {
+    let r = start_redis(&[]);
+    let a = start_atoll(&[]);
+    let ro = b"#!lua flags=no-writes\nreturn 'ro'".to_vec();
+    let lib = b"#!lua name=plib\nredis.register_function{function_name='pf', callback=function() return 'f' end, flags={'no-writes'}}\nredis.register_function('pw', function() return 'w' end)".to_vec();
+    for port in [r.port, a.port] {
+        let mut ctl = RawConn::connect(port);
+        assert!(ctl.cmd(&[b"FUNCTION", b"LOAD", b"REPLACE", &lib]).starts_with(b"$4"));
+        let sha = ctl.cmd(&[b"SCRIPT", b"LOAD", &ro]);
+        let sha = sha[5..45].to_vec();
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"PAUSE", b"100000", b"WRITE"]), b"+OK\r\n");
+        let mut c = RawConn::connect(port);
+        assert_eq!(c.cmd(&[b"EVAL", &ro, b"0"]), b"$2\r\nro\r\n", "port {port}");
+        assert_eq!(c.cmd(&[b"EVALSHA", &sha, b"0"]), b"$2\r\nro\r\n");
+        assert_eq!(c.cmd(&[b"FCALL", b"pf", b"0"]), b"$1\r\nf\r\n");
+        assert_eq!(c.cmd(&[b"MULTI"]), b"+OK\r\n");
+        assert_eq!(c.cmd(&[b"EVAL", &ro, b"0"]), b"+QUEUED\r\n");
+        assert_eq!(c.cmd(&[b"EXEC"]), b"*1\r\n$2\r\nro\r\n");
+        assert_eq!(blocked_clients(&mut ctl), 0);
+        // These may write: they wait for the pause to end.
+        let waiting: Vec<Vec<Vec<u8>>> = vec![
+            vec![b"EVAL".to_vec(), b"return 1".to_vec(), b"0".to_vec()],
+            vec![b"EVAL".to_vec(), b"#!lua\nreturn 2".to_vec(), b"0".to_vec()],
+            vec![b"FCALL".to_vec(), b"pw".to_vec(), b"0".to_vec()],
+        ];
+        let mut held: Vec<RawConn> = waiting.iter().map(|_| RawConn::connect(port)).collect();
+        for (w, argv) in held.iter_mut().zip(&waiting) {
+            w.send(argv);
+        }
+        wait_blocked(&mut ctl, 3);
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+        assert_eq!(held[0].read_reply(), b":1\r\n");
+        assert_eq!(held[1].read_reply(), b":2\r\n");
+        assert_eq!(held[2].read_reply(), b"$1\r\nw\r\n");
+    }
+}
+
 /// CLIENT PAUSE WRITE holds writes from every worker until the pause ends or CLIENT UNPAUSE,
 /// lets reads through, and keeps expired keys (read as missing) until it is over; the same
 /// session behaves alike on Redis 7.2.6.

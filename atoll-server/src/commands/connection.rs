@@ -737,7 +737,7 @@ pub fn client_pause(ctx: &mut Ctx) -> CmdResult {
             String::from_utf8_lossy(ctx.arg(1))
         )));
     }
-    ctx.srv.pause(ctx.ks.now.saturating_add(ms), all);
+    ctx.srv.pause(ctx.ks.now, ctx.ks.now.saturating_add(ms), all);
     ctx.reply.ok();
     Ok(())
 }

@@ -275,7 +275,7 @@ fn gated(
         }
     }
     // CLIENT PAUSE: one load when no pause is on.
-    if srv.pause_until.load(Ordering::Relaxed) != 0 && must_wait_for_pause(srv, client, cmd) {
+    if srv.pause_until.load(Ordering::Relaxed) != 0 && must_wait_for_pause(srv, client, cmd, argv) {
         return postpone(srv, client, argv);
     }
     let plan = match (key_hint, cmd.scope, cmd.single_key) {
@@ -403,18 +403,28 @@ pub fn log_acl(srv: &Server, client: &Client, d: Denied, context: Context, objec
 
 /// Whether CLIENT PAUSE holds this command back: every command under `ALL`; under `WRITE`
 /// those that may write (write commands, and EXEC of a transaction holding one), as Redis.
-fn must_wait_for_pause(srv: &Server, client: &Client, cmd: &Command) -> bool {
+fn must_wait_for_pause(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]]) -> bool {
     let Some(all) = srv.pause_active(srv.now_ms()) else { return false };
-    if all || cmd.has(flags::WRITE) || cmd.has(flags::MAY_REPLICATE) {
+    if all || may_write(srv, cmd, argv) {
         return true;
     }
     cmd.name == "exec"
         && client.multi.as_ref().is_some_and(|m| {
             m.queued.iter().any(|argv| {
                 let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                resolve(srv, &args).is_ok_and(|c| c.has(flags::WRITE) || c.has(flags::MAY_REPLICATE))
+                resolve(srv, &args).is_ok_and(|c| may_write(srv, c, &args))
             })
         })
+}
+
+/// A write command, or one that may replicate — unless it runs a script whose shebang
+/// declares `no-writes` (Redis's getCommandFlags for EVAL and FCALL).
+fn may_write(srv: &Server, cmd: &Command, argv: &[&[u8]]) -> bool {
+    if cmd.has(flags::WRITE) {
+        return true;
+    }
+    cmd.has(flags::MAY_REPLICATE)
+        && (!matches!(cmd.name.as_str(), "eval" | "evalsha" | "fcall") || srv.scripts.call_may_write(&cmd.name, argv))
 }
 
 /// Suspends the client until the pause ends (its deadline, or CLIENT UNPAUSE); the command

@@ -270,6 +270,24 @@ impl Scripts {
         }
     }
 
+    /// Whether EVAL, EVALSHA or FCALL (`name`, lowercase, with its arguments `argv`) may
+    /// write, by the flags its script declares (Redis's evalGetCommandFlags and
+    /// fcallGetCommandFlags, for CLIENT PAUSE WRITE). A script without a shebang, an EVALSHA
+    /// of a script not cached, or a function not found: it may, as the command's own
+    /// `may-replicate` flag says.
+    pub fn call_may_write(&self, name: &str, argv: &[&[u8]]) -> bool {
+        let flags = match (name, argv.get(1)) {
+            ("eval", Some(body)) => parse_shebang(body).map_or(sflags::EVAL_COMPAT, |(f, _)| f),
+            ("evalsha", Some(sha)) => self.get(sha).map_or(sflags::EVAL_COMPAT, |s| s.flags),
+            ("fcall", Some(f)) => {
+                let Ok(f) = std::str::from_utf8(f) else { return true };
+                self.functions.read().function(f).map_or(sflags::EVAL_COMPAT, |(_, i)| i.flags)
+            }
+            _ => return true,
+        };
+        flags & sflags::EVAL_COMPAT != 0 || flags & sflags::NO_WRITES == 0
+    }
+
     pub fn get(&self, sha: &[u8]) -> Option<Arc<Script>> {
         let key: [u8; 40] = sha.try_into().ok()?;
         let key = key.map(|c| c.to_ascii_lowercase());

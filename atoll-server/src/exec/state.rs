@@ -280,9 +280,17 @@ impl Server {
         self.effects_on.store(on, Ordering::Release);
     }
 
-    /// CLIENT PAUSE: holds back writes (or, with `all`, every command) until `until`. A pause
-    /// already on keeps the later end and the wider kind, as in Redis.
-    pub fn pause(&self, until: i64, all: bool) {
+    /// CLIENT PAUSE at `now`: holds back writes (or, with `all`, every command) until
+    /// `until`. A pause still on keeps the later end and the wider kind, as in Redis; one
+    /// that has ended leaves nothing behind (a `WRITE` pause after an `ALL` one that ran out
+    /// holds back writes only).
+    pub fn pause(&self, now: i64, until: i64, all: bool) {
+        // CLIENT PAUSE calls are rare: one at a time, so the check and the update agree.
+        let _one = self.paused.lock();
+        if self.pause_active(now).is_none() {
+            self.pause_all.store(false, Ordering::Relaxed);
+            self.pause_until.store(0, Ordering::Relaxed);
+        }
         self.pause_until.fetch_max(until, Ordering::Relaxed);
         if all {
             self.pause_all.store(true, Ordering::Relaxed);

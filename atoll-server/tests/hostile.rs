@@ -195,3 +195,125 @@ fn unfinished_big_requests_are_evicted_without_any_command() {
         assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
     }
 }
+
+/// Whether a client named `name` is in CLIENT LIST.
+fn listed(c: &mut RawConn, name: &str) -> bool {
+    show(&c.cmd(&[b"CLIENT", b"LIST"])).contains(&format!("name={name} "))
+}
+
+/// Replies over the normal class's hard limit are never sent: the client is closed at once,
+/// as Redis checks the limit as it buffers each reply — one big LRANGE, a pipeline whose
+/// replies add up, KEYS; a transaction runs whole first. Redis 7.2.6 and Atoll alike.
+#[test]
+fn replies_over_the_hard_limit_are_not_sent() {
+    for s in [start_redis(&[]), start_atoll(&[])] {
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"normal 100000 0 0"]), b"+OK\r\n");
+        let item = vec![b'x'; 1000];
+        for _ in 0..150 {
+            c.cmd(&[b"RPUSH", b"list", &item]);
+        }
+        c.cmd(&[b"SET", b"big", &vec![b'y'; 10_000]]);
+        // One LRANGE of 150 kB: no reply at all.
+        let mut rd = RawConn::connect(s.port);
+        assert_eq!(rd.cmd(&[b"CLIENT", b"SETNAME", b"big1"]), b"+OK\r\n");
+        rd.send(&v(&["LRANGE", "list", "0", "-1"]));
+        assert_eq!(rd.read_to_close(), b"", "port {}", s.port);
+        assert!(!listed(&mut c, "big1"));
+        // A pipeline of GETs of 10 kB, 150 kB in all, sent at once: no reply either.
+        let mut rd = RawConn::connect(s.port);
+        assert_eq!(rd.cmd(&[b"CLIENT", b"SETNAME", b"big2"]), b"+OK\r\n");
+        let pipe: Vec<u8> = (0..15).flat_map(|_| encode(&v(&["GET", "big"]))).collect();
+        rd.send_raw(&pipe);
+        assert_eq!(rd.read_to_close(), b"", "port {}", s.port);
+        // A transaction runs to its end, and its reply is not sent.
+        let mut rd = RawConn::connect(s.port);
+        assert_eq!(rd.cmd(&[b"MULTI"]), b"+OK\r\n");
+        assert_eq!(rd.cmd(&[b"SET", b"k2", b"v2"]), b"+QUEUED\r\n");
+        assert_eq!(rd.cmd(&[b"LRANGE", b"list", b"0", b"-1"]), b"+QUEUED\r\n");
+        assert_eq!(rd.cmd(&[b"SET", b"k3", b"v3"]), b"+QUEUED\r\n");
+        rd.send(&v(&["EXEC"]));
+        assert_eq!(rd.read_to_close(), b"", "port {}", s.port);
+        assert_eq!(c.cmd(&[b"MGET", b"k2", b"k3"]), b"*2\r\n$2\r\nv2\r\n$2\r\nv3\r\n");
+        // KEYS over the limit.
+        for i in 0..1000 {
+            c.cmd(&[b"SET", format!("long-key-name-prefix-of-100-chars-{}-{i}", "-".repeat(66)).as_bytes(), b"1"]);
+        }
+        let mut rd = RawConn::connect(s.port);
+        rd.send(&v(&["KEYS", "*"]));
+        assert_eq!(rd.read_to_close(), b"", "port {}", s.port);
+        // Under the limit, replies go out as ever.
+        assert_eq!(c.cmd(&[b"GET", b"big"]).len(), 10_000 + 10);
+    }
+}
+
+/// A subscriber that stops reading stays over the soft limit with no new message to check
+/// it: it is still closed once the soft limit's seconds are up (Redis's clientsCron), and not
+/// before.
+#[test]
+fn the_soft_limit_closes_a_reader_that_went_quiet() {
+    for s in [start_redis(&[]), start_atoll(&[])] {
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub 0 100000 1"]), b"+OK\r\n");
+        let mut sub = RawConn::connect(s.port);
+        assert_eq!(sub.cmd(&[b"CLIENT", b"SETNAME", b"quiet"]), b"+OK\r\n");
+        sub.send(&v(&["SUBSCRIBE", "ch"]));
+        let _ = sub.read_reply();
+        // Publish until the server holds over 100 kB for it (its socket buffers full first).
+        let msg = vec![b'x'; 1000];
+        let start = Instant::now();
+        loop {
+            c.cmd(&[b"PUBLISH", b"ch", &msg]);
+            let list = show(&c.cmd(&[b"CLIENT", b"LIST"]));
+            let line = list
+                .split('\n')
+                .find(|l| l.contains("name=quiet "))
+                .unwrap_or_else(|| panic!("port {}: closed before its output reached the soft limit", s.port));
+            let omem: u64 = line.split("omem=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+            if omem > 100_000 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "omem never grew past the soft limit");
+        }
+        // No more traffic. Not closed at once...
+        let quiet = Instant::now();
+        assert!(listed(&mut c, "quiet"), "port {}", s.port);
+        // ...but within the soft limit's second, plus a cron's slack.
+        while listed(&mut c, "quiet") {
+            assert!(quiet.elapsed() < Duration::from_secs(4), "port {}: still connected", s.port);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// HRANDFIELD, SRANDMEMBER and ZRANDMEMBER with a huge negative count stop as soon as the
+/// reply breaks the output limit, as Redis's do: the client is closed within moments, and
+/// the server never builds the gigabytes asked for.
+#[test]
+fn random_picks_with_a_huge_count_stop_at_the_output_limit() {
+    for s in [start_redis(&[]), start_atoll(&[])] {
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"normal 1000000 0 0"]), b"+OK\r\n");
+        c.cmd(&[b"HSET", b"h", b"a", b"b"]);
+        c.cmd(&[b"SADD", b"s", b"a", b"b"]);
+        c.cmd(&[b"SADD", b"si", b"1", b"2"]);
+        c.cmd(&[b"ZADD", b"z", b"1", b"a"]);
+        let before = used_memory(&mut c);
+        for argv in [
+            v(&["HRANDFIELD", "h", "-999999999"]),
+            v(&["HRANDFIELD", "h", "-999999999", "WITHVALUES"]),
+            v(&["SRANDMEMBER", "s", "-999999999"]),
+            v(&["SRANDMEMBER", "si", "-999999999"]),
+            v(&["ZRANDMEMBER", "z", "-999999999", "WITHSCORES"]),
+        ] {
+            let start = Instant::now();
+            let mut rd = RawConn::connect(s.port);
+            rd.send(&argv);
+            assert_eq!(rd.read_to_close(), b"", "port {}: {}", s.port, show(&argv.concat()));
+            assert!(start.elapsed() < Duration::from_secs(3), "{}: {:?}", show(&argv.concat()), start.elapsed());
+        }
+        assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+        let after = settles_under(&mut c, before + (8 << 20));
+        assert!(after < before + (8 << 20), "memory stayed {} bytes above", after - before);
+    }
+}

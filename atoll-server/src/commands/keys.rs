@@ -415,10 +415,13 @@ pub fn keys(ctx: &mut Ctx) -> CmdResult {
     // The count is only known at the end: the array header is inserted then.
     let header = reply.defer(b'*');
     let mut n = 0;
+    let guard = crate::exec::pubsub::OutputGuard::new(srv, &ctx.client.handle);
+    let mut full = false;
     for_each_live_key(srv, stats, ctx.ks.locks, db, now, |k, _| {
-        if all || glob_match(pattern, k, false) {
+        if !full && (all || glob_match(pattern, k, false)) {
             reply.bulk(k);
             n += 1;
+            full = guard.full(reply.buf.len());
         }
     });
     reply.set_deferred(header, n);

@@ -61,6 +61,9 @@ pub struct Hot {
     /// `client-output-buffer-limit` of the normal and pubsub classes (the order of
     /// `exec::pubsub::OutputClass`): hard bytes, soft bytes, soft seconds (0 = none).
     pub obuf: [AtomicU64; 6],
+    /// The smallest of those byte limits that is set (u64::MAX when none is): replies made
+    /// in one batch are weighed against the limits only once they are this big.
+    pub obuf_look: AtomicU64,
     /// `notify-keyspace-events` as flags (`exec::notify`); 0 when no event can be sent.
     pub notify: AtomicU32,
     /// `tracking-table-max-keys` (0: no limit).
@@ -647,6 +650,8 @@ impl Config {
                 h.obuf[i * 3 + j].store(*v, Ordering::Relaxed);
             }
         }
+        let look = [0, 2].iter().flat_map(|&c| limits[c][..2].to_vec()).filter(|&b| b > 0).min();
+        h.obuf_look.store(look.unwrap_or(u64::MAX), Ordering::Relaxed);
         let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY
             + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
         h.track.store(track, Ordering::Relaxed);

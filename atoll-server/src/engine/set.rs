@@ -359,15 +359,26 @@ impl Set {
         }
     }
 
-    /// Visits `n` uniformly random members, repeats allowed. A listpack's members are listed
-    /// once (it has no index to jump into) rather than walked for every pick.
-    pub fn sample<R: Rng>(&self, n: u64, rng: &mut R, mut f: impl FnMut(&[u8])) {
+    /// Visits `n` uniformly random members, repeats allowed, until `f` says stop (false). A
+    /// listpack's members are listed once (it has no index to jump into) rather than walked
+    /// for every pick.
+    pub fn sample<R: Rng>(&self, n: u64, rng: &mut R, mut f: impl FnMut(&[u8]) -> bool) {
         if let Repr::Pack(p) = &self.repr {
             let all: Vec<&[u8]> = p.iter().map(|e| e.item).collect();
-            (0..n).map_while(|_| all.choose(rng)).for_each(|m| f(m));
+            for _ in 0..n {
+                match all.choose(rng) {
+                    Some(m) if f(m) => {}
+                    _ => return,
+                }
+            }
             return;
         }
-        (0..n).map_while(|_| self.random(rng)).for_each(|m| f(&m));
+        for _ in 0..n {
+            match self.random(rng) {
+                Some(m) if f(&m) => {}
+                _ => return,
+            }
+        }
     }
 
     /// Removes and returns a random member.

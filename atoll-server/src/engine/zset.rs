@@ -472,16 +472,27 @@ impl ZSet {
         }
     }
 
-    /// Visits `n` uniformly random elements, repeats allowed. A listpack's entries are listed
-    /// once (it has no index to jump into) rather than walked for every pick.
-    pub fn sample<R: rand::Rng>(&self, n: u64, rng: &mut R, mut f: impl FnMut(&[u8], f64)) {
+    /// Visits `n` uniformly random elements, repeats allowed, until `f` says stop (false). A
+    /// listpack's entries are listed once (it has no index to jump into) rather than walked
+    /// for every pick.
+    pub fn sample<R: rand::Rng>(&self, n: u64, rng: &mut R, mut f: impl FnMut(&[u8], f64) -> bool) {
         use rand::seq::SliceRandom;
         if let Repr::Pack(p) = &self.repr {
             let all: Vec<(f64, &[u8])> = p.iter().map(|e| e.item).collect();
-            (0..n).map_while(|_| all.choose(rng)).for_each(|&(s, m)| f(m, s));
+            for _ in 0..n {
+                match all.choose(rng) {
+                    Some(&(s, m)) if f(m, s) => {}
+                    _ => return,
+                }
+            }
             return;
         }
-        (0..n).map_while(|_| self.random(rng)).for_each(|(m, s)| f(&m, s));
+        for _ in 0..n {
+            match self.random(rng) {
+                Some((m, s)) if f(&m, s) => {}
+                _ => return,
+            }
+        }
     }
 
     /// A random element (uniform).

@@ -65,6 +65,29 @@ pub fn over_output_limit(srv: &Server, h: &ClientHandle, bytes: u64) -> bool {
     false
 }
 
+/// Redis's CLIENT_CLOSE_ASAP check inside commands whose reply size the client picks
+/// (HRANDFIELD, SRANDMEMBER and ZRANDMEMBER with a negative count, KEYS): once the reply
+/// being built breaks the client's output limit, the command stops adding to it; the session
+/// then discards the reply and closes the client. Costs a comparison per element below the
+/// smallest limit set.
+pub struct OutputGuard<'a> {
+    srv: &'a Server,
+    h: &'a ClientHandle,
+    look: u64,
+}
+
+impl<'a> OutputGuard<'a> {
+    pub fn new(srv: &'a Server, h: &'a ClientHandle) -> Self {
+        OutputGuard { srv, h, look: srv.config.hot.obuf_look.load(Ordering::Relaxed) }
+    }
+
+    /// A reply of `len` bytes so far breaks the limit: stop.
+    #[inline]
+    pub fn full(&self, len: usize) -> bool {
+        len as u64 >= self.look && over_output_limit(self.srv, self.h, len as u64)
+    }
+}
+
 /// Disconnects a client over its output limit, with Redis's log line.
 #[cold]
 pub fn close_over_limit(h: &ClientHandle) {

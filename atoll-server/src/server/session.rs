@@ -170,11 +170,15 @@ impl Session {
                     let key_hint = hint.and_then(|r| r.key);
                     dispatch_hinted(srv, ws, &mut self.client, &argv, key_hint, out);
                     self.client.after_command(argv[0], &mut out.buf);
-                    // A pipeline whose replies outgrow the output-buffer limit stops here, as
-                    // Redis checks the limit at every reply: one batch of GETs of a big value
-                    // must not make gigabytes of replies first. (A length test per command;
-                    // the limit is looked at past 1 MB.)
-                    if out.buf.len() > 1 << 20 && over_batch_limit(srv, &self.client, out.buf.len()) {
+                    // Replies that outgrow the output-buffer limit are not sent: the client
+                    // is closed and its pipeline stops here, as Redis checks the limit at every
+                    // reply it buffers (a big LRANGE or KEYS gets no answer, a transaction runs
+                    // whole first, a batch of GETs of a big value does not make gigabytes of
+                    // replies). A length test per command; the limits are weighed only past
+                    // the smallest of them.
+                    if out.buf.len() as u64 >= srv.config.hot.obuf_look.load(Ordering::Relaxed)
+                        && over_batch_limit(srv, &self.client, out.buf.len())
+                    {
                         crate::exec::pubsub::close_over_limit(&self.client.handle);
                         self.client.close_after_reply = true;
                         out.buf.clear();

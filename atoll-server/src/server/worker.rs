@@ -57,6 +57,21 @@ pub fn close_idle_clients(srv: &Server) {
     }
 }
 
+/// `client-output-buffer-limit` once per cron, as Redis's clientsCron: a reader that stopped
+/// taking its output stays over the soft limit with no new output to check it, and is closed
+/// when its seconds are up.
+pub fn close_over_output_limits(srv: &Server) {
+    if srv.config.hot.obuf_look.load(Ordering::Relaxed) == u64::MAX {
+        return;
+    }
+    for h in srv.clients.snapshot() {
+        let pending = h.out_pending.load(Ordering::Relaxed);
+        if pending > 0 && crate::exec::pubsub::over_output_limit(srv, &h, pending) {
+            crate::exec::pubsub::close_over_limit(&h);
+        }
+    }
+}
+
 /// A connection keeps its reply buffer between rounds only up to this size.
 pub const KEEP_OUT: usize = 4096;
 /// Free connection slots a worker keeps, so that a busy script's poll can take new connections
@@ -510,6 +525,7 @@ impl Core {
                 srv.clock.resync();
                 srv.sample_ops();
                 close_idle_clients(&srv);
+                close_over_output_limits(&srv);
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 srv.tracking.enforce_limit(&srv);
             }

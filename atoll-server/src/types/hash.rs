@@ -325,6 +325,7 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.array(0);
         return Ok(());
     }
+    let guard = crate::exec::pubsub::OutputGuard::new(ctx.srv, &ctx.client.handle);
     let reply = &mut *ctx.reply;
     // RESP3 replies [field, value] pairs; RESP2 one flat array.
     let header = |reply: &mut crate::protocol::Reply, n: usize| {
@@ -347,6 +348,9 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
         for _ in 0..count {
             let (f, v) = pick(&mut rng).expect("non-empty hash");
             emit(reply, f, v);
+            if guard.full(reply.buf.len()) {
+                break;
+            }
         }
     } else if count >= size {
         // Asking for at least everything: the whole hash.

@@ -864,9 +864,13 @@ pub fn zrandmember(ctx: &mut Ctx) -> CmdResult {
         Some(c) if c < 0 => {
             // Streamed: the reply grows with the data, never sized up front by the count.
             let n = c.unsigned_abs();
+            let guard = crate::exec::pubsub::OutputGuard::new(ctx.srv, &ctx.client.handle);
             let reply = &mut *ctx.reply;
             elements_header(reply, n as usize, withscores);
-            z.sample(n, &mut rng, |m, s| reply_element(reply, m, s, withscores));
+            z.sample(n, &mut rng, |m, s| {
+                reply_element(reply, m, s, withscores);
+                !guard.full(reply.buf.len())
+            });
             return Ok(());
         }
         Some(c) => {

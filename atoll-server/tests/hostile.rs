@@ -317,3 +317,55 @@ fn random_picks_with_a_huge_count_stop_at_the_output_limit() {
         assert!(after < before + (8 << 20), "memory stayed {} bytes above", after - before);
     }
 }
+
+/// The `qbuf` field of CLIENT LIST while a big argument arrives counts that argument's bytes
+/// only (Redis drops the request's parsed head from its query buffer at that point), and a
+/// reader that stops taking big replies is evicted by `maxmemory-clients` before CLIENT LIST
+/// can see it over the limit — Redis 7.2.6 and Atoll alike.
+#[test]
+fn client_memory_is_weighed_as_redis_weighs_it() {
+    for s in [start_redis(&[]), start_atoll(&[])] {
+        let mut c = RawConn::connect(s.port);
+        let mut big = RawConn::connect(s.port);
+        assert_eq!(big.cmd(&[b"CLIENT", b"SETNAME", b"qb"]), b"+OK\r\n");
+        let n = 1 << 20;
+        big.send_raw(format!("*1\r\n${n}\r\n").as_bytes());
+        big.send_raw(&vec![b'v'; n]);
+        let start = Instant::now();
+        loop {
+            let list = show(&c.cmd(&[b"CLIENT", b"LIST"]));
+            let line = list.split('\n').find(|l| l.contains("name=qb ")).unwrap().to_string();
+            let qbuf: usize = line.split(" qbuf=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+            if qbuf == n {
+                break;
+            }
+            assert!(qbuf < n, "port {}: qbuf {qbuf} for an argument of {n} bytes", s.port);
+            assert!(start.elapsed() < Duration::from_secs(5), "port {}: qbuf stayed {qbuf}", s.port);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(big);
+        // A reader of 200 kB replies that never reads: gone before it is seen over 3 MB.
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"3000000"]), b"+OK\r\n");
+        assert_eq!(c.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), b"+OK\r\n");
+        c.cmd(&[b"SETRANGE", b"k", b"200000", b"v"]);
+        let mut rd = RawConn::connect(s.port);
+        assert_eq!(rd.cmd(&[b"CLIENT", b"SETNAME", b"slow"]), b"+OK\r\n");
+        let get = encode(&v(&["GET", "k"]));
+        let mut evicted = false;
+        for _ in 0..500 {
+            let list = show(&c.cmd(&[b"CLIENT", b"LIST"]));
+            let Some(line) = list.split('\n').find(|l| l.contains("name=slow ")) else {
+                evicted = true;
+                break;
+            };
+            let mem: u64 = line.split("tot-mem=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+            assert!(mem < 3_000_000, "port {}: a client seen at {mem} bytes", s.port);
+            if std::io::Write::write_all(&mut rd.stream, &get).is_err() {
+                evicted = true;
+                break;
+            }
+        }
+        assert!(evicted, "port {}: never evicted", s.port);
+        c.cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"0"]);
+    }
+}

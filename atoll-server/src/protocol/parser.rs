@@ -89,6 +89,8 @@ pub struct Parser {
     /// While the request waits for the rest of a big argument (≥ `BIG_ARG`): the bytes, from
     /// the request's first, it will take with that argument; else 0.
     big_need: usize,
+    /// Where that big argument's bytes begin, from the request's first byte.
+    big_start: usize,
 }
 
 /// Redis's PROTO_MBULK_BIG_ARG: the buffer of an argument this large stops growing at its
@@ -233,6 +235,7 @@ impl Parser {
             ranges: Vec::new(),
             inline_args: Vec::new(),
             big_need: 0,
+            big_start: 0,
         }
     }
 
@@ -242,6 +245,18 @@ impl Parser {
     pub fn big_need(&self) -> usize {
         if self.in_progress() {
             self.big_need
+        } else {
+            0
+        }
+    }
+
+    /// While the unfinished request waits for a big argument: where that argument's bytes
+    /// begin, from the request's first byte (0 otherwise). What comes before it is parsed
+    /// already; Redis drops it from the query buffer at this point, so its `qbuf` counts the
+    /// big argument's bytes only.
+    pub fn big_start(&self) -> usize {
+        if self.big_need() > 0 {
+            self.big_start
         } else {
             0
         }
@@ -366,6 +381,7 @@ impl Parser {
             // Wait until the whole argument and its CRLF are here.
             if buf.len() < start + len + 2 {
                 self.big_need = if len >= BIG_ARG { start + len + 2 } else { 0 };
+                self.big_start = start;
                 break;
             }
             self.ranges.push((start, start + len));
@@ -637,10 +653,12 @@ mod tests {
         let mut p = Parser::new();
         assert_eq!(p.parse(&buf, &l), Parsed::Incomplete);
         assert_eq!(p.big_need(), head.len() + 40000 + 2);
+        assert_eq!(p.big_start(), head.len());
         buf.extend_from_slice(&[b'x'; 39000]);
         buf.extend_from_slice(b"\r\n");
         assert_eq!(p.parse(&buf, &l), Parsed::Command { consumed: buf.len() });
         assert_eq!(p.big_need(), 0);
+        assert_eq!(p.big_start(), 0);
         // Small arguments announce nothing: the buffer grows as usual.
         let mut p = Parser::new();
         assert_eq!(p.parse(b"*2\r\n$3\r\nGET\r\n$100\r\nab", &l), Parsed::Incomplete);

@@ -86,7 +86,10 @@ impl Session {
             return false;
         }
         let h = &self.client.handle;
-        h.qbuf.store(self.pending.len() as u64, Ordering::Relaxed);
+        // Redis's figure: while a big argument arrives, its bytes only (the request's parsed
+        // head is not counted, as Redis has dropped it from its query buffer by then).
+        let head = self.parser.big_start().min(self.pending.len());
+        h.qbuf.store((self.pending.len() - head) as u64, Ordering::Relaxed);
         // A big unfinished request is weighed by client eviction before anything else runs.
         if self.pending.capacity() >= crate::protocol::parser::BIG_ARG
             && srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0

@@ -224,6 +224,12 @@ impl Link {
             h.out_pending.store(pending as u64, Ordering::Relaxed);
         }
         if cap != self.shown.cap {
+            // Replies piling up for a reader that does not take them: weighed against
+            // `maxmemory-clients` at this round's end, not a scan later (Redis evicts before
+            // the next command runs).
+            if cap > self.shown.cap + (32 << 10) && srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
+                srv.evict.client_grew();
+            }
             self.shown.cap = cap;
             h.reply_cap.store(cap as u64, Ordering::Relaxed);
         }

@@ -210,3 +210,35 @@ fn object_freq_counts_accesses_under_lfu() {
     c.cmd(&[b"CONFIG", b"SET", b"maxmemory-policy", b"allkeys-lru"]);
     assert!(c.cmd(&[b"OBJECT", b"FREQ", b"k"]).starts_with(b"-ERR An LFU maxmemory policy is not selected"));
 }
+
+/// Over `maxmemory` because one client's replies pile up, the fat client goes before any key
+/// does (Redis's processCommand runs evictClients before performEvictions): a pipeline of big
+/// GETs that it never reads closes it, and every key stays. Redis 7.2.6 and Atoll alike.
+#[test]
+fn fat_clients_are_evicted_before_keys() {
+    for (name, s) in [("redis", start_redis(&[])), ("atoll", start_atoll(&[]))] {
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(c.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), b"+OK\r\n");
+        for j in 0..50 {
+            c.cmd(&[b"SETRANGE", j.to_string().as_bytes(), b"100000", b"x"]);
+        }
+        let used = info_field(&mut c, "memory", "used_memory");
+        let max = (used + (8 << 20)).to_string();
+        for (k, v) in [("maxmemory-policy", "allkeys-lru"), ("maxmemory", max.as_str()), ("maxmemory-clients", "3mb")] {
+            assert_eq!(c.cmd(&[b"CONFIG", b"SET", k.as_bytes(), v.as_bytes()]), b"+OK\r\n");
+        }
+        assert_eq!(c.cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+        // 200 GETs of 100 kB in one write: 20 MB of replies, read by no one.
+        let mut fat = RawConn::connect(s.port);
+        let pipe: Vec<u8> = (0..200).flat_map(|j| encode(&v(&["GET", &(j % 50).to_string()]))).collect();
+        fat.send_raw(&pipe);
+        let start = std::time::Instant::now();
+        while info_field(&mut c, "stats", "evicted_clients") == 0 {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "{name}: no client evicted");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(info_field(&mut c, "stats", "evicted_keys"), 0, "{name}");
+        assert_eq!(c.cmd(&[b"DBSIZE"]), b":50\r\n", "{name}");
+        c.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"0"]);
+    }
+}

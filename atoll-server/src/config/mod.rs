@@ -64,6 +64,9 @@ pub struct Hot {
     /// The smallest of those byte limits that is set (u64::MAX when none is): replies made
     /// in one batch are weighed against the limits only once they are this big.
     pub obuf_look: AtomicU64,
+    /// Where a batch's replies are first weighed: `obuf_look`, or 32 KB with
+    /// `maxmemory-clients` set (client eviction counts replies as they are built).
+    pub batch_look: AtomicU64,
     /// `notify-keyspace-events` as flags (`exec::notify`); 0 when no event can be sent.
     pub notify: AtomicU32,
     /// `tracking-table-max-keys` (0: no limit).
@@ -652,6 +655,8 @@ impl Config {
         }
         let look = [0, 2].iter().flat_map(|&c| limits[c][..2].to_vec()).filter(|&b| b > 0).min();
         h.obuf_look.store(look.unwrap_or(u64::MAX), Ordering::Relaxed);
+        let batch = if mc != 0 { look.unwrap_or(u64::MAX).min(32 << 10) } else { look.unwrap_or(u64::MAX) };
+        h.batch_look.store(batch, Ordering::Relaxed);
         let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY
             + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
         h.track.store(track, Ordering::Relaxed);

@@ -68,6 +68,10 @@ pub struct ClientHandle {
     pub qbuf_free: AtomicU64,
     /// Capacity of the connection's reply buffers between rounds (`rbs`).
     pub reply_cap: AtomicU64,
+    /// With `maxmemory-clients` set: the capacity of the replies a batch of this client's
+    /// requests is building now, once past 32 KB (0 again when they are flushed). Redis
+    /// counts a reply as it is buffered, and evicts fat clients before the next command.
+    pub reply_round: AtomicU64,
     /// The largest batch of replies since the reply buffer was last given back (`rbp`).
     pub reply_peak: AtomicU64,
     /// Reply bytes the socket has not taken yet (`obl`, `omem`; `events=rw` while non-zero).
@@ -115,6 +119,7 @@ impl ClientHandle {
             + r(&self.qbuf_free)
             + r(&self.multi_mem)
             + r(&self.reply_cap)
+            + r(&self.reply_round)
             + r(&self.watch_mem)
             + r(&self.tracking_mem)
             + self.subscriptions() as u64 * STATE_ENTRY
@@ -143,6 +148,7 @@ impl ClientHandle {
             qbuf: 0.into(),
             qbuf_free: 0.into(),
             reply_cap: 0.into(),
+            reply_round: 0.into(),
             reply_peak: 0.into(),
             out_pending: 0.into(),
             flags_watch: AtomicBool::new(false),

@@ -329,7 +329,13 @@ pub fn perform(srv: &Server) -> Outcome {
         return Outcome::Ok;
     }
     let now_ms = srv.now_ms();
-    let used = used_for_limit(srv);
+    let mut used = used_for_limit(srv);
+    if used > limit && hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
+        // Fat clients go before keys do (Redis's processCommand: evictClients, then
+        // performEvictions): the memory over the limit may be theirs.
+        evict_clients(srv);
+        used = used_for_limit(srv);
+    }
     if used <= limit {
         srv.evict.exceeded(false, now_ms);
         return Outcome::Ok;

@@ -178,9 +178,9 @@ impl Session {
                     // reply it buffers (a big LRANGE or KEYS gets no answer, a transaction runs
                     // whole first, a batch of GETs of a big value does not make gigabytes of
                     // replies). A length test per command; the limits are weighed only past
-                    // the smallest of them.
-                    if out.buf.len() as u64 >= srv.config.hot.obuf_look.load(Ordering::Relaxed)
-                        && over_batch_limit(srv, &self.client, out.buf.len())
+                    // the smallest of them (or 32 KB, for client eviction).
+                    if out.buf.len() as u64 >= srv.config.hot.batch_look.load(Ordering::Relaxed)
+                        && over_batch_limit(srv, &self.client, &out.buf)
                     {
                         crate::exec::pubsub::close_over_limit(&self.client.handle);
                         self.client.close_after_reply = true;
@@ -364,11 +364,28 @@ impl Session {
     }
 }
 
-/// Whether replies of `bytes` made in one batch break the client's hard output-buffer limit
-/// (the soft one needs time, which a batch does not take).
+/// Whether the replies `buf` made in one batch break the client's hard output-buffer limit
+/// (the soft one needs time, which a batch does not take), or the client was evicted. With `maxmemory-clients` set, they
+/// are also shown as client memory from 32 KB on, each time they grow by as much again, so
+/// that client eviction weighs them before the next command anywhere (Redis counts a reply
+/// as it is buffered, and evicts fat clients before key eviction).
 #[cold]
-fn over_batch_limit(srv: &Server, client: &crate::exec::client::Client, bytes: usize) -> bool {
-    crate::exec::pubsub::over_output_limit(srv, &client.handle, bytes as u64)
+fn over_batch_limit(srv: &Server, client: &crate::exec::client::Client, buf: &[u8]) -> bool {
+    let h = &client.handle;
+    // Evicted meanwhile (it may be this client's own growth that did it): its pipeline stops
+    // here, as Redis stops a client that evicted itself.
+    if h.killed.load(Ordering::Relaxed) {
+        return true;
+    }
+    if srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
+        let shown = h.reply_round.load(Ordering::Relaxed);
+        if buf.len() as u64 >= shown + (32 << 10) {
+            h.reply_round.store(buf.len() as u64, Ordering::Relaxed);
+            srv.evict.client_grew();
+        }
+    }
+    buf.len() as u64 >= srv.config.hot.obuf_look.load(Ordering::Relaxed)
+        && crate::exec::pubsub::over_output_limit(srv, h, buf.len() as u64)
 }
 
 /// The protocol limits a client's requests are parsed under.

@@ -206,6 +206,10 @@ impl Link {
     /// capacity of the buffers the backend holds for this connection.
     pub fn show_output(&mut self, srv: &Server, batch: usize, pending: usize, cap: usize) {
         let h = &self.session.client.handle;
+        // The replies a batch was building are now in the buffers `cap` counts.
+        if h.reply_round.load(Ordering::Relaxed) != 0 {
+            h.reply_round.store(0, Ordering::Relaxed);
+        }
         // A reader this far behind breaks `client-output-buffer-limit`: it is disconnected.
         if pending > 0 {
             if crate::exec::pubsub::over_output_limit(srv, h, pending as u64) {

@@ -653,10 +653,9 @@ impl Config {
                 h.obuf[i * 3 + j].store(*v, Ordering::Relaxed);
             }
         }
-        let look = [0, 2].iter().flat_map(|&c| limits[c][..2].to_vec()).filter(|&b| b > 0).min();
-        h.obuf_look.store(look.unwrap_or(u64::MAX), Ordering::Relaxed);
-        let batch = if mc != 0 { look.unwrap_or(u64::MAX).min(32 << 10) } else { look.unwrap_or(u64::MAX) };
-        h.batch_look.store(batch, Ordering::Relaxed);
+        let look = [0, 2].iter().flat_map(|&c| &limits[c][..2]).copied().filter(|&b| b > 0).min().unwrap_or(u64::MAX);
+        h.obuf_look.store(look, Ordering::Relaxed);
+        h.batch_look.store(if mc != 0 { look.min(32 << 10) } else { look }, Ordering::Relaxed);
         let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY
             + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
         h.track.store(track, Ordering::Relaxed);

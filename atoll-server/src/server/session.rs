@@ -384,8 +384,7 @@ fn over_batch_limit(srv: &Server, client: &crate::exec::client::Client, buf: &[u
             srv.evict.client_grew();
         }
     }
-    buf.len() as u64 >= srv.config.hot.obuf_look.load(Ordering::Relaxed)
-        && crate::exec::pubsub::over_output_limit(srv, h, buf.len() as u64)
+    crate::exec::pubsub::OutputGuard::new(srv, h).full(buf.len())
 }
 
 /// The protocol limits a client's requests are parsed under.

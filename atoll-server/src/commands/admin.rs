@@ -1,15 +1,92 @@
-//! Server roles and extensions as a standalone Atoll has them: ROLE and REPLICAOF/SLAVEOF
-//! (a master; replicating from a primary is refused until replication exists), MODULE (no
+//! Server roles and extensions: ROLE, the master's side of replication (REPLCONF, PSYNC/SYNC,
+//! WAIT; see `exec::replication`), REPLICAOF/SLAVEOF (replicating from a primary is refused
+//! until the replica's side exists), MODULE (no
 //! modules: LIST is empty, LOAD is refused), and LOLWUT, with our own art.
 
+use crate::exec::replication as repl;
 use crate::exec::*;
+use std::sync::atomic::Ordering;
 
 // ROLE
 pub fn role(ctx: &mut Ctx) -> CmdResult {
+    let srv = ctx.srv;
+    let replicas = srv.repl.replicas();
     ctx.reply.array(3);
     ctx.reply.bulk(b"master");
-    ctx.reply.int(0);
-    ctx.reply.array(0);
+    ctx.reply.int(srv.repl.offset());
+    let online: Vec<_> = replicas.iter().filter(|r| r.link() == repl::Link::Online).collect();
+    ctx.reply.array(online.len());
+    for r in online {
+        ctx.reply.array(3);
+        ctx.reply.bulk(r.ip.as_bytes());
+        ctx.reply.bulk(r.port.to_string().as_bytes());
+        ctx.reply.bulk(r.ack_offset.load(Ordering::Relaxed).to_string().as_bytes());
+    }
+    Ok(())
+}
+
+// REPLCONF option value [option value ...]
+pub fn replconf(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len().is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    let replica = ctx.client.handle.replica.load(Ordering::Relaxed);
+    let mut i = 1;
+    while i < ctx.args.len() {
+        let (opt, val) = (ctx.arg(i), ctx.arg(i + 1));
+        if eq_ic(opt, "listening-port") {
+            let port = parse_int(val).ok().filter(|p| (0..=65535).contains(p)).ok_or(CmdError::NotInteger)?;
+            ctx.client.repl_hs.get_or_insert_with(Default::default).port = port as u16;
+        } else if eq_ic(opt, "ip-address") {
+            let ip = String::from_utf8_lossy(val).into_owned();
+            ctx.client.repl_hs.get_or_insert_with(Default::default).ip = Some(ip);
+        } else if eq_ic(opt, "capa") {
+            if eq_ic(val, "eof") {
+                ctx.client.repl_hs.get_or_insert_with(Default::default).capa_eof = true;
+            }
+        } else if eq_ic(opt, "ack") || eq_ic(opt, "fack") {
+            // From a replica: its offset, no reply (Redis's replconfCommand).
+            if replica && eq_ic(opt, "ack") {
+                if let Some(off) = crate::protocol::parse_i64(val) {
+                    repl::ack(ctx.srv, ctx.client.id(), off);
+                }
+            }
+            return Ok(());
+        } else if eq_ic(opt, "getack") {
+            // Asked of a replica by its master; a master has nothing to say.
+            return Ok(());
+        } else if eq_ic(opt, "rdb-only") || eq_ic(opt, "rdb-filter-only") {
+            return Err(CmdError::msg(format!(
+                "ERR REPLCONF {} is not supported by Atoll yet",
+                String::from_utf8_lossy(opt).to_lowercase()
+            )));
+        } else {
+            return Err(CmdError::msg(format!("ERR Unrecognized REPLCONF option: {}", String::from_utf8_lossy(opt))));
+        }
+        i += 2;
+    }
+    ctx.reply.ok();
+    Ok(())
+}
+
+// PSYNC replicationid offset  /  SYNC
+pub fn psync(ctx: &mut Ctx) -> CmdResult {
+    // Already a replica: ignored, as in Redis.
+    if ctx.client.handle.replica.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    if ctx.client.in_exec {
+        return Err(CmdError::msg("ERR Replica can't be in a transaction"));
+    }
+    let hs = ctx.client.repl_hs.take().map(|b| *b).unwrap_or_default();
+    let psync = (ctx.args.len() == 3).then(|| (ctx.arg(1), ctx.arg(2)));
+    let mut head = Vec::new();
+    let handle = ctx.client.handle.clone();
+    repl::attach(ctx.srv, &handle, &hs, psync, &mut head);
+    // A partial resync answers +CONTINUE now; a full one answers when its snapshot begins.
+    if !head.is_empty() {
+        ctx.reply.raw(&head);
+    }
     Ok(())
 }
 
@@ -125,17 +202,27 @@ pub fn wait(ctx: &mut Ctx) -> CmdResult {
     if timeout < 0 {
         return Err(CmdError::msg("ERR timeout is negative"));
     }
-    if numreplicas <= 0 || ctx.client.in_exec {
-        ctx.reply.int(0);
+    let srv = ctx.srv;
+    let target = repl::fed_here();
+    let acked = srv.repl.acked(target);
+    if acked as i64 >= numreplicas || ctx.client.in_exec {
+        ctx.reply.int(acked as i64);
         return Ok(());
     }
-    let deadline_ms = (timeout > 0).then(|| ctx.ks.now.saturating_add(timeout));
+    let deadline = if timeout > 0 { ctx.ks.now.saturating_add(timeout) } else { 0 };
     ctx.block(blocking::BlockRequest {
-        argv: None,
+        argv: Some(vec![
+            b"WAIT".to_vec(),
+            numreplicas.to_string().into_bytes(),
+            target.to_string().into_bytes(),
+            deadline.to_string().into_bytes(),
+        ]),
         keys: Vec::new(),
-        deadline_ms,
+        // The replication thread ends it at its deadline, replying the count by then.
+        deadline_ms: None,
         serve: blocking::never_served,
         on_timeout: |reply| reply.int(0),
+        registered: Some(repl::add_wait),
     });
     Ok(())
 }

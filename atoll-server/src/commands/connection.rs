@@ -310,9 +310,11 @@ fn running_request<'c>(ctx: &Ctx<'c, '_, '_>) -> &'c [&'c [u8]] {
     }
 }
 
-/// The client's class for CLIENT LIST/KILL TYPE (Atoll has no replicas or masters yet).
+/// The client's class for CLIENT LIST/KILL TYPE (no master link yet: Atoll is not a replica).
 fn client_type(h: &crate::exec::client::ClientHandle) -> &'static str {
-    if h.subscriptions() > 0 {
+    if h.replica.load(std::sync::atomic::Ordering::Relaxed) {
+        "replica"
+    } else if h.subscriptions() > 0 {
         "pubsub"
     } else {
         "normal"
@@ -334,7 +336,7 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
                     String::from_utf8_lossy(args[i + 1])
                 )));
             }
-            only_type = Some(t);
+            only_type = Some(if t == "slave" { "replica".into() } else { t });
             i += 2;
         } else if eq_ic(args[i], "ID") && i + 1 < args.len() {
             let mut v = Vec::new();
@@ -432,7 +434,7 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
             if !matches!(t.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
                 return Err(CmdError::msg(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(v))));
             }
-            ctype = Some(t);
+            ctype = Some(if t == "slave" { "replica".into() } else { t });
         } else if eq_ic(k, "SKIPME") {
             if eq_ic(v, "yes") {
                 skipme = true;

@@ -335,9 +335,9 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("instantaneous_input_repl_kbps:0.00");
                 f!("instantaneous_output_repl_kbps:0.00");
                 f!("rejected_connections:{}", st.sum(|c| &c.rejected_connections));
-                f!("sync_full:0");
-                f!("sync_partial_ok:0");
-                f!("sync_partial_err:0");
+                f!("sync_full:{}", srv.repl.sync_full.load(Ordering::Relaxed));
+                f!("sync_partial_ok:{}", srv.repl.sync_partial_ok.load(Ordering::Relaxed));
+                f!("sync_partial_err:{}", srv.repl.sync_partial_err.load(Ordering::Relaxed));
                 f!("expired_keys:{}", st.sum(|c| &c.expired_keys));
                 f!("expired_stale_perc:{:.2}", srv.stats.expired_stale_perc());
                 f!("expired_time_cap_reached_count:{}", st.sum(|c| &c.expire_cycle_capped));
@@ -397,16 +397,33 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
             "replication" => {
                 o.push_str("# Replication\r\n");
                 f!("role:master");
-                f!("connected_slaves:0");
+                let replicas = srv.repl.replicas();
+                f!("connected_slaves:{}", replicas.len());
+                let now = srv.now_ms();
+                for (i, r) in replicas.iter().enumerate() {
+                    let state = match r.link() {
+                        crate::exec::replication::Link::WaitBgsave => "wait_bgsave",
+                        crate::exec::replication::Link::SendBulk => "send_bulk",
+                        crate::exec::replication::Link::Online => "online",
+                    };
+                    f!(
+                        "slave{i}:ip={},port={},state={state},offset={},lag={}",
+                        r.ip,
+                        r.port,
+                        r.ack_offset.load(Ordering::Relaxed),
+                        (now - r.ack_ms.load(Ordering::Relaxed)).max(0) / 1000
+                    );
+                }
                 f!("master_failover_state:no-failover");
                 f!("master_replid:{}", srv.replid.lock());
                 f!("master_replid2:0000000000000000000000000000000000000000");
-                f!("master_repl_offset:0");
+                f!("master_repl_offset:{}", srv.repl.offset());
                 f!("second_repl_offset:-1");
-                f!("repl_backlog_active:0");
-                f!("repl_backlog_size:1048576");
-                f!("repl_backlog_first_byte_offset:0");
-                f!("repl_backlog_histlen:0");
+                let (active, size, first, histlen) = srv.repl.backlog_info(srv);
+                f!("repl_backlog_active:{}", active as u8);
+                f!("repl_backlog_size:{size}");
+                f!("repl_backlog_first_byte_offset:{first}");
+                f!("repl_backlog_histlen:{histlen}");
             }
             "cpu" => {
                 let (sys, user) = rusage(libc::RUSAGE_SELF);

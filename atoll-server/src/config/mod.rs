@@ -58,9 +58,9 @@ pub struct Hot {
     pub hotkeys: AtomicBool,
     /// `lazyfree-lazy-user-del`: DEL frees big values in the background, as UNLINK does.
     pub lazy_user_del: AtomicBool,
-    /// `client-output-buffer-limit` of the normal and pubsub classes (the order of
+    /// `client-output-buffer-limit` of the normal, pubsub and replica classes (the order of
     /// `exec::pubsub::OutputClass`): hard bytes, soft bytes, soft seconds (0 = none).
-    pub obuf: [AtomicU64; 6],
+    pub obuf: [AtomicU64; 9],
     /// The smallest of those byte limits that is set (u64::MAX when none is): replies made
     /// in one batch are weighed against the limits only once they are this big.
     pub obuf_look: AtomicU64,
@@ -648,7 +648,7 @@ impl Config {
         h.maxmemory_clients.store(mc, Ordering::Relaxed);
         h.notify.store(events::flags_of(get("notify-keyspace-events")), Ordering::Relaxed);
         let limits = value::output_limits(get("client-output-buffer-limit"));
-        for (i, class) in [0, 2].into_iter().enumerate() {
+        for (i, class) in [0, 2, 1].into_iter().enumerate() {
             for (j, v) in limits[class].iter().enumerate() {
                 h.obuf[i * 3 + j].store(*v, Ordering::Relaxed);
             }

@@ -56,6 +56,9 @@ pub struct BlockRequest {
     pub deadline_ms: Option<i64>,
     pub serve: ServeFn,
     pub on_timeout: TimeoutFn,
+    /// Called once the waiter exists, with its locks still held: for a wait something other
+    /// than a key ends (WAIT: replicas' acknowledgements).
+    pub registered: Option<fn(&super::Server, &Arc<Waiter>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -604,6 +604,9 @@ pub fn call(
         });
         blocking::register(ctx.ks.locks, &w);
         srv.blocked_clients.fetch_add(1, Ordering::Relaxed);
+        if let Some(then) = req.registered {
+            then(srv, &w);
+        }
         *ctx.client.handle.waiter.lock() = Some(w.clone());
         ctx.client.waiting = Some(w);
     }
@@ -719,6 +722,9 @@ fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u
 /// Cleanup when a connection closes: its watches leave the shard registries, a pending
 /// blocking wait is cancelled.
 pub fn disconnect(srv: &Server, client: &mut Client) {
+    if client.handle.replica.load(Ordering::Relaxed) {
+        srv.repl.remove(client.id());
+    }
     super::multi::unwatch_all(srv, client);
     super::pubsub::unsubscribe_all(srv, client);
     if client.tracking.take().is_some() {

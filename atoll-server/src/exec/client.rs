@@ -95,6 +95,9 @@ pub struct ClientHandle {
     pub obuf_soft_since: AtomicI64,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// A replica fed by this server (PSYNC/SYNC ran; CLIENT LIST flag `S`): its output is
+    /// the replication stream, under the `replica` output-buffer limits.
+    pub replica: AtomicBool,
     /// QUIT ran: the connection closes once its reply is written.
     pub quitting: AtomicBool,
     /// The worker owning the connection, and the connection's slot there.
@@ -162,6 +165,7 @@ impl ClientHandle {
             ssub: 0.into(),
             obuf_soft_since: 0.into(),
             monitor: AtomicBool::new(false),
+            replica: AtomicBool::new(false),
             quitting: AtomicBool::new(false),
             worker: 0,
             token: 0,
@@ -282,6 +286,8 @@ pub struct Client {
     pub push_reply: bool,
     /// MONITOR: the mailbox every command's line is delivered to.
     pub monitor: Option<Arc<Mailbox>>,
+    /// What a replica said with REPLCONF before its PSYNC.
+    pub repl_hs: Option<Box<crate::exec::replication::Handshake>>,
     /// Re-running a command after its wait (a blocking retry, a CLIENT PAUSE): MONITOR
     /// showed it already.
     pub retrying: bool,
@@ -331,6 +337,7 @@ impl Client {
             subs: None,
             push_reply: false,
             monitor: None,
+            repl_hs: None,
             retrying: false,
             blocked_us: 0,
             tracking: None,
@@ -599,6 +606,9 @@ pub fn info_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current:
     let multi = h.multi.load(Ordering::Relaxed);
     // In the order Redis's catClientInfoString writes them.
     let mut flags = String::new();
+    if h.replica.load(Ordering::Relaxed) {
+        flags.push('S');
+    }
     if h.monitor.load(Ordering::Relaxed) {
         flags.push('O');
     }

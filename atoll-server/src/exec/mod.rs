@@ -26,6 +26,7 @@ pub mod multi;
 pub mod notify;
 pub mod persistence;
 pub mod pubsub;
+pub mod replication;
 pub mod scripts;
 pub mod slowlog;
 pub mod state;

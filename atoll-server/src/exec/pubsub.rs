@@ -35,6 +35,7 @@ pub type WakeFn = Box<dyn Fn() + Send + Sync>;
 pub enum OutputClass {
     Normal = 0,
     Pubsub = 1,
+    Replica = 2,
 }
 
 /// Whether `bytes` of pending output breaks the client's `client-output-buffer-limit`
@@ -43,7 +44,13 @@ pub enum OutputClass {
 /// coming back under it stops it.
 pub fn over_output_limit(srv: &Server, h: &ClientHandle, bytes: u64) -> bool {
     // A MONITOR client is a normal one here, as in Redis's getClientType.
-    let class = if h.subscriptions() > 0 { OutputClass::Pubsub } else { OutputClass::Normal } as usize;
+    let class = if h.replica.load(Ordering::Relaxed) {
+        OutputClass::Replica
+    } else if h.subscriptions() > 0 {
+        OutputClass::Pubsub
+    } else {
+        OutputClass::Normal
+    } as usize;
     let lim = &srv.config.hot.obuf[class * 3..class * 3 + 3];
     let (hard, soft, secs) =
         (lim[0].load(Ordering::Relaxed), lim[1].load(Ordering::Relaxed), lim[2].load(Ordering::Relaxed));
@@ -389,6 +396,17 @@ impl PubSub {
         }
         d.send(self);
         receivers
+    }
+
+    /// Appends bytes as they are (the replication stream) to a replica's mailbox and wakes
+    /// its worker. False if the replica is gone or was closed for its output limit.
+    pub fn send_raw(&self, srv: &Server, mb: &Arc<Mailbox>, bytes: &[u8]) -> bool {
+        let mut d = Deliveries::new();
+        if put(mb, srv, bytes, true, true) {
+            d.add(mb);
+        }
+        d.send(self);
+        !mb.handle.killed.load(Ordering::Relaxed)
     }
 
     /// Sends one frame to a client's mailbox from another client (tracking invalidations,

@@ -105,6 +105,8 @@ pub struct Server {
     pub lastsave: AtomicI64,
     /// RDB snapshots: SAVE/BGSAVE state and INFO persistence figures.
     pub persistence: super::persistence::Persistence,
+    /// Replicas, the replication stream and its backlog.
+    pub repl: super::replication::Replication,
     pub shutting_down: AtomicBool,
     /// Workers run the io_uring backend (INFO's multiplexing_api).
     pub io_uring: AtomicBool,
@@ -244,6 +246,7 @@ impl Server {
             latency: Default::default(),
             effects_on: AtomicBool::new(false),
             sink: Mutex::new(None),
+            repl: Default::default(),
             ops_sample: Mutex::new(Sample { at: Instant::now(), ..Sample::default() }),
             config,
         }
@@ -275,9 +278,15 @@ impl Server {
 
     /// Installs the consumer of write effects (persistence and replication will).
     pub fn set_effect_sink(&self, sink: Option<EffectSink>) {
-        let on = sink.is_some();
-        *self.sink.lock() = sink;
-        self.effects_on.store(on, Ordering::Release);
+        let mut g = self.sink.lock();
+        *g = sink;
+        self.effects_on.store(g.is_some() || self.repl.on(), Ordering::Release);
+    }
+
+    /// Effects are wanted while the AOF sink is installed or the replication backlog exists.
+    pub fn refresh_effects(&self) {
+        let g = self.sink.lock();
+        self.effects_on.store(g.is_some() || self.repl.on(), Ordering::Release);
     }
 
     /// CLIENT PAUSE at `now`: holds back writes (or, with `all`, every command) until
@@ -367,8 +376,13 @@ impl Server {
     /// `saved_epoch`): an AOF rewrite running meanwhile sends what its base already holds to
     /// the old incremental file.
     pub fn publish_effects(&self, effects: &[Effect], epoch: u64) {
-        if let Some(s) = self.sink.lock().as_ref() {
+        let g = self.sink.lock();
+        if let Some(s) = g.as_ref() {
             s(effects, epoch);
+        }
+        // Under the same lock: the replication stream and the AOF see one order.
+        if self.repl.on() {
+            self.repl.feed(self, effects);
         }
     }
 }

@@ -306,6 +306,12 @@ pub trait SnapshotHooks {
     /// Under the script gate, just before the snapshot begins: the file's header (aux
     /// fields, function libraries) as of the instant.
     fn header(&mut self, ks: &Keyspace) -> std::io::Result<Header<'static>>;
+    /// The snapshot's instant is taken with every shard of every database locked, so no
+    /// write is between its change and the publication of its effects there (a replica's
+    /// stream must start exactly where the snapshot ends).
+    fn quiesce(&self) -> bool {
+        false
+    }
     /// Still under the gate: the snapshot began (its epoch), or could not (None).
     fn begun(&mut self, _epoch: Option<u64>) {}
     /// Every shard has been serialized (every write the snapshot holds is done); the snapshot
@@ -352,8 +358,16 @@ pub fn write_snapshot<W: Write>(
         return Err(std::io::Error::other(ERR_IN_PROGRESS));
     }
     let head = hooks.header(ks)?;
+    let all = hooks.quiesce().then(|| {
+        let mut plan = crate::engine::LockPlan::default();
+        for db in 0..ks.num_dbs() {
+            plan.whole_db(db);
+        }
+        crate::engine::Locks::acquire(ks, plan)
+    });
     let epoch = ks.snapshots.begin(sink.clone());
     hooks.begun(epoch);
+    drop(all);
     if epoch.is_none() {
         return Err(std::io::Error::other(ERR_IN_PROGRESS));
     }

@@ -165,6 +165,11 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             .name("atoll-persist".into())
             .spawn(move || crate::exec::persistence::run_thread(srv2))
             .expect("spawn the persistence thread");
+        let srv3 = srv.clone();
+        std::thread::Builder::new()
+            .name("atoll-repl".into())
+            .spawn(move || crate::exec::replication::run_thread(srv3))
+            .expect("spawn the replication thread");
     }
     let (sd_tx, mut sd_rx) = tokio::sync::watch::channel(None);
     let _ = super::worker::SHUTDOWN.set(sd_tx);

@@ -678,6 +678,7 @@ fn bpop_generic(ctx: &mut Ctx, end: End) -> CmdResult {
         deadline_ms: deadline,
         serve: serve_bpop,
         on_timeout: timeout_null_array,
+        registered: None,
     });
     Ok(())
 }
@@ -727,6 +728,7 @@ pub fn blmpop(ctx: &mut Ctx) -> CmdResult {
         deadline_ms: deadline,
         serve: serve_blmpop,
         on_timeout: timeout_null_array,
+        registered: None,
     });
     Ok(())
 }
@@ -762,6 +764,7 @@ fn blmove_generic(ctx: &mut Ctx, from: End, to: End, deadline: Option<i64>) -> C
         deadline_ms: deadline,
         serve: serve_blmove,
         on_timeout: timeout_null,
+        registered: None,
     });
     Ok(())
 }

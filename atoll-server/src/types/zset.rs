@@ -780,6 +780,7 @@ fn bzpop_generic(ctx: &mut Ctx, max: bool) -> CmdResult {
         deadline_ms: deadline,
         serve: serve_bzpop,
         on_timeout: timeout_reply,
+        registered: None,
     });
     Ok(())
 }
@@ -816,6 +817,7 @@ pub fn bzmpop(ctx: &mut Ctx) -> CmdResult {
         deadline_ms: deadline,
         serve: serve_bzmpop,
         on_timeout: timeout_reply,
+        registered: None,
     });
     Ok(())
 }

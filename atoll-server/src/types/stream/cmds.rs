@@ -612,6 +612,7 @@ fn read_generic(ctx: &mut Ctx, xreadgroup: bool) -> CmdResult {
                 deadline_ms: deadline,
                 serve: if xreadgroup { serve_xreadgroup } else { serve_xread },
                 on_timeout: read_timeout,
+                registered: None,
             });
         }
         _ => ctx.reply.null_array(),

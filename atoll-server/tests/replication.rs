@@ -1,0 +1,267 @@
+//! Replication, Atoll as the master: a real Redis 7.2.6 (`redis-server --replicaof`) is the
+//! replica. It must load Atoll's snapshot, follow the stream byte for byte (its offset equals
+//! Atoll's), end up with the same dataset (DEBUG DIGEST, computed as Redis computes it), and
+//! continue from the backlog after a dropped link. Checked for diskless and disk-based full
+//! syncs, with writes racing the snapshot.
+
+mod common;
+
+use common::*;
+use redis::Value;
+use std::time::{Duration, Instant};
+
+fn con(port: u16) -> redis::Connection {
+    let c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let con = c.get_connection().expect("connect");
+    con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    con
+}
+
+fn q(c: &mut redis::Connection, args: &[&str]) -> Value {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn s(c: &mut redis::Connection, args: &[&str]) -> String {
+    match q(c, args) {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        Value::SimpleString(t) => t,
+        Value::Int(i) => i.to_string(),
+        Value::VerbatimString { text, .. } => text,
+        other => format!("{other:?}"),
+    }
+}
+
+/// One field of INFO's section.
+fn info_field(c: &mut redis::Connection, section: &str, name: &str) -> Option<String> {
+    let text = s(c, &["INFO", section]);
+    text.lines().find_map(|l| l.strip_prefix(&format!("{name}:")).map(|v| v.to_string()))
+}
+
+fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(secs), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Values of every type, with and without TTLs, in two databases.
+fn load_dataset(c: &mut redis::Connection) {
+    q(c, &["DEBUG", "POPULATE", "20000", "key", "16"]);
+    q(c, &["RPUSH", "list", "a", "b", "c", "d"]);
+    q(c, &["HSET", "hash", "f1", "v1", "f2", "v2"]);
+    q(c, &["SADD", "set", "m1", "m2", "m3", "m4", "m5"]);
+    q(c, &["ZADD", "zset", "1", "a", "2.5", "b", "3", "c"]);
+    q(c, &["XADD", "stream", "1-1", "f", "v"]);
+    q(c, &["PFADD", "hll", "x", "y", "z"]);
+    q(c, &["SETBIT", "bits", "1000", "1"]);
+    q(c, &["SET", "ttl", "v", "EX", "1000"]);
+    q(c, &["SELECT", "5"]);
+    q(c, &["SET", "in5", "five"]);
+    q(c, &["SELECT", "0"]);
+}
+
+/// Writes whose effects differ from the commands (Redis rewrites them for replicas).
+fn write_mix(c: &mut redis::Connection) {
+    q(c, &["INCR", "counter"]);
+    q(c, &["INCRBYFLOAT", "float", "1.5"]);
+    q(c, &["SPOP", "set"]);
+    q(c, &["SET", "later", "v", "EX", "100"]);
+    q(c, &["EXPIRE", "hash", "500"]);
+    q(c, &["LMOVE", "list", "list2", "LEFT", "RIGHT"]);
+    q(c, &["ZPOPMIN", "zset"]);
+    q(c, &["HINCRBYFLOAT", "hash", "f3", "0.25"]);
+    q(c, &["EVAL", "redis.call('set', KEYS[1], ARGV[1]); return redis.call('incr', KEYS[2])", "2", "lua", "luan", "v"]);
+    redis::pipe().atomic().cmd("SET").arg("tx1").arg("1").cmd("RPUSH").arg("tx2").arg("a").query::<Value>(c).unwrap();
+    q(c, &["SELECT", "7"]);
+    q(c, &["SET", "in7", "seven"]);
+    q(c, &["SELECT", "5"]);
+    q(c, &["FLUSHDB"]);
+    q(c, &["SELECT", "0"]);
+    q(c, &["DEL", "key:7", "key:8"]);
+    q(c, &["XADD", "stream", "MAXLEN", "~", "10", "*", "f", "w"]);
+}
+
+/// Atoll and its replica hold the same data, and the replica's offset is Atoll's.
+fn assert_in_sync(master: &mut redis::Connection, replica: &mut redis::Connection) {
+    assert_eq!(s(master, &["WAIT", "1", "10000"]), "1", "the replica acknowledges the stream");
+    let moff = info_field(master, "replication", "master_repl_offset").unwrap();
+    wait_until("the replica's offset to reach the master's", 10, || {
+        info_field(replica, "replication", "master_repl_offset").as_deref() == Some(moff.as_str())
+    });
+    for db in 0..16 {
+        let m = s(master, &["SELECT", &db.to_string()]) + &s(master, &["DBSIZE"]);
+        let r = s(replica, &["SELECT", &db.to_string()]) + &s(replica, &["DBSIZE"]);
+        assert_eq!(m, r, "db {db}");
+    }
+    q(master, &["SELECT", "0"]);
+    q(replica, &["SELECT", "0"]);
+    assert_eq!(s(master, &["DEBUG", "DIGEST"]), s(replica, &["DEBUG", "DIGEST"]), "the datasets' digests");
+}
+
+fn start_master(diskless: &str) -> ServerProc {
+    start_atoll(&[
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-sync",
+        diskless,
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-ping-replica-period",
+        "1",
+    ])
+}
+
+fn start_replica(master: &ServerProc) -> ServerProc {
+    start_redis(&["--replicaof", "127.0.0.1", &master.port.to_string()])
+}
+
+fn link_up(replica: &mut redis::Connection) {
+    wait_until("the replica's link", 30, || {
+        info_field(replica, "replication", "master_link_status").as_deref() == Some("up")
+    });
+}
+
+#[test]
+fn a_redis_replica_follows_atoll() {
+    for diskless in ["yes", "no"] {
+        let atoll = start_master(diskless);
+        let mut m = con(atoll.port);
+        load_dataset(&mut m);
+        // The snapshot takes a while (10 µs a key), and writes race it: overwrites of keys it
+        // has not reached yet, new keys, and INCRs whose count must come out exact.
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "10"]);
+        let port = atoll.port;
+        let writer = std::thread::spawn(move || {
+            let mut w = con(port);
+            for i in 0..3000 {
+                let k = format!("key:{}", (i * 7919) % 20000);
+                q(&mut w, &["SET", &k, &i.to_string()]);
+                q(&mut w, &["INCR", "racing"]);
+            }
+        });
+        let redis = start_replica(&atoll);
+        let mut r = con(redis.port);
+        link_up(&mut r);
+        writer.join().unwrap();
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        write_mix(&mut m);
+        assert_in_sync(&mut m, &mut r);
+        assert_eq!(s(&mut r, &["GET", "racing"]), "3000", "diskless {diskless}");
+        let role = q(&mut m, &["ROLE"]);
+        let Value::Array(parts) = role else { panic!("{role:?}") };
+        assert_eq!(parts[0], Value::BulkString(b"master".to_vec()));
+        let Value::Array(replicas) = &parts[2] else { panic!("{parts:?}") };
+        assert_eq!(replicas.len(), 1);
+        assert_eq!(info_field(&mut m, "replication", "connected_slaves").as_deref(), Some("1"));
+        let slave0 = info_field(&mut m, "replication", "slave0").unwrap();
+        assert!(slave0.starts_with(&format!("ip=127.0.0.1,port={},state=online,offset=", redis.port)), "{slave0}");
+        assert_eq!(info_field(&mut m, "stats", "sync_full").as_deref(), Some("1"));
+        // Expiry on the master reaches the replica as a DEL.
+        q(&mut m, &["SET", "short", "v", "PX", "50"]);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(q(&mut m, &["GET", "short"]), Value::Nil);
+        assert_in_sync(&mut m, &mut r);
+        assert_eq!(q(&mut r, &["EXISTS", "short"]), Value::Int(0));
+    }
+}
+
+#[test]
+fn a_replica_that_lost_its_link_continues_from_the_backlog() {
+    let atoll = start_master("yes");
+    let mut m = con(atoll.port);
+    load_dataset(&mut m);
+    let redis = start_replica(&atoll);
+    let mut r = con(redis.port);
+    link_up(&mut r);
+    assert_in_sync(&mut m, &mut r);
+    // Drop the link from the master's side while the replica is stopped (so it cannot
+    // reconnect at once); writes go on meanwhile and it must catch up from the backlog.
+    signal(&redis, libc::SIGSTOP);
+    assert_eq!(s(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]), "1");
+    write_mix(&mut m);
+    signal(&redis, libc::SIGCONT);
+    wait_until("the replica to come back", 30, || {
+        info_field(&mut m, "stats", "sync_partial_ok").as_deref() == Some("1")
+    });
+    link_up(&mut r);
+    assert_in_sync(&mut m, &mut r);
+    assert_eq!(info_field(&mut m, "stats", "sync_full").as_deref(), Some("1"), "no second full sync");
+    // A backlog too small for what was missed: a full resync instead.
+    q(&mut m, &["CONFIG", "SET", "repl-backlog-size", "16384"]);
+    signal(&redis, libc::SIGSTOP);
+    assert_eq!(s(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]), "1");
+    let big = "x".repeat(1000);
+    for i in 0..100 {
+        q(&mut m, &["SET", &format!("big:{i}"), &big]);
+    }
+    signal(&redis, libc::SIGCONT);
+    wait_until("a second full sync", 30, || info_field(&mut m, "stats", "sync_full").as_deref() == Some("2"));
+    link_up(&mut r);
+    assert_in_sync(&mut m, &mut r);
+    assert_eq!(info_field(&mut m, "stats", "sync_partial_err").as_deref(), Some("1"));
+}
+
+fn signal(p: &ServerProc, sig: i32) {
+    // SAFETY: a signal to the child process this test started and still owns.
+    assert_eq!(unsafe { libc::kill(p.child.id() as i32, sig) }, 0);
+}
+
+#[test]
+fn wait_counts_replicas_as_redis_does() {
+    let atoll = start_master("yes");
+    let mut m = con(atoll.port);
+    // No replica: WAIT 0 answers at once, WAIT 1 at its timeout, with 0.
+    assert_eq!(q(&mut m, &["WAIT", "0", "0"]), Value::Int(0));
+    let t = Instant::now();
+    assert_eq!(q(&mut m, &["WAIT", "1", "300"]), Value::Int(0));
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(290) && took < Duration::from_millis(1500), "{took:?}");
+    let redis = start_replica(&atoll);
+    let mut r = con(redis.port);
+    link_up(&mut r);
+    q(&mut m, &["SET", "k", "v"]);
+    assert_eq!(q(&mut m, &["WAIT", "1", "0"]), Value::Int(1));
+    // Asking for more replicas than there are waits out the timeout and counts the one.
+    let t = Instant::now();
+    assert_eq!(q(&mut m, &["WAIT", "2", "200"]), Value::Int(1));
+    assert!(t.elapsed() >= Duration::from_millis(190));
+    assert_eq!(s(&mut r, &["GET", "k"]), "v");
+    // Inside MULTI WAIT does not block.
+    let v: Value = redis::pipe().atomic().cmd("WAIT").arg(5).arg(0).query(&mut m).unwrap();
+    assert_eq!(v, Value::Array(vec![Value::Int(1)]));
+}
+
+#[test]
+fn replconf_and_psync_answer_as_redis_does() {
+    let atoll = start_master("yes");
+    let redis = start_redis(&["--repl-diskless-sync-delay", "0"]);
+    for port in [atoll.port, redis.port] {
+        let mut c = RawConn::connect(port);
+        let who = if port == atoll.port { "atoll" } else { "redis" };
+        assert_eq!(c.cmd(&[b"REPLCONF", b"listening-port", b"1234"]), b"+OK\r\n", "{who}");
+        assert_eq!(c.cmd(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]), b"+OK\r\n", "{who}");
+        assert_eq!(c.cmd(&[b"REPLCONF", b"listening-port"]), b"-ERR syntax error\r\n", "{who}");
+        assert_eq!(
+            c.cmd(&[b"REPLCONF", b"nonsense", b"1"]),
+            b"-ERR Unrecognized REPLCONF option: nonsense\r\n",
+            "{who}"
+        );
+        // ACK from a client that is not a replica: no reply at all, as from a replica.
+        c.send(&v(&["REPLCONF", "ACK", "10"]));
+        assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n", "{who}");
+        // PSYNC with an unknown history: +FULLRESYNC <replid> <offset>, then the RDB.
+        c.send(&v(&["PSYNC", "?", "-1"]));
+        let line = c.read_reply();
+        let text = String::from_utf8_lossy(&line).to_string();
+        let parts: Vec<&str> = text.trim_end().split(' ').collect();
+        assert_eq!(parts.len(), 3, "{who}: {text}");
+        assert_eq!(parts[0], "+FULLRESYNC", "{who}");
+        assert_eq!(parts[1].len(), 40, "{who}");
+        assert!(parts[2].parse::<i64>().is_ok(), "{who}: {text}");
+    }
+}

@@ -608,7 +608,6 @@ fn large_values_round_trip_through_small_buffers() {
 fn unsupported_settings_refuse_to_start() {
     for (name, value, missing) in [
         ("min-replicas-to-write", "1", "replication"),
-        ("replicaof", "127.0.0.1 6379", "replication"),
         ("cluster-enabled", "yes", "cluster mode"),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))

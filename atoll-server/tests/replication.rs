@@ -29,6 +29,7 @@ fn s(c: &mut redis::Connection, args: &[&str]) -> String {
     match q(c, args) {
         Value::BulkString(b) => String::from_utf8(b).unwrap(),
         Value::SimpleString(t) => t,
+        Value::Okay => "OK".into(),
         Value::Int(i) => i.to_string(),
         Value::VerbatimString { text, .. } => text,
         other => format!("{other:?}"),
@@ -234,6 +235,11 @@ fn wait_counts_replicas_as_redis_does() {
     // Inside MULTI WAIT does not block.
     let v: Value = redis::pipe().atomic().cmd("WAIT").arg(5).arg(0).query(&mut m).unwrap();
     assert_eq!(v, Value::Array(vec![Value::Int(1)]));
+    // Messages published on the master reach the replica's subscribers.
+    let mut sub = RawConn::connect(redis.port);
+    sub.cmd(&[b"SUBSCRIBE", b"news"]);
+    assert_eq!(q(&mut m, &["PUBLISH", "news", "hello"]), Value::Int(0));
+    assert_eq!(sub.read_reply(), b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
 }
 
 #[test]
@@ -264,4 +270,65 @@ fn replconf_and_psync_answer_as_redis_does() {
         assert_eq!(parts[1].len(), 40, "{who}");
         assert!(parts[2].parse::<i64>().is_ok(), "{who}: {text}");
     }
+}
+
+/// Atoll following a master, Redis's or its own, until REPLICAOF NO ONE.
+fn follow_and_promote(master: &ServerProc, master_is_atoll: bool) {
+    let mut m = con(master.port);
+    load_dataset(&mut m);
+    let atoll = start_atoll(&["--enable-debug-command", "yes"]);
+    let mut r = con(atoll.port);
+    assert_eq!(s(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]), "OK");
+    assert_eq!(
+        s(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]),
+        "OK Already connected to specified master"
+    );
+    link_up(&mut r);
+    write_mix(&mut m);
+    assert_in_sync(&mut m, &mut r);
+    // A replica refuses writes, and shows its master.
+    let e = redis::cmd("SET").arg("x").arg("1").query::<Value>(&mut r).unwrap_err();
+    assert_eq!(e.code(), Some("READONLY"), "{e}");
+    let role = q(&mut r, &["ROLE"]);
+    let Value::Array(parts) = role else { panic!("{role:?}") };
+    assert_eq!(parts[0], Value::BulkString(b"slave".to_vec()));
+    assert_eq!(parts[3], Value::BulkString(b"connected".to_vec()));
+    assert_eq!(info_field(&mut r, "replication", "master_port"), Some(master.port.to_string()));
+    // Keys that expire on the master go when the master says so.
+    q(&mut m, &["SET", "short", "v", "PX", "100"]);
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(q(&mut r, &["GET", "short"]), Value::Nil, "reads as missing on the replica");
+    assert_eq!(q(&mut m, &["GET", "short"]), Value::Nil);
+    assert_in_sync(&mut m, &mut r);
+    if master_is_atoll {
+        // A lost link continues from the master's backlog.
+        assert_eq!(s(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]), "1");
+        q(&mut m, &["INCR", "after-kill"]);
+        wait_until("a partial resync", 30, || info_field(&mut m, "stats", "sync_partial_ok").as_deref() == Some("1"));
+        link_up(&mut r);
+        assert_in_sync(&mut m, &mut r);
+        assert_eq!(s(&mut r, &["GET", "after-kill"]), "1");
+    }
+    // Promoted: writable, a master with a new history that continues the old one.
+    let old_id = info_field(&mut m, "replication", "master_replid").unwrap();
+    assert_eq!(s(&mut r, &["REPLICAOF", "NO", "ONE"]), "OK");
+    assert_eq!(info_field(&mut r, "replication", "role").as_deref(), Some("master"));
+    assert_eq!(info_field(&mut r, "replication", "master_replid2"), Some(old_id));
+    assert_eq!(s(&mut r, &["SET", "x", "1"]), "OK");
+    // Writes on the old master no longer arrive.
+    q(&mut m, &["SET", "only-on-master", "1"]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(q(&mut r, &["EXISTS", "only-on-master"]), Value::Int(0));
+}
+
+#[test]
+fn atoll_follows_a_redis_master() {
+    let redis = start_redis(&["--repl-diskless-sync-delay", "0"]);
+    follow_and_promote(&redis, false);
+}
+
+#[test]
+fn atoll_follows_an_atoll_master() {
+    let master = start_master("yes");
+    follow_and_promote(&master, true);
 }

@@ -1,6 +1,5 @@
 //! Server roles and extensions: ROLE, the master's side of replication (REPLCONF, PSYNC/SYNC,
-//! WAIT; see `exec::replication`), REPLICAOF/SLAVEOF (replicating from a primary is refused
-//! until the replica's side exists), MODULE (no
+//! WAIT; see `exec::replication`), REPLICAOF/SLAVEOF (following a master: `exec::upstream`), MODULE (no
 //! modules: LIST is empty, LOAD is refused), and LOLWUT, with our own art.
 
 use crate::exec::replication as repl;
@@ -10,6 +9,24 @@ use std::sync::atomic::Ordering;
 // ROLE
 pub fn role(ctx: &mut Ctx) -> CmdResult {
     let srv = ctx.srv;
+    let up = &srv.repl.upstream;
+    if let Some((host, port)) = up.master.lock().clone() {
+        use crate::exec::upstream::{CONNECTED, CONNECTING, SYNC};
+        ctx.reply.array(5);
+        ctx.reply.bulk(b"slave");
+        ctx.reply.bulk(host.as_bytes());
+        ctx.reply.int(port as i64);
+        let state: &[u8] = match up.state.load(Ordering::Relaxed) {
+            CONNECTING => b"connecting",
+            SYNC => b"sync",
+            CONNECTED => b"connected",
+            _ => b"connect",
+        };
+        ctx.reply.bulk(state);
+        let off = if up.synced.load(Ordering::Relaxed) { up.offset.load(Ordering::Relaxed) } else { -1 };
+        ctx.reply.int(off);
+        return Ok(());
+    }
     let replicas = srv.repl.replicas();
     ctx.reply.array(3);
     ctx.reply.bulk(b"master");
@@ -75,6 +92,13 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
     if ctx.client.handle.replica.load(Ordering::Relaxed) {
         return Ok(());
     }
+    let up = &ctx.srv.repl.upstream;
+    if up.following() {
+        if up.state.load(Ordering::Relaxed) != crate::exec::upstream::CONNECTED {
+            return Err(CmdError::msg("NOMASTERLINK Can't SYNC while not connected with my master"));
+        }
+        return Err(CmdError::msg("ERR Atoll does not chain replicas yet: this server follows a master"));
+    }
     if ctx.client.in_exec {
         return Err(CmdError::msg("ERR Replica can't be in a transaction"));
     }
@@ -93,17 +117,25 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
 // REPLICAOF host port | NO ONE   (and SLAVEOF)
 pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
     if eq_ic(ctx.arg(1), "no") && eq_ic(ctx.arg(2), "one") {
-        // Already a master: nothing to stop.
+        if ctx.srv.repl.upstream.following() {
+            crate::exec::upstream::unfollow(ctx.srv);
+        }
         ctx.reply.ok();
         return Ok(());
     }
     let port = ctx.arg(2);
-    if !port.iter().all(|c| c.is_ascii_digit())
-        || crate::protocol::parse_i64(port).is_none_or(|p| !(0..=65535).contains(&p))
-    {
-        return Err(CmdError::msg("ERR Invalid master port"));
+    let port = match crate::protocol::parse_i64(port) {
+        Some(p) if port.iter().all(|c| c.is_ascii_digit()) && (0..=65535).contains(&p) => p as u16,
+        _ => return Err(CmdError::msg("ERR Invalid master port")),
+    };
+    let host = String::from_utf8_lossy(ctx.arg(1)).into_owned();
+    if crate::exec::upstream::follow(ctx.srv, &host, port) {
+        crate::log_notice!("REPLICAOF {host}:{port} enabled (user request from 'id={}')", ctx.client.id());
+        ctx.reply.ok();
+    } else {
+        ctx.reply.simple("OK Already connected to specified master");
     }
-    Err(CmdError::msg("ERR REPLICAOF is not supported by Atoll yet: replication"))
+    Ok(())
 }
 
 // MODULE HELP

@@ -454,12 +454,7 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.reply.raw(b"\r\n");
         }
         ("change-repl-id", 2) => {
-            let id: String = {
-                use rand::Rng;
-                let mut r = rand::thread_rng();
-                (0..40).map(|_| char::from_digit(r.gen_range(0..16), 16).unwrap()).collect()
-            };
-            *ctx.srv.replid.lock() = id;
+            *ctx.srv.replid.lock() = crate::exec::replication::new_replid();
             crate::log_notice!("Changing replication IDs after receiving DEBUG change-repl-id");
             ctx.reply.ok();
         }

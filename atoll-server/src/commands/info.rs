@@ -155,7 +155,8 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
             }
             "clients" => {
                 o.push_str("# Clients\r\n");
-                f!("connected_clients:{}", srv.clients.len());
+                // Replicas are not counted, as in Redis.
+                f!("connected_clients:{}", srv.clients.len().saturating_sub(srv.repl.connected()));
                 f!("cluster_connections:0");
                 f!("maxclients:{}", srv.config.hot.maxclients.load(Ordering::Relaxed));
                 // The largest unfinished request held now (Redis keeps the largest of the last
@@ -396,10 +397,33 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
             }
             "replication" => {
                 o.push_str("# Replication\r\n");
-                f!("role:master");
+                let up = &srv.repl.upstream;
+                let master = up.master.lock().clone();
+                let now = srv.now_ms();
+                if let Some((host, port)) = &master {
+                    use crate::exec::upstream::CONNECTED;
+                    let state = up.state.load(Ordering::Relaxed);
+                    f!("role:slave");
+                    f!("master_host:{host}");
+                    f!("master_port:{port}");
+                    f!("master_link_status:{}", if state == CONNECTED { "up" } else { "down" });
+                    let io = up.last_io_ms.load(Ordering::Relaxed);
+                    f!("master_last_io_seconds_ago:{}", if io == 0 { -1 } else { (now - io) / 1000 });
+                    f!("master_sync_in_progress:{}", (state == crate::exec::upstream::SYNC) as u8);
+                    f!("slave_read_repl_offset:{}", up.read_offset.load(Ordering::Relaxed));
+                    f!("slave_repl_offset:{}", up.offset.load(Ordering::Relaxed));
+                    if state != CONNECTED {
+                        let since = up.down_since_ms.load(Ordering::Relaxed);
+                        f!("master_link_down_since_seconds:{}", if since == 0 { -1 } else { (now - since) / 1000 });
+                    }
+                    f!("slave_priority:{}", srv.config.get("replica-priority"));
+                    f!("slave_read_only:{}", srv.config.get_bool("replica-read-only") as u8);
+                    f!("replica_announced:{}", srv.config.get_bool("replica-announced") as u8);
+                } else {
+                    f!("role:master");
+                }
                 let replicas = srv.repl.replicas();
                 f!("connected_slaves:{}", replicas.len());
-                let now = srv.now_ms();
                 for (i, r) in replicas.iter().enumerate() {
                     let state = match r.link() {
                         crate::exec::replication::Link::WaitBgsave => "wait_bgsave",
@@ -416,9 +440,16 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 }
                 f!("master_failover_state:no-failover");
                 f!("master_replid:{}", srv.replid.lock());
-                f!("master_replid2:0000000000000000000000000000000000000000");
-                f!("master_repl_offset:{}", srv.repl.offset());
-                f!("second_repl_offset:-1");
+                let (id2, second) = srv
+                    .repl
+                    .replid2
+                    .lock()
+                    .clone()
+                    .unwrap_or_else(|| ("0000000000000000000000000000000000000000".into(), -1));
+                f!("master_replid2:{id2}");
+                let offset = if master.is_some() { up.offset.load(Ordering::Relaxed) } else { srv.repl.offset() };
+                f!("master_repl_offset:{offset}");
+                f!("second_repl_offset:{second}");
                 let (active, size, first, histlen) = srv.repl.backlog_info(srv);
                 f!("repl_backlog_active:{}", active as u8);
                 f!("repl_backlog_size:{size}");

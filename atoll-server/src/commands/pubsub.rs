@@ -6,7 +6,7 @@
 
 use crate::exec::client::Client;
 use crate::exec::pubsub::{Kind, Subs};
-use crate::exec::{help_reply, CmdError, CmdResult, Ctx};
+use crate::exec::{help_reply, CmdError, CmdResult, Ctx, Effect};
 use indexmap::IndexSet;
 
 /// The client's subscription state, made on its first subscription.
@@ -131,6 +131,7 @@ pub fn sunsubscribe(ctx: &mut Ctx) -> CmdResult {
 // PUBLISH channel message
 pub fn publish(ctx: &mut Ctx) -> CmdResult {
     let n = ctx.srv.pubsub.publish(ctx.srv, false, ctx.args[1], ctx.args[2], ctx.client.id());
+    to_replicas(ctx);
     ctx.reply.int(n as i64);
     Ok(())
 }
@@ -138,8 +139,18 @@ pub fn publish(ctx: &mut Ctx) -> CmdResult {
 // SPUBLISH shardchannel message
 pub fn spublish(ctx: &mut Ctx) -> CmdResult {
     let n = ctx.srv.pubsub.publish(ctx.srv, true, ctx.args[1], ctx.args[2], ctx.client.id());
+    to_replicas(ctx);
     ctx.reply.int(n as i64);
     Ok(())
+}
+
+/// Messages reach the replicas' subscribers too: (S)PUBLISH goes down the replication
+/// stream, not to the AOF (Redis's forceCommandPropagation(PROPAGATE_REPL)).
+fn to_replicas(ctx: &mut Ctx) {
+    if ctx.srv.repl.on() {
+        let argv: Vec<Vec<u8>> = ctx.args.iter().map(|a| a.to_vec()).collect();
+        ctx.srv.repl.feed(ctx.srv, &[Effect { db: ctx.ks.db, argv }]);
+    }
 }
 
 // PUBSUB HELP

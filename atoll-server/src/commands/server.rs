@@ -284,6 +284,9 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         let srv = ctx.srv;
         srv.acl.set_default_password(&srv.acl_env(), srv.config.get("requirepass").as_bytes());
     }
+    if names("replica-read-only") {
+        crate::exec::upstream::read_only_changed(ctx.srv);
+    }
     if names("repl-backlog-size") {
         ctx.srv.repl.resize_backlog(ctx.srv);
     }

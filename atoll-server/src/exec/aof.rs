@@ -222,7 +222,7 @@ fn upgrade(srv: &Server, d: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn lock_all(srv: &Server) -> Locks<'_> {
+pub(super) fn lock_all(srv: &Server) -> Locks<'_> {
     let mut plan = LockPlan::default();
     for db in 0..srv.ks.num_dbs() {
         plan.whole_db(db);

@@ -220,7 +220,7 @@ fn gated(
     // Loading, or the last save failed: one relaxed load when neither.
     let gates = srv.persistence.gates.load(Ordering::Relaxed);
     if gates != 0 {
-        use super::gates::{GATE_LOADING, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY};
+        use super::gates::{GATE_LOADING, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY};
         use super::persistence::writes_refused;
         if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !client.replaying {
             return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
@@ -228,6 +228,15 @@ fn gated(
         if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) {
             let e = if srv.scripts.run.is_eval.load(Ordering::Relaxed) { BUSY } else { BUSY_FUNCTION };
             return reject(ws, client, out, Some(cmd), CmdError::msg(e));
+        }
+        if gates & GATE_READONLY != 0 && cmd.has(flags::WRITE) && !client.replaying {
+            return reject(
+                ws,
+                client,
+                out,
+                Some(cmd),
+                CmdError::msg("READONLY You can't write against a read only replica."),
+            );
         }
         // stop-writes-on-bgsave-error.
         if gates & GATE_SAVE_FAILED != 0 && (cmd.has(flags::WRITE) || cmd.name == "ping") && writes_refused(srv) {
@@ -405,6 +414,10 @@ pub fn log_acl(srv: &Server, client: &Client, d: Denied, context: Context, objec
 /// those that may write (write commands, and EXEC of a transaction holding one), as Redis.
 fn must_wait_for_pause(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]]) -> bool {
     let Some(all) = srv.pause_active(srv.now_ms()) else { return false };
+    // Replicas are never paused: their ACKs must get through (Redis's processCommand).
+    if client.handle.replica.load(Ordering::Relaxed) {
+        return false;
+    }
     if all || may_write(srv, cmd, argv) {
         return true;
     }
@@ -550,7 +563,8 @@ pub fn call(
             stats: &ws.counters,
             ready: Vec::new(),
             key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
-            hold_expired: srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused(),
+            hold_expired: (srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused())
+                || srv.persistence.gates.load(Ordering::Relaxed) & super::gates::GATE_REPLICA != 0,
             loading: client.replaying,
             notify: srv.config.hot.notify.load(Ordering::Relaxed),
             notes: Vec::new(),

@@ -298,9 +298,14 @@ pub fn evict_clients(srv: &Server) {
     }
     let mut candidates: Vec<(u64, std::sync::Arc<super::client::ClientHandle>)> = Vec::new();
     srv.clients.for_each(|h| {
-        // Clients under 32 KB are never evicted (Redis's smallest memory bucket).
+        // Clients under 32 KB are never evicted (Redis's smallest memory bucket), nor are
+        // replicas (only normal and Pub/Sub clients are, in Redis).
         let mem = h.memory();
-        if mem >= 32 << 10 && !h.killed.load(Ordering::Relaxed) && !h.no_evict.load(Ordering::Relaxed) {
+        if mem >= 32 << 10
+            && !h.killed.load(Ordering::Relaxed)
+            && !h.no_evict.load(Ordering::Relaxed)
+            && !h.replica.load(Ordering::Relaxed)
+        {
             candidates.push((mem, h.clone()));
         }
     });
@@ -341,7 +346,8 @@ pub fn perform(srv: &Server) -> Outcome {
         return Outcome::Ok;
     }
     let policy = Policy::from_u32(hot.maxmemory_policy.load(Ordering::Relaxed));
-    if policy == Policy::NoEviction || srv.writes_paused() {
+    // A replica ignores maxmemory (`replica-ignore-maxmemory`): its master evicts for it.
+    if policy == Policy::NoEviction || srv.writes_paused() || srv.repl.upstream.following() {
         srv.evict.exceeded(true, now_ms);
         return Outcome::Fail;
     }

@@ -9,3 +9,8 @@ pub const GATE_SAVE_FAILED: u8 = 2;
 /// A script has run past `busy-reply-threshold`: other clients get `-BUSY` (set and cleared by
 /// the script's own worker).
 pub const GATE_SCRIPT_BUSY: u8 = 4;
+/// Following a master with `replica-read-only`: writes from clients get `-READONLY`.
+pub const GATE_READONLY: u8 = 8;
+/// Following a master: keys past their time are not deleted (the master's DELs do that) and
+/// nothing is evicted.
+pub const GATE_REPLICA: u8 = 16;

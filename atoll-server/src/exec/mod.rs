@@ -36,6 +36,7 @@ pub mod table;
 pub mod testing;
 pub mod tls;
 pub mod tracking;
+pub mod upstream;
 
 use crate::engine::keytable::Entry;
 use crate::engine::{Locks, Obj, Shard, Value};

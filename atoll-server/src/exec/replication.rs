@@ -129,6 +129,11 @@ pub struct Replication {
     pub sync_full: AtomicU64,
     pub sync_partial_ok: AtomicU64,
     pub sync_partial_err: AtomicU64,
+    /// The history this server continued when it stopped following a master
+    /// (`master_replid2`, `second_repl_offset`; -1 when none).
+    pub replid2: Mutex<Option<(String, i64)>>,
+    /// The replica's half: the master this server follows, if any.
+    pub upstream: super::upstream::Upstream,
 }
 
 thread_local! {
@@ -284,6 +289,34 @@ impl Replication {
         self.count.load(Ordering::Relaxed)
     }
 
+    pub fn wake(&self) {
+        self.wake_thread();
+    }
+
+    /// Becoming a replica: our replicas are disconnected and the backlog goes (the history
+    /// they followed ends here).
+    pub fn drop_all_replicas(&self) {
+        let mut f = self.feed.lock();
+        for r in f.replicas.drain(..) {
+            r.handle.kill();
+        }
+        self.count.store(0, Ordering::Relaxed);
+        for r in self.queue.lock().drain(..) {
+            r.handle.kill();
+        }
+        f.backlog = None;
+        drop(f);
+        self.on.store(false, Ordering::Release);
+    }
+
+    /// REPLICAOF NO ONE: a new history that continues the followed one at `offset`, which
+    /// replicas of the old master may still continue (`replid2`).
+    pub fn become_master(&self, srv: &Server, offset: i64) {
+        let old = std::mem::replace(&mut *srv.replid.lock(), new_replid());
+        *self.replid2.lock() = Some((old, offset + 1));
+        self.offset.store(offset, Ordering::Release);
+    }
+
     fn wake_thread(&self) {
         let (m, cv) = &self.wake;
         *m.lock() = true;
@@ -360,7 +393,10 @@ fn try_partial(srv: &Server, r: &Arc<Replica>, id: &[u8], off: &[u8], reply: &mu
     let repl = &srv.repl;
     let replid = srv.replid.lock().clone();
     let Some(off) = std::str::from_utf8(off).ok().and_then(|s| s.parse::<i64>().ok()) else { return false };
-    if id != replid.as_bytes() {
+    // A replica of the master this server followed may continue that history up to where
+    // this server left it (PSYNC2).
+    let continues_old = repl.replid2.lock().as_ref().is_some_and(|(id2, upto)| id == id2.as_bytes() && off <= *upto);
+    if id != replid.as_bytes() && !continues_old {
         if id != b"?" {
             crate::log_notice!(
                 "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{}', my replication IDs are '{}' and '0000000000000000000000000000000000000000')",
@@ -493,6 +529,7 @@ pub fn run_thread(srv: Arc<Server>) {
         if srv.shutting_down.load(Ordering::Acquire) {
             return;
         }
+        super::upstream::maybe_start(&srv);
         let now = srv.now_ms();
         if repl.getack.swap(false, Ordering::AcqRel) && repl.connected() > 0 {
             repl.feed_plain(&srv, &[b"REPLCONF", b"GETACK", b"*"]);

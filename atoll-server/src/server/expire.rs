@@ -25,7 +25,8 @@ const SHARDS_PER_CYCLE: usize = 256;
 /// Runs one bounded expiry cycle. Returns the number of keys reclaimed.
 pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
     // CLIENT PAUSE holds expiry's deletions back too, as Redis does.
-    if !srv.active_expire.load(Ordering::Relaxed) || srv.writes_paused() {
+    // A replica leaves expiry to its master's DELs.
+    if !srv.active_expire.load(Ordering::Relaxed) || srv.writes_paused() || srv.repl.upstream.following() {
         return 0;
     }
     let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as u64;

@@ -170,6 +170,12 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             .name("atoll-repl".into())
             .spawn(move || crate::exec::replication::run_thread(srv3))
             .expect("spawn the replication thread");
+        // `replicaof` in the configuration: follow that master from the start.
+        let of = srv.config.get("replicaof");
+        let mut it = of.split_whitespace();
+        if let (Some(host), Some(port)) = (it.next(), it.next().and_then(|p| p.parse::<u16>().ok())) {
+            crate::exec::upstream::follow(&srv, host, port);
+        }
     }
     let (sd_tx, mut sd_rx) = tokio::sync::watch::channel(None);
     let _ = super::worker::SHUTDOWN.set(sd_tx);

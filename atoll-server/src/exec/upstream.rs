@@ -1,0 +1,444 @@
+//! Replication, the replica's half (Redis's replication.c, replica half): REPLICAOF host
+//! port makes this server follow a master — Atoll or Redis, which speak the same protocol.
+//!
+//! A link thread connects, does the handshake (PING, AUTH with `masteruser`/`masterauth`,
+//! REPLCONF listening-port and capa, PSYNC), and then either:
+//! * **a full resync** (`+FULLRESYNC replid offset`): the RDB arrives (`$<length>` or
+//!   diskless `$EOF:<mark>`), is written to `dbfilename`, and replaces the dataset with
+//!   every shard locked, while other clients get `-LOADING`; or
+//! * **a partial one** (`+CONTINUE`): the master sends what this replica missed.
+//!
+//! Then the stream: each command runs as the master's client (never answered; nothing
+//! expires under it — the master's DELs do that), and `offset` counts the bytes applied.
+//! `REPLCONF GETACK` is answered at once; an ACK also goes out every second. A lost link
+//! reconnects and asks to continue from `offset`.
+//!
+//! While following a master: writes from other clients get `-READONLY` (with
+//! `replica-read-only`, the default), keys past their time read as missing but are not
+//! deleted, the server does not evict (`replica-ignore-maxmemory`), and it does not feed
+//! replicas of its own (chaining is not supported yet: PSYNC is refused).
+
+use super::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA};
+use super::Server;
+use crate::persist::aof::{CommandReader, Next};
+use parking_lot::Mutex;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The link's state, as ROLE and INFO name it.
+pub const CONNECT: u8 = 0;
+pub const CONNECTING: u8 = 1;
+pub const SYNC: u8 = 2;
+pub const CONNECTED: u8 = 3;
+
+#[derive(Default)]
+pub struct Upstream {
+    /// The master (host, port) while following one.
+    pub master: Mutex<Option<(String, u16)>>,
+    /// Bumped by every REPLICAOF: a link thread of an older generation stops.
+    generation: AtomicU64,
+    pub state: AtomicU8,
+    /// The master's replication ID this replica follows, and the stream's offset applied
+    /// (`slave_repl_offset`) and read (`slave_read_repl_offset`).
+    pub master_replid: Mutex<String>,
+    pub offset: AtomicI64,
+    pub read_offset: AtomicI64,
+    /// Unix ms of the last byte from the master, and when the link went down (0: up).
+    pub last_io_ms: AtomicI64,
+    pub down_since_ms: AtomicI64,
+    /// A full sync has been completed at least once (its data may serve reads).
+    pub synced: AtomicBool,
+    /// The link's socket, to cut it from another thread (REPLICAOF NO ONE, a new master).
+    sock: Mutex<Option<TcpStream>>,
+    /// A link thread is to be started (the replication thread has the server's Arc).
+    start_wanted: AtomicBool,
+}
+
+impl Upstream {
+    pub fn following(&self) -> bool {
+        self.master.lock().is_some()
+    }
+
+    fn cut(&self) {
+        if let Some(s) = self.sock.lock().take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// REPLICAOF host port: follows that master from now on. Ok(false): already following it.
+pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
+    let up = &srv.repl.upstream;
+    {
+        let mut m = up.master.lock();
+        if m.as_ref().is_some_and(|(h, p)| h.eq_ignore_ascii_case(host) && *p == port) {
+            return false;
+        }
+        *m = Some((host.to_string(), port));
+    }
+    up.generation.fetch_add(1, Ordering::AcqRel);
+    up.cut();
+    up.state.store(CONNECT, Ordering::Relaxed);
+    up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
+    srv.persistence.set_gate(GATE_REPLICA, true);
+    srv.persistence.set_gate(GATE_READONLY, srv.config.get_bool("replica-read-only"));
+    // Our own replicas would follow a history that is about to end.
+    srv.repl.drop_all_replicas();
+    crate::log_notice!("Connecting to MASTER {host}:{port}");
+    up.start_wanted.store(true, Ordering::Release);
+    srv.repl.wake();
+    true
+}
+
+/// REPLICAOF NO ONE: stops following; this server is a master again, with a new history
+/// that continues the one it followed (replid2 and second_repl_offset say where).
+pub fn unfollow(srv: &Server) {
+    let up = &srv.repl.upstream;
+    if up.master.lock().take().is_none() {
+        return;
+    }
+    up.generation.fetch_add(1, Ordering::AcqRel);
+    up.cut();
+    srv.persistence.set_gate(GATE_REPLICA, false);
+    srv.persistence.set_gate(GATE_READONLY, false);
+    let off = up.offset.load(Ordering::Relaxed);
+    srv.repl.become_master(srv, off);
+    crate::log_notice!("MASTER MODE enabled");
+}
+
+/// `replica-read-only` changed.
+pub fn read_only_changed(srv: &Server) {
+    if srv.repl.upstream.following() {
+        srv.persistence.set_gate(GATE_READONLY, srv.config.get_bool("replica-read-only"));
+    }
+}
+
+/// Called by the replication thread: starts the link thread REPLICAOF asked for.
+pub fn maybe_start(srv: &Arc<Server>) {
+    let up = &srv.repl.upstream;
+    if !up.start_wanted.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    let Some((host, port)) = up.master.lock().clone() else { return };
+    let gen = up.generation.load(Ordering::Acquire);
+    let srv2 = srv.clone();
+    let r = std::thread::Builder::new().name("repl-link".into()).spawn(move || run_link(&srv2, &host, port, gen));
+    if let Err(e) = r {
+        crate::log_warning!("Can't start the replication link: {e}");
+    }
+}
+
+fn current(srv: &Server, gen: u64) -> bool {
+    srv.repl.upstream.generation.load(Ordering::Acquire) == gen && !srv.shutting_down.load(Ordering::Relaxed)
+}
+
+/// The link thread: connects, syncs and applies the stream until REPLICAOF changes; a lost
+/// link is retried every second.
+fn run_link(srv: &Server, host: &str, port: u16, gen: u64) {
+    let up = &srv.repl.upstream;
+    while current(srv, gen) {
+        up.state.store(CONNECTING, Ordering::Relaxed);
+        match session(srv, host, port, gen) {
+            Ok(()) => {}
+            Err(e) => {
+                if current(srv, gen) {
+                    crate::log_warning!("Replication link with MASTER {host}:{port}: {e}");
+                }
+            }
+        }
+        *up.sock.lock() = None;
+        if up.state.swap(CONNECT, Ordering::Relaxed) == CONNECTED {
+            up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
+            crate::log_notice!("Connection with master lost.");
+        }
+        for _ in 0..10 {
+            if !current(srv, gen) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn io<T>(r: std::io::Result<T>) -> Result<T, String> {
+    r.map_err(|e| e.to_string())
+}
+
+/// A line from the master, without its CRLF; the newlines a master sends while it prepares
+/// a snapshot (keep-alives) are skipped.
+fn read_line(r: &mut impl BufRead) -> Result<String, String> {
+    loop {
+        let mut l = Vec::new();
+        let n = io(r.take(1024).read_until(b'\n', &mut l))?;
+        if n == 0 {
+            return Err("connection closed by master".into());
+        }
+        if l == b"\n" {
+            continue;
+        }
+        while l.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
+            l.pop();
+        }
+        return Ok(String::from_utf8_lossy(&l).into_owned());
+    }
+}
+
+fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<(), String> {
+    let argv: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
+    let mut out = Vec::new();
+    crate::persist::aof::encode(&mut out, &argv);
+    io(w.write_all(&out))
+}
+
+/// One connection to the master, from the handshake to the link's end.
+fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> {
+    let up = &srv.repl.upstream;
+    let timeout = Duration::from_secs(srv.config.get("repl-timeout").parse::<u64>().unwrap_or(60).max(1));
+    let addr = io(std::net::ToSocketAddrs::to_socket_addrs(&(host, port)))?
+        .next()
+        .ok_or_else(|| format!("can't resolve {host}"))?;
+    let sock = io(TcpStream::connect_timeout(&addr, timeout))?;
+    let _ = sock.set_nodelay(true);
+    io(sock.set_read_timeout(Some(timeout)))?;
+    *up.sock.lock() = Some(io(sock.try_clone())?);
+    if !current(srv, gen) {
+        return Ok(());
+    }
+    crate::log_notice!("MASTER <-> REPLICA sync started");
+    let mut w = io(sock.try_clone())?;
+    let mut r = BufReader::with_capacity(64 << 10, sock);
+    // The handshake.
+    send(&mut w, &[b"PING"])?;
+    let pong = read_line(&mut r)?;
+    if pong.starts_with('-') && !pong.starts_with("-NOAUTH") && !pong.starts_with("-NOPERM") {
+        return Err(format!("Error reply to PING from master: '{pong}'"));
+    }
+    crate::log_notice!("Master replied to PING, replication can continue...");
+    let auth = srv.config.get("masterauth");
+    if !auth.is_empty() {
+        let user = srv.config.get("masteruser");
+        if user.is_empty() {
+            send(&mut w, &[b"AUTH", auth.as_bytes()])?;
+        } else {
+            send(&mut w, &[b"AUTH", user.as_bytes(), auth.as_bytes()])?;
+        }
+        let l = read_line(&mut r)?;
+        if l.starts_with('-') {
+            return Err(format!("Unable to AUTH to MASTER: {l}"));
+        }
+    }
+    let my_port = srv.tcp_port.load(Ordering::Relaxed).to_string();
+    send(&mut w, &[b"REPLCONF", b"listening-port", my_port.as_bytes()])?;
+    let _ = read_line(&mut r)?;
+    send(&mut w, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
+    let _ = read_line(&mut r)?;
+    // Continue the history we have, if any.
+    let (id, off) = if up.synced.load(Ordering::Acquire) {
+        (up.master_replid.lock().clone(), (up.offset.load(Ordering::Acquire) + 1).to_string())
+    } else {
+        ("?".to_string(), "-1".to_string())
+    };
+    if id != "?" {
+        crate::log_notice!("Trying a partial resynchronization (request {id}:{off}).");
+    }
+    send(&mut w, &[b"PSYNC", id.as_bytes(), off.as_bytes()])?;
+    let reply = read_line(&mut r)?;
+    up.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
+    if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
+        let mut it = rest.split(' ');
+        let replid = it.next().unwrap_or_default().to_string();
+        let offset: i64 = it.next().and_then(|o| o.parse().ok()).ok_or("bad +FULLRESYNC")?;
+        crate::log_notice!("Full resync from master: {replid}:{offset}");
+        up.state.store(SYNC, Ordering::Relaxed);
+        full_sync(srv, &mut r, gen)?;
+        *up.master_replid.lock() = replid.clone();
+        *srv.replid.lock() = replid;
+        up.offset.store(offset, Ordering::Release);
+        up.read_offset.store(offset, Ordering::Release);
+        up.synced.store(true, Ordering::Release);
+        crate::log_notice!("MASTER <-> REPLICA sync: Finished with success");
+    } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
+        let replid = rest.trim();
+        if !replid.is_empty() {
+            *up.master_replid.lock() = replid.to_string();
+            *srv.replid.lock() = replid.to_string();
+        }
+        crate::log_notice!("Successful partial resynchronization with master.");
+    } else {
+        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+    }
+    up.state.store(CONNECTED, Ordering::Relaxed);
+    up.down_since_ms.store(0, Ordering::Relaxed);
+    stream(srv, r, w, gen)
+}
+
+/// Receives the snapshot into `dbfilename` and loads it in place of the dataset.
+fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(), String> {
+    let head = read_line(r)?;
+    let Some(len) = head.strip_prefix('$') else {
+        return Err(format!("Bad protocol from MASTER, the first byte is not '$' (we received '{head}')"));
+    };
+    let path = super::persistence::rdb_path(srv);
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let tmp = dir.join(format!("temp-{}.{}.rdb", super::unix_ms(), std::process::id()));
+    let got = (|| {
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, io(std::fs::File::create(&tmp))?);
+        if let Some(mark) = len.strip_prefix("EOF:") {
+            let mark = mark.as_bytes();
+            if mark.len() != 40 {
+                return Err("bad EOF mark".to_string());
+            }
+            crate::log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk");
+            // Everything up to the mark; the last 40 bytes read are kept back until more come.
+            let mut tail: Vec<u8> = Vec::with_capacity(80);
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                let n = io(r.read(&mut buf))?;
+                if n == 0 {
+                    return Err("connection closed during the transfer".into());
+                }
+                tail.extend_from_slice(&buf[..n]);
+                if tail.ends_with(mark) {
+                    io(f.write_all(&tail[..tail.len() - 40]))?;
+                    break;
+                }
+                if tail.len() > 40 {
+                    let keep = tail.len() - 40;
+                    io(f.write_all(&tail[..keep]))?;
+                    tail.drain(..keep);
+                }
+                srv.repl.upstream.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
+            }
+        } else {
+            let mut left: u64 = len.parse().map_err(|_| format!("bad bulk length '{len}'"))?;
+            crate::log_notice!("MASTER <-> REPLICA sync: receiving {left} bytes from master to disk");
+            let mut buf = vec![0u8; 64 << 10];
+            while left > 0 {
+                let want = buf.len().min(left as usize);
+                let n = io(r.read(&mut buf[..want]))?;
+                if n == 0 {
+                    return Err("connection closed during the transfer".into());
+                }
+                io(f.write_all(&buf[..n]))?;
+                left -= n as u64;
+                srv.repl.upstream.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
+            }
+        }
+        let f = f.into_inner().map_err(|e| e.to_string())?;
+        io(f.sync_all())?;
+        Ok(())
+    })();
+    if let Err(e) = got {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if !current(srv, gen) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err("REPLICAOF changed during the transfer".into());
+    }
+    io(std::fs::rename(&tmp, &path))?;
+    crate::log_notice!("MASTER <-> REPLICA sync: Flushing old data");
+    crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+    srv.persistence.set_gate(GATE_LOADING, true);
+    let loaded = (|| {
+        let mut locks = super::aof::lock_all(srv);
+        super::persistence::reload(srv, &mut locks, false, true, false)?;
+        // The AOF must hold the new dataset, which came without effects.
+        if srv.persistence.aof.log().is_some() {
+            super::aof::rewrite_locked(srv, &mut locks).map_err(|e| e.to_string())?;
+        }
+        Ok::<(), String>(())
+    })();
+    srv.persistence.set_gate(GATE_LOADING, false);
+    loaded
+}
+
+/// Applies the master's stream until the link ends.
+fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> Result<(), String> {
+    let up = &srv.repl.upstream;
+    let w = Arc::new(Mutex::new(w));
+    // An ACK every second, from a thread of its own (the reader may wait a long time).
+    let acker = {
+        let w = w.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let offset = Arc::new(AtomicI64::new(up.offset.load(Ordering::Acquire)));
+        let off2 = offset.clone();
+        let t = std::thread::Builder::new().name("repl-ack".into()).spawn(move || {
+            while !stop2.load(Ordering::Acquire) {
+                let o = off2.load(Ordering::Acquire).to_string();
+                if send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes()]).is_err() {
+                    return;
+                }
+                for _ in 0..10 {
+                    if stop2.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        });
+        (stop, offset, t.ok())
+    };
+    let (stop, shared_off, _t) = acker;
+    let mut client = master_client(srv);
+    let base = up.offset.load(Ordering::Acquire);
+    let max_bulk = srv.config.get("proto-max-bulk-len").parse::<u64>().unwrap_or(512 << 20);
+    let mut cmds = CommandReader::new(&mut r, max_bulk);
+    let result = loop {
+        if !current(srv, gen) {
+            break Ok(());
+        }
+        let next = cmds.read_next();
+        let read_to = base + cmds.offset() as i64;
+        up.read_offset.store(read_to, Ordering::Release);
+        up.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
+        let argv = match next {
+            Ok(Next::Command(a)) => a,
+            Ok(Next::End) | Ok(Next::Truncated(_)) => break Err("connection with master closed".to_string()),
+            Err(e) => break Err(e),
+        };
+        if !current(srv, gen) {
+            break Ok(());
+        }
+        let is = |i: usize, s: &str| argv.get(i).is_some_and(|a| a.eq_ignore_ascii_case(s.as_bytes()));
+        if is(0, "replconf") && is(1, "getack") {
+            // The offset before this command, as Redis answers.
+            let o = up.offset.load(Ordering::Acquire).to_string();
+            if let Err(e) = send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes()]) {
+                break Err(e);
+            }
+        } else {
+            let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+            let mut out = crate::protocol::Reply::new(client.proto);
+            client.clock = None;
+            super::dispatch(srv, &srv.stats.workers[0], &mut client, &args, &mut out);
+        }
+        up.offset.store(read_to, Ordering::Release);
+        shared_off.store(read_to, Ordering::Release);
+    };
+    stop.store(true, Ordering::Release);
+    result
+}
+
+/// The master's client: runs what the stream says, never answered, and nothing expires under
+/// it (as Redis's master client sees keys).
+fn master_client(srv: &Server) -> super::client::Client {
+    let h = Arc::new(super::client::ClientHandle::new(
+        srv.clients.next_id(),
+        "master".into(),
+        String::new(),
+        -1,
+        true,
+        srv.now_ms(),
+    ));
+    let mut c = super::client::Client::new(h, 0, false);
+    c.replaying = true;
+    c
+}

@@ -228,6 +228,9 @@ pub fn lolwut(ctx: &mut Ctx) -> CmdResult {
 // otherwise once the timeout (milliseconds; 0 = forever) passes, as Redis waits for acks that
 // cannot come.
 pub fn wait(ctx: &mut Ctx) -> CmdResult {
+    if ctx.srv.repl.upstream.following() {
+        return Err(CmdError::msg("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
+    }
     let numreplicas = ctx.arg_i64(1)?;
     let timeout = crate::protocol::parse_i64(ctx.arg(2))
         .ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;

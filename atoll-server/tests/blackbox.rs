@@ -606,9 +606,7 @@ fn large_values_round_trip_through_small_buffers() {
 /// reason naming what is missing; it is never silently ignored.
 #[test]
 fn unsupported_settings_refuse_to_start() {
-    for (name, value, missing) in
-        [("min-replicas-to-write", "1", "replication"), ("cluster-enabled", "yes", "cluster mode")]
-    {
+    for (name, value, missing) in [("cluster-enabled", "yes", "cluster mode")] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
             .args(["--port", "0", &format!("--{name}")])
             .args(value.split(' '))

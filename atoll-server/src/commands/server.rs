@@ -284,7 +284,14 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         let srv = ctx.srv;
         srv.acl.set_default_password(&srv.acl_env(), srv.config.get("requirepass").as_bytes());
     }
-    if names("replica-read-only") {
+    let any = |ns: &[&str]| ns.iter().any(|n| names(n));
+    if any(&["min-replicas-to-write", "min-slaves-to-write", "min-replicas-max-lag", "min-slaves-max-lag"]) {
+        crate::exec::replication::refresh_good(ctx.srv);
+    }
+    if any(&["replica-serve-stale-data", "slave-serve-stale-data"]) {
+        crate::exec::upstream::stale_changed(ctx.srv);
+    }
+    if any(&["replica-read-only", "slave-read-only"]) {
         crate::exec::upstream::read_only_changed(ctx.srv);
     }
     if names("repl-backlog-size") {

@@ -7,7 +7,11 @@
 //! * `inert` — accepted with any valid value, and nothing a client can observe depends on it in
 //!   Atoll: a tuning knob of an internal Atoll does differently (`activerehashing`, lazy
 //!   freeing, defragmentation thresholds, quicklist compression), or a knob of a mode that
-//!   cannot be switched on yet (replication and cluster timings). When the feature it tunes lands, its row must become `live`.
+//!   cannot be switched on yet (cluster timings). When the feature it tunes lands, its row must become `live`.
+//!   Replication's inert rows: `repl-diskless-load` (a replica always loads through
+//!   `dbfilename`: the `disabled` strategy, with the same resulting dataset),
+//!   `repl-disable-tcp-nodelay`, `replica-lazy-flush` (how memory is freed) and
+//!   `propagation-error-behavior`, `replica-ignore-disk-write-errors` (no case arises yet).
 //! * `pending(WHAT)` — the feature does not exist yet. The default (the value that describes
 //!   what Atoll does) is accepted; any other value is refused with an error naming what is
 //!   missing, in CONFIG SET and at start-up: `appendonly yes` must never be silently ignored.
@@ -132,7 +136,6 @@ impl Def {
 }
 
 // What a `pending` parameter is waiting for, as its error names it.
-const REPL: &str = "replication";
 const CLUSTER: &str = "cluster mode";
 const DEFRAG: &str = "active defragmentation";
 const CPULIST: &str = "CPU affinity lists";
@@ -251,8 +254,8 @@ pub static DEFS: &[Def] = &[
     Def::new("maxmemory-eviction-tenacity", Int { min: 0, max: 100 }, "10").live(),
     Def::new("maxmemory-policy", Enum(&["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"]), "noeviction").live(),
     Def::new("maxmemory-samples", Int { min: 1, max: IMAX }, "5").live(),
-    Def::new("min-replicas-max-lag", Int { min: 0, max: IMAX }, "10").alias("min-slaves-max-lag").inert(),
-    Def::new("min-replicas-to-write", Int { min: 0, max: IMAX }, "0").alias("min-slaves-to-write").pending(REPL),
+    Def::new("min-replicas-max-lag", Int { min: 0, max: IMAX }, "10").alias("min-slaves-max-lag").live(),
+    Def::new("min-replicas-to-write", Int { min: 0, max: IMAX }, "0").alias("min-slaves-to-write").live(),
     Def::new("no-appendfsync-on-rewrite", Bool, "no").inert(),
     Def::new("notify-keyspace-events", Events, "").live(),
     Def::new("oom-score-adj", Enum(&["no", "yes", "relative", "absolute"]), "no").live(),
@@ -278,15 +281,15 @@ pub static DEFS: &[Def] = &[
     Def::new("repl-diskless-sync-max-replicas", Int { min: 0, max: IMAX }, "0").live(),
     Def::new("repl-ping-replica-period", Int { min: 1, max: IMAX }, "10").alias("repl-ping-slave-period").live(),
     Def::new("repl-timeout", Int { min: 1, max: IMAX }, "60").live(),
-    Def::new("replica-announce-ip", Str, "").alias("slave-announce-ip").inert(),
-    Def::new("replica-announce-port", Int { min: 0, max: 65535 }, "0").alias("slave-announce-port").inert(),
-    Def::new("replica-announced", Bool, "yes").inert(),
+    Def::new("replica-announce-ip", Str, "").alias("slave-announce-ip").live(),
+    Def::new("replica-announce-port", Int { min: 0, max: 65535 }, "0").alias("slave-announce-port").live(),
+    Def::new("replica-announced", Bool, "yes").live(),
     Def::new("replica-ignore-disk-write-errors", Bool, "no").inert(),
-    Def::new("replica-ignore-maxmemory", Bool, "yes").alias("slave-ignore-maxmemory").inert(),
+    Def::new("replica-ignore-maxmemory", Bool, "yes").alias("slave-ignore-maxmemory").live(),
     Def::new("replica-lazy-flush", Bool, "no").alias("slave-lazy-flush").inert(),
-    Def::new("replica-priority", Int { min: 0, max: IMAX }, "100").alias("slave-priority").inert(),
+    Def::new("replica-priority", Int { min: 0, max: IMAX }, "100").alias("slave-priority").live(),
     Def::new("replica-read-only", Bool, "yes").alias("slave-read-only").live(),
-    Def::new("replica-serve-stale-data", Bool, "yes").alias("slave-serve-stale-data").inert(),
+    Def::new("replica-serve-stale-data", Bool, "yes").alias("slave-serve-stale-data").live(),
     Def::new("replicaof", Replicaof, "").alias("slaveof").flags(IMMUTABLE).live(),
     Def::new("requirepass", Str, "").flags(SENSITIVE).live(),
     Def::new("sanitize-dump-payload", Enum(&["no", "yes", "clients"]), "no").inert(),

@@ -220,7 +220,9 @@ fn gated(
     // Loading, or the last save failed: one relaxed load when neither.
     let gates = srv.persistence.gates.load(Ordering::Relaxed);
     if gates != 0 {
-        use super::gates::{GATE_LOADING, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY};
+        use super::gates::{
+            GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
+        };
         use super::persistence::writes_refused;
         if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !client.replaying {
             return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
@@ -228,6 +230,14 @@ fn gated(
         if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) {
             let e = if srv.scripts.run.is_eval.load(Ordering::Relaxed) { BUSY } else { BUSY_FUNCTION };
             return reject(ws, client, out, Some(cmd), CmdError::msg(e));
+        }
+        if gates & GATE_STALE != 0 && !cmd.has(flags::STALE) && !client.replaying {
+            return reject(ws, client, out, Some(cmd), CmdError::msg(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            ));
+        }
+        if gates & GATE_NO_REPLICAS != 0 && cmd.has(flags::WRITE) && !client.replaying {
+            return reject(ws, client, out, Some(cmd), CmdError::msg("NOREPLICAS Not enough good replicas to write."));
         }
         if gates & GATE_READONLY != 0 && cmd.has(flags::WRITE) && !client.replaying {
             return reject(

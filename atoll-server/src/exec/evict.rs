@@ -347,7 +347,10 @@ pub fn perform(srv: &Server) -> Outcome {
     }
     let policy = Policy::from_u32(hot.maxmemory_policy.load(Ordering::Relaxed));
     // A replica ignores maxmemory (`replica-ignore-maxmemory`): its master evicts for it.
-    if policy == Policy::NoEviction || srv.writes_paused() || srv.repl.upstream.following() {
+    if policy == Policy::NoEviction
+        || srv.writes_paused()
+        || (srv.repl.upstream.following() && srv.config.get_bool("replica-ignore-maxmemory"))
+    {
         srv.evict.exceeded(true, now_ms);
         return Outcome::Fail;
     }

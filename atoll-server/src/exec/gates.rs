@@ -14,3 +14,9 @@ pub const GATE_READONLY: u8 = 8;
 /// Following a master: keys past their time are not deleted (the master's DELs do that) and
 /// nothing is evicted.
 pub const GATE_REPLICA: u8 = 16;
+/// `min-replicas-to-write` is set and fewer replicas than that are online within
+/// `min-replicas-max-lag`: writes get `-NOREPLICAS`.
+pub const GATE_NO_REPLICAS: u8 = 32;
+/// Following a master whose link is down, with `replica-serve-stale-data no`: commands
+/// without the `stale` flag get `-MASTERDOWN`.
+pub const GATE_STALE: u8 = 64;

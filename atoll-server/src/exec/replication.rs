@@ -470,6 +470,9 @@ pub fn ack(srv: &Server, id: u64, offset: i64) {
         if r.state.lock().await_ack {
             put_online(srv, &r);
         }
+        if srv.persistence.gates.load(Ordering::Relaxed) & super::gates::GATE_NO_REPLICAS != 0 {
+            refresh_good(srv);
+        }
     }
     if !srv.repl.waits.lock().is_empty() {
         end_waits(srv, false);
@@ -545,9 +548,31 @@ pub fn run_thread(srv: Arc<Server>) {
             repl.feed_plain(&srv, &[b"PING"]);
         }
         drop_timed_out(&srv, now);
+        refresh_good(&srv);
         start_syncs(&srv, now);
         free_idle_backlog(&srv, now);
     }
+}
+
+/// `min-replicas-to-write`: raises the gate that refuses writes while fewer replicas than
+/// that are online and acknowledged within `min-replicas-max-lag` seconds (Redis's
+/// refreshGoodSlavesCount, checked on every ACK and every turn of the thread).
+pub fn refresh_good(srv: &Server) {
+    let min = srv.config.get("min-replicas-to-write").parse::<usize>().unwrap_or(0);
+    let lag = srv.config.get("min-replicas-max-lag").parse::<i64>().unwrap_or(10);
+    let short = if min == 0 || lag == 0 || srv.repl.upstream.following() {
+        false
+    } else {
+        let now = srv.now_ms();
+        let good = srv
+            .repl
+            .replicas()
+            .iter()
+            .filter(|r| r.link() == Link::Online && (now - r.ack_ms.load(Ordering::Relaxed)) / 1000 <= lag)
+            .count();
+        good < min
+    };
+    srv.persistence.set_gate(super::gates::GATE_NO_REPLICAS, short);
 }
 
 /// Replicas silent for longer than `repl-timeout` are disconnected.

@@ -18,13 +18,13 @@
 //! deleted, the server does not evict (`replica-ignore-maxmemory`), and it does not feed
 //! replicas of its own (chaining is not supported yet: PSYNC is refused).
 
-use super::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA};
+use super::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA, GATE_STALE};
 use super::Server;
 use crate::persist::aof::{CommandReader, Next};
 use parking_lot::Mutex;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +51,8 @@ pub struct Upstream {
     pub down_since_ms: AtomicI64,
     /// A full sync has been completed at least once (its data may serve reads).
     pub synced: AtomicBool,
+    /// The database the stream selected last: a continued stream does not select it again.
+    db: AtomicUsize,
     /// The link's socket, to cut it from another thread (REPLICAOF NO ONE, a new master).
     sock: Mutex<Option<TcpStream>>,
     /// A link thread is to be started (the replication thread has the server's Arc).
@@ -81,7 +83,7 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
     }
     up.generation.fetch_add(1, Ordering::AcqRel);
     up.cut();
-    up.state.store(CONNECT, Ordering::Relaxed);
+    set_state(srv, CONNECT);
     up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
     srv.persistence.set_gate(GATE_REPLICA, true);
     srv.persistence.set_gate(GATE_READONLY, srv.config.get_bool("replica-read-only"));
@@ -104,9 +106,23 @@ pub fn unfollow(srv: &Server) {
     up.cut();
     srv.persistence.set_gate(GATE_REPLICA, false);
     srv.persistence.set_gate(GATE_READONLY, false);
+    srv.persistence.set_gate(GATE_STALE, false);
     let off = up.offset.load(Ordering::Relaxed);
     srv.repl.become_master(srv, off);
     crate::log_notice!("MASTER MODE enabled");
+}
+
+/// The link's state, and the `-MASTERDOWN` gate that follows from it.
+fn set_state(srv: &Server, state: u8) {
+    srv.repl.upstream.state.store(state, Ordering::Relaxed);
+    stale_changed(srv);
+}
+
+/// The link's state or `replica-serve-stale-data` changed.
+pub fn stale_changed(srv: &Server) {
+    let up = &srv.repl.upstream;
+    let down = up.following() && up.state.load(Ordering::Relaxed) != CONNECTED;
+    srv.persistence.set_gate(GATE_STALE, down && !srv.config.get_bool("replica-serve-stale-data"));
 }
 
 /// `replica-read-only` changed.
@@ -140,26 +156,34 @@ fn current(srv: &Server, gen: u64) -> bool {
 fn run_link(srv: &Server, host: &str, port: u16, gen: u64) {
     let up = &srv.repl.upstream;
     while current(srv, gen) {
-        up.state.store(CONNECTING, Ordering::Relaxed);
-        match session(srv, host, port, gen) {
-            Ok(()) => {}
-            Err(e) => {
-                if current(srv, gen) {
-                    crate::log_warning!("Replication link with MASTER {host}:{port}: {e}");
-                }
+        link_state(srv, gen, CONNECTING);
+        if let Err(e) = session(srv, host, port, gen) {
+            if current(srv, gen) {
+                crate::log_warning!("Replication link with MASTER {host}:{port}: {e}");
             }
         }
+        if !current(srv, gen) {
+            break;
+        }
         *up.sock.lock() = None;
-        if up.state.swap(CONNECT, Ordering::Relaxed) == CONNECTED {
+        if up.state.load(Ordering::Relaxed) == CONNECTED {
             up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
             crate::log_notice!("Connection with master lost.");
         }
+        link_state(srv, gen, CONNECT);
         for _ in 0..10 {
             if !current(srv, gen) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+/// `set_state` by a link thread, unless a newer REPLICAOF took over.
+fn link_state(srv: &Server, gen: u64, state: u8) {
+    if current(srv, gen) {
+        set_state(srv, state);
     }
 }
 
@@ -230,9 +254,19 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
             return Err(format!("Unable to AUTH to MASTER: {l}"));
         }
     }
-    let my_port = srv.tcp_port.load(Ordering::Relaxed).to_string();
+    // What the master shows and hands out for this replica (`replica-announce-*`).
+    let announced = srv.config.get("replica-announce-port");
+    let my_port = match announced.as_str() {
+        "0" | "" => srv.tcp_port.load(Ordering::Relaxed).to_string(),
+        p => p.to_string(),
+    };
     send(&mut w, &[b"REPLCONF", b"listening-port", my_port.as_bytes()])?;
     let _ = read_line(&mut r)?;
+    let ip = srv.config.get("replica-announce-ip");
+    if !ip.is_empty() {
+        send(&mut w, &[b"REPLCONF", b"ip-address", ip.as_bytes()])?;
+        let _ = read_line(&mut r)?;
+    }
     send(&mut w, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
     let _ = read_line(&mut r)?;
     // Continue the history we have, if any.
@@ -252,13 +286,14 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
         let replid = it.next().unwrap_or_default().to_string();
         let offset: i64 = it.next().and_then(|o| o.parse().ok()).ok_or("bad +FULLRESYNC")?;
         crate::log_notice!("Full resync from master: {replid}:{offset}");
-        up.state.store(SYNC, Ordering::Relaxed);
+        link_state(srv, gen, SYNC);
         full_sync(srv, &mut r, gen)?;
         *up.master_replid.lock() = replid.clone();
         *srv.replid.lock() = replid;
         up.offset.store(offset, Ordering::Release);
         up.read_offset.store(offset, Ordering::Release);
         up.synced.store(true, Ordering::Release);
+        up.db.store(0, Ordering::Relaxed);
         crate::log_notice!("MASTER <-> REPLICA sync: Finished with success");
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let replid = rest.trim();
@@ -270,7 +305,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
     } else {
         return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
     }
-    up.state.store(CONNECTED, Ordering::Relaxed);
+    link_state(srv, gen, CONNECTED);
     up.down_since_ms.store(0, Ordering::Relaxed);
     stream(srv, r, w, gen)
 }
@@ -388,6 +423,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
     };
     let (stop, shared_off, _t) = acker;
     let mut client = master_client(srv);
+    client.db = up.db.load(Ordering::Relaxed);
     let base = up.offset.load(Ordering::Acquire);
     let max_bulk = srv.config.get("proto-max-bulk-len").parse::<u64>().unwrap_or(512 << 20);
     let mut cmds = CommandReader::new(&mut r, max_bulk);
@@ -419,6 +455,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
             let mut out = crate::protocol::Reply::new(client.proto);
             client.clock = None;
             super::dispatch(srv, &srv.stats.workers[0], &mut client, &args, &mut out);
+            up.db.store(client.db, Ordering::Relaxed);
         }
         up.offset.store(read_to, Ordering::Release);
         shared_off.store(read_to, Ordering::Release);

@@ -232,9 +232,13 @@ fn gated(
             return reject(ws, client, out, Some(cmd), CmdError::msg(e));
         }
         if gates & GATE_STALE != 0 && !cmd.has(flags::STALE) && !client.replaying {
-            return reject(ws, client, out, Some(cmd), CmdError::msg(
-                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
-            ));
+            return reject(
+                ws,
+                client,
+                out,
+                Some(cmd),
+                CmdError::msg("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+            );
         }
         if gates & GATE_NO_REPLICAS != 0 && cmd.has(flags::WRITE) && !client.replaying {
             return reject(ws, client, out, Some(cmd), CmdError::msg("NOREPLICAS Not enough good replicas to write."));

@@ -240,6 +240,9 @@ impl Replication {
     fn forget_dead(&self, f: &mut Feed) {
         f.replicas.retain(|r| !r.handle.killed.load(Ordering::Relaxed));
         self.count.store(f.replicas.len(), Ordering::Relaxed);
+        if f.replicas.is_empty() {
+            self.alone_since.store(super::unix_ms(), Ordering::Relaxed);
+        }
     }
 
     /// The backlog is created when the first replica arrives (Redis's

@@ -62,10 +62,14 @@ pub fn replconf(ctx: &mut Ctx) -> CmdResult {
                 ctx.client.repl_hs.get_or_insert_with(Default::default).capa_eof = true;
             }
         } else if eq_ic(opt, "ack") || eq_ic(opt, "fack") {
-            // From a replica: its offset, no reply (Redis's replconfCommand).
+            // From a replica: its offset (and its AOF's, FACK), no reply (Redis's
+            // replconfCommand).
             if replica && eq_ic(opt, "ack") {
+                let fack = (ctx.args.len() >= 5 && eq_ic(ctx.arg(3), "fack"))
+                    .then(|| crate::protocol::parse_i64(ctx.arg(4)))
+                    .flatten();
                 if let Some(off) = crate::protocol::parse_i64(val) {
-                    repl::ack(ctx.srv, ctx.client.id(), off);
+                    repl::ack(ctx.srv, ctx.client.id(), off, fack);
                 }
             }
             return Ok(());
@@ -135,6 +139,69 @@ pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
     } else {
         ctx.reply.simple("OK Already connected to specified master");
     }
+    Ok(())
+}
+
+// WAITAOF numlocal numreplicas timeout
+pub fn waitaof(ctx: &mut Ctx) -> CmdResult {
+    let numlocal = match crate::protocol::parse_i64(ctx.arg(1)) {
+        Some(n) if (0..=1).contains(&n) => n,
+        Some(_) => return Err(CmdError::msg("ERR value is out of range, value must between 0 and 1")),
+        None => return Err(CmdError::NotInteger),
+    };
+    let numreplicas = match crate::protocol::parse_i64(ctx.arg(2)) {
+        Some(n) if n >= 0 => n,
+        Some(_) => return Err(CmdError::msg("ERR value is out of range, must be positive")),
+        None => return Err(CmdError::NotInteger),
+    };
+    let timeout = crate::protocol::parse_i64(ctx.arg(3))
+        .ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    if timeout > 0 && timeout > i64::MAX - ctx.ks.now {
+        return Err(CmdError::msg("ERR timeout is out of range"));
+    }
+    let srv = ctx.srv;
+    if srv.repl.upstream.following() {
+        return Err(CmdError::msg("ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated."));
+    }
+    let log = srv.persistence.aof.log();
+    if numlocal > 0 && log.is_none() {
+        return Err(CmdError::msg(repl::ERR_WAITAOF_NO_AOF));
+    }
+    // Everything appended so far must be fsync'd (this client's writes are in it), and the
+    // replicas' AOFs must hold what this thread fed them.
+    let bytes = log.as_ref().map_or(0, |l| l.appended());
+    let here = log.as_ref().is_some_and(|l| l.durable.load(Ordering::Acquire) >= bytes) as i64;
+    let target = repl::fed_here();
+    let got = srv.repl.aof_acked(target) as i64;
+    if (here >= numlocal && got >= numreplicas) || ctx.client.in_exec {
+        ctx.reply.array(2);
+        ctx.reply.int(here);
+        ctx.reply.int(got);
+        return Ok(());
+    }
+    let deadline = if timeout > 0 { ctx.ks.now.saturating_add(timeout) } else { 0 };
+    ctx.block(blocking::BlockRequest {
+        argv: Some(vec![
+            b"WAITAOF".to_vec(),
+            numreplicas.to_string().into_bytes(),
+            target.to_string().into_bytes(),
+            deadline.to_string().into_bytes(),
+            numlocal.to_string().into_bytes(),
+            bytes.to_string().into_bytes(),
+        ]),
+        keys: Vec::new(),
+        deadline_ms: None,
+        serve: blocking::never_served,
+        on_timeout: |reply| {
+            reply.array(2);
+            reply.int(0);
+            reply.int(0);
+        },
+        registered: Some(repl::add_wait),
+    });
     Ok(())
 }
 
@@ -236,6 +303,9 @@ pub fn wait(ctx: &mut Ctx) -> CmdResult {
         .ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;
     if timeout < 0 {
         return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    if timeout > 0 && timeout > i64::MAX - ctx.ks.now {
+        return Err(CmdError::msg("ERR timeout is out of range"));
     }
     let srv = ctx.srv;
     let target = repl::fed_here();

@@ -288,6 +288,9 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     if any(&["min-replicas-to-write", "min-slaves-to-write", "min-replicas-max-lag", "min-slaves-max-lag"]) {
         crate::exec::replication::refresh_good(ctx.srv);
     }
+    if names("rdb-key-save-delay") {
+        crate::persist::rdbfile::set_save_delay(ctx.srv.config.get("rdb-key-save-delay").parse().unwrap_or(0));
+    }
     if any(&["replica-serve-stale-data", "slave-serve-stale-data"]) {
         crate::exec::upstream::stale_changed(ctx.srv);
     }

@@ -102,6 +102,7 @@ static ROWS: &[Row] = &[
     c("debug", dbg::debug, WalkAllOr(dbg::reload_locks_all)),
     c("role", adm::role, None),
     c("wait", adm::wait, None),
+    c("waitaof", adm::waitaof, None),
     c("replicaof", adm::replicaof, None),
     c("replconf", adm::replconf, None),
     c("psync", adm::psync, None),

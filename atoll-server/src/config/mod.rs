@@ -798,9 +798,9 @@ mod tests {
         let err = Config::from_args(&["--maxmemory".into(), "--port".into(), "7398".into()]).err().unwrap();
         assert!(err.contains(">>> 'maxmemory \"--port\" \"7398\"'\nwrong number of arguments"), "{err}");
         // A setting Atoll cannot honour is refused, never ignored.
-        let err = Config::from_args(&["--min-replicas-to-write".into(), "1".into()]).err().unwrap();
-        assert!(err.ends_with("not supported by Atoll yet: replication"), "{err}");
-        assert!(Config::from_args(&["--min-replicas-to-write".into(), "0".into()]).is_ok());
+        let err = Config::from_args(&["--cluster-enabled".into(), "yes".into()]).err().unwrap();
+        assert!(err.ends_with("not supported by Atoll yet: cluster mode"), "{err}");
+        assert!(Config::from_args(&["--cluster-enabled".into(), "no".into()]).is_ok());
         // More clients than the open-files limit allows is lowered at start-up, not refused.
         assert!(Config::from_args(&["--maxclients".into(), "4000000".into()]).is_ok());
         // Old names Redis 7.2 still reads and ignores.

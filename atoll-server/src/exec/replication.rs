@@ -62,6 +62,8 @@ pub struct Replica {
     state: Mutex<ReplicaState>,
     /// The last offset the replica acknowledged (REPLCONF ACK), and when (unix ms).
     pub ack_offset: AtomicI64,
+    /// The offset the replica's own AOF has fsync'd (REPLCONF ACK … FACK), for WAITAOF.
+    pub aof_ack_offset: AtomicI64,
     pub ack_ms: AtomicI64,
 }
 
@@ -103,6 +105,8 @@ struct Wait {
     n: usize,
     /// Unix ms (0: none).
     deadline: i64,
+    /// WAITAOF: the local copies asked for (0 or 1) and the AOF bytes that must be fsync'd.
+    aof: Option<(usize, u64)>,
 }
 
 #[derive(Default)]
@@ -330,6 +334,11 @@ impl Replication {
     pub fn acked(&self, target: i64) -> usize {
         self.feed.lock().replicas.iter().filter(|r| r.ack_offset.load(Ordering::Relaxed) >= target).count()
     }
+
+    /// Replicas whose AOF has fsync'd `target` or more (WAITAOF).
+    pub fn aof_acked(&self, target: i64) -> usize {
+        self.feed.lock().replicas.iter().filter(|r| r.aof_ack_offset.load(Ordering::Relaxed) >= target).count()
+    }
 }
 
 fn st_clear(r: &Replica) {
@@ -369,6 +378,7 @@ pub fn attach(
         psync: psync.is_some(),
         state: Mutex::new(ReplicaState { link: Link::WaitBgsave, await_ack: false, pending: Vec::new() }),
         ack_offset: AtomicI64::new(0),
+        aof_ack_offset: AtomicI64::new(0),
         ack_ms: AtomicI64::new(now),
     });
     repl.ensure_backlog(srv);
@@ -459,8 +469,8 @@ fn host_of(addr: &str) -> String {
     }
 }
 
-/// REPLCONF ACK offset from a replica.
-pub fn ack(srv: &Server, id: u64, offset: i64) {
+/// REPLCONF ACK offset [FACK aof-offset] from a replica.
+pub fn ack(srv: &Server, id: u64, offset: i64, fack: Option<i64>) {
     let now = srv.now_ms();
     let f = srv.repl.feed.lock();
     let found = f.replicas.iter().find(|r| r.handle.id == id).cloned();
@@ -468,6 +478,11 @@ pub fn ack(srv: &Server, id: u64, offset: i64) {
     if let Some(r) = found {
         if offset > r.ack_offset.load(Ordering::Relaxed) {
             r.ack_offset.store(offset, Ordering::Relaxed);
+        }
+        if let Some(f) = fack {
+            if f > r.aof_ack_offset.load(Ordering::Relaxed) {
+                r.aof_ack_offset.store(f, Ordering::Relaxed);
+            }
         }
         r.ack_ms.store(now, Ordering::Relaxed);
         if r.state.lock().await_ack {
@@ -487,7 +502,12 @@ pub fn ack(srv: &Server, id: u64, offset: i64) {
 pub fn add_wait(srv: &Server, w: &Arc<Waiter>) {
     let arg = |i: usize| w.argv.get(i).and_then(|a| std::str::from_utf8(a).ok()).and_then(|s| s.parse::<i64>().ok());
     let (Some(n), Some(target), Some(deadline)) = (arg(1), arg(2), arg(3)) else { return };
-    srv.repl.waits.lock().push(Wait { w: w.clone(), target, n: n.max(0) as usize, deadline });
+    // WAITAOF's waiter carries the local copies asked for and the AOF offset to reach.
+    let aof = match (arg(4), arg(5)) {
+        (Some(local), Some(bytes)) => Some((local.max(0) as usize, bytes.max(0) as u64)),
+        _ => None,
+    };
+    srv.repl.waits.lock().push(Wait { w: w.clone(), target, n: n.max(0) as usize, deadline, aof });
     srv.repl.getack.store(true, Ordering::Release);
     srv.repl.wake_thread();
 }
@@ -501,18 +521,33 @@ fn end_waits(srv: &Server, expired: bool) {
         if *wt.w.state.lock() != WaitState::Waiting {
             return false;
         }
-        let got = srv.repl.acked(wt.target);
         let late = expired && wt.deadline > 0 && now >= wt.deadline;
-        if got >= wt.n || late {
-            let reply = format!(":{got}\r\n").into_bytes();
-            if wt.w.finish(WaitState::Served(reply)) {
-                srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        let reply = match wt.aof {
+            None => {
+                let got = srv.repl.acked(wt.target);
+                (got >= wt.n || late).then(|| format!(":{got}\r\n").into_bytes())
             }
-            return false;
+            Some((local, bytes)) => {
+                let log = srv.persistence.aof.log();
+                if local > 0 && log.is_none() {
+                    Some(format!("-{ERR_WAITAOF_NO_AOF}\r\n").into_bytes())
+                } else {
+                    let here = log.is_some_and(|l| l.durable.load(Ordering::Acquire) >= bytes) as usize;
+                    let got = srv.repl.aof_acked(wt.target);
+                    ((here >= local && got >= wt.n) || late)
+                        .then(|| format!("*2\r\n:{here}\r\n:{got}\r\n").into_bytes())
+                }
+            }
+        };
+        let Some(reply) = reply else { return true };
+        if wt.w.finish(WaitState::Served(reply)) {
+            srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
         }
-        true
+        false
     });
 }
+
+pub const ERR_WAITAOF_NO_AOF: &str = "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.";
 
 /// The replication thread (started with the server): pings, timeouts, WAIT deadlines, full
 /// resyncs and the backlog's time to live, ten times a second or when woken.
@@ -527,7 +562,8 @@ pub fn run_thread(srv: Arc<Server>) {
                 // Ten turns a second, or sooner for a WAIT's deadline.
                 let now = srv.now_ms();
                 let next = repl.waits.lock().iter().filter(|w| w.deadline > 0).map(|w| w.deadline - now).min();
-                let ms = next.unwrap_or(100).clamp(1, 100) as u64;
+                let aof_waits = repl.waits.lock().iter().any(|w| w.aof.is_some());
+                let ms = next.unwrap_or(100).clamp(1, if aof_waits { 10 } else { 100 }) as u64;
                 cv.wait_for(&mut woken, Duration::from_millis(ms));
             }
             *woken = false;
@@ -537,7 +573,8 @@ pub fn run_thread(srv: Arc<Server>) {
         }
         super::upstream::maybe_start(&srv);
         let now = srv.now_ms();
-        if repl.getack.swap(false, Ordering::AcqRel) && repl.connected() > 0 {
+        // Not while writes are paused: the stream must not move then (Redis's beforeSleep).
+        if repl.connected() > 0 && !srv.writes_paused() && repl.getack.swap(false, Ordering::AcqRel) {
             repl.feed_plain(&srv, &[b"REPLCONF", b"GETACK", b"*"]);
         }
         if !repl.waits.lock().is_empty() {

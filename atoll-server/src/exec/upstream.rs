@@ -89,10 +89,28 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
     srv.persistence.set_gate(GATE_READONLY, srv.config.get_bool("replica-read-only"));
     // Our own replicas would follow a history that is about to end.
     srv.repl.drop_all_replicas();
+    unblock_all(srv);
     crate::log_notice!("Connecting to MASTER {host}:{port}");
     up.start_wanted.store(true, Ordering::Release);
     srv.repl.wake();
     true
+}
+
+/// Clients blocked in a command (BLPOP, WAIT …, not CLIENT PAUSE's) get an error and are
+/// closed: what they wait for may never come on a replica (Redis's
+/// disconnectAllBlockedClients).
+fn unblock_all(srv: &Server) {
+    let err = b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n";
+    for h in srv.clients.snapshot() {
+        let Some(w) = h.waiter.lock().clone() else { continue };
+        if w.postponed {
+            continue;
+        }
+        if w.finish(super::blocking::WaitState::Served(err.to_vec())) {
+            srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            h.quitting.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// REPLICAOF NO ONE: stops following; this server is a master again, with a new history
@@ -398,30 +416,32 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
 fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> Result<(), String> {
     let up = &srv.repl.upstream;
     let w = Arc::new(Mutex::new(w));
+    // What the AOF holds at the start is durable (a full sync rewrote it).
+    let start = up.offset.load(Ordering::Acquire);
+    let acks =
+        Arc::new(Acks { offset: AtomicI64::new(start), fsynced: AtomicI64::new(start), aof: Default::default() });
     // An ACK every second, from a thread of its own (the reader may wait a long time).
-    let acker = {
-        let w = w.clone();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let offset = Arc::new(AtomicI64::new(up.offset.load(Ordering::Acquire)));
-        let off2 = offset.clone();
-        let t = std::thread::Builder::new().name("repl-ack".into()).spawn(move || {
-            while !stop2.load(Ordering::Acquire) {
-                let o = off2.load(Ordering::Acquire).to_string();
-                if send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes()]).is_err() {
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let (w, stop, acks) = (w.clone(), stop.clone(), acks.clone());
+        let log = srv.persistence.aof.log();
+        let spawned = std::thread::Builder::new().name("repl-ack".into()).spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                if send_ack(&mut *w.lock(), &acks, log.as_deref()).is_err() {
                     return;
                 }
                 for _ in 0..10 {
-                    if stop2.load(Ordering::Acquire) {
+                    if stop.load(Ordering::Acquire) {
                         return;
                     }
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
         });
-        (stop, offset, t.ok())
-    };
-    let (stop, shared_off, _t) = acker;
+        if let Err(e) = spawned {
+            return Err(format!("can't start the ACK thread: {e}"));
+        }
+    }
     let mut client = master_client(srv);
     client.db = up.db.load(Ordering::Relaxed);
     let base = up.offset.load(Ordering::Acquire);
@@ -446,8 +466,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         let is = |i: usize, s: &str| argv.get(i).is_some_and(|a| a.eq_ignore_ascii_case(s.as_bytes()));
         if is(0, "replconf") && is(1, "getack") {
             // The offset before this command, as Redis answers.
-            let o = up.offset.load(Ordering::Acquire).to_string();
-            if let Err(e) = send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes()]) {
+            if let Err(e) = send_ack(&mut *w.lock(), &acks, srv.persistence.aof.log().as_deref()) {
                 break Err(e);
             }
         } else {
@@ -458,10 +477,58 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
             up.db.store(client.db, Ordering::Relaxed);
         }
         up.offset.store(read_to, Ordering::Release);
-        shared_off.store(read_to, Ordering::Release);
+        acks.applied(read_to, srv.persistence.aof.log().as_deref());
     };
     stop.store(true, Ordering::Release);
     result
+}
+
+/// What the ACKs report: the stream's offset applied, and how far this replica's AOF has
+/// fsync'd it (FACK, for the master's WAITAOF).
+struct Acks {
+    offset: AtomicI64,
+    /// (AOF bytes appended once the command was applied, the stream offset after it), for
+    /// the commands whose AOF bytes may not be fsync'd yet.
+    aof: Mutex<std::collections::VecDeque<(u64, i64)>>,
+    fsynced: AtomicI64,
+}
+
+impl Acks {
+    fn applied(&self, offset: i64, log: Option<&crate::persist::aof::AofLog>) {
+        self.offset.store(offset, Ordering::Release);
+        if let Some(l) = log {
+            let at = l.appended();
+            let mut q = self.aof.lock();
+            match q.back_mut() {
+                Some(last) if last.0 == at => last.1 = offset,
+                _ => q.push_back((at, offset)),
+            }
+        }
+    }
+
+    /// The stream offset this replica's AOF has fsync'd; None with AOF off (no FACK then,
+    /// as Redis's `fsynced_reploff` of -1).
+    fn fsynced(&self, log: Option<&crate::persist::aof::AofLog>) -> Option<i64> {
+        let l = log?;
+        let durable = l.durable.load(Ordering::Acquire);
+        let mut q = self.aof.lock();
+        while let Some(&(at, off)) = q.front() {
+            if at > durable {
+                break;
+            }
+            self.fsynced.store(off, Ordering::Release);
+            q.pop_front();
+        }
+        Some(self.fsynced.load(Ordering::Acquire))
+    }
+}
+
+fn send_ack(w: &mut TcpStream, acks: &Acks, log: Option<&crate::persist::aof::AofLog>) -> Result<(), String> {
+    let o = acks.offset.load(Ordering::Acquire).to_string();
+    match acks.fsynced(log) {
+        Some(f) => send(w, &[b"REPLCONF", b"ACK", o.as_bytes(), b"FACK", f.to_string().as_bytes()]),
+        None => send(w, &[b"REPLCONF", b"ACK", o.as_bytes()]),
+    }
 }
 
 /// The master's client: runs what the stream says, never answered, and nothing expires under

@@ -383,7 +383,7 @@ pub fn write_snapshot<W: Write>(
         for (c, n) in chunks {
             out.put(&c)?;
             progress.keys_processed.fetch_add(n, Ordering::Relaxed);
-            key_delay(opts.key_delay_us, n);
+            save_key_delay(opts.key_delay_us, n);
         }
         Ok(())
     };
@@ -445,6 +445,38 @@ fn key_delay(us: i64, keys: u64) {
     };
     if total > 0 {
         std::thread::sleep(std::time::Duration::from_micros(total));
+    }
+}
+
+/// `rdb-key-save-delay` as it is now: CONFIG SET changes it for a save already running
+/// (`set_save_delay`), as a test that turns it back to 0 expects the save to end soon.
+static SAVE_DELAY_NOW: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(i64::MIN);
+
+/// CONFIG SET rdb-key-save-delay: running saves follow the new value from their next key on.
+pub fn set_save_delay(us: i64) {
+    SAVE_DELAY_NOW.store(us, Ordering::Relaxed);
+}
+
+/// The snapshot writer's `key_delay`: slept in slices of at most 10 ms, each time with the
+/// delay as it is now, so a save slowed down for a test speeds up once the knob is reset.
+fn save_key_delay(at_start: i64, keys: u64) {
+    let now = || match SAVE_DELAY_NOW.load(Ordering::Relaxed) {
+        i64::MIN => at_start,
+        v => v,
+    };
+    let us = now();
+    if us == 0 {
+        return;
+    }
+    let total = if us > 0 { us as u64 * keys } else { keys / us.unsigned_abs() };
+    let mut slept = 0u64;
+    while slept < total {
+        let step = (total - slept).min(10_000);
+        std::thread::sleep(std::time::Duration::from_micros(step));
+        slept += step;
+        if now() == 0 {
+            return;
+        }
     }
 }
 

@@ -427,7 +427,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         let log = srv.persistence.aof.log();
         let spawned = std::thread::Builder::new().name("repl-ack".into()).spawn(move || {
             while !stop.load(Ordering::Acquire) {
-                if send_ack(&mut *w.lock(), &acks, log.as_deref()).is_err() {
+                if send_ack(&mut w.lock(), &acks, log.as_deref()).is_err() {
                     return;
                 }
                 for _ in 0..10 {
@@ -466,7 +466,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         let is = |i: usize, s: &str| argv.get(i).is_some_and(|a| a.eq_ignore_ascii_case(s.as_bytes()));
         if is(0, "replconf") && is(1, "getack") {
             // The offset before this command, as Redis answers.
-            if let Err(e) = send_ack(&mut *w.lock(), &acks, srv.persistence.aof.log().as_deref()) {
+            if let Err(e) = send_ack(&mut w.lock(), &acks, srv.persistence.aof.log().as_deref()) {
                 break Err(e);
             }
         } else {

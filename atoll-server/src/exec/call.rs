@@ -227,7 +227,8 @@ fn gated(
         if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !client.replaying {
             return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
         }
-        if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) {
+        // The master's stream on a replica waits for a busy script instead (its shards).
+        if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) && !client.replaying {
             let e = if srv.scripts.run.is_eval.load(Ordering::Relaxed) { BUSY } else { BUSY_FUNCTION };
             return reject(ws, client, out, Some(cmd), CmdError::msg(e));
         }
@@ -253,7 +254,11 @@ fn gated(
             );
         }
         // stop-writes-on-bgsave-error.
-        if gates & GATE_SAVE_FAILED != 0 && (cmd.has(flags::WRITE) || cmd.name == "ping") && writes_refused(srv) {
+        if gates & GATE_SAVE_FAILED != 0
+            && (cmd.has(flags::WRITE) || cmd.name == "ping")
+            && !client.replaying
+            && writes_refused(srv)
+        {
             return reject(ws, client, out, Some(cmd), CmdError::msg(MISCONF));
         }
     }
@@ -428,8 +433,10 @@ pub fn log_acl(srv: &Server, client: &Client, d: Denied, context: Context, objec
 /// those that may write (write commands, and EXEC of a transaction holding one), as Redis.
 fn must_wait_for_pause(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]]) -> bool {
     let Some(all) = srv.pause_active(srv.now_ms()) else { return false };
-    // Replicas are never paused: their ACKs must get through (Redis's processCommand).
-    if client.handle.replica.load(Ordering::Relaxed) {
+    // Replicas are never paused: their ACKs must get through (Redis's processCommand). Nor
+    // is a replayed stream (the master's on a replica, the AOF at load): it has no session
+    // to resume a postponed command in its place, so it applies in order at once.
+    if client.replaying || client.handle.replica.load(Ordering::Relaxed) {
         return false;
     }
     if all || may_write(srv, cmd, argv) {

@@ -314,6 +314,8 @@ fn running_request<'c>(ctx: &Ctx<'c, '_, '_>) -> &'c [&'c [u8]] {
 fn client_type(h: &crate::exec::client::ClientHandle) -> &'static str {
     if h.replica.load(std::sync::atomic::Ordering::Relaxed) {
         "replica"
+    } else if h.master.load(std::sync::atomic::Ordering::Relaxed) {
+        "master"
     } else if h.subscriptions() > 0 {
         "pubsub"
     } else {

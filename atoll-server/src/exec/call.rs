@@ -818,13 +818,20 @@ pub fn script_call(
     if read_only && (writes || cmd.has(flags::MAY_REPLICATE)) {
         return refuse("Write commands are not allowed from read-only scripts.");
     }
-    // A failed save refuses writes, unless the script already wrote (it cannot stop half-way).
-    if writes
-        && !srv.scripts.run.wrote.load(Ordering::Relaxed)
-        && srv.persistence.failed()
-        && super::persistence::writes_refused(srv)
-    {
-        return refuse(&format!("-{MISCONF}"));
+    // A read-only replica, a failed save, too few good replicas: writes are refused, unless
+    // the script already wrote (it cannot stop half-way), as Redis's
+    // scriptVerifyWriteCommandAllow.
+    if writes && !srv.scripts.run.wrote.load(Ordering::Relaxed) && !client.replaying {
+        let gates = srv.persistence.gates.load(Ordering::Relaxed);
+        if gates & super::gates::GATE_READONLY != 0 {
+            return refuse("-READONLY You can't write against a read only replica.");
+        }
+        if srv.persistence.failed() && super::persistence::writes_refused(srv) {
+            return refuse(&format!("-{MISCONF}"));
+        }
+        if gates & super::gates::GATE_NO_REPLICAS != 0 {
+            return refuse("-NOREPLICAS Not enough good replicas to write.");
+        }
     }
     // Out of memory when the script started: no command that may grow memory, unless the
     // script already wrote (it cannot stop half-way), as Redis's scriptVerifyOOM.

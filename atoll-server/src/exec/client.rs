@@ -98,6 +98,8 @@ pub struct ClientHandle {
     /// A replica fed by this server (PSYNC/SYNC ran; CLIENT LIST flag `S`): its output is
     /// the replication stream, under the `replica` output-buffer limits.
     pub replica: AtomicBool,
+    /// This replica's link to its master (CLIENT LIST flag `M`, TYPE master).
+    pub master: AtomicBool,
     /// QUIT ran: the connection closes once its reply is written.
     pub quitting: AtomicBool,
     /// The worker owning the connection, and the connection's slot there.
@@ -166,6 +168,7 @@ impl ClientHandle {
             obuf_soft_since: 0.into(),
             monitor: AtomicBool::new(false),
             replica: AtomicBool::new(false),
+            master: AtomicBool::new(false),
             quitting: AtomicBool::new(false),
             worker: 0,
             token: 0,
@@ -608,6 +611,9 @@ pub fn info_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current:
     let mut flags = String::new();
     if h.replica.load(Ordering::Relaxed) {
         flags.push('S');
+    }
+    if h.master.load(Ordering::Relaxed) {
+        flags.push('M');
     }
     if h.monitor.load(Ordering::Relaxed) {
         flags.push('O');

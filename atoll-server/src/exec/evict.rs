@@ -299,12 +299,13 @@ pub fn evict_clients(srv: &Server) {
     let mut candidates: Vec<(u64, std::sync::Arc<super::client::ClientHandle>)> = Vec::new();
     srv.clients.for_each(|h| {
         // Clients under 32 KB are never evicted (Redis's smallest memory bucket), nor are
-        // replicas (only normal and Pub/Sub clients are, in Redis).
+        // replicas or the master's link (only normal and Pub/Sub clients are, in Redis).
         let mem = h.memory();
         if mem >= 32 << 10
             && !h.killed.load(Ordering::Relaxed)
             && !h.no_evict.load(Ordering::Relaxed)
             && !h.replica.load(Ordering::Relaxed)
+            && !h.master.load(Ordering::Relaxed)
         {
             candidates.push((mem, h.clone()));
         }

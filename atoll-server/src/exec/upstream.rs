@@ -442,7 +442,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
             return Err(format!("can't start the ACK thread: {e}"));
         }
     }
-    let mut client = master_client(srv);
+    let mut client = master_client(srv, r.get_ref());
     client.db = up.db.load(Ordering::Relaxed);
     let base = up.offset.load(Ordering::Acquire);
     let max_bulk = srv.config.get("proto-max-bulk-len").parse::<u64>().unwrap_or(512 << 20);
@@ -480,6 +480,9 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         acks.applied(read_to, srv.persistence.aof.log().as_deref());
     };
     stop.store(true, Ordering::Release);
+    // Unlisted, and marked closed before the socket is (no kill may reach a reused number).
+    srv.clients.remove(client.id());
+    *client.handle.closed.lock() = true;
     result
 }
 
@@ -533,15 +536,23 @@ fn send_ack(w: &mut TcpStream, acks: &Acks, log: Option<&crate::persist::aof::Ao
 
 /// The master's client: runs what the stream says, never answered, and nothing expires under
 /// it (as Redis's master client sees keys).
-fn master_client(srv: &Server) -> super::client::Client {
+/// It is listed as a client (CLIENT LIST flag `M`, TYPE master) with the master's address;
+/// CLIENT KILL on it cuts the link, which then reconnects and continues (as in Redis).
+fn master_client(srv: &Server, sock: &TcpStream) -> super::client::Client {
+    use std::os::fd::AsRawFd;
+    let addr = sock.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "master".into());
+    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let h = Arc::new(super::client::ClientHandle::new(
         srv.clients.next_id(),
-        "master".into(),
-        String::new(),
-        -1,
-        true,
+        addr,
+        laddr,
+        sock.as_raw_fd(),
+        false,
         srv.now_ms(),
     ));
+    h.master.store(true, Ordering::Relaxed);
+    *h.closed.lock() = false;
+    srv.clients.add(h.clone());
     let mut c = super::client::Client::new(h, 0, false);
     c.replaying = true;
     c

@@ -47,7 +47,11 @@ pub fn close_idle_clients(srv: &Server) {
     for h in srv.clients.snapshot() {
         // Subscribers and monitors wait for messages, not requests: Redis never times them
         // out.
-        if h.subscriptions() > 0 || h.monitor.load(Ordering::Relaxed) || h.replica.load(Ordering::Relaxed) {
+        if h.subscriptions() > 0
+            || h.monitor.load(Ordering::Relaxed)
+            || h.replica.load(Ordering::Relaxed)
+            || h.master.load(Ordering::Relaxed)
+        {
             continue;
         }
         if now - h.last_ms.load(Ordering::Relaxed) > timeout * 1000 {

@@ -154,14 +154,7 @@ pub fn waitaof(ctx: &mut Ctx) -> CmdResult {
         Some(_) => return Err(CmdError::msg("ERR value is out of range, must be positive")),
         None => return Err(CmdError::NotInteger),
     };
-    let timeout = crate::protocol::parse_i64(ctx.arg(3))
-        .ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;
-    if timeout < 0 {
-        return Err(CmdError::msg("ERR timeout is negative"));
-    }
-    if timeout > 0 && timeout > i64::MAX - ctx.ks.now {
-        return Err(CmdError::msg("ERR timeout is out of range"));
-    }
+    let deadline = ack_deadline(ctx, ctx.arg(3))?;
     let srv = ctx.srv;
     if srv.repl.upstream.following() {
         return Err(CmdError::msg("ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated."));
@@ -182,27 +175,43 @@ pub fn waitaof(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.int(got);
         return Ok(());
     }
-    let deadline = if timeout > 0 { ctx.ks.now.saturating_add(timeout) } else { 0 };
+    let what = [numreplicas, target, deadline, numlocal, bytes as i64];
+    block_for_acks(ctx, b"WAITAOF", &what, |reply| {
+        reply.array(2);
+        reply.int(0);
+        reply.int(0);
+    });
+    Ok(())
+}
+
+/// WAIT's and WAITAOF's timeout (ms, 0: none) as a deadline in unix ms (0: none).
+fn ack_deadline(ctx: &Ctx, arg: &[u8]) -> Result<i64, CmdError> {
+    let timeout = crate::protocol::parse_i64(arg)
+        .ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    if timeout > 0 && timeout > i64::MAX - ctx.ks.now {
+        return Err(CmdError::msg("ERR timeout is out of range"));
+    }
+    Ok(if timeout > 0 { ctx.ks.now + timeout } else { 0 })
+}
+
+/// Blocks the client until the replication thread ends its wait (`repl::add_wait`, which
+/// reads what is waited for from the waiter's arguments: replicas, offset, deadline, and
+/// for WAITAOF the local copies and the AOF bytes). It also ends it at its deadline,
+/// replying the counts by then; `on_timeout` is not reached.
+fn block_for_acks(ctx: &mut Ctx, name: &[u8], what: &[i64], on_timeout: blocking::TimeoutFn) {
+    let mut argv = vec![name.to_vec()];
+    argv.extend(what.iter().map(|v| v.to_string().into_bytes()));
     ctx.block(blocking::BlockRequest {
-        argv: Some(vec![
-            b"WAITAOF".to_vec(),
-            numreplicas.to_string().into_bytes(),
-            target.to_string().into_bytes(),
-            deadline.to_string().into_bytes(),
-            numlocal.to_string().into_bytes(),
-            bytes.to_string().into_bytes(),
-        ]),
+        argv: Some(argv),
         keys: Vec::new(),
         deadline_ms: None,
         serve: blocking::never_served,
-        on_timeout: |reply| {
-            reply.array(2);
-            reply.int(0);
-            reply.int(0);
-        },
+        on_timeout,
         registered: Some(repl::add_wait),
     });
-    Ok(())
 }
 
 // MODULE HELP
@@ -299,14 +308,7 @@ pub fn wait(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
     }
     let numreplicas = ctx.arg_i64(1)?;
-    let timeout = crate::protocol::parse_i64(ctx.arg(2))
-        .ok_or_else(|| CmdError::msg("ERR timeout is not an integer or out of range"))?;
-    if timeout < 0 {
-        return Err(CmdError::msg("ERR timeout is negative"));
-    }
-    if timeout > 0 && timeout > i64::MAX - ctx.ks.now {
-        return Err(CmdError::msg("ERR timeout is out of range"));
-    }
+    let deadline = ack_deadline(ctx, ctx.arg(2))?;
     let srv = ctx.srv;
     let target = repl::fed_here();
     let acked = srv.repl.acked(target);
@@ -314,20 +316,6 @@ pub fn wait(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.int(acked as i64);
         return Ok(());
     }
-    let deadline = if timeout > 0 { ctx.ks.now.saturating_add(timeout) } else { 0 };
-    ctx.block(blocking::BlockRequest {
-        argv: Some(vec![
-            b"WAIT".to_vec(),
-            numreplicas.to_string().into_bytes(),
-            target.to_string().into_bytes(),
-            deadline.to_string().into_bytes(),
-        ]),
-        keys: Vec::new(),
-        // The replication thread ends it at its deadline, replying the count by then.
-        deadline_ms: None,
-        serve: blocking::never_served,
-        on_timeout: |reply| reply.int(0),
-        registered: Some(repl::add_wait),
-    });
+    block_for_acks(ctx, b"WAIT", &[numreplicas, target, deadline], |reply| reply.int(0));
     Ok(())
 }

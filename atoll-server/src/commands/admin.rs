@@ -11,13 +11,14 @@ pub fn role(ctx: &mut Ctx) -> CmdResult {
     let srv = ctx.srv;
     let up = &srv.repl.upstream;
     if let Some((host, port)) = up.master.lock().clone() {
-        use crate::exec::upstream::{CONNECTED, CONNECTING, SYNC};
+        use crate::exec::upstream::{CONNECTED, CONNECTING, HANDSHAKE, SYNC};
         ctx.reply.array(5);
         ctx.reply.bulk(b"slave");
         ctx.reply.bulk(host.as_bytes());
         ctx.reply.int(port as i64);
         let state: &[u8] = match up.state.load(Ordering::Relaxed) {
             CONNECTING => b"connecting",
+            HANDSHAKE => b"handshake",
             SYNC => b"sync",
             CONNECTED => b"connected",
             _ => b"connect",
@@ -133,6 +134,9 @@ pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
         _ => return Err(CmdError::msg("ERR Invalid master port")),
     };
     let host = String::from_utf8_lossy(ctx.arg(1)).into_owned();
+    if let Some(e) = crate::exec::upstream::cannot_follow(ctx.srv) {
+        return Err(CmdError::msg(e));
+    }
     if crate::exec::upstream::follow(ctx.srv, &host, port) {
         crate::log_notice!("REPLICAOF {host}:{port} enabled (user request from 'id={}')", ctx.client.id());
         ctx.reply.ok();

@@ -422,7 +422,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 } else {
                     f!("role:master");
                 }
-                let replicas = srv.repl.replicas();
+                let replicas = srv.repl.all_replicas();
                 f!("connected_slaves:{}", replicas.len());
                 for (i, r) in replicas.iter().enumerate() {
                     let state = match r.link() {

@@ -167,8 +167,16 @@ impl Replication {
         self.offset.load(Ordering::Acquire)
     }
 
+    /// Replicas fed the stream (or about to receive their snapshot).
     pub fn replicas(&self) -> Vec<Arc<Replica>> {
         self.feed.lock().replicas.clone()
+    }
+
+    /// Every replica, those still waiting for their snapshot to begin included (INFO).
+    pub fn all_replicas(&self) -> Vec<Arc<Replica>> {
+        let mut v = self.replicas();
+        v.extend(self.queue.lock().iter().cloned());
+        v
     }
 
     /// (active, size, first byte offset, bytes held) for INFO.
@@ -554,6 +562,7 @@ pub const ERR_WAITAOF_NO_AOF: &str = "ERR WAITAOF cannot be used when numlocal i
 pub fn run_thread(srv: Arc<Server>) {
     let repl = &srv.repl;
     let mut last_ping = 0i64;
+    let mut last_newline = 0i64;
     loop {
         {
             let (m, cv) = &repl.wake;
@@ -589,6 +598,14 @@ pub fn run_thread(srv: Arc<Server>) {
         }
         drop_timed_out(&srv, now);
         refresh_good(&srv);
+        // A newline a second keeps replicas waiting for their snapshot from timing out (they
+        // skip empty lines before the PSYNC reply), as Redis's replicationCron does.
+        if now - last_newline >= 1000 {
+            last_newline = now;
+            for r in repl.queue.lock().iter() {
+                srv.pubsub.send_raw(&srv, &r.mailbox, b"\n");
+            }
+        }
         start_syncs(&srv, now);
         free_idle_backlog(&srv, now);
     }

@@ -33,6 +33,8 @@ pub const CONNECT: u8 = 0;
 pub const CONNECTING: u8 = 1;
 pub const SYNC: u8 = 2;
 pub const CONNECTED: u8 = 3;
+/// Connected, and not yet told how the master will sync (PING to the PSYNC reply).
+pub const HANDSHAKE: u8 = 4;
 
 #[derive(Default)]
 pub struct Upstream {
@@ -69,6 +71,14 @@ impl Upstream {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
+}
+
+/// Why this server cannot follow a master now, if it cannot: with `tls-replication yes` the
+/// link would have to be TLS, which Atoll's replica side does not make yet.
+pub fn cannot_follow(srv: &Server) -> Option<&'static str> {
+    srv.config
+        .get_bool("tls-replication")
+        .then_some("ERR Atoll does not make TLS links to a master yet (tls-replication yes)")
 }
 
 /// REPLICAOF host port: follows that master from now on. Ok(false): already following it.
@@ -250,6 +260,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
         return Ok(());
     }
     crate::log_notice!("MASTER <-> REPLICA sync started");
+    link_state(srv, gen, HANDSHAKE);
     let mut w = io(sock.try_clone())?;
     let mut r = BufReader::with_capacity(64 << 10, sock);
     // The handshake.

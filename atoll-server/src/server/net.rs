@@ -174,6 +174,10 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let of = srv.config.get("replicaof");
         let mut it = of.split_whitespace();
         if let (Some(host), Some(port)) = (it.next(), it.next().and_then(|p| p.parse::<u16>().ok())) {
+            if let Some(e) = crate::exec::upstream::cannot_follow(&srv) {
+                log_warning!("Can't follow {host}:{port}: {}. Exiting.", e.trim_start_matches("ERR "));
+                std::process::exit(1);
+            }
             crate::exec::upstream::follow(&srv, host, port);
         }
     }

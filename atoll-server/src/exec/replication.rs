@@ -598,15 +598,18 @@ pub fn run_thread(srv: Arc<Server>) {
         }
         drop_timed_out(&srv, now);
         refresh_good(&srv);
+        start_syncs(&srv, now);
         // A newline a second keeps replicas waiting for their snapshot from timing out (they
         // skip empty lines before the PSYNC reply), as Redis's replicationCron does.
         if now - last_newline >= 1000 {
             last_newline = now;
-            for r in repl.queue.lock().iter() {
-                srv.pubsub.send_raw(&srv, &r.mailbox, b"\n");
+            let q = repl.queue.lock();
+            if !q.is_empty() && now - repl.queued_at.load(Ordering::Relaxed) >= 1000 {
+                for r in q.iter() {
+                    srv.pubsub.send_raw(&srv, &r.mailbox, b"\n");
+                }
             }
         }
-        start_syncs(&srv, now);
         free_idle_backlog(&srv, now);
     }
 }

@@ -367,6 +367,8 @@ const HELP: &[&str] = &[
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
     "    true, false.",
+    "REPLICATE <string>",
+    "    Replicates the provided string to replicas, allowing data divergence.",
     "SEGFAULT",
     "    Crash the server with sigsegv.",
     "SET-ACTIVE-EXPIRE <0|1>",
@@ -452,6 +454,12 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.reply.raw(b"-");
             ctx.reply.raw(&text);
             ctx.reply.raw(b"\r\n");
+        }
+        ("replicate", n) if n >= 3 => {
+            // Into the replication stream only, with no SELECT before it (Redis's dictid -1).
+            let argv: Vec<&[u8]> = ctx.args[2..].to_vec();
+            ctx.srv.repl.feed_command(ctx.srv, &argv);
+            ctx.reply.ok();
         }
         ("change-repl-id", 2) => {
             *ctx.srv.replid.lock() = crate::exec::replication::new_replid();

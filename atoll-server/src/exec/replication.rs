@@ -206,8 +206,9 @@ impl Replication {
         FED.with(|c| c.set(self.offset()));
     }
 
-    /// Feeds a command no write caused (PING, REPLCONF GETACK): no SELECT before it.
-    fn feed_plain(&self, srv: &Server, argv: &[&[u8]]) {
+    /// Feeds a command no write caused (PING, REPLCONF GETACK, DEBUG REPLICATE): no SELECT
+    /// before it.
+    pub fn feed_command(&self, srv: &Server, argv: &[&[u8]]) {
         let mut f = self.feed.lock();
         if f.backlog.is_none() {
             return;
@@ -584,7 +585,7 @@ pub fn run_thread(srv: Arc<Server>) {
         let now = srv.now_ms();
         // Not while writes are paused: the stream must not move then (Redis's beforeSleep).
         if repl.connected() > 0 && !srv.writes_paused() && repl.getack.swap(false, Ordering::AcqRel) {
-            repl.feed_plain(&srv, &[b"REPLCONF", b"GETACK", b"*"]);
+            repl.feed_command(&srv, &[b"REPLCONF", b"GETACK", b"*"]);
         }
         if !repl.waits.lock().is_empty() {
             end_waits(&srv, true);
@@ -594,7 +595,7 @@ pub fn run_thread(srv: Arc<Server>) {
         let period = srv.config.get("repl-ping-replica-period").parse::<i64>().unwrap_or(10).max(1) * 1000;
         if repl.connected() > 0 && now - last_ping >= period && !srv.writes_paused() {
             last_ping = now;
-            repl.feed_plain(&srv, &[b"PING"]);
+            repl.feed_command(&srv, &[b"PING"]);
         }
         drop_timed_out(&srv, now);
         refresh_good(&srv);

@@ -344,12 +344,7 @@ fn fcall_generic(ctx: &mut Ctx, ro: bool) -> CmdResult {
         return Err(CmdError::msg("ERR Number of keys can't be negative"));
     }
     if info.flags & sflags::NO_WRITES == 0 {
-        if srv.persistence.failed() && crate::exec::persistence::writes_refused(srv) {
-            return Err(CmdError::msg("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts."));
-        }
-        if ro {
-            return Err(CmdError::msg("ERR Can not execute a script with write flag using *_ro command."));
-        }
+        super::refuse_writable(srv, ctx.client.replaying, ro)?;
     }
     let read_only = ro || info.flags & sflags::NO_WRITES != 0;
     run(ctx, &fname, Target::Function(&fname), read_only, numkeys as usize)

@@ -121,12 +121,7 @@ pub fn eval_generic(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     // Redis's scriptPrepareForRun: a script with flags declares what it may do.
     let compat = script.flags & sflags::EVAL_COMPAT != 0;
     if !compat && script.flags & sflags::NO_WRITES == 0 {
-        if srv.persistence.failed() && crate::exec::persistence::writes_refused(srv) {
-            return Err(CmdError::msg("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts."));
-        }
-        if ro {
-            return Err(CmdError::msg("ERR Can not execute a script with write flag using *_ro command."));
-        }
+        refuse_writable(srv, ctx.client.replaying, ro)?;
         // Out of memory when it arrived: a script that may write and did not declare
         // `allow-oom` does not start (`no-writes` implies allow-oom).
         if script.flags & sflags::ALLOW_OOM == 0
@@ -438,4 +433,25 @@ pub fn script_debug(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR SCRIPT DEBUG is not supported by Atoll yet"));
     }
     Err(CmdError::msg("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
+}
+
+/// Redis's scriptPrepareForRun for a script whose flags let it write (a function, or EVAL with
+/// a shebang, without `no-writes`): refused up front on a read-only replica, while saves fail,
+/// through an `_ro` command, or with too few good replicas — in Redis's order. `obey`: the
+/// caller is the master's stream or an AOF replay, which must run it.
+pub fn refuse_writable(srv: &Server, obey: bool, ro: bool) -> Result<(), CmdError> {
+    let gates = srv.persistence.gates.load(Ordering::Relaxed);
+    if gates & crate::exec::gates::GATE_READONLY != 0 && !obey {
+        return Err(CmdError::msg("READONLY Can not run script with write flag on readonly replica"));
+    }
+    if srv.persistence.failed() && crate::exec::persistence::writes_refused(srv) && !obey {
+        return Err(CmdError::msg("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts."));
+    }
+    if ro {
+        return Err(CmdError::msg("ERR Can not execute a script with write flag using *_ro command."));
+    }
+    if gates & crate::exec::gates::GATE_NO_REPLICAS != 0 {
+        return Err(CmdError::msg("NOREPLICAS Not enough good replicas to write."));
+    }
+    Ok(())
 }

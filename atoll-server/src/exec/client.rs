@@ -290,7 +290,7 @@ pub struct Client {
     /// MONITOR: the mailbox every command's line is delivered to.
     pub monitor: Option<Arc<Mailbox>>,
     /// What a replica said with REPLCONF before its PSYNC.
-    pub repl_hs: Option<Box<crate::exec::replication::Handshake>>,
+    pub repl_hs: Option<Box<Handshake>>,
     /// Re-running a command after its wait (a blocking retry, a CLIENT PAUSE): MONITOR
     /// showed it already.
     pub retrying: bool,
@@ -690,4 +690,15 @@ pub fn info_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current:
         String::from_utf8_lossy(&h.lib_name.lock()),
         String::from_utf8_lossy(&h.lib_ver.lock()),
     )
+}
+
+/// What a replica said with REPLCONF before its PSYNC (`exec::replication` reads it).
+#[derive(Default, Clone, Debug)]
+pub struct Handshake {
+    /// REPLCONF listening-port (0: not said).
+    pub port: u16,
+    /// REPLCONF ip-address.
+    pub ip: Option<String>,
+    /// REPLCONF capa eof: can take a diskless RDB of unknown length.
+    pub capa_eof: bool,
 }

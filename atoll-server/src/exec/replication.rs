@@ -354,13 +354,7 @@ fn st_clear(r: &Replica) {
     r.state.lock().pending = Vec::new();
 }
 
-/// What a replica said with REPLCONF before PSYNC (kept on its session).
-#[derive(Default, Clone, Debug)]
-pub struct Handshake {
-    pub port: u16,
-    pub ip: Option<String>,
-    pub capa_eof: bool,
-}
+pub use super::client::Handshake;
 
 /// PSYNC replid offset / SYNC: makes the client a replica. A partial resync is answered at
 /// once from the backlog (`+CONTINUE`; `reply` gets that line); a full one is queued for the

@@ -332,3 +332,41 @@ fn atoll_follows_an_atoll_master() {
     let master = start_master("yes");
     follow_and_promote(&master, true);
 }
+
+#[test]
+fn wait_and_waitaof_arguments_answer_as_redis_does() {
+    let atoll = start_master("yes");
+    let redis = start_redis(&[]);
+    let cases: &[&[&str]] = &[
+        &["WAIT", "0", "0"],
+        &["WAIT", "1", "-1"],
+        &["WAIT", "x", "0"],
+        &["WAIT", "2", "9223372036854775808"],
+        &["WAIT", "2", "9223372036854775807"],
+        &["WAITAOF", "0", "0", "0"],
+        &["WAITAOF", "2", "0", "0"],
+        &["WAITAOF", "0", "-1", "0"],
+        &["WAITAOF", "0", "0", "-1"],
+        &["WAITAOF", "x", "0", "0"],
+        &["WAITAOF", "1", "0", "0"],
+        &["WAITAOF", "0", "0"],
+        &["REPLCONF", "GETACK", "*"],
+        &["DEBUG", "REPLICATE"],
+        &["DEBUG", "REPLICATE", "PING"],
+        &["REPLICAOF", "127.0.0.1", "99999"],
+    ];
+    let mut a = RawConn::connect(atoll.port);
+    let mut r = RawConn::connect(redis.port);
+    for args in cases {
+        let argv: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+        if args[0] == "REPLCONF" {
+            // No reply from either: a PING after it answers first.
+            for c in [&mut a, &mut r] {
+                c.send(&v(args));
+                assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n", "{args:?}");
+            }
+            continue;
+        }
+        assert_eq!(show(&a.cmd(&argv)), show(&r.cmd(&argv)), "{args:?}");
+    }
+}

@@ -17,6 +17,7 @@ pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod exec;
+pub mod lockorder;
 pub mod log;
 pub mod persist;
 pub mod protocol;

@@ -86,21 +86,27 @@ fn rusage(who: i32) -> (String, String) {
 
 /// Keys clients are blocked on, and those of them an XREADGROUP waits on (it is also woken when
 /// the key goes away: Redis's "on nokey"). One shard at a time; INFO is not on a hot path.
-fn blocking_keys(srv: &Server) -> (usize, usize) {
+/// Through the caller's locks: inside EXEC or a script this thread already holds the shards.
+fn blocking_keys(srv: &Server, locks: &mut crate::engine::Locks) -> (usize, usize) {
     let (mut keys, mut nokey) = (0, 0);
     for db in 0..srv.ks.num_dbs() {
-        srv.ks.walk_shards(db, |_, sh| {
-            if let Some(b) = &sh.blocked {
-                for q in b.values() {
-                    keys += 1;
-                    let group_reader = q.iter().any(|w| {
-                        w.downcast_ref::<crate::exec::blocking::Waiter>()
-                            .is_some_and(|w| w.argv.first().is_some_and(|a| a.eq_ignore_ascii_case(b"xreadgroup")))
-                    });
-                    nokey += group_reader as usize;
+        if srv.ks.db_if_exists(db).is_none() {
+            continue;
+        }
+        for s in 0..crate::engine::SHARDS {
+            locks.with_shard(db, s, |sh| {
+                if let Some(b) = &sh.blocked {
+                    for q in b.values() {
+                        keys += 1;
+                        let group_reader = q.iter().any(|w| {
+                            w.downcast_ref::<crate::exec::blocking::Waiter>()
+                                .is_some_and(|w| w.argv.first().is_some_and(|a| a.eq_ignore_ascii_case(b"xreadgroup")))
+                        });
+                        nokey += group_reader as usize;
+                    }
                 }
-            }
-        });
+            });
+        }
     }
     (keys, nokey)
 }
@@ -167,7 +173,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("blocked_clients:{}", srv.blocked_clients.load(Ordering::Relaxed));
                 f!("tracking_clients:{}", srv.tracking.figures().0);
                 f!("clients_in_timeout_table:0");
-                let (keys, nokey) = blocking_keys(srv);
+                let (keys, nokey) = blocking_keys(srv, locks);
                 f!("total_blocking_keys:{}", keys);
                 f!("total_blocking_keys_on_nokey:{}", nokey);
             }
@@ -484,13 +490,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                     if srv.ks.db_if_exists(db).is_none() {
                         continue;
                     }
-                    let (mut keys, mut expires) = (0, 0);
-                    for s in 0..crate::engine::SHARDS {
-                        locks.with_shard(db, s, |sh| {
-                            keys += sh.keys.len();
-                            expires += sh.expires.len();
-                        });
-                    }
+                    let (keys, expires) = locks.db_stats(db);
                     if keys > 0 {
                         f!("db{}:keys={},expires={},avg_ttl=0", db, keys, expires);
                     }

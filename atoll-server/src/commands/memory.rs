@@ -236,7 +236,7 @@ pub fn memory_stats(ctx: &mut Ctx) -> CmdResult {
         if srv.ks.db_if_exists(db).is_none() {
             continue;
         }
-        let (keys, expires) = srv.ks.db_stats(db);
+        let (keys, expires) = ctx.ks.locks.db_stats(db);
         if keys > 0 {
             keys_total += keys as u64;
             let main = (slots(keys) * 8 + keys * (DICT_ENTRY + ROBJ)) as u64;

@@ -118,7 +118,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
     let _gate = cmds
         .iter()
         .any(|c| c.name.starts_with("eval") || c.name.starts_with("fcall") || c.name == "function")
-        .then(|| srv.ks.script_gate.lock());
+        .then(|| srv.ks.enter_script_gate());
     let mut locks = Locks::acquire(&srv.ks, plan);
     // Watched keys: touched since WATCH, or expired since (they were alive at WATCH time,
     // which reclaimed keys already expired then).

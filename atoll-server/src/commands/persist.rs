@@ -134,7 +134,9 @@ pub fn bgsave(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let after_rewrite = ctx.srv.persistence.aof.rewrite_in_progress.load(std::sync::atomic::Ordering::Acquire);
-    match persistence::bgsave(ctx.srv, schedule || ctx.client.in_exec) {
+    // The progress total, counted through this command's locks (a transaction holds them).
+    let total = (0..ctx.srv.ks.num_dbs()).map(|d| ctx.ks.locks.dbsize(d) as u64).sum();
+    match persistence::bgsave(ctx.srv, schedule || ctx.client.in_exec, total) {
         Ok(()) if ctx.client.in_exec || after_rewrite => ctx.reply.simple("Background saving scheduled"),
         Ok(()) => ctx.reply.simple("Background saving started"),
         Err(e) => return Err(CmdError::msg(e)),

@@ -24,6 +24,7 @@ pub mod stream;
 pub mod value;
 pub mod zset;
 
+use crate::lockorder::{self, Rank};
 use dict::Dict;
 use keytable::KeyTable;
 use parking_lot::{Mutex, MutexGuard};
@@ -235,6 +236,15 @@ pub struct Keyspace {
     /// a script is wholly before or wholly after a snapshot's instant. Reentrant: EXEC takes
     /// it for a queued EVAL, which takes it again.
     pub script_gate: parking_lot::ReentrantMutex<()>,
+}
+
+/// A held script gate ([`Keyspace::enter_script_gate`]).
+pub struct ScriptGate<'a>(#[allow(dead_code)] parking_lot::ReentrantMutexGuard<'a, ()>);
+
+impl Drop for ScriptGate<'_> {
+    fn drop(&mut self) {
+        lockorder::released(Rank::ScriptGate, 1);
+    }
 }
 
 /// Where a point-in-time snapshot sends each shard's contents (`persist` implements it).
@@ -477,12 +487,30 @@ impl Keyspace {
     }
 
     /// Calls `f` on each shard of database `db`, one lock at a time.
+    /// Never from a command handler, which may run inside a transaction or script holding
+    /// these very shards: walk through its `Locks` (`Locks::with_shard`) instead.
     pub fn walk_shards(&self, db: usize, mut f: impl FnMut(usize, &mut Shard)) {
         if let Some(d) = self.db_if_exists(db) {
             for (i, s) in d.shards.iter().enumerate() {
-                f(i, &mut s.lock());
+                lockorder::before_wait(Rank::Shard);
+                let mut g = s.lock();
+                lockorder::acquired(Rank::Shard, 1);
+                f(i, &mut g);
+                drop(g);
+                lockorder::released(Rank::Shard, 1);
             }
         }
+    }
+
+    /// Enters the script gate (see `script_gate`), counted in the lock order: entering it
+    /// again from inside is no wait; entering it while holding shards and not it would be.
+    pub fn enter_script_gate(&self) -> ScriptGate<'_> {
+        if !self.script_gate.is_owned_by_current_thread() {
+            lockorder::before_wait(Rank::ScriptGate);
+        }
+        let g = self.script_gate.lock();
+        lockorder::acquired(Rank::ScriptGate, 1);
+        ScriptGate(g)
     }
 
     /// Number of keys in `db` (expired-but-not-yet-reclaimed keys included, like Redis).
@@ -584,6 +612,7 @@ impl<'k> Locks<'k> {
         'attempt: loop {
             held.clear();
             if let Some(m) = ids.get(wait_for).and_then(|&id| mutex(id)) {
+                lockorder::before_wait(Rank::Shard);
                 held.push((ids[wait_for], m.lock()));
             }
             for (i, &id) in ids.iter().enumerate() {
@@ -618,6 +647,7 @@ impl<'k> Locks<'k> {
                 }
             }
         }
+        lockorder::acquired(Rank::Shard, held.len());
         Locks { ks, held, deferred }
     }
 
@@ -632,7 +662,9 @@ impl<'k> Locks<'k> {
         for &id in plan.ids.as_slice() {
             let Err(pos) = self.held.binary_search_by_key(&id, |(i, _)| *i) else { continue };
             let Some(db) = ks.dbs.get((id >> 16) as usize) else { continue };
+            // The lock order's one sanctioned exception: the gate's holder waits while holding.
             let mut g = db.get_or_init(|| Db::new(ks.snapshots.epoch())).shards[(id & 0xffff) as usize].lock();
+            lockorder::acquired(Rank::Shard, 1);
             ks.snapshots.before_use((id >> 16) as usize, (id & 0xffff) as usize, &mut g);
             self.held.insert(pos, (id, g));
         }
@@ -709,10 +741,45 @@ impl<'k> Locks<'k> {
             f(self.shard(db, shard))
         } else {
             let d = self.ks.db(db);
+            // Waiting while holding others is the script gate's holder's privilege alone.
+            if !self.ks.script_gate.is_owned_by_current_thread() {
+                lockorder::before_wait(Rank::Shard);
+            }
             let mut g = d.shards[shard].lock();
+            lockorder::acquired(Rank::Shard, 1);
             self.ks.snapshots.before_use(db, shard, &mut g);
-            f(&mut g)
+            let r = f(&mut g);
+            drop(g);
+            lockorder::released(Rank::Shard, 1);
+            r
         }
+    }
+
+    /// Number of keys in `db`, through the shards held or each taken briefly (a command's
+    /// `Keyspace::dbsize`, safe inside a transaction or script).
+    pub fn dbsize(&mut self, db: usize) -> usize {
+        self.db_stats(db).0
+    }
+
+    /// (keys, keys with expiry) in `db`, as `dbsize`.
+    pub fn db_stats(&mut self, db: usize) -> (usize, usize) {
+        let (mut k, mut e) = (0, 0);
+        if self.ks.db_if_exists(db).is_some() {
+            for s in 0..SHARDS {
+                self.with_shard(db, s, |sh| {
+                    k += sh.keys.len();
+                    e += sh.expires.len();
+                });
+            }
+        }
+        (k, e)
+    }
+}
+
+impl Drop for Locks<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        lockorder::released(Rank::Shard, self.held.len());
     }
 }
 

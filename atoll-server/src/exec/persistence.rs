@@ -206,7 +206,7 @@ fn cwd() -> String {
 /// Starts a BGSAVE on the persistence thread. Err: a snapshot is already being written.
 /// `rdb_bgsave_in_progress` is 1 from here on, so a client polling INFO never sees the
 /// request as done before it ran.
-pub fn bgsave(srv: &Server, schedule: bool) -> Result<(), &'static str> {
+pub fn bgsave(srv: &Server, schedule: bool, keys_total: u64) -> Result<(), &'static str> {
     let p = &srv.persistence;
     if srv.persistence.aof.rewrite_in_progress.load(Ordering::Acquire) && !schedule {
         return Err("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
@@ -216,8 +216,7 @@ pub fn bgsave(srv: &Server, schedule: bool) -> Result<(), &'static str> {
     }
     p.bgsave_started_ms.store(srv.now_ms(), Ordering::Relaxed);
     // Progress is visible from the reply on (the walk sets the same total when it starts).
-    let total = (0..srv.ks.num_dbs()).map(|d| srv.ks.dbsize(d) as u64).sum();
-    p.progress.keys_total.store(total, Ordering::Relaxed);
+    p.progress.keys_total.store(keys_total, Ordering::Relaxed);
     p.progress.keys_processed.store(0, Ordering::Relaxed);
     p.progress.cow_bytes.store(0, Ordering::Relaxed);
     p.scheduled.store(true, Ordering::Release);

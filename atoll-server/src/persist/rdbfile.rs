@@ -353,7 +353,7 @@ pub fn write_snapshot<W: Write>(
     progress.cancel.store(false, Ordering::Relaxed);
     progress.keys_total.store((0..ks.num_dbs()).map(|d| ks.dbsize(d) as u64).sum(), Ordering::Relaxed);
     // Not while a script runs: its instant is before or after the whole script.
-    let gate = ks.script_gate.lock();
+    let gate = ks.enter_script_gate();
     if ks.snapshots.running() {
         return Err(std::io::Error::other(ERR_IN_PROGRESS));
     }
@@ -409,6 +409,7 @@ pub fn write_snapshot<W: Write>(
         for db in 0..ks.num_dbs() {
             let Some(d) = ks.db_if_exists(db) else { continue };
             for (i, m) in d.shards.iter().enumerate() {
+                crate::lockorder::before_wait(crate::lockorder::Rank::Shard);
                 ks.snapshots.visit(db, i, &mut m.lock());
                 drain(&mut out)?;
                 big(&mut out)?;
@@ -812,6 +813,7 @@ impl Store<'_> {
     fn insert(&self, db: usize, key: &[u8], val: Value, exp: Option<i64>) -> Result<(), String> {
         let s = key_shard(key);
         let d = self.ks.db(db);
+        crate::lockorder::before_wait(crate::lockorder::Rank::Shard);
         let mut g = d.shards[s].lock();
         insert_into(&mut g, db, key, val, exp, self.lru)?;
         if exp.is_some() {

@@ -150,7 +150,7 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
     let keys = &ctx.args[3..3 + numkeys];
     let argv = &ctx.args[3 + numkeys..];
     // One script at a time, no snapshot starting meanwhile (see `Keyspace::script_gate`).
-    let _gate = srv.ks.script_gate.lock();
+    let _gate = srv.ks.enter_script_gate();
     let run = &srv.scripts.run;
     let threshold = srv.config.hot.busy_reply_ms.load(Ordering::Relaxed);
     run.start(name, ctx.args, matches!(target, Target::Eval(_)), ctx.client.worker, threshold);

@@ -24,6 +24,71 @@ pub enum Rank {
 
 const RANKS: usize = 2;
 
+/// Threads that say what they wait for (workers, by id), for the watchdog: a static array so
+/// a stuck thread's slot is read without any lock it might hold.
+const SLOTS: usize = 1024;
+static WAITING: [std::sync::atomic::AtomicU8; SLOTS] = [const { std::sync::atomic::AtomicU8::new(0) }; SLOTS];
+
+thread_local! {
+    static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// This thread reports its waits in `slot` (a worker's id).
+pub fn register_thread(slot: usize) {
+    if slot < SLOTS {
+        SLOT.set(slot);
+    }
+}
+
+/// Marks this thread as waiting for a lock of `rank` until the mark drops (always compiled:
+/// it is what the watchdog reports of a stuck worker). Taken only on a contended lock's slow
+/// path.
+pub struct Waiting(usize);
+
+#[inline]
+pub fn waiting(rank: Rank) -> Waiting {
+    let slot = SLOT.get();
+    if slot < SLOTS {
+        WAITING[slot].store(rank as u8 + 1, std::sync::atomic::Ordering::Relaxed);
+    }
+    Waiting(slot)
+}
+
+impl Drop for Waiting {
+    #[inline]
+    fn drop(&mut self) {
+        if self.0 < SLOTS {
+            WAITING[self.0].store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// The slot this thread reports in, if it registered one.
+pub fn current_slot() -> Option<usize> {
+    Some(SLOT.get()).filter(|&s| s < SLOTS)
+}
+
+/// What the thread reporting in `slot` waits for now, if anything.
+pub fn waiting_in(slot: usize) -> Option<Rank> {
+    match WAITING.get(slot)?.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => Some(Rank::ScriptGate),
+        2 => Some(Rank::Shard),
+        _ => None,
+    }
+}
+
+/// Takes `m` (a lock of `rank`), marking the wait when it is contended.
+#[inline]
+pub fn lock<T>(m: &parking_lot::Mutex<T>, rank: Rank) -> parking_lot::MutexGuard<'_, T> {
+    match m.try_lock() {
+        Some(g) => g,
+        None => {
+            let _w = waiting(rank);
+            m.lock()
+        }
+    }
+}
+
 #[cfg(debug_assertions)]
 thread_local! {
     static HELD: std::cell::Cell<[u32; RANKS]> = const { std::cell::Cell::new([0; RANKS]) };

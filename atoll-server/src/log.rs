@@ -33,6 +33,80 @@ pub fn init(logfile: &str, level: u32) {
 /// Signals that mean the process is crashing, as Redis's `setupSigSegvAction` lists them.
 const CRASH_SIGNALS: [libc::c_int; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT];
 
+/// Set once a panic's report is written: the SIGABRT that follows adds no second one.
+static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+thread_local! {
+    /// Inside a command's handler on this thread: 0 no, [`IN_READ_HANDLER`] a command that
+    /// does not write, [`IN_WRITE_HANDLER`] one that may.
+    static HANDLER: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+pub const IN_READ_HANDLER: u8 = 1;
+pub const IN_WRITE_HANDLER: u8 = 2;
+
+/// Marks this thread as running a command's handler (`call`); returns what to restore.
+#[inline]
+pub fn enter_handler(mode: u8) -> u8 {
+    HANDLER.replace(mode)
+}
+
+#[inline]
+pub fn leave_handler(prev: u8) {
+    HANDLER.set(prev)
+}
+
+/// What the server was doing on the crashing thread (`set_crash_context`).
+type Context = Box<dyn Fn() -> String + Send + Sync>;
+static CONTEXT: OnceLock<Context> = OnceLock::new();
+
+/// Registers what a crash report says the crashing thread was doing (the server's command
+/// and client, from the watchdog's slots).
+pub fn set_crash_context(f: Context) {
+    let _ = CONTEXT.set(f);
+}
+
+/// The policy for a Rust panic, as Redis's for a failed assertion: an unexpected internal
+/// failure stops the process with a report in the log — the thread, the message, what it ran,
+/// the backtrace — so nothing runs on half-alive (a worker, the AOF writer or the loader gone
+/// while the listener still accepts). One exception keeps the server up: a handler of a
+/// command that does not write, which has changed nothing, is caught by `call` and answered
+/// `-ERR internal error` (its line is logged here).
+pub fn install_panic_policy() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        if HANDLER.get() == IN_READ_HANDLER {
+            crate::log_warning!("BUG: a command's handler panicked at {at}: {msg}");
+            return;
+        }
+        let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+        crash(&format!("panic in thread '{thread}' at {at}: {msg}"));
+    }));
+}
+
+/// Writes the crash report for `reason` and aborts the process.
+pub fn crash(reason: &str) -> ! {
+    let bt = std::backtrace::Backtrace::force_capture();
+    let doing = CONTEXT.get().map(|f| f()).unwrap_or_default();
+    let mut text = String::from("\n\n=== ATOLL BUG REPORT START: Cut & paste starting from here ===\n");
+    text.push_str(&format!("{}:M # Atoll {} crashed by {reason}\n", std::process::id(), env!("CARGO_PKG_VERSION")));
+    if !doing.is_empty() {
+        text.push_str(&format!("{doing}\n"));
+    }
+    text.push_str(&format!("\n------ STACK TRACE ------\n{bt}\n=== ATOLL BUG REPORT END. ===\n"));
+    REPORTED.store(true, Ordering::SeqCst);
+    let fd = LOG_FD.load(Ordering::Relaxed);
+    // SAFETY: write(2) of a buffer we own, to the log's descriptor (not through its lock: the
+    // crashing thread may hold it).
+    unsafe { libc::write(fd, text.as_ptr().cast(), text.len()) };
+    std::process::abort()
+}
+
 /// The handlers that were there before ours (Rust's stack-overflow report for SIGSEGV and
 /// SIGBUS), put back once ours has written its report.
 static PREVIOUS: OnceLock<Vec<(libc::c_int, libc::sigaction)>> = OnceLock::new();
@@ -84,6 +158,15 @@ extern "C" fn crash_handler(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: 
     let mut len = 0;
     // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
     let code = if info.is_null() { 0 } else { unsafe { (*info).si_code } };
+    if REPORTED.load(Ordering::SeqCst) {
+        // A panic's report is written: die by the signal without a second one.
+        // SAFETY: signal(2) and raise(2) are async-signal-safe.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return;
+    }
     put(&mut buf, &mut len, b"\n\n=== ATOLL BUG REPORT START: Cut & paste starting from here ===\n");
     // SAFETY: getpid is async-signal-safe.
     put_num(&mut buf, &mut len, unsafe { libc::getpid() } as u64);

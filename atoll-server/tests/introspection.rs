@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::time::Duration;
 
 /// A decoded reply, for comparing shapes with the nondeterministic fields masked.
 #[derive(Debug, PartialEq, Clone)]
@@ -986,4 +987,79 @@ fn an_expire_cycle_that_frees_a_big_value_is_a_latency_event() {
         let latest = String::from_utf8_lossy(&c.cmd(&[b"LATENCY", b"LATEST"])).to_string();
         assert!(latest.contains("expire-cycle"), "{name}: {latest}");
     }
+}
+
+/// Starts Atoll with its log in a file; returns the process, its port and the log's path.
+fn atoll_logging(extra: &[&str]) -> (ServerProc, u16, std::path::PathBuf) {
+    let port = free_port();
+    let dir = scratch_dir(port);
+    let log = dir.join("server.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+        .args(["--port", &port.to_string(), "--save", "", "--enable-debug-command", "yes"])
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--logfile")
+        .arg(&log)
+        .args(extra)
+        .spawn()
+        .unwrap();
+    wait_for_port(port);
+    (ServerProc { child, port, name: "atoll" }, port, log)
+}
+
+/// The panic policy: a handler of a command that writes nothing and panics is answered with
+/// an error and logged, and the server goes on; a panic on any other thread stops the process
+/// by SIGABRT with one crash report naming the thread, the message and the stack.
+#[test]
+fn a_panic_is_answered_in_a_reading_handler_and_stops_the_server_elsewhere() {
+    let (mut child, port, log) = atoll_logging(&[]);
+    let mut c = RawConn::connect(port);
+    assert_eq!(c.cmd(&[b"DEBUG", b"PANIC-IN-HANDLER"]), b"-ERR internal error\r\n");
+    assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("BUG: a command's handler panicked at") && text.contains("DEBUG PANIC-IN-HANDLER"), "{text}");
+    assert!(text.contains("BUG: command 'debug' panicked; answered with an error"), "{text}");
+    c.send(&v(&["DEBUG", "PANIC-IN-THREAD"]));
+    let _ = c.read_to_close();
+    let status = child.child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc_sig::ABRT), "{status:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("crashed by panic in thread 'atoll-debug'"), "{text}");
+    assert!(text.contains("DEBUG PANIC-IN-THREAD") && text.contains("------ STACK TRACE ------"), "{text}");
+    assert_eq!(text.matches("ATOLL BUG REPORT START").count(), 1, "one report, not a second for SIGABRT: {text}");
+}
+
+/// The watchdog: a worker stuck in one round longer than `watchdog-period` is reported in the
+/// log — its last command and client, and the lock it waits for — and in INFO, once per
+/// stall, and reported as moving again when the round ends.
+#[test]
+fn a_stuck_worker_is_reported_by_the_watchdog() {
+    let (_atoll, port, log) = atoll_logging(&["--threads", "2", "--watchdog-period", "300"]);
+    let mut holder = RawConn::connect(port);
+    // Holds every shard of db 0 for 1.5 s (DEBUG inside EXEC locks whole databases).
+    for c in [v(&["MULTI"]), v(&["DEBUG", "SLEEP", "1.5"]), v(&["EXEC"])] {
+        holder.send(&c);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // Clients on the other worker wait for a shard meanwhile.
+    let mut waiters: Vec<RawConn> = (0..4).map(|_| RawConn::connect(port)).collect();
+    for w in &mut waiters {
+        w.send(&v(&["GET", "k"]));
+    }
+    for _ in 0..3 {
+        holder.read_reply();
+    }
+    for w in &mut waiters {
+        assert_eq!(w.read_reply(), b"$-1\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let info = String::from_utf8_lossy(&holder.cmd(&[b"INFO", b"stats"])).into_owned();
+    assert!(info.contains("watchdog_reports:2\r\n"), "{info}");
+    assert!(info.contains("stalled_workers:0\r\n"), "{info}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("--- WATCHDOG TIMER EXPIRED: worker "), "{text}");
+    assert!(text.contains("last command 'exec' of client id="), "{text}");
+    assert!(text.contains("last command 'get' of client id=") && text.contains("waiting for a Shard lock"), "{text}");
+    assert!(text.contains("is making progress again"), "{text}");
 }

@@ -279,3 +279,62 @@ fn a_busy_scripts_own_worker_keeps_answering_its_other_clients() {
         assert!(exited, "{backend}: SHUTDOWN NOSAVE during a busy script stops the server");
     }
 }
+
+/// One worker, and clients on it that watch or wait on keys a busy script has read (so the
+/// script holds their shards): UNWATCH, DISCARD and RESET while it runs, and such clients
+/// closing, all answered or taken in at once — their watches and waits are let go of once the
+/// script ends (they once waited for the script's own locks and hung the worker for good).
+/// Redis 7.2.6 runs the same sequence; the replies are compared.
+#[test]
+fn clients_leaving_watches_and_waits_during_a_busy_script_do_not_hang_its_worker() {
+    let run = |srv: &ServerProc| -> Vec<Vec<u8>> {
+        let mut seen = Vec::new();
+        let mut watcher = RawConn::connect(srv.port);
+        let mut closer = RawConn::connect(srv.port);
+        let mut waiter = RawConn::connect(srv.port);
+        let mut other = RawConn::connect(srv.port);
+        let mut runner = RawConn::connect(srv.port);
+        for c in [&mut watcher, &mut closer] {
+            assert_eq!(cmd(c, &[b"WATCH", b"k", b"q"]), b"+OK\r\n");
+        }
+        assert_eq!(cmd(&mut watcher, &[b"MULTI"]), b"+OK\r\n");
+        waiter.send(&v(&["BLPOP", "q", "0"]));
+        std::thread::sleep(Duration::from_millis(50));
+        // Reads both keys (so it holds their shards), then spins until killed.
+        let script = "redis.call('get', KEYS[1]) redis.call('llen', KEYS[2]) local i = 0 while true do i = i + 1 end";
+        runner.send(&v(&["EVAL", script, "2", "k", "q"]));
+        assert!(await_busy(&mut other).starts_with(b"-BUSY"), "{}: the script never turned busy", srv.name);
+        seen.push(cmd(&mut watcher, &[b"DISCARD"]));
+        seen.push(cmd(&mut watcher, &[b"UNWATCH"]));
+        seen.push(cmd(&mut watcher, &[b"RESET"]));
+        drop(closer);
+        drop(waiter);
+        std::thread::sleep(Duration::from_millis(100));
+        seen.push(cmd(&mut other, &[b"PING"]));
+        seen.push(cmd(&mut other, &[b"SCRIPT", b"KILL"]));
+        let killed = runner.read_reply();
+        assert!(killed.starts_with(b"-ERR Script killed"), "{}: {}", srv.name, show(&killed));
+        // Served again, with the closed clients' watches and waits gone.
+        seen.push(cmd(&mut other, &[b"PING"]));
+        let info = String::from_utf8_lossy(&cmd(&mut other, &[b"INFO", b"clients"])).into_owned();
+        for f in ["blocked_clients:", "total_blocking_keys:"] {
+            let line = info.lines().find(|l| l.starts_with(f)).unwrap_or_default().to_string();
+            seen.push(line.into_bytes());
+        }
+        // WATCH still works on the key the script held.
+        assert_eq!(cmd(&mut watcher, &[b"WATCH", b"k"]), b"+OK\r\n");
+        assert_eq!(cmd(&mut other, &[b"SET", b"k", b"2"]), b"+OK\r\n");
+        assert_eq!(cmd(&mut watcher, &[b"MULTI"]), b"+OK\r\n");
+        assert_eq!(cmd(&mut watcher, &[b"GET", b"k"]), b"+QUEUED\r\n");
+        seen.push(cmd(&mut watcher, &[b"EXEC"]));
+        seen
+    };
+    let redis = start_redis(&["--busy-reply-threshold", "100"]);
+    let want = run(&redis);
+    for backend in ["io_uring", "epoll"] {
+        let atoll = start_atoll(&["--threads", "1", "--busy-reply-threshold", "100", "--io-backend", backend]);
+        let got = run(&atoll);
+        let show_all = |r: &[Vec<u8>]| r.iter().map(|x| show(x)).collect::<Vec<_>>();
+        assert_eq!(show_all(&got), show_all(&want), "{backend}: Atoll beside Redis 7.2.6");
+    }
+}

@@ -358,6 +358,10 @@ const HELP: &[&str] = &[
     "    Show low level info about `key` and associated value.",
     "PANIC",
     "    Crash the server simulating a panic.",
+    "PANIC-IN-HANDLER",
+    "    Atoll's own: this command's handler panics (answered with an error; the server stays up).",
+    "PANIC-IN-THREAD",
+    "    Atoll's own: a thread of the server panics (the server stops with a crash report).",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys named key:<num>. If <prefix> is specified then",
     "    it is used instead of the 'key' prefix. These are not propagated to",
@@ -585,6 +589,15 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
         ("segfault", 2) => {
             // SAFETY: raising a signal on ourselves; the crash handler reports and dies.
             unsafe { libc::raise(libc::SIGSEGV) };
+        }
+        // Atoll's own, for tests of the panic policy (`log::install_panic_policy`): a handler
+        // that writes nothing panics (answered with an error, the server stays up), and a
+        // thread of the server panics (the process stops with a report).
+        ("panic-in-handler", 2) => panic!("DEBUG PANIC-IN-HANDLER"),
+        ("panic-in-thread", 2) => {
+            let t = std::thread::Builder::new().name("atoll-debug".into());
+            t.spawn(|| panic!("DEBUG PANIC-IN-THREAD")).map_err(|e| CmdError::msg(format!("ERR {e}")))?;
+            ctx.reply.ok();
         }
         ("panic", 2) => {
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -400,6 +400,10 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("acl_access_denied_channel:{}", srv.acl.denied[3].load(Ordering::Relaxed));
                 // Atoll's own (io_uring backend): waits that held the wake-up for more requests.
                 f!("io_batched_waits:{}", st.sum(|c| &c.batched_waits));
+                // Atoll's own: workers stuck in one round now, and stalls reported since start
+                // (`exec::watchdog`).
+                f!("stalled_workers:{}", srv.watchdog.stalled());
+                f!("watchdog_reports:{}", srv.watchdog.reports.load(Ordering::Relaxed));
             }
             "replication" => {
                 o.push_str("# Replication\r\n");

@@ -141,7 +141,6 @@ const DEFRAG: &str = "active defragmentation";
 const CPULIST: &str = "CPU affinity lists";
 const SOCKMARK: &str = "socket marks";
 const LOCALE: &str = "a collation locale";
-const WATCHDOG: &str = "the software watchdog";
 const DAEMON: &str = "daemonizing (run Atoll in the foreground, under a supervisor)";
 const SUPERVISED: &str = "supervised mode";
 const SYSLOG: &str = "syslog logging";
@@ -342,7 +341,9 @@ pub static DEFS: &[Def] = &[
     Def::new("unixsocket", Str, "").flags(IMMUTABLE).live(),
     Def::new("unixsocketperm", Octal { max: 0o777 }, "0").flags(IMMUTABLE).live(),
     Def::new("use-exit-on-panic", Bool, "no").flags(HIDDEN).inert(),
-    Def::new("watchdog-period", Int { min: 0, max: IMAX }, "0").flags(HIDDEN).pending(WATCHDOG),
+    // Live: a worker stuck in one round this long (ms) is reported (`exec::watchdog`; 0: the
+    // watchdog's own default).
+    Def::new("watchdog-period", Int { min: 0, max: IMAX }, "0").flags(HIDDEN),
     Def::new("zset-max-listpack-entries", Int { min: 0, max: LMAX }, "128").alias("zset-max-ziplist-entries").live(),
     Def::new("zset-max-listpack-value", Memory { min: 0, max: LMAX }, "64").alias("zset-max-ziplist-value").live(),
     // Atoll's own. The immutable ones are HIDDEN from pattern matches: tools (and Redis's own

@@ -236,6 +236,24 @@ pub struct Keyspace {
     /// a script is wholly before or wholly after a snapshot's instant. Reentrant: EXEC takes
     /// it for a queued EVAL, which takes it again.
     pub script_gate: parking_lot::ReentrantMutex<()>,
+    /// Bookkeeping changes put off because the shard was taken while this thread served other
+    /// clients during a busy script ([`Keyspace::change_shard`]), and whether there are any.
+    later: Mutex<Vec<Later>>,
+    later_pending: AtomicBool,
+}
+
+/// A change to one shard, run once the shard can be waited for.
+type Later = (usize, usize, Box<dyn FnOnce(&mut Shard) + Send>);
+
+thread_local! {
+    /// Set while this thread serves other connections from inside a running script (the busy
+    /// poll): the script holds shards this thread must then not wait for.
+    static SERVING_WHILE_BUSY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the start (`true`) and end of the busy poll on this thread (see `SERVING_WHILE_BUSY`).
+pub fn serving_while_busy(on: bool) -> bool {
+    SERVING_WHILE_BUSY.replace(on)
 }
 
 /// A held script gate ([`Keyspace::enter_script_gate`]).
@@ -407,6 +425,55 @@ impl Keyspace {
             dbs: (0..databases).map(|_| OnceLock::new()).collect(),
             snapshots: Snapshots::default(),
             script_gate: parking_lot::ReentrantMutex::new(()),
+            later: Mutex::new(Vec::new()),
+            later_pending: AtomicBool::new(false),
+        }
+    }
+
+    /// Applies a bookkeeping change (a watch or a blocked client removed) to shard `shard` of
+    /// `db`, for a caller that holds no shard. Served from inside a busy script (a connection
+    /// that closes, UNWATCH, DISCARD or RESET while a script runs on this thread), the shard
+    /// may be one the script holds, and waiting for it would wait for ourselves: then a shard
+    /// that is taken gets the change once the script is over ([`Keyspace::run_later`]).
+    pub fn change_shard(&self, db: usize, shard: usize, f: impl FnOnce(&mut Shard) + Send + 'static) {
+        let Some(d) = self.db_if_exists(db) else { return };
+        if SERVING_WHILE_BUSY.get() {
+            match d.shards[shard].try_lock() {
+                Some(mut g) => {
+                    self.snapshots.before_use(db, shard, &mut g);
+                    f(&mut g)
+                }
+                None => {
+                    self.later.lock().push((db, shard, Box::new(f)));
+                    self.later_pending.store(true, Ordering::Release);
+                }
+            }
+            return;
+        }
+        lockorder::before_wait(Rank::Shard);
+        let mut g = lockorder::lock(&d.shards[shard], Rank::Shard);
+        lockorder::acquired(Rank::Shard, 1);
+        self.snapshots.before_use(db, shard, &mut g);
+        f(&mut g);
+        drop(g);
+        lockorder::released(Rank::Shard, 1);
+    }
+
+    /// Runs the changes `change_shard` put off, if any (one load when there are none). Called
+    /// with no shard held, outside the busy poll.
+    #[inline]
+    pub fn run_later(&self) {
+        if self.later_pending.load(Ordering::Relaxed) && !SERVING_WHILE_BUSY.get() {
+            self.run_later_now();
+        }
+    }
+
+    #[cold]
+    fn run_later_now(&self) {
+        let jobs = std::mem::take(&mut *self.later.lock());
+        self.later_pending.store(false, Ordering::Release);
+        for (db, shard, f) in jobs {
+            self.change_shard(db, shard, f);
         }
     }
 
@@ -493,7 +560,7 @@ impl Keyspace {
         if let Some(d) = self.db_if_exists(db) {
             for (i, s) in d.shards.iter().enumerate() {
                 lockorder::before_wait(Rank::Shard);
-                let mut g = s.lock();
+                let mut g = lockorder::lock(s, Rank::Shard);
                 lockorder::acquired(Rank::Shard, 1);
                 f(i, &mut g);
                 drop(g);
@@ -508,7 +575,13 @@ impl Keyspace {
         if !self.script_gate.is_owned_by_current_thread() {
             lockorder::before_wait(Rank::ScriptGate);
         }
-        let g = self.script_gate.lock();
+        let g = match self.script_gate.try_lock() {
+            Some(g) => g,
+            None => {
+                let _w = lockorder::waiting(Rank::ScriptGate);
+                self.script_gate.lock()
+            }
+        };
         lockorder::acquired(Rank::ScriptGate, 1);
         ScriptGate(g)
     }
@@ -613,7 +686,7 @@ impl<'k> Locks<'k> {
             held.clear();
             if let Some(m) = ids.get(wait_for).and_then(|&id| mutex(id)) {
                 lockorder::before_wait(Rank::Shard);
-                held.push((ids[wait_for], m.lock()));
+                held.push((ids[wait_for], lockorder::lock(m, Rank::Shard)));
             }
             for (i, &id) in ids.iter().enumerate() {
                 if i == wait_for {
@@ -663,7 +736,8 @@ impl<'k> Locks<'k> {
             let Err(pos) = self.held.binary_search_by_key(&id, |(i, _)| *i) else { continue };
             let Some(db) = ks.dbs.get((id >> 16) as usize) else { continue };
             // The lock order's one sanctioned exception: the gate's holder waits while holding.
-            let mut g = db.get_or_init(|| Db::new(ks.snapshots.epoch())).shards[(id & 0xffff) as usize].lock();
+            let m = &db.get_or_init(|| Db::new(ks.snapshots.epoch())).shards[(id & 0xffff) as usize];
+            let mut g = lockorder::lock(m, Rank::Shard);
             lockorder::acquired(Rank::Shard, 1);
             ks.snapshots.before_use((id >> 16) as usize, (id & 0xffff) as usize, &mut g);
             self.held.insert(pos, (id, g));
@@ -745,7 +819,7 @@ impl<'k> Locks<'k> {
             if !self.ks.script_gate.is_owned_by_current_thread() {
                 lockorder::before_wait(Rank::Shard);
             }
-            let mut g = d.shards[shard].lock();
+            let mut g = lockorder::lock(&d.shards[shard], Rank::Shard);
             lockorder::acquired(Rank::Shard, 1);
             self.ks.snapshots.before_use(db, shard, &mut g);
             let r = f(&mut g);

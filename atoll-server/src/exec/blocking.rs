@@ -221,12 +221,12 @@ fn as_waiter(w: &Arc<dyn Any + Send + Sync>) -> &Waiter {
 /// Removes a finished waiter from the registries of its keys (taking each shard briefly; the
 /// caller holds no locks).
 pub fn unregister(ks: &crate::engine::Keyspace, w: &Arc<Waiter>) {
-    let mut locks = Locks::none(ks);
     for k in &w.keys {
-        locks.with_shard(w.db, key_shard(k), |s| {
+        let (k, w) = (k.clone(), w.clone());
+        ks.change_shard(w.db, key_shard(&k), move |s| {
             if let Some(b) = &mut s.blocked {
                 if let Some(q) = b.get_mut(k.as_slice()) {
-                    q.retain(|x| !std::ptr::addr_eq(Arc::as_ptr(x), Arc::as_ptr(w)));
+                    q.retain(|x| !std::ptr::addr_eq(Arc::as_ptr(x), Arc::as_ptr(&w)));
                     if q.is_empty() {
                         b.remove(k.as_slice());
                     }

@@ -302,6 +302,7 @@ fn gated(
             return;
         }
     }
+    ws.beat.running(cmd.id, client.id());
     // CLIENT PAUSE: one load when no pause is on.
     if srv.pause_until.load(Ordering::Relaxed) != 0 && must_wait_for_pause(srv, client, cmd, argv) {
         return postpone(srv, client, argv);
@@ -326,6 +327,9 @@ fn gated(
         Locks::acquire(&srv.ks, plan)
     };
     call(srv, ws, client, out, cmd, argv, &mut locks, key_hint.map(|k| k.hash));
+    drop(locks);
+    // What the busy poll put off while this command ran a script (one load otherwise).
+    srv.ks.run_later();
 }
 
 /// Finishes the snapshot's writing of the big values among the command's keys.
@@ -594,16 +598,21 @@ pub fn call(
         },
         client,
     };
+    // A panic in a handler that may write stops the process (`log::install_panic_policy`): a
+    // half-made change must not live on with memory, AOF and replicas disagreeing.
+    let mode = if cmd.has(flags::WRITE) { crate::log::IN_WRITE_HANDLER } else { crate::log::IN_READ_HANDLER };
+    let prev = crate::log::enter_handler(mode);
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cmd.handler)(&mut ctx)));
+    crate::log::leave_handler(prev);
     let res: CmdResult = match res {
         Ok(r) => r,
-        Err(p) => {
-            let what = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            crate::log_warning!("BUG: command '{}' panicked: {}", cmd.name, what);
+        Err(_) => {
+            // A command not flagged as writing that changed data all the same (a script's
+            // writes, EXEC's) is no safer to keep running.
+            if ctx.ks.dirty > 0 || !ctx.ks.effects.is_empty() {
+                crate::log::crash(&format!("panic in command '{}' after it changed data", cmd.full_name()));
+            }
+            crate::log_warning!("BUG: command '{}' panicked; answered with an error", cmd.full_name());
             Err(CmdError::msg("ERR internal error"))
         }
     };

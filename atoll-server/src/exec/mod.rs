@@ -37,6 +37,7 @@ pub mod testing;
 pub mod tls;
 pub mod tracking;
 pub mod upstream;
+pub mod watchdog;
 
 use crate::engine::keytable::Entry;
 use crate::engine::{Locks, Obj, Shard, Value};

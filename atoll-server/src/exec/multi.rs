@@ -18,7 +18,13 @@ pub fn discard_state(_srv: &Server, client: &mut Client) {
 pub fn unwatch_locked(locks: &mut Locks, client: &mut Client) {
     if let Some(w) = client.watch.take() {
         for (db, key) in &w.keys {
-            locks.with_shard(*db, key_shard(key), |s| s.unwatch(key, &w.flag));
+            let shard = key_shard(key);
+            if locks.holds(*db, shard) {
+                locks.shard(*db, shard).unwatch(key, &w.flag);
+            } else {
+                let (key, flag) = (key.clone(), w.flag.clone());
+                locks.keyspace().change_shard(*db, shard, move |s| s.unwatch(&key, &flag));
+            }
         }
         client.handle.flags_watch.store(false, Ordering::Relaxed);
         client.handle.watch_mem.store(0, Ordering::Relaxed);

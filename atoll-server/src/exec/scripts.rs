@@ -487,8 +487,11 @@ impl Drop for BusyPollGuard {
 /// connections once. Not re-entered (the poll is taken out while it runs).
 pub fn poll_while_busy() {
     if let Some(p) = BUSY_POLL.take() {
+        // The script holds shards: what the poll serves must not wait for them.
+        let was = crate::engine::serving_while_busy(true);
         // SAFETY: `register_busy_poll`'s contract.
         unsafe { (p.poll)(p.ctx, p.current) };
+        crate::engine::serving_while_busy(was);
         BUSY_POLL.set(Some(p));
     }
 }

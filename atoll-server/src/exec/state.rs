@@ -72,6 +72,8 @@ pub struct Server {
     pub evict: super::evict::Evict,
     pub clients: client::Registry,
     pub stats: stats::Stats,
+    /// Stuck-worker reports (`exec::watchdog`).
+    pub watchdog: super::watchdog::Watchdog,
     pub lazyfree: lazyfree::LazyFree,
     pub threads: usize,
     pub started: Instant,
@@ -212,6 +214,7 @@ impl Server {
             tls: Default::default(),
             evict: Default::default(),
             stats: stats::Stats::new(threads, table.all.len()),
+            watchdog: super::watchdog::Watchdog::new(threads),
             lazyfree: lazyfree::LazyFree::default(),
             table,
             ks: Keyspace::new(dbs),

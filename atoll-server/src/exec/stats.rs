@@ -57,8 +57,30 @@ pub struct CmdStat {
     pub hist: super::latency::HistSlot,
 }
 
+/// What the watchdog reads of a worker (`exec::watchdog`): relaxed stores by the worker, loads
+/// by the watchdog, no lock on either side.
+#[derive(Default)]
+pub struct Beat {
+    /// Server-clock ms of the worker's last sign of progress inside a round (the round's
+    /// start, or a pass of the busy poll while a script runs); 0 between rounds.
+    pub progress_ms: AtomicU64,
+    /// The command last started (its table id + 1) and its client's id.
+    pub cmd: std::sync::atomic::AtomicU32,
+    pub client: AtomicU64,
+}
+
+impl Beat {
+    /// A command starts (two relaxed stores on the worker's own line).
+    #[inline]
+    pub fn running(&self, cmd_id: usize, client: u64) {
+        self.cmd.store(cmd_id as u32 + 1, Ordering::Relaxed);
+        self.client.store(client, Ordering::Relaxed);
+    }
+}
+
 pub struct WorkerStats {
     pub counters: Counters,
+    pub beat: Beat,
     pub cmds: Box<[CmdStat]>,
     /// Error replies by error code (the first word), for INFO errorstats.
     pub errors: parking_lot::Mutex<std::collections::BTreeMap<String, u64>>,
@@ -70,6 +92,7 @@ impl WorkerStats {
     pub fn new(ncmds: usize) -> WorkerStats {
         WorkerStats {
             counters: Counters::default(),
+            beat: Beat::default(),
             cmds: (0..ncmds).map(|_| CmdStat::default()).collect(),
             errors: Default::default(),
             hot: Default::default(),

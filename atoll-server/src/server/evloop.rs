@@ -290,6 +290,8 @@ impl Io {
         }
     }
     fn serve_while_busy(&mut self, current: usize) {
+        // A script runs, and this worker still serves: alive, for the watchdog.
+        crate::exec::watchdog::alive(&self.srv, self.id);
         let mut events = std::mem::replace(&mut self.busy.events, Events::with_capacity(0));
         if self.poll.poll(&mut events, Some(std::time::Duration::ZERO)).is_err() {
             events.clear();

@@ -37,6 +37,7 @@ fn bind_tcp(addr: &str, port: u16, backlog: i32) -> io::Result<std::net::TcpList
 pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     crate::log::init(&config.get("logfile"), config.hot.loglevel.load(Ordering::Relaxed));
     crate::log::install_crash_report();
+    crate::log::install_panic_policy();
     let threads = config.worker_threads();
     log_notice!("oO0OoO0OoO0Oo Atoll is starting oO0OoO0OoO0Oo");
     log_notice!(
@@ -170,6 +171,13 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             .name("atoll-repl".into())
             .spawn(move || crate::exec::replication::run_thread(srv3))
             .expect("spawn the replication thread");
+        crate::exec::watchdog::spawn(srv.clone());
+        // A crash report names the crashing worker's command and client.
+        let weak = Arc::downgrade(&srv);
+        crate::log::set_crash_context(Box::new(move || match (weak.upgrade(), crate::lockorder::current_slot()) {
+            (Some(srv), Some(id)) => crate::exec::watchdog::running(&srv, id),
+            _ => String::new(),
+        }));
         // `replicaof` in the configuration: follow that master from the start.
         let of = srv.config.get("replicaof");
         let mut it = of.split_whitespace();
@@ -201,12 +209,22 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let made = if uring {
             super::uring::new_worker().inspect(|inbox| {
                 let i = inbox.clone();
-                builder.spawn(move || super::uring::run(id, srv2, i, ready2)).expect("spawn worker");
+                builder
+                    .spawn(move || {
+                        crate::lockorder::register_thread(id);
+                        super::uring::run(id, srv2, i, ready2)
+                    })
+                    .expect("spawn worker");
             })
         } else {
             super::evloop::new_worker().map(|(poll, inbox)| {
                 let i = inbox.clone();
-                builder.spawn(move || super::evloop::run(id, srv2, poll, i, ready2)).expect("spawn worker");
+                builder
+                    .spawn(move || {
+                        crate::lockorder::register_thread(id);
+                        super::evloop::run(id, srv2, poll, i, ready2)
+                    })
+                    .expect("spawn worker");
                 inbox
             })
         };

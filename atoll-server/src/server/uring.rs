@@ -688,6 +688,8 @@ impl Io {
     }
 
     fn serve_while_busy(&mut self, current: usize) {
+        // A script runs, and this worker still serves: alive, for the watchdog.
+        crate::exec::watchdog::alive(&self.srv, self.id);
         // The sends queued since the last look go out now, and the kernel runs the receive
         // work that arrived (deferred until an enter that asks for completions; a zero timer
         // keeps this from waiting).

@@ -475,6 +475,7 @@ impl Core {
     #[inline]
     pub fn begin_round(&mut self) {
         self.round_start = Some(self.srv.clock.instant());
+        self.srv.stats.workers[self.id].beat.progress_ms.store(self.srv.now_ms().max(1) as u64, Ordering::Relaxed);
         self.round_cmds = self.srv.stats.workers[self.id].counters.commands.load(Ordering::Relaxed);
         crate::exec::pubsub::defer_wakes();
         crate::exec::blocking::defer_served_wakes();
@@ -482,6 +483,7 @@ impl Core {
 
     /// End of a round: recycles the flush list, then deadlines that passed and the cron.
     pub fn end_round<C: HasLink>(&mut self, mut flushed: Vec<usize>, conns: &mut slab::Slab<C>) {
+        self.srv.stats.workers[self.id].beat.progress_ms.store(0, Ordering::Relaxed);
         if let Some(t0) = self.round_start.take() {
             let c = &self.srv.stats.workers[self.id].counters;
             let us = self.srv.clock.instant().saturating_duration_since(t0).as_micros() as u64;

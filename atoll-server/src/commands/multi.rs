@@ -117,7 +117,9 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
     // script would (see `Keyspace::script_gate`), so it may add shards while holding these.
     let _gate = cmds
         .iter()
-        .any(|c| c.name.starts_with("eval") || c.name.starts_with("fcall") || c.name == "function")
+        // FUNCTION's subcommands are named `function|load` …: the gate orders a queued
+        // library change against an AOF rewrite's instant (`scripting::functions::change`).
+        .any(|c| c.name.starts_with("eval") || c.name.starts_with("fcall") || c.name.starts_with("function"))
         .then(|| srv.ks.enter_script_gate());
     let mut locks = Locks::acquire(&srv.ks, plan);
     // Watched keys: touched since WATCH, or expired since (they were alive at WATCH time,

@@ -51,6 +51,15 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
+# The power-loss test mounts forgetfs (tests/python/forgetfs.py) with FUSE: libfuse2 for fusepy.
+if ! ldconfig -p | grep -q 'libfuse\.so\.2'; then
+  echo "==> installing libfuse2 (the power-loss test's FUSE layer)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libfuse2 >/dev/null
+fi
+
 # Python client tests need redis-py and pytest.
 python3 -m pip install -q -r tests/python/requirements.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
 

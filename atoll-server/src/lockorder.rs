@@ -22,6 +22,7 @@ pub enum Rank {
     Shard = 1,
 }
 
+#[cfg(debug_assertions)]
 const RANKS: usize = 2;
 
 /// Threads that say what they wait for (workers, by id), for the watchdog: a static array so

@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use redis::Commands;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -766,4 +767,31 @@ fn expired_stale_perc_rises_and_decays() {
     assert!(later < peak / 2.0, "{later} after a peak of {peak}");
     c.cmd(&[b"CONFIG", b"RESETSTAT"]);
     assert_eq!(stats(&mut c).1, 0.0);
+}
+
+/// Clients that close or reset right after their last bytes (here: a reply left unread, so
+/// the close is a reset arriving with the data) are let go of, on both backends: with epoll's
+/// edge trigger the end came in the same event as the data, and a short read once ended the
+/// reading there, so such clients stayed listed forever.
+#[test]
+fn clients_that_reset_right_after_their_last_bytes_are_let_go() {
+    let s = start_atoll(&["--threads", "2"]);
+    for i in 0..20 {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        c.write_all(b"\x16\x03\x01garbage\nmore garbage without a newline").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        c.write_all(if i % 2 == 0 { b"\x15\x03\x03" } else { b"GET k\r\n" }).unwrap();
+        drop(c);
+    }
+    let mut admin = RawConn::connect(s.port);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let list = admin.cmd(&[b"CLIENT", b"LIST"]);
+        let n = String::from_utf8_lossy(&list).matches("cmd=").count();
+        if n == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{n} clients listed: {}", show(&list));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -48,6 +48,9 @@ struct Worker {
     io: Io,
     /// The round's input buffer (borrowed by the command path while a request runs).
     input: Vec<u8>,
+    /// The event being handled said the peer closed or reset: read on to the end of the
+    /// stream even after a short read (see `read_and_run`).
+    peer_closed: bool,
 }
 
 /// The part of a worker that `busy_poll` may use while one of its connections runs a busy
@@ -97,7 +100,7 @@ pub fn run(id: usize, srv: Arc<Server>, poll: Poll, inbox: Arc<Inbox>, ready: Ar
         conns: slab::Slab::with_capacity(super::worker::SPARE_SLOTS),
         busy,
     };
-    let mut w = Worker { core: Core::new(id, srv, inbox), io, input: vec![0u8; READ_CHUNK] };
+    let mut w = Worker { core: Core::new(id, srv, inbox), io, input: vec![0u8; READ_CHUNK], peer_closed: false };
     ready.fetch_add(1, Ordering::Release);
     w.main_loop();
 }
@@ -155,7 +158,9 @@ impl Worker {
                 WAKER => self.drain_inbox(),
                 Token(t) => {
                     if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                        self.peer_closed = ev.is_read_closed() || ev.is_error();
                         self.on_readable(t);
+                        self.peer_closed = false;
                     }
                     // Not when this round has replies for it too: they go out at its end,
                     // after the round's fsync with `appendfsync always` (Redis's
@@ -240,7 +245,11 @@ impl Worker {
                 close = true;
                 break;
             }
-            if n < self.input.len() {
+            // A short read means the socket is drained — unless the peer closed or reset
+            // it: then the end arrived with this data, in the same edge, and no other event
+            // will tell of it (a client that closes right after its last bytes stayed listed
+            // forever), so read on until the read that reports it.
+            if n < self.input.len() && !self.peer_closed {
                 break;
             }
         }

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzing (issue 19): the RESP parser and RESTORE payloads under libFuzzer (cargo-fuzz, nightly),
+# Fuzzing (issues 19, 34): the RESP parser, RESTORE payloads and sequences of commands across
+# clients (command_sequences: MULTI, scripts, CLIENT KILL/PAUSE, SWAPDB, DEBUG RELOAD …; a reply
+# missing or a run longer than 10 s is a finding) under libFuzzer (cargo-fuzz, nightly),
 # RUNS executions each (default 10M), from seed corpora made by bench/fuzz_seeds.py. Prints
 # libFuzzer's final statistics (stat::number_of_executed_units is the count recorded in
 # docs/BENCHMARKS.md). A crash stops the script with the reproducer in fuzz/artifacts/.
@@ -15,11 +17,12 @@ command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 [ -x target/release/atoll-server ] || cargo build --release
 corpus=$(mktemp -d /tmp/atoll-fuzz-corpus.XXXX)
 python3 bench/fuzz_seeds.py target/release/atoll-server "$corpus"
-for t in ${TARGETS:-resp_parser restore_payload}; do
+for t in ${TARGETS:-resp_parser restore_payload command_sequences}; do
+  mkdir -p "$corpus/$t"
   echo "==> $t: $RUNS runs"
   start=$(date +%s)
   cargo +nightly fuzz run --fuzz-dir fuzz ${SANITIZER:+--sanitizer "$SANITIZER"} "$t" "$corpus/$t" -- \
-    -runs="$RUNS" -max_len=4096 -print_final_stats=1 2>&1 | tee "/tmp/atoll-fuzz-$t.log" | grep -E "^stat::|ERROR|panicked" || true
+    -runs="$RUNS" -max_len=4096 -timeout=10 -print_final_stats=1 2>&1 | tee "/tmp/atoll-fuzz-$t.log" | grep -E "^stat::|ERROR|panicked" || true
   grep -q "^stat::number_of_executed_units" "/tmp/atoll-fuzz-$t.log" \
     || { echo "$t did not finish: see /tmp/atoll-fuzz-$t.log"; exit 1; }
   echo "$t: $(( $(date +%s) - start )) s"

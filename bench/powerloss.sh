@@ -3,7 +3,7 @@
 # (tests/python/forgetfs.py), POWERLOSS_TRIALS cuts (default 20) per fsync policy and server.
 # The CI runs the same test with 2 cuts each; results go to docs/BENCHMARKS.md by hand.
 # Needs: a debug build (cargo build), libfuse2, fusepy (tests/python/requirements.txt), and the
-# Redis 7.2.6 oracle ($REDIS_SERVER, or ../shared/tools/redis72).
+# Redis 7.2.6 oracle ($REDIS_SERVER, or scripts/oracle.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export POWERLOSS_TRIALS=${POWERLOSS_TRIALS:-20}

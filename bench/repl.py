@@ -77,11 +77,11 @@ def one_run(kind, replica, requests, pipeline):
 
 
 def use_redis72():
-    """Redis 7.2.6 (`../shared/tools/redis72 path`) for both roles: an Atoll master sends RDB
+    """Redis 7.2.6 (`scripts/oracle.sh`) for both roles: an Atoll master sends RDB
     version 11, which older replicas (Debian's 7.0) cannot load. The servers run in a scratch
     directory, so a replica's dump.rdb lands there."""
-    tool = os.path.join(bench.ROOT, "..", "shared", "tools", "redis72")
-    path = subprocess.run([tool, "path"], capture_output=True, text=True, check=True).stdout.strip()
+    tool = os.path.join(bench.ROOT, "scripts", "oracle.sh")
+    path = subprocess.run([tool], capture_output=True, text=True, check=True).stdout.strip()
     os.environ["PATH"] = os.path.dirname(path) + os.pathsep + os.environ["PATH"]
     os.chdir(tempfile.mkdtemp(prefix="atoll-repl-bench-"))
 

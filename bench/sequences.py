@@ -313,7 +313,7 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()))
     a = ap.parse_args()
     oracle = os.environ.get("REDIS_SERVER") or subprocess.run(
-        [os.path.join(ROOT, "..", "shared", "tools", "redis72"), "path"], capture_output=True, text=True).stdout.strip()
+        [os.path.join(ROOT, "scripts", "oracle.sh")], capture_output=True, text=True).stdout.strip()
     binary = ATOLL if os.path.exists(ATOLL) else os.path.join(ROOT, "target", "debug", "atoll-server")
     proc, port, log = start(binary, "--busy-reply-threshold", "100")
     rproc, rport, _ = start(oracle)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs all of Atoll's tests: unit tests, black-box tests against the built server, the
-# differential tests against Redis 7.2.6 itself (built once from ../shared/oracles by
-# ../shared/tools/redis72; they fail — never skip — without it), real client libraries, and the
+# differential tests against Redis 7.2.6 itself (fetched, checked and built once by
+# scripts/oracle.sh; they fail — never skip — without it), real client libraries, and the
 # dashboard in a real headless browser (Debian's chromium, installed here if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ fi
 
 # The differential oracle: Redis 7.2.6 itself (about a minute to build the first time).
 if [ -z "${REDIS_SERVER:-}" ]; then
-  REDIS_SERVER=$(../shared/tools/redis72 path)
+  REDIS_SERVER=$(./scripts/oracle.sh)
   export REDIS_SERVER
 fi
 echo "==> oracle: $("$REDIS_SERVER" --version)"

@@ -187,11 +187,12 @@ fn busy_scripts_answer_busy_and_can_be_killed() {
     assert!(r.starts_with(b"-ERR Script killed by user with SCRIPT KILL... script: "), "{}", show(&r));
     assert_eq!(cmd(&mut other, &[b"PING"]), b"+PONG\r\n");
     assert_eq!(cmd(&mut runner, &[b"PING"]), b"+PONG\r\n");
-    // A script that wrote cannot be killed; it is stopped only by ending by itself (it runs
-    // until the second after next: 1 to 2 s, well past the kill attempt).
+    // A script that wrote cannot be killed; it is stopped only by ending by itself (two
+    // hundred million rounds of Lua: a second or more, well past the kill attempt; TIME would
+    // not do, as a script sees one instant, as in Redis 7.2).
     runner.send(&[
         b"EVAL".to_vec(),
-        b"redis.call('SET', 'w', 1) local t = redis.call('TIME')[1] while tonumber(redis.call('TIME')[1]) < t + 2 do end return 'done'".to_vec(),
+        b"redis.call('SET', 'w', 1) local i = 0 while i < 200000000 do i = i + 1 end return 'done'".to_vec(),
         b"0".to_vec(),
     ]);
     std::thread::sleep(Duration::from_millis(400));
@@ -337,4 +338,69 @@ fn clients_leaving_watches_and_waits_during_a_busy_script_do_not_hang_its_worker
         let show_all = |r: &[Vec<u8>]| r.iter().map(|x| show(x)).collect::<Vec<_>>();
         assert_eq!(show_all(&got), show_all(&want), "{backend}: Atoll beside Redis 7.2.6");
     }
+}
+
+/// While a script is busy, beside Redis 7.2.6: a command queued in MULTI is refused and
+/// flags the transaction, and the EXEC that follows is refused too and ends it
+/// (`-EXECABORT Transaction discarded because of: BUSY …`, as Redis's execCommandAbort), so
+/// the client is out of MULTI after; SHUTDOWN without NOSAVE is refused (its save would wait
+/// for the script). The same bytes from both servers.
+#[test]
+fn a_transaction_refused_while_a_script_is_busy_is_aborted_and_left_as_redis_does() {
+    let atoll = start_atoll(&["--busy-reply-threshold", "100"]);
+    let redis = start_redis(&["--busy-reply-threshold", "100"]);
+    let mut transcripts = Vec::new();
+    for port in [redis.port, atoll.port] {
+        let mut runner = RawConn::connect(port);
+        let mut other = RawConn::connect(port);
+        let mut t = Vec::new();
+        assert_eq!(cmd(&mut other, &[b"SET", b"xx", b"1"]), b"+OK\r\n");
+        t.push(cmd(&mut other, &[b"MULTI"]));
+        t.push(cmd(&mut other, &[b"INCR", b"xx"]));
+        runner.send(&[b"EVAL".to_vec(), b"while true do end".to_vec(), b"0".to_vec()]);
+        t.push(await_busy(&mut RawConn::connect(port)));
+        t.push(cmd(&mut other, &[b"INCR", b"xx"]));
+        t.push(cmd(&mut other, &[b"EXEC"]));
+        t.push(cmd(&mut other, &[b"SHUTDOWN"]));
+        t.push(cmd(&mut other, &[b"SCRIPT", b"KILL"]));
+        let killed = runner.read_reply();
+        assert!(killed.starts_with(b"-ERR Script killed by user"), "{}", show(&killed));
+        // Out of MULTI: answered, not QUEUED; the transaction ran nothing.
+        t.push(cmd(&mut other, &[b"PING", b"asdf"]));
+        t.push(cmd(&mut other, &[b"GET", b"xx"]));
+        transcripts.push(t);
+    }
+    let show_all = |t: &Vec<Vec<u8>>| t.iter().map(|r| show(r)).collect::<Vec<_>>().join(" | ");
+    assert_eq!(show_all(&transcripts[1]), show_all(&transcripts[0]), "Atoll (left) and Redis 7.2.6 (right)");
+    assert!(transcripts[1][4].starts_with(b"-EXECABORT Transaction discarded because of: BUSY"));
+}
+
+/// A script and a transaction are each one instant for TIME (Redis 7.2 answers its cached
+/// time, taken when the outermost command started): two TIMEs around a 10 ms DEBUG SLEEP
+/// inside EXEC, and around a few million rounds of Lua inside a script, are equal.
+#[test]
+fn time_inside_exec_and_scripts_is_the_commands_instant() {
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let mut c = RawConn::connect(a.port);
+    assert_eq!(cmd(&mut c, &[b"MULTI"]), b"+OK\r\n");
+    cmd(&mut c, &[b"TIME"]);
+    cmd(&mut c, &[b"DEBUG", b"SLEEP", b"0.01"]);
+    cmd(&mut c, &[b"TIME"]);
+    let r = String::from_utf8_lossy(&cmd(&mut c, &[b"EXEC"])).into_owned();
+    let (first, second) = r.strip_prefix("*3\r\n").and_then(|b| b.split_once("+OK\r\n")).expect("EXEC's three replies");
+    assert!(first.starts_with("*2\r\n"), "{r:?}");
+    assert_eq!(first, second, "TIME moved inside EXEC");
+    let r = cmd(
+        &mut c,
+        &[
+            b"EVAL",
+            b"local a = redis.call('TIME') for i = 1, 3000000 do end local b = redis.call('TIME') return a[1] == b[1] and a[2] == b[2]",
+            b"0",
+        ],
+    );
+    assert_eq!(r, b":1\r\n", "TIME moved inside a script");
+    // Outside, it moves.
+    let t1 = cmd(&mut c, &[b"TIME"]);
+    cmd(&mut c, &[b"DEBUG", b"SLEEP", b"0.01"]);
+    assert_ne!(cmd(&mut c, &[b"TIME"]), t1);
 }

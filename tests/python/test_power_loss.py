@@ -7,7 +7,10 @@ was durable, and every client's acknowledged writes are checked:
 * `appendfsync always`: nothing acknowledged is lost, no transaction or MSET is half there;
 * `appendfsync everysec`: what was acknowledged 2 s before the cut is there;
 * `appendfsync no`: losses are seen (the layer really forgets);
-* SAVE and a finished BGSAVE survive the cut (the file, and its name, made durable).
+* SAVE and a finished BGSAVE survive the cut (the file, and its name, made durable);
+* a replica on the layer (its primary on an ordinary disk): with `appendfsync always` every
+  write WAITAOF 0 1 counted it for is there after its cut, with `no` writes it acknowledged
+  receiving (WAIT 1) are seen to go; the RDB of its full sync survives a cut right after it.
 
 POWERLOSS_TRIALS=n runs n trials per policy and server (bench/powerloss.sh records ≥ 20).
 """
@@ -35,8 +38,8 @@ def redis_binary():
     b = os.environ.get("REDIS_SERVER")
     if b:
         return b
-    tool = os.path.join(ROOT, "..", "shared", "tools", "redis72")
-    out = subprocess.run([tool, "path"], capture_output=True, text=True)
+    tool = os.path.join(ROOT, "scripts", "oracle.sh")
+    out = subprocess.run([tool], capture_output=True, text=True)
     assert out.returncode == 0, f"the Redis 7.2.6 oracle is needed: {out.stderr}"
     return out.stdout.strip()
 
@@ -229,4 +232,130 @@ def test_a_finished_save_survives_a_power_cut(kind):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     finally:
+        layer.close()
+
+
+def start_primary(kind):
+    """A primary on an ordinary scratch directory (only the replica sits on forgetfs)."""
+    class Plain:
+        mnt = tempfile.mkdtemp(prefix="powerloss-primary-")
+    return start(kind, Plain, "--appendonly", "no", "--save", "")
+
+
+def wait_synced(replica):
+    for _ in range(2000):
+        info = replica.info("replication")
+        if info.get("master_link_status") == "up" and replica.info("persistence").get("loading") == 0:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the replica did not sync: {replica.info('replication')}")
+
+
+def replica_cut(kind, policy, rng, waitaof=True):
+    """A replica on forgetfs (`appendonly yes`, `appendfsync POLICY`) of a primary under two
+    clients' INCR and MULTI/EXEC rounds, each followed by WAITAOF 0 1 (or WAIT 1); the
+    replica's power is cut at a random moment and it comes back alone on what it made durable.
+    Returns, per client, the rounds the wait counted the replica for, and what the replica
+    restored."""
+    layer = Layer()
+    pproc, primary = start_primary(kind)
+    try:
+        pport = primary.connection_pool.connection_kwargs["port"]
+        rproc, replica = start(kind, layer, "--appendonly", "yes", "--appendfsync", policy, "--save", "",
+                               "--replicaof", "127.0.0.1", str(pport))
+        wait_synced(replica)
+        stop = threading.Event()
+        acked = {k: [] for k in range(2)}
+
+        def load(k):
+            r = redis.Redis(port=pport, socket_timeout=10)
+            while not stop.is_set():
+                c = r.incr(f"c:{k}")
+                p = r.pipeline(transaction=True)
+                p.incr(f"tx:a:{k}")
+                p.incr(f"tx:b:{k}")
+                t = p.execute()[0]
+                if waitaof:
+                    replicas = r.execute_command("WAITAOF", 0, 1, 1000)[1]
+                else:
+                    replicas = r.execute_command("WAIT", 1, 1000)
+                if replicas == 1:
+                    acked[k].append((c, t))
+
+        threads = [threading.Thread(target=load, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(1.5, 3.0))
+        rproc.send_signal(signal.SIGKILL)
+        rproc.wait()
+        layer.cut_power()
+        stop.set()
+        for t in threads:
+            t.join()
+        rproc, replica = start(kind, layer, "--appendonly", "yes", "--appendfsync", policy, "--save", "")
+        got = {}
+        for k in acked:
+            got[k] = [int(replica.get(f"{n}:{k}") or 0) for n in ("c", "tx:a", "tx:b")]
+            assert got[k][0] <= int(primary.get(f"c:{k}")), f"{kind}: the replica has writes its primary never made"
+        rproc.send_signal(signal.SIGKILL)
+        rproc.wait()
+        return acked, got
+    finally:
+        pproc.send_signal(signal.SIGKILL)
+        pproc.wait()
+        layer.close()
+
+
+@pytest.mark.parametrize("kind", ["atoll", "redis"])
+def test_a_replica_keeps_what_waitaof_acknowledged_across_a_power_cut(kind):
+    """`appendfsync always` on the replica: every write that WAITAOF 0 1 said the replica had
+    fsync'd is in what the replica loads after its power is cut, no transaction half there."""
+    rng = random.Random(os.environ.get("POWERLOSS_SEED", "5"))
+    rounds = 0
+    for _ in range(TRIALS):
+        acked, got = replica_cut(kind, "always", rng)
+        for k, hist in acked.items():
+            c, ta, tb = got[k]
+            assert ta == tb, f"{kind}: client {k}: a transaction is half there on the replica ({ta} vs {tb})"
+            assert hist, f"{kind}: client {k}: WAITAOF never counted the replica"
+            ac, at = hist[-1]
+            assert c >= ac and ta >= at, \
+                f"{kind}: client {k}: WAITAOF acknowledged INCR {ac} / MULTI {at}, the replica restored {c} / {ta}"
+            rounds += len(hist)
+    print(f"{kind}: {TRIALS} replica cuts, {rounds} rounds WAITAOF acknowledged, none lost")
+
+
+@pytest.mark.parametrize("kind", ["atoll", "redis"])
+def test_a_replica_without_fsync_is_seen_to_lose_writes(kind):
+    """The layer's proof for replicas: with `appendfsync no` WAITAOF never counts the replica,
+    and writes it acknowledged receiving (WAIT 1) are gone after the cut."""
+    rng = random.Random(os.environ.get("POWERLOSS_SEED", "6"))
+    acked, got = replica_cut(kind, "no", rng, waitaof=False)
+    assert all(acked.values()), f"{kind}: WAIT never counted the replica"
+    lost = [k for k, h in acked.items() if got[k][0] < h[-1][0]]
+    assert lost, f"{kind}: a replica with appendfsync no lost nothing it received: the layer did not forget"
+
+
+@pytest.mark.parametrize("kind", ["atoll", "redis"])
+def test_a_replicas_synced_rdb_survives_a_power_cut(kind):
+    """The RDB a replica received in its full sync is made durable (file and name) before it is
+    used: cut right after the sync, the replica comes back alone with the whole dataset."""
+    layer = Layer()
+    pproc, primary = start_primary(kind)
+    try:
+        primary.mset({f"k{i}": i for i in range(2000)})
+        pport = primary.connection_pool.connection_kwargs["port"]
+        rproc, replica = start(kind, layer, "--appendonly", "no", "--save", "", "--replicaof", "127.0.0.1", str(pport))
+        wait_synced(replica)
+        assert replica.dbsize() == 2000
+        rproc.send_signal(signal.SIGKILL)
+        rproc.wait()
+        layer.cut_power()
+        rproc, replica = start(kind, layer, "--appendonly", "no", "--save", "")
+        assert replica.dbsize() == 2000, f"{kind}: the replica's synced RDB did not survive the cut"
+        rproc.send_signal(signal.SIGKILL)
+        rproc.wait()
+    finally:
+        pproc.send_signal(signal.SIGKILL)
+        pproc.wait()
         layer.close()

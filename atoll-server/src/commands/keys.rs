@@ -123,8 +123,7 @@ fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard,
     }
     stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
     if srv.effects_enabled() {
-        let effects: Vec<Effect> =
-            expired.iter().map(|k| Effect { db, argv: vec![b"DEL".to_vec(), k.to_vec()] }).collect();
+        let effects: Vec<Effect> = expired.iter().map(|k| Effect::new(db, vec![b"DEL".to_vec(), k.to_vec()])).collect();
         srv.publish_effects(&effects, srv.ks.snapshots.seen(shard.saved_epoch));
     }
 }

@@ -139,6 +139,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
     }
     ctx.reply.array(cmds.len());
     ctx.client.in_exec = true;
+    ctx.client.fixed_us = Some(crate::exec::state::unix_us());
     for (cmd, argv) in cmds.iter().zip(&m.queued) {
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         // Permissions are checked again: the user's rules may have changed since queueing.
@@ -160,17 +161,13 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
         call(srv, ctx.ws, ctx.client, ctx.reply, cmd, &args, &mut locks, None);
     }
     ctx.client.in_exec = false;
+    ctx.client.fixed_us = None;
     // BCAST clients learn of the keys it modified in one go, as one event-loop round of Redis.
     crate::exec::tracking::broadcast(srv, std::mem::take(&mut ctx.client.bcast_batch));
     // The transaction's effects, as one group while its locks are still held: a log or a
     // replica sees all of it or none (wrapped as Redis wraps them when there are several).
     let mut effects = std::mem::take(&mut ctx.client.exec_effects);
-    if effects.len() > 1 {
-        let db = effects[0].db;
-        effects.insert(0, crate::exec::Effect { db, argv: vec![b"MULTI".to_vec()] });
-        let last = effects.last().map_or(db, |e| e.db);
-        effects.push(crate::exec::Effect { db: last, argv: vec![b"EXEC".to_vec()] });
-    }
+    crate::exec::Effect::wrap(&mut effects);
     if !effects.is_empty() {
         srv.publish_effects(&effects, locks.seen_epoch());
     }

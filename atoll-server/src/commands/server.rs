@@ -22,10 +22,10 @@ pub fn info(ctx: &mut Ctx) -> CmdResult {
 
 // TIME
 pub fn time(ctx: &mut Ctx) -> CmdResult {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let us = ctx.client.fixed_us.unwrap_or_else(crate::exec::state::unix_us);
     ctx.reply.array(2);
-    ctx.reply.bulk_i64(now.as_secs() as i64);
-    ctx.reply.bulk_i64(now.subsec_micros() as i64);
+    ctx.reply.bulk_i64(us.div_euclid(1_000_000));
+    ctx.reply.bulk_i64(us.rem_euclid(1_000_000));
     Ok(())
 }
 
@@ -181,7 +181,7 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
                     sh.remove(&k);
                     ctx.ks.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
                     if ctx.ks.emit {
-                        ctx.ks.effects.push(Effect { db, argv: vec![b"DEL".to_vec(), k.to_vec()] });
+                        ctx.ks.effects.push(Effect::new(db, vec![b"DEL".to_vec(), k.to_vec()]));
                     }
                 }
             }
@@ -817,6 +817,14 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
             return Err(CmdError::Syntax);
         }
         return Err(CmdError::msg("ERR No shutdown in progress."));
+    }
+    // A busy script holds shards the final save would wait for (the busy poll runs this on
+    // the script's own thread): as in Redis, only SHUTDOWN NOSAVE goes through then.
+    if mode != ShutdownMode::NoSave
+        && ctx.srv.persistence.gates.load(Ordering::Relaxed) & crate::exec::gates::GATE_SCRIPT_BUSY != 0
+    {
+        let eval = ctx.srv.scripts.run.is_eval.load(Ordering::Relaxed);
+        return Err(CmdError::msg(if eval { crate::exec::call::BUSY } else { crate::exec::call::BUSY_FUNCTION }));
     }
     if crate::exec::aof::writing_initial(ctx.srv) {
         if !force {

@@ -8,8 +8,8 @@ pub mod table;
 pub mod value;
 
 use crate::engine::glob::glob_match;
+use crate::lockorder::{rank, RwLock};
 use crate::protocol::parser::split_args;
-use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 pub use table::{Def, Kind, Support, DEFS};
 pub use value::parse_memory;
@@ -87,7 +87,7 @@ pub struct Hot {
 
 pub struct Config {
     /// Canonical values, indexed like [`DEFS`].
-    values: RwLock<Vec<String>>,
+    values: RwLock<Vec<String>, { rank::LEAF }>,
     pub hot: Hot,
     pub config_file: Option<String>,
     /// `rename-command` lines, applied to the command table at start-up (`server::net`).

@@ -10,12 +10,12 @@
 //!   turn them off for this one (`prctl(PR_SET_THP_DISABLE)`): a huge page makes one touched
 //!   byte cost 2 MB of RSS, which is what maxmemory and the operator's dashboards count.
 
-use parking_lot::Mutex;
+use crate::lockorder::{rank, Mutex};
 
 const OOM_FILE: &str = "/proc/self/oom_score_adj";
 
 /// The score before Atoll changed it (`None`: Atoll has not).
-static OOM_BASE: Mutex<Option<i64>> = Mutex::new(None);
+static OOM_BASE: Mutex<Option<i64>, { rank::LEAF }> = Mutex::new(None);
 
 /// Applies `oom-score-adj` (`no`, `yes` or `absolute`) with `oom-score-adj-values` (three
 /// numbers, the primary's first). `Err` is Redis's CONFIG SET text; the reason is logged.

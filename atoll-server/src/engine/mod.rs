@@ -238,7 +238,7 @@ pub struct Keyspace {
     pub script_gate: parking_lot::ReentrantMutex<()>,
     /// Bookkeeping changes put off because the shard was taken while this thread served other
     /// clients during a busy script ([`Keyspace::change_shard`]), and whether there are any.
-    later: Mutex<Vec<Later>>,
+    later: lockorder::Mutex<Vec<Later>, { lockorder::rank::LEAF }>,
     later_pending: AtomicBool,
 }
 
@@ -290,7 +290,7 @@ pub trait SnapshotSink: Send + Sync {
 pub struct Snapshots {
     active: AtomicBool,
     epoch: AtomicU64,
-    sink: parking_lot::RwLock<Option<Arc<dyn SnapshotSink>>>,
+    sink: lockorder::RwLock<Option<Arc<dyn SnapshotSink>>, { lockorder::rank::SNAPSHOT_SINK }>,
 }
 
 impl Snapshots {
@@ -425,7 +425,7 @@ impl Keyspace {
             dbs: (0..databases).map(|_| OnceLock::new()).collect(),
             snapshots: Snapshots::default(),
             script_gate: parking_lot::ReentrantMutex::new(()),
-            later: Mutex::new(Vec::new()),
+            later: lockorder::Mutex::new(Vec::new()),
             later_pending: AtomicBool::new(false),
         }
     }

@@ -13,7 +13,7 @@ use super::keyspec;
 pub use super::table::{category_bit, Channels, CATEGORIES};
 use super::table::{AclKeys, Command, CommandTable};
 use crate::engine::glob::glob_match;
-use parking_lot::{Mutex, RwLock};
+use crate::lockorder::{rank, Mutex, RwLock};
 use sha2::{Digest, Sha256};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, VecDeque};
@@ -799,7 +799,7 @@ pub fn merge_selectors(args: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, usize> {
 /// A user: a name and its current rules.
 pub struct User {
     pub name: Vec<u8>,
-    rules: RwLock<Arc<Rules>>,
+    rules: RwLock<Arc<Rules>, { rank::LEAF }>,
     /// Removed by ACL DELUSER or ACL LOAD: connections still holding it fall back to the
     /// default user, unauthenticated.
     pub deleted: AtomicBool,
@@ -860,7 +860,7 @@ pub struct Log {
 
 /// The user registry, the ACL log and the denial counters.
 pub struct Acl {
-    users: RwLock<BTreeMap<Vec<u8>, Arc<User>>>,
+    users: RwLock<BTreeMap<Vec<u8>, Arc<User>>, { rank::ACL_USERS }>,
     /// The `default` user: never replaced (ACL LOAD copies new rules into it), so connections
     /// made before a reload keep it.
     pub default: Arc<User>,
@@ -868,7 +868,7 @@ pub struct Acl {
     pub epoch: AtomicU64,
     /// New connections must authenticate (the default user has passwords or is off).
     auth_required: AtomicBool,
-    pub log: Mutex<Log>,
+    pub log: Mutex<Log, { rank::LEAF }>,
     /// INFO `acl_access_denied_auth`, `_cmd`, `_key`, `_channel`.
     pub denied: [AtomicU64; 4],
 }

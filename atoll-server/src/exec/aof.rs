@@ -13,17 +13,17 @@
 
 use super::{Effect, Server};
 use crate::engine::{LockPlan, Locks};
+use crate::lockorder::{rank, Mutex, RwLock};
 use crate::persist::aof::{self, AofFile, AofLog, CommandReader, Fsync, Manifest, Next};
 use crate::persist::rdbfile;
-use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[derive(Default)]
 pub struct AofState {
-    log: RwLock<Option<Arc<AofLog>>>,
-    manifest: Mutex<Manifest>,
+    log: RwLock<Option<Arc<AofLog>>, { rank::AOF_SWITCH }>,
+    manifest: Mutex<Manifest, { rank::LEAF }>,
     pub rewrites: AtomicU64,
     /// The base file's size (`aof_base_size`).
     pub base_size: AtomicU64,
@@ -49,7 +49,7 @@ pub struct AofState {
     pub last_cow_bytes: AtomicU64,
     /// Held by whatever replaces the AOF's files (a rewrite, turning AOF on or off, DEBUG
     /// LOADAOF): one at a time. Taken before any shard lock.
-    files_lock: Mutex<()>,
+    files_lock: Mutex<(), { rank::AOF_FILES }>,
     /// The running rewrite's progress; `cancel` stops it (AOF turned off, shutdown).
     pub progress: Arc<rdbfile::Progress>,
 }
@@ -389,7 +389,7 @@ struct RewriteHooks<'a> {
     srv: &'a Server,
     log: Option<Arc<AofLog>>,
     incr: PathBuf,
-    functions: Option<parking_lot::RwLockReadGuard<'a, super::scripts::FunctionsState>>,
+    functions: Option<crate::lockorder::RwLockReadGuard<'a, super::scripts::FunctionsState, { rank::FUNCTIONS }>>,
     split: bool,
     /// The log split to the new file (it appends there from now on).
     split_done: bool,

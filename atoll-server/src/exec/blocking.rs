@@ -20,8 +20,8 @@
 
 use super::{CmdError, KsView};
 use crate::engine::{key_shard, Locks};
+use crate::lockorder::{rank, Mutex};
 use crate::protocol::{Proto, Reply};
-use parking_lot::Mutex;
 use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -86,7 +86,7 @@ pub struct Waiter {
     pub proto: Proto,
     pub serve: ServeFn,
     pub on_timeout: TimeoutFn,
-    pub state: Mutex<WaitState>,
+    pub state: Mutex<WaitState, { rank::WAITER }>,
     /// Tells the client's worker that the wait ended (safe to call from any thread).
     pub wake: WakeFn,
     /// A client postponed by CLIENT PAUSE: at its deadline (the pause's end) the command runs
@@ -164,9 +164,15 @@ impl Waiter {
 /// an absolute deadline.
 pub fn deadline_from_secs(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
     let s = std::str::from_utf8(arg).map_err(|_| CmdError::msg("ERR timeout is not a float or out of range"))?;
-    let v: f64 = s
-        .parse()
-        .ok()
+    // Redis reads it with strtold, which also takes hex (`0x7FFFFFFFFFFFFF`).
+    let hex = |t: &str| {
+        let (neg, body) = t.strip_prefix('-').map_or((false, t.strip_prefix('+').unwrap_or(t)), |b| (true, b));
+        let digits = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X"))?;
+        let v = u128::from_str_radix(digits, 16).ok()? as f64;
+        Some(if neg { -v } else { v })
+    };
+    let v: f64 = hex(s)
+        .or_else(|| s.parse().ok())
         .filter(|v: &f64| v.is_finite() && !s.starts_with(char::is_whitespace))
         .ok_or_else(|| CmdError::msg("ERR timeout is not a float or out of range"))?;
     if v < 0.0 {
@@ -275,7 +281,16 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
         }
         q.iter().map(|w| w.clone().downcast::<Waiter>().expect("only waiters are registered")).collect()
     };
+    // Redis looks the key up without effects here (LOOKUP_NOEFFECTS): a key whose time passed
+    // counts as missing and stays until the next command that touches it deletes it, so the
+    // DEL reaches the AOF and replicas in that command's place. Only XREADGROUP is woken by
+    // a missing key (its group went with it).
+    let now = ks.now;
+    let gone = ks.shard(key).is_expired(key, now);
     for next in waiters {
+        if gone && !next.argv[0].eq_ignore_ascii_case(b"xreadgroup") {
+            continue;
+        }
         let mut st = next.state.lock();
         if *st != WaitState::Waiting {
             continue;
@@ -290,8 +305,14 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
         let mut reply = Reply::new(next.proto);
         let saved_db = ks.db;
         ks.db = next.db;
+        let dirty = ks.dirty;
         let served = (next.serve)(ks, &next.argv, key, &mut reply);
         ks.db = saved_db;
+        // One change per served command, as Redis counts the command when it runs again (a
+        // BLMOVE's pop and push are one LMOVE).
+        if ks.dirty > dirty {
+            ks.dirty = dirty + 1;
+        }
         match served {
             Served::NotReady => continue,
             Served::Retry => {

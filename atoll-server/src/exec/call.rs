@@ -44,12 +44,20 @@ pub const BUSY: &str = "BUSY Redis is busy running a script. You can only call S
 pub const BUSY_FUNCTION: &str =
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
-fn reject(ws: &WorkerStats, client: &mut Client, out: &mut Reply, cmd: Option<&Command>, e: CmdError) {
+fn reject(srv: &Server, ws: &WorkerStats, client: &mut Client, out: &mut Reply, cmd: Option<&Command>, e: CmdError) {
     if let Some(c) = cmd {
         ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(m) = client.multi.as_mut() {
         m.error = true;
+        // A refused EXEC ends the transaction, as Redis's execCommandAbort does: the client
+        // learns why and is out of MULTI (a BUSY script, LOADING, OOM … at EXEC time).
+        if cmd.is_some_and(|c| c.name == "exec") {
+            super::multi::discard_state(srv, client);
+            super::multi::unwatch_all(srv, client);
+            let e = CmdError::msg(format!("EXECABORT Transaction discarded because of: {}", e.text()));
+            return error_reply(ws, out, &e);
+        }
     }
     error_reply(ws, out, &e);
 }
@@ -177,7 +185,7 @@ fn gated(
 ) {
     let cmd = match resolve_memo(srv, client, argv) {
         Ok(c) => c,
-        Err((cmd, e)) => return reject(ws, client, out, cmd, e),
+        Err((cmd, e)) => return reject(srv, ws, client, out, cmd, e),
     };
     client.handle.last_cmd.store(cmd.id + 1, Ordering::Relaxed);
     // The user's rules changed since this connection last read them (one relaxed load).
@@ -186,14 +194,14 @@ fn gated(
         refresh_acl(srv, client, epoch);
     }
     if !client.authenticated && !cmd.has(flags::NO_AUTH) {
-        return reject(ws, client, out, Some(cmd), CmdError::msg("NOAUTH Authentication required."));
+        return reject(srv, ws, client, out, Some(cmd), CmdError::msg("NOAUTH Authentication required."));
     }
     // ACL: skipped for a user whose root selector allows everything (the default user).
     if let Some(p) = client.perms.as_ref().filter(|p| !p.unrestricted) {
         if let Err((d, pos)) = p.check(cmd, argv) {
             let context = if client.multi.is_some() { Context::Multi } else { Context::Toplevel };
             let e = acl_denied(srv, client, cmd, argv, d, pos, context);
-            return reject(ws, client, out, Some(cmd), CmdError::msg(format!("NOPERM {e}")));
+            return reject(srv, ws, client, out, Some(cmd), CmdError::msg(format!("NOPERM {e}")));
         }
     }
     // DEBUG and MODULE LOAD/UNLOAD are PROTECTED: allowed by their `enable-*-command`
@@ -206,13 +214,13 @@ fn gated(
         };
         let v = srv.config.get(setting);
         if !(v == "yes" || (v == "local" && client.handle.is_local())) {
-            return reject(ws, client, out, Some(cmd), CmdError::msg(format!(
+            return reject(srv, ws, client, out, Some(cmd), CmdError::msg(format!(
                 "ERR {what} command not allowed. If the {setting} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
             )));
         }
     }
     if client.resp2_subscribed() && !cmd.has(flags::PUBSUB_CONTEXT) {
-        return reject(ws, client, out, Some(cmd), CmdError::msg(format!(
+        return reject(srv, ws, client, out, Some(cmd), CmdError::msg(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             cmd.full_name()
         )));
@@ -220,20 +228,29 @@ fn gated(
     // Loading, or the last save failed: one relaxed load when neither.
     let gates = srv.persistence.gates.load(Ordering::Relaxed);
     if gates != 0 {
+        let eff = gate_flags(srv, client, cmd, argv);
         use super::gates::{
             GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
         };
         use super::persistence::writes_refused;
         if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !client.replaying {
-            return reject(ws, client, out, Some(cmd), CmdError::msg("LOADING Redis is loading the dataset in memory"));
+            return reject(
+                srv,
+                ws,
+                client,
+                out,
+                Some(cmd),
+                CmdError::msg("LOADING Redis is loading the dataset in memory"),
+            );
         }
         // The master's stream on a replica waits for a busy script instead (its shards).
         if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) && !client.replaying {
             let e = if srv.scripts.run.is_eval.load(Ordering::Relaxed) { BUSY } else { BUSY_FUNCTION };
-            return reject(ws, client, out, Some(cmd), CmdError::msg(e));
+            return reject(srv, ws, client, out, Some(cmd), CmdError::msg(e));
         }
-        if gates & GATE_STALE != 0 && !cmd.has(flags::STALE) && !client.replaying {
+        if gates & GATE_STALE != 0 && eff & flags::STALE == 0 && !client.replaying {
             return reject(
+                srv,
                 ws,
                 client,
                 out,
@@ -241,11 +258,19 @@ fn gated(
                 CmdError::msg("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
             );
         }
-        if gates & GATE_NO_REPLICAS != 0 && cmd.has(flags::WRITE) && !client.replaying {
-            return reject(ws, client, out, Some(cmd), CmdError::msg("NOREPLICAS Not enough good replicas to write."));
-        }
-        if gates & GATE_READONLY != 0 && cmd.has(flags::WRITE) && !client.replaying {
+        if gates & GATE_NO_REPLICAS != 0 && eff & flags::WRITE != 0 && !client.replaying {
             return reject(
+                srv,
+                ws,
+                client,
+                out,
+                Some(cmd),
+                CmdError::msg("NOREPLICAS Not enough good replicas to write."),
+            );
+        }
+        if gates & GATE_READONLY != 0 && eff & flags::WRITE != 0 && !client.replaying {
+            return reject(
+                srv,
                 ws,
                 client,
                 out,
@@ -255,29 +280,29 @@ fn gated(
         }
         // stop-writes-on-bgsave-error.
         if gates & GATE_SAVE_FAILED != 0
-            && (cmd.has(flags::WRITE) || cmd.name == "ping")
+            && (eff & flags::WRITE != 0 || cmd.name == "ping")
             && !client.replaying
             && writes_refused(srv)
         {
-            return reject(ws, client, out, Some(cmd), CmdError::msg(MISCONF));
+            return reject(srv, ws, client, out, Some(cmd), CmdError::msg(MISCONF));
         }
     }
     // A MONITOR client is a replica to Redis, which keeps it away from the keyspace.
     if client.monitor.is_some() && cmd.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
-        return reject(ws, client, out, Some(cmd), CmdError::msg("ERR Replica can't interact with the keyspace"));
+        return reject(srv, ws, client, out, Some(cmd), CmdError::msg("ERR Replica can't interact with the keyspace"));
     }
     // Client eviction, then maxmemory: one relaxed load each when they are off.
     if srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
         super::evict::evict_clients(srv);
     }
     if srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0 && !client.replaying {
-        let gate = memory_gate(srv, client, cmd);
+        let gate = memory_gate(srv, client, cmd, argv);
         // Invalidations of keys just evicted reach a tracking client before its reply.
         if client.tracking.is_some() {
             client.handle.take_mail(&mut out.buf);
         }
         if let Err(e) = gate {
-            return reject(ws, client, out, Some(cmd), e);
+            return reject(srv, ws, client, out, Some(cmd), e);
         }
     }
     if let Some(m) = client.multi.as_mut() {
@@ -286,6 +311,7 @@ fn gated(
         if !passes {
             if cmd.has(flags::NO_MULTI) {
                 return reject(
+                    srv,
                     ws,
                     client,
                     out,
@@ -312,7 +338,7 @@ fn gated(
         (Some(k), Scope::Keys, Some(1)) => LockPlan::one(client.db, k.shard),
         _ => match lock_plan(cmd, argv, client.db, false, srv.ks.num_dbs()) {
             Ok(p) => p,
-            Err(e) => return reject(ws, client, out, Some(cmd), e),
+            Err(e) => return reject(srv, ws, client, out, Some(cmd), e),
         },
     };
     // A command that touches only the keys it names waits for a big value a snapshot is
@@ -353,28 +379,79 @@ pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 /// Over `maxmemory`, evicts first (Redis's `performEvictions` in `processCommand`); refuses a
 /// command that may grow memory when nothing more can be evicted — any command but EXEC,
 /// DISCARD, QUIT and RESET inside MULTI, and an EXEC of such commands.
-fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command) -> CmdResult {
+fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]]) -> CmdResult {
     let out_of_memory = super::evict::perform(srv) == super::evict::Outcome::Fail;
     client.oom_at_start = out_of_memory;
     if !out_of_memory {
         return Ok(());
     }
     let n = cmd.name.as_str();
-    let mut reject = cmd.has(flags::DENYOOM);
-    if let Some(m) = client.multi.as_ref() {
-        if n == "exec" {
-            reject = m.queued.iter().any(|argv| {
-                let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                resolve(srv, &args).is_ok_and(|c| c.has(flags::DENYOOM))
-            });
-        } else if !matches!(n, "discard" | "quit" | "reset") {
-            reject = true;
-        }
+    let mut reject = gate_flags(srv, client, cmd, argv) & flags::DENYOOM != 0;
+    if client.multi.is_some() && !matches!(n, "exec" | "discard" | "quit" | "reset") {
+        reject = true;
     }
     if reject {
         return Err(CmdError::msg(OOM));
     }
     Ok(())
+}
+
+/// The flags the gates check a command by (Redis's getCommandFlags, and processCommand's view
+/// of EXEC). A script that declares flags (a shebang, or any function) replaces EVAL's and
+/// FCALL's own: it writes unless `no-writes`, is refused when out of memory unless
+/// `allow-oom` or `no-writes`, and runs on a stale replica only with `allow-stale`. So a
+/// writing function on a read-only replica is refused as any write is, before it starts. EXEC
+/// writes, denies OOM and refuses staleness as the commands it queued do, so a transaction
+/// is refused whole when its writes would be (`-EXECABORT … NOREPLICAS`). Only the gates'
+/// rare paths call this.
+fn gate_flags(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]]) -> u32 {
+    use super::scripts::sflags;
+    if cmd.name == "exec" {
+        let Some(m) = client.multi.as_ref() else { return cmd.flags };
+        let mut eff = cmd.flags;
+        for q in &m.queued {
+            let args: Vec<&[u8]> = q.iter().map(|a| a.as_slice()).collect();
+            if let Ok(c) = resolve(srv, &args) {
+                let f = gate_flags(srv, client, c, &args);
+                eff |= f & (flags::WRITE | flags::DENYOOM);
+                if f & flags::STALE == 0 {
+                    eff &= !flags::STALE;
+                }
+            }
+        }
+        return eff;
+    }
+    let script = match cmd.name.as_str() {
+        "eval" | "eval_ro" if argv.len() > 1 => {
+            let sha = super::scripts::sha1_hex(argv[1]);
+            match srv.scripts.get(&sha) {
+                Some(s) => Some(s.flags),
+                None => super::scripts::parse_shebang(argv[1]).ok().map(|(f, _)| f),
+            }
+        }
+        "evalsha" | "evalsha_ro" if argv.len() > 1 => srv.scripts.get(argv[1]).map(|s| s.flags),
+        "fcall" | "fcall_ro" if argv.len() > 1 => {
+            let name = String::from_utf8_lossy(argv[1]);
+            srv.scripts.functions.read().function(&name).map(|(_, f)| f.flags)
+        }
+        _ => None,
+    };
+    match script {
+        Some(f) if f & sflags::EVAL_COMPAT == 0 => {
+            let mut eff = cmd.flags & !(flags::STALE | flags::DENYOOM | flags::WRITE);
+            if f & (sflags::ALLOW_OOM | sflags::NO_WRITES) == 0 {
+                eff |= flags::DENYOOM;
+            }
+            if f & sflags::NO_WRITES == 0 {
+                eff |= flags::WRITE;
+            }
+            if f & sflags::ALLOW_STALE != 0 {
+                eff |= flags::STALE;
+            }
+            eff
+        }
+        _ => cmd.flags,
+    }
 }
 
 /// (`lfu-log-factor`, `lfu-decay-time`) under an LFU `maxmemory-policy`.
@@ -478,7 +555,7 @@ fn postpone(srv: &Server, client: &mut Client, argv: &[&[u8]]) {
         proto: client.proto,
         serve: blocking::never_served,
         on_timeout: |_| {},
-        state: parking_lot::Mutex::new(WaitState::Waiting),
+        state: crate::lockorder::Mutex::new(WaitState::Waiting),
         wake: client.wake.clone().unwrap_or_else(|| Arc::new(|| {})),
         postponed: true,
         acl_epoch: client.acl_epoch,
@@ -627,7 +704,7 @@ pub fn call(
         ws.counters.dirty.fetch_add(ctx.ks.dirty, Ordering::Relaxed);
         if emit && !ctx.rewrote {
             let db = ctx.ks.db;
-            ctx.ks.effects.push(Effect { db, argv: argv.iter().map(|a| a.to_vec()).collect() });
+            ctx.ks.effects.push(Effect::new(db, argv.iter().map(|a| a.to_vec()).collect()));
         }
     }
     // A blocking command that has to wait: register it under the locks it holds.
@@ -641,7 +718,7 @@ pub fn call(
             proto: ctx.client.proto,
             serve: req.serve,
             on_timeout: req.on_timeout,
-            state: parking_lot::Mutex::new(WaitState::Waiting),
+            state: crate::lockorder::Mutex::new(WaitState::Waiting),
             wake: ctx.client.wake.clone().unwrap_or_else(|| Arc::new(|| {})),
             postponed: false,
             acl_epoch: ctx.client.acl_epoch,
@@ -659,7 +736,13 @@ pub fn call(
     ctx.client.ready.append(&mut ctx.ks.ready);
     if !ctx.client.in_exec && !ctx.client.ready.is_empty() {
         ctx.ks.ready = std::mem::take(&mut ctx.client.ready);
+        let before = ctx.ks.dirty;
         blocking::serve_ready(&mut ctx.ks, srv);
+        // The waiters' pops and moves are changes too, as Redis counts them when their
+        // commands run again.
+        if ctx.ks.dirty > before {
+            ws.counters.dirty.fetch_add(ctx.ks.dirty - before, Ordering::Relaxed);
+        }
     }
     if !ctx.ks.notes.is_empty() {
         super::notify::publish(srv, &ctx.ks.notes, ctx.client.id());
@@ -816,6 +899,13 @@ pub fn script_call(
     };
     if cmd.has(flags::NOSCRIPT) && !srv.deny_scripts_disabled.load(Ordering::Relaxed) {
         return refuse("This Redis command is not allowed from script");
+    }
+    // A stale replica (an `allow-stale` script got this far): only commands flagged `stale`.
+    if srv.persistence.gates.load(Ordering::Relaxed) & super::gates::GATE_STALE != 0
+        && !cmd.has(flags::STALE)
+        && !client.replaying
+    {
+        return refuse("Can not execute the command on a stale replica");
     }
     if let Some(p) = client.perms.as_ref().filter(|p| !p.unrestricted) {
         if let Err((d, pos)) = p.check(cmd, argv) {

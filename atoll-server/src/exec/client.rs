@@ -3,9 +3,9 @@
 //! kept in the [`Registry`].
 
 use crate::engine::WatchFlag;
+use crate::lockorder::{rank, Mutex};
 use crate::protocol::Proto;
 use indexmap::IndexSet;
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub struct WatchState {
 pub struct ClientHandle {
     /// The user the connection runs as (None: `default`): CLIENT LIST `user`, CLIENT KILL USER,
     /// and the connections ACL DELUSER closes.
-    pub user: Mutex<Option<Arc<crate::exec::acl::User>>>,
+    pub user: Mutex<Option<Arc<crate::exec::acl::User>>, { rank::CLIENT }>,
     pub id: u64,
     pub addr: String,
     pub laddr: String,
@@ -50,9 +50,9 @@ pub struct ClientHandle {
     pub last_ms: AtomicI64,
     pub db: AtomicUsize,
     pub resp: AtomicU8,
-    pub name: Mutex<Vec<u8>>,
-    pub lib_name: Mutex<Vec<u8>>,
-    pub lib_ver: Mutex<Vec<u8>>,
+    pub name: Mutex<Vec<u8>, { rank::CLIENT }>,
+    pub lib_name: Mutex<Vec<u8>, { rank::CLIENT }>,
+    pub lib_ver: Mutex<Vec<u8>, { rank::CLIENT }>,
     /// Id of the last command run (index into the command table), +1; 0 = none.
     pub last_cmd: AtomicUsize,
     /// In MULTI: number of queued commands, else -1 (as CLIENT LIST shows).
@@ -83,9 +83,9 @@ pub struct ClientHandle {
     pub killed: AtomicBool,
     /// Set by the owning worker (under the lock) right before it closes the socket, so a
     /// killer never shuts down a descriptor number that was closed and reused meanwhile.
-    pub closed: Mutex<bool>,
+    pub closed: Mutex<bool, { rank::CLIENT_CLOSED }>,
     /// The client's blocking wait, for CLIENT UNBLOCK from other connections.
-    pub waiter: Mutex<Option<Arc<crate::exec::blocking::Waiter>>>,
+    pub waiter: Mutex<Option<Arc<crate::exec::blocking::Waiter>>, { rank::CLIENT }>,
     /// Channels, patterns and shard channels subscribed (CLIENT LIST `sub`, `psub`, `ssub`).
     pub sub: AtomicU32,
     pub psub: AtomicU32,
@@ -107,9 +107,9 @@ pub struct ClientHandle {
     pub token: usize,
     /// Where messages for this client wait for its worker (made on first use; dropped when
     /// the connection closes, which breaks the handle ↔ mailbox cycle).
-    pub mail: Mutex<Option<Arc<Mailbox>>>,
+    pub mail: Mutex<Option<Arc<Mailbox>>, { rank::CLIENT }>,
     /// CLIENT TRACKING is on (flag `t`; `B` in BCAST mode), and its redirect (`redir`).
-    pub tracking: Mutex<Option<Arc<Tracker>>>,
+    pub tracking: Mutex<Option<Arc<Tracker>>, { rank::CLIENT }>,
 }
 
 impl ClientHandle {
@@ -281,6 +281,9 @@ pub struct Client {
     /// The time every command of a running script sees (unix ms): a script is one instant,
     /// as in Redis 7.2, so no key expires half-way through it.
     pub fixed_ms: Option<i64>,
+    /// The instant TIME answers inside EXEC and scripts (unix µs): the outermost command's
+    /// start, as Redis's cached time.
+    pub fixed_us: Option<i64>,
     /// The client a script's commands run as (XREAD … BLOCK refuses it, as Redis does).
     pub in_script: bool,
     /// Pub/Sub subscriptions and the mailbox messages arrive in (None: not subscribed).
@@ -336,6 +339,7 @@ impl Client {
             clock: None,
             memo_cmd: 0,
             fixed_ms: None,
+            fixed_us: None,
             in_script: false,
             subs: None,
             push_reply: false,
@@ -414,7 +418,7 @@ pub const STATE_ENTRY: u64 = 48;
 
 #[derive(Default)]
 pub struct Registry {
-    clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
+    clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>, { rank::CLIENTS }>,
     next_id: AtomicU64,
 }
 
@@ -475,7 +479,7 @@ pub struct Mailbox {
     pub worker: usize,
     /// The connection's slot on its worker.
     pub token: usize,
-    pub(super) state: Mutex<MailState>,
+    pub(super) state: Mutex<MailState, { rank::MAILBOX }>,
 }
 
 #[derive(Default)]
@@ -658,13 +662,18 @@ pub fn info_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current:
     // `oll` (list blocks) has no counterpart and stays 0.
     let pending = load(&h.out_pending);
     let tot = h.memory() + request as u64 + argv_mem as u64;
+    // One field lock at a time (the format's temporaries would hold them all at once).
+    let name = String::from_utf8_lossy(&h.name.lock()).into_owned();
+    let user = String::from_utf8_lossy(&h.user_name()).into_owned();
+    let lib_name = String::from_utf8_lossy(&h.lib_name.lock()).into_owned();
+    let lib_ver = String::from_utf8_lossy(&h.lib_ver.lock()).into_owned();
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events={} cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
         h.fd,
-        String::from_utf8_lossy(&h.name.lock()),
+        name,
         (now - h.created_ms).max(0) / 1000,
         (now - h.last_ms.load(Ordering::Relaxed)).max(0) / 1000,
         flags,
@@ -684,11 +693,11 @@ pub fn info_line(srv: &crate::exec::Server, h: &ClientHandle, now: i64, current:
         tot,
         if pending > 0 { "rw" } else { "r" },
         cmd,
-        String::from_utf8_lossy(&h.user_name()),
+        user,
         tracking.as_ref().map_or(-1, |t| t.redirect as i64),
         h.resp.load(Ordering::Relaxed),
-        String::from_utf8_lossy(&h.lib_name.lock()),
-        String::from_utf8_lossy(&h.lib_ver.lock()),
+        lib_name,
+        lib_ver,
     )
 }
 

@@ -530,10 +530,7 @@ fn delete(srv: &Server, db: usize, shard: usize, s: &mut crate::engine::Shard, k
     }
     if srv.effects_enabled() {
         let cmd: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
-        srv.publish_effects(
-            &[Effect { db, argv: vec![cmd.to_vec(), key.to_vec()] }],
-            srv.ks.snapshots.seen(s.saved_epoch),
-        );
+        srv.publish_effects(&[Effect::new(db, vec![cmd.to_vec(), key.to_vec()])], srv.ks.snapshots.seen(s.saved_epoch));
     }
     srv.evict.evicted_keys.fetch_add(1, Ordering::Relaxed);
 }

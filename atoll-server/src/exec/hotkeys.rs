@@ -4,7 +4,7 @@
 //! pushed out). The dashboard, `/metrics` and DEBUG HOTKEYS merge the workers' sketches.
 //! A command pays one counter decrement; only a sampled one takes the sketch's lock.
 
-use parking_lot::Mutex;
+use crate::lockorder::{rank, Mutex};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One keyed command in this many is sampled.
@@ -20,7 +20,7 @@ type Counter = (usize, Box<[u8]>, u64);
 #[derive(Default)]
 pub struct HotKeys {
     countdown: AtomicU32,
-    sketch: Mutex<Vec<Counter>>,
+    sketch: Mutex<Vec<Counter>, { rank::LEAF }>,
 }
 
 impl HotKeys {

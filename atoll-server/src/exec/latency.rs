@@ -10,7 +10,7 @@
 //! and store (no lock, no read-modify-write on the command path), which the crate's `&mut`
 //! recording API cannot offer.
 
-use parking_lot::Mutex;
+use crate::lockorder::{rank, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -245,7 +245,7 @@ impl Series {
 /// Events by name (`command`, `fast-command`, `expire-cycle` …), in the order first seen.
 #[derive(Default)]
 pub struct Monitor {
-    events: Mutex<(Vec<String>, HashMap<String, Series>)>,
+    events: Mutex<(Vec<String>, HashMap<String, Series>), { rank::LEAF }>,
 }
 
 impl Monitor {

@@ -22,7 +22,7 @@ use super::client::ClientHandle;
 pub use super::client::{Kind, Mailbox, Subs};
 use super::{unix_us, Server};
 use crate::engine::glob::glob_match;
-use parking_lot::{Mutex, RwLock};
+use crate::lockorder::{rank, Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -139,7 +139,7 @@ fn put(mb: &Mailbox, srv: &Server, frame: &[u8], queue: bool, as_is: bool) -> bo
 /// A worker's queue of mailboxes with messages, and the way to wake it.
 #[derive(Default)]
 pub struct Post {
-    queue: Mutex<Vec<Arc<Mailbox>>>,
+    queue: Mutex<Vec<Arc<Mailbox>>, { rank::POST }>,
     /// The queue is not empty: a worker's round looks at this, not the lock.
     pending: AtomicBool,
     wake: OnceLock<WakeFn>,
@@ -159,13 +159,13 @@ type Subscribers = HashMap<Box<[u8]>, Vec<Arc<Mailbox>>>;
 
 /// The server's Pub/Sub registry: channel, pattern and shard channel → subscribers.
 pub struct PubSub {
-    channels: RwLock<Subscribers>,
-    patterns: RwLock<Subscribers>,
-    shard: RwLock<Subscribers>,
+    channels: RwLock<Subscribers, { rank::PUBSUB }>,
+    patterns: RwLock<Subscribers, { rank::PUBSUB }>,
+    shard: RwLock<Subscribers, { rank::PUBSUB }>,
     /// One per worker.
     posts: Vec<Post>,
     /// MONITOR clients, and whether there is any (the one load `call` pays).
-    monitors: RwLock<Vec<Arc<Mailbox>>>,
+    monitors: RwLock<Vec<Arc<Mailbox>>, { rank::PUBSUB }>,
     monitoring: AtomicBool,
 }
 
@@ -286,7 +286,7 @@ impl PubSub {
         &self.posts[w]
     }
 
-    fn map(&self, kind: Kind) -> &RwLock<Subscribers> {
+    fn map(&self, kind: Kind) -> &RwLock<Subscribers, { rank::PUBSUB }> {
         match kind {
             Kind::Channel => &self.channels,
             Kind::Pattern => &self.patterns,

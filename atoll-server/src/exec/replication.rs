@@ -28,8 +28,9 @@
 use super::blocking::{WaitState, Waiter};
 use super::client::{ClientHandle, Mailbox};
 use super::{Effect, Server};
+use crate::lockorder::{rank, Mutex};
 use crate::persist::{aof::encode, rdbfile};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -59,7 +60,7 @@ pub struct Replica {
     pub capa_eof: bool,
     /// Came with PSYNC (gets +FULLRESYNC first), not the old SYNC.
     pub psync: bool,
-    state: Mutex<ReplicaState>,
+    state: Mutex<ReplicaState, { rank::REPLICA }>,
     /// The last offset the replica acknowledged (REPLCONF ACK), and when (unix ms).
     pub ack_offset: AtomicI64,
     /// The offset the replica's own AOF has fsync'd (REPLCONF ACK … FACK), for WAITAOF.
@@ -111,7 +112,7 @@ struct Wait {
 
 #[derive(Default)]
 pub struct Replication {
-    feed: Mutex<Feed>,
+    feed: Mutex<Feed, { rank::REPL_FEED }>,
     /// `master_repl_offset`: bytes ever fed.
     offset: AtomicI64,
     /// The backlog exists: writes produce effects for it.
@@ -121,21 +122,21 @@ pub struct Replication {
     /// Replicas counted for INFO without the feed lock.
     count: AtomicUsize,
     /// Replicas waiting for a full resync to begin.
-    queue: Mutex<Vec<Arc<Replica>>>,
+    queue: Mutex<Vec<Arc<Replica>>, { rank::REPLICAS }>,
     /// Unix ms the oldest queued replica arrived.
     queued_at: AtomicI64,
-    waits: Mutex<Vec<Wait>>,
+    waits: Mutex<Vec<Wait>, { rank::WAITS }>,
     /// A WAIT is waiting: the thread asks replicas for an ACK.
     getack: AtomicBool,
     /// Wakes the replication thread.
-    wake: (Mutex<bool>, Condvar),
+    wake: (parking_lot::Mutex<bool>, Condvar),
     /// Full resyncs done (`sync_full`), partial ones accepted and refused.
     pub sync_full: AtomicU64,
     pub sync_partial_ok: AtomicU64,
     pub sync_partial_err: AtomicU64,
     /// The history this server continued when it stopped following a master
     /// (`master_replid2`, `second_repl_offset`; -1 when none).
-    pub replid2: Mutex<Option<(String, i64)>>,
+    pub replid2: Mutex<Option<(String, i64)>, { rank::LEAF }>,
     /// The replica's half: the master this server follows, if any.
     pub upstream: super::upstream::Upstream,
 }
@@ -195,7 +196,7 @@ impl Replication {
         let mut out = std::mem::take(&mut f.scratch);
         out.clear();
         for e in effects {
-            if f.db != Some(e.db) {
+            if f.db != Some(e.db) && e.db != Effect::NO_DB {
                 encode(&mut out, &[b"SELECT".to_vec(), e.db.to_string().into_bytes()]);
                 f.db = Some(e.db);
             }
@@ -519,6 +520,8 @@ pub fn add_wait(srv: &Server, w: &Arc<Waiter>) {
 /// deadline passed (their reply counts the replicas acknowledged by then).
 fn end_waits(srv: &Server, expired: bool) {
     let now = srv.now_ms();
+    // Read before the waits are locked: the open AOF ranks outside them (lock order).
+    let log = srv.persistence.aof.log();
     let mut waits = srv.repl.waits.lock();
     waits.retain(|wt| {
         if *wt.w.state.lock() != WaitState::Waiting {
@@ -531,11 +534,10 @@ fn end_waits(srv: &Server, expired: bool) {
                 (got >= wt.n || late).then(|| format!(":{got}\r\n").into_bytes())
             }
             Some((local, bytes)) => {
-                let log = srv.persistence.aof.log();
                 if local > 0 && log.is_none() {
                     Some(format!("-{ERR_WAITAOF_NO_AOF}\r\n").into_bytes())
                 } else {
-                    let here = log.is_some_and(|l| l.durable.load(Ordering::Acquire) >= bytes) as usize;
+                    let here = log.as_ref().is_some_and(|l| l.durable.load(Ordering::Acquire) >= bytes) as usize;
                     let got = srv.repl.aof_acked(wt.target);
                     ((here >= local && got >= wt.n) || late)
                         .then(|| format!("*2\r\n:{here}\r\n:{got}\r\n").into_bytes())
@@ -587,7 +589,11 @@ pub fn run_thread(srv: Arc<Server>) {
         // Pings keep the replicas' link timers alive (Redis's replicationCron); not while
         // writes are paused, as the stream must not move then.
         let period = srv.config.get("repl-ping-replica-period").parse::<i64>().unwrap_or(10).max(1) * 1000;
-        if repl.connected() > 0 && now - last_ping >= period && !srv.writes_paused() {
+        // The first comes a period after a replica attached, not at once (Redis's fall on
+        // multiples of the period since start; a stream read right after SYNC has none).
+        if repl.connected() == 0 {
+            last_ping = now;
+        } else if now - last_ping >= period && !srv.writes_paused() {
             last_ping = now;
             repl.feed_command(&srv, &[b"PING"]);
         }

@@ -4,7 +4,7 @@
 //! KILL). The Lua side — the interpreter, one per worker thread, and the conversions — is the
 //! `scripting` layer above; the commands a script calls go through [`super::call::script_call`].
 
-use parking_lot::RwLock;
+use crate::lockorder::{rank, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -41,7 +41,7 @@ pub struct Script {
 
 /// The script cache and the running script's state.
 pub struct Scripts {
-    cache: RwLock<HashMap<[u8; 40], Arc<Script>>>,
+    cache: RwLock<HashMap<[u8; 40], Arc<Script>>, { rank::LEAF }>,
     /// Bumped by SCRIPT FLUSH: each worker's interpreter is rebuilt when it sees a new value.
     pub generation: AtomicU64,
     /// Bytes of the cached bodies (INFO `used_memory_scripts_eval`).
@@ -77,7 +77,7 @@ pub struct Library {
 /// The libraries and the functions they registered (names are unique across libraries).
 #[derive(Default)]
 pub struct Functions {
-    state: RwLock<FunctionsState>,
+    state: RwLock<FunctionsState, { rank::FUNCTIONS }>,
     /// Bumped by every change: each worker's interpreter reloads its libraries when it sees a
     /// new value.
     pub generation: AtomicU64,
@@ -133,7 +133,7 @@ impl FunctionsState {
 }
 
 impl Functions {
-    pub fn read(&self) -> parking_lot::RwLockReadGuard<'_, FunctionsState> {
+    pub fn read(&self) -> crate::lockorder::RwLockReadGuard<'_, FunctionsState, { rank::FUNCTIONS }> {
         self.state.read()
     }
 
@@ -165,7 +165,7 @@ pub struct RunState {
     pub threshold_ms: AtomicI64,
     /// Its name (a SHA, or a function's name), for the slow-script log line and FUNCTION
     /// STATS, and the command that runs it.
-    pub name: parking_lot::Mutex<(String, Vec<Vec<u8>>)>,
+    pub name: crate::lockorder::Mutex<(String, Vec<Vec<u8>>), { rank::LEAF }>,
     /// It is an EVAL script (not a function): SCRIPT KILL, not FUNCTION KILL, stops it.
     pub is_eval: AtomicBool,
     /// The command path's gate word (`exec::gates`), where `GATE_SCRIPT_BUSY` is raised.
@@ -260,7 +260,7 @@ impl Scripts {
                 worker: Default::default(),
                 started_ms: AtomicI64::new(0),
                 threshold_ms: AtomicI64::new(0),
-                name: parking_lot::Mutex::new((String::new(), Vec::new())),
+                name: crate::lockorder::Mutex::new((String::new(), Vec::new())),
                 is_eval: AtomicBool::new(true),
                 gates,
                 rand48: AtomicU64::new(RAND48_INIT),

@@ -6,7 +6,7 @@
 //! Only slow commands reach it (`call` compares the duration with one threshold first), so
 //! its lock is never on the common path.
 
-use parking_lot::Mutex;
+use crate::lockorder::{rank, Mutex};
 use std::collections::VecDeque;
 
 /// Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING.
@@ -25,7 +25,7 @@ pub struct Entry {
 #[derive(Default)]
 pub struct SlowLog {
     /// Newest first; the next id.
-    entries: Mutex<(VecDeque<Entry>, u64)>,
+    entries: Mutex<(VecDeque<Entry>, u64), { rank::LEAF }>,
 }
 
 impl SlowLog {

@@ -7,7 +7,7 @@ use super::stats;
 use super::{CommandTable, Effect};
 use crate::config::Config;
 use crate::engine::Keyspace;
-use parking_lot::Mutex;
+use crate::lockorder::{rank, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Instant;
 
@@ -81,7 +81,7 @@ pub struct Server {
     pub start_ms: i64,
     pub run_id: String,
     /// The replication ID (INFO master_replid; DEBUG CHANGE-REPL-ID makes a new one).
-    pub replid: Mutex<String>,
+    pub replid: Mutex<String, { rank::LEAF }>,
     /// The TCP port listened on (CONFIG SET port changes it).
     pub tcp_port: std::sync::atomic::AtomicU16,
     pub executable: String,
@@ -120,14 +120,14 @@ pub struct Server {
     /// only writes, and the clients postponed by it.
     pub pause_until: AtomicI64,
     pub pause_all: AtomicBool,
-    pub paused: Mutex<Vec<std::sync::Arc<super::blocking::Waiter>>>,
+    pub paused: Mutex<Vec<std::sync::Arc<super::blocking::Waiter>>, { rank::WAITS }>,
     /// Clients suspended in a blocking command (INFO blocked_clients).
     pub blocked_clients: std::sync::atomic::AtomicUsize,
     /// Time of the last INFO stats reset etc. are derived from these.
     effects_on: AtomicBool,
     /// (time of the last sample, commands then, ops/sec computed) for INFO.
-    ops_sample: Mutex<Sample>,
-    sink: Mutex<Option<EffectSink>>,
+    ops_sample: Mutex<Sample, { rank::LEAF }>,
+    sink: Mutex<Option<EffectSink>, { rank::EFFECTS }>,
 }
 
 pub fn unix_ms() -> i64 {
@@ -379,6 +379,19 @@ impl Server {
     /// `saved_epoch`): an AOF rewrite running meanwhile sends what its base already holds to
     /// the old incremental file.
     pub fn publish_effects(&self, effects: &[Effect], epoch: u64) {
+        // A script's `redis.set_repl` may have sent some to one side only (rare: a copy each).
+        if effects.iter().any(|e| e.to != super::Propagate::Both) {
+            let aof = Effect::for_side(effects, super::Propagate::Aof);
+            let repl = Effect::for_side(effects, super::Propagate::Replicas);
+            let g = self.sink.lock();
+            if let (Some(s), false) = (g.as_ref(), aof.is_empty()) {
+                s(&aof, epoch);
+            }
+            if self.repl.on() && !repl.is_empty() {
+                self.repl.feed(self, &repl);
+            }
+            return;
+        }
         let g = self.sink.lock();
         if let Some(s) = g.as_ref() {
             s(effects, epoch);

@@ -83,7 +83,7 @@ pub struct WorkerStats {
     pub beat: Beat,
     pub cmds: Box<[CmdStat]>,
     /// Error replies by error code (the first word), for INFO errorstats.
-    pub errors: parking_lot::Mutex<std::collections::BTreeMap<String, u64>>,
+    pub errors: crate::lockorder::Mutex<std::collections::BTreeMap<String, u64>, { crate::lockorder::rank::LEAF }>,
     /// Sampled hottest keys (`hotkeys`).
     pub hot: super::hotkeys::HotKeys,
 }

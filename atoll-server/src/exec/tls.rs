@@ -13,7 +13,7 @@
 //!   handshake uses ECDHE.
 
 use crate::config::Config;
-use parking_lot::{Mutex, RwLock};
+use crate::lockorder::{rank, Mutex, RwLock};
 use rustls::crypto::CryptoProvider;
 use rustls::server::{NoServerSessionStorage, StoresServerSessions, WebPkiClientVerifier};
 use rustls::{CipherSuite, RootCertStore, ServerConfig, SupportedCipherSuite};
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 /// The configuration new TLS connections use; replaced whole by `reconfigure`.
 #[derive(Default)]
 pub struct TlsContext {
-    current: RwLock<Option<Arc<ServerConfig>>>,
+    current: RwLock<Option<Arc<ServerConfig>>, { rank::LEAF }>,
 }
 
 impl TlsContext {
@@ -317,7 +317,7 @@ fn check_dh_params(path: &str) -> Result<(), String> {
 pub struct SessionCache {
     size: usize,
     timeout: Duration,
-    inner: Mutex<Sessions>,
+    inner: Mutex<Sessions, { rank::LEAF }>,
 }
 
 #[derive(Default)]

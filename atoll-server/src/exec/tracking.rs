@@ -17,7 +17,7 @@ use super::client::Client;
 pub use super::client::{Batch, Tracker};
 use super::pubsub::{frame, Mailbox};
 use super::Server;
-use parking_lot::{Mutex, RwLock};
+use crate::lockorder::{rank, Mutex, RwLock};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -35,11 +35,11 @@ struct Bcast {
 pub struct Tracking {
     /// Tracking clients exist (default or BCAST): the one load the command path pays.
     on: AtomicBool,
-    clients: RwLock<HashMap<u64, Arc<Tracker>>>,
-    table: [Mutex<Table>; STRIPES],
+    clients: RwLock<HashMap<u64, Arc<Tracker>>, { rank::TRACKING_CLIENTS }>,
+    table: [Mutex<Table, { rank::TRACKING_TABLE }>; STRIPES],
     keys: AtomicUsize,
     items: AtomicUsize,
-    prefixes: RwLock<BTreeMap<Box<[u8]>, Bcast>>,
+    prefixes: RwLock<BTreeMap<Box<[u8]>, Bcast>, { rank::TRACKING_PREFIXES }>,
 }
 
 impl Default for Tracking {
@@ -68,12 +68,9 @@ impl Tracking {
     /// INFO: tracking_clients, tracking_total_keys, tracking_total_items,
     /// tracking_total_prefixes.
     pub fn figures(&self) -> (usize, usize, usize, usize) {
-        (
-            self.clients.read().len(),
-            self.keys.load(Ordering::Relaxed),
-            self.items.load(Ordering::Relaxed),
-            self.prefixes.read().len(),
-        )
+        let clients = self.clients.read().len();
+        let prefixes = self.prefixes.read().len();
+        (clients, self.keys.load(Ordering::Relaxed), self.items.load(Ordering::Relaxed), prefixes)
     }
 
     pub fn enable(&self, t: Arc<Tracker>) {

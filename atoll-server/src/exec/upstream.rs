@@ -20,8 +20,8 @@
 
 use super::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA, GATE_STALE};
 use super::Server;
+use crate::lockorder::{rank, Mutex};
 use crate::persist::aof::{CommandReader, Next};
-use parking_lot::Mutex;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -39,13 +39,13 @@ pub const HANDSHAKE: u8 = 4;
 #[derive(Default)]
 pub struct Upstream {
     /// The master (host, port) while following one.
-    pub master: Mutex<Option<(String, u16)>>,
+    pub master: Mutex<Option<(String, u16)>, { rank::LEAF }>,
     /// Bumped by every REPLICAOF: a link thread of an older generation stops.
     generation: AtomicU64,
     pub state: AtomicU8,
     /// The master's replication ID this replica follows, and the stream's offset applied
     /// (`slave_repl_offset`) and read (`slave_read_repl_offset`).
-    pub master_replid: Mutex<String>,
+    pub master_replid: Mutex<String, { rank::LEAF }>,
     pub offset: AtomicI64,
     pub read_offset: AtomicI64,
     /// Unix ms of the last byte from the master, and when the link went down (0: up).
@@ -56,7 +56,7 @@ pub struct Upstream {
     /// The database the stream selected last: a continued stream does not select it again.
     db: AtomicUsize,
     /// The link's socket, to cut it from another thread (REPLICAOF NO ONE, a new master).
-    sock: Mutex<Option<TcpStream>>,
+    sock: Mutex<Option<TcpStream>, { rank::LEAF }>,
     /// A link thread is to be started (the replication thread has the server's Arc).
     start_wanted: AtomicBool,
 }
@@ -426,7 +426,7 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
 /// Applies the master's stream until the link ends.
 fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> Result<(), String> {
     let up = &srv.repl.upstream;
-    let w = Arc::new(Mutex::new(w));
+    let w: Arc<Mutex<TcpStream, { rank::LEAF }>> = Arc::new(Mutex::new(w));
     // What the AOF holds at the start is durable (a full sync rewrote it).
     let start = up.offset.load(Ordering::Acquire);
     let acks =
@@ -438,7 +438,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         let log = srv.persistence.aof.log();
         let spawned = std::thread::Builder::new().name("repl-ack".into()).spawn(move || {
             while !stop.load(Ordering::Acquire) {
-                if send_ack(&mut w.lock(), &acks, log.as_deref()).is_err() {
+                if send_ack(&w, &acks, log.as_deref()).is_err() {
                     return;
                 }
                 for _ in 0..10 {
@@ -477,7 +477,8 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         let is = |i: usize, s: &str| argv.get(i).is_some_and(|a| a.eq_ignore_ascii_case(s.as_bytes()));
         if is(0, "replconf") && is(1, "getack") {
             // The offset before this command, as Redis answers.
-            if let Err(e) = send_ack(&mut w.lock(), &acks, srv.persistence.aof.log().as_deref()) {
+            let log = srv.persistence.aof.log();
+            if let Err(e) = send_ack(&w, &acks, log.as_deref()) {
                 break Err(e);
             }
         } else {
@@ -521,7 +522,7 @@ struct Acks {
     offset: AtomicI64,
     /// (AOF bytes appended once the command was applied, the stream offset after it), for
     /// the commands whose AOF bytes may not be fsync'd yet.
-    aof: Mutex<std::collections::VecDeque<(u64, i64)>>,
+    aof: Mutex<std::collections::VecDeque<(u64, i64)>, { rank::LEAF }>,
     fsynced: AtomicI64,
 }
 
@@ -555,11 +556,17 @@ impl Acks {
     }
 }
 
-fn send_ack(w: &mut TcpStream, acks: &Acks, log: Option<&crate::persist::aof::AofLog>) -> Result<(), String> {
+/// Sends REPLCONF ACK (and FACK) on the link; the figures are read before the socket is
+/// locked (both are leaves of the lock order).
+fn send_ack(
+    w: &Mutex<TcpStream, { rank::LEAF }>,
+    acks: &Acks,
+    log: Option<&crate::persist::aof::AofLog>,
+) -> Result<(), String> {
     let o = acks.offset.load(Ordering::Acquire).to_string();
     match acks.fsynced(log) {
-        Some(f) => send(w, &[b"REPLCONF", b"ACK", o.as_bytes(), b"FACK", f.to_string().as_bytes()]),
-        None => send(w, &[b"REPLCONF", b"ACK", o.as_bytes()]),
+        Some(f) => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes(), b"FACK", f.to_string().as_bytes()]),
+        None => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes()]),
     }
 }
 

@@ -4,7 +4,8 @@
 //! the commands as RESP, reading them back — and the log writer with its fsync policies.
 
 use crate::engine::rdb::Input;
-use parking_lot::{Condvar, Mutex};
+use crate::lockorder::{rank, Mutex};
+use parking_lot::Condvar;
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
@@ -311,7 +312,7 @@ impl Segment {
             }
         }
         for (db, argv) in cmds {
-            if self.db != Some(db) {
+            if self.db != Some(db) && db != crate::exec::Effect::NO_DB {
                 let sel = vec![b"SELECT".to_vec(), db.to_string().into_bytes()];
                 encode(&mut self.buf, &sel);
                 self.db = Some(db);
@@ -500,20 +501,20 @@ pub fn thread_appended() -> bool {
 /// the new one, which the manifest already names after the previous one. Offsets, writes and
 /// fsyncs cover both, so durability means the same thing throughout.
 pub struct AofLog {
-    pending: Mutex<Pending>,
+    pending: Mutex<Pending, { rank::AOF_PENDING }>,
     /// Taken to write (then `pending`): writes reach the files in append order.
-    files: Mutex<Files>,
+    files: Mutex<Files, { rank::AOF_LOG }>,
     /// Wakes the writer: the flag (set under its mutex) says work was asked for, so a wake-up
     /// sent before the writer starts waiting is not lost.
     work: Condvar,
-    work_lock: Mutex<bool>,
+    work_lock: parking_lot::Mutex<bool>,
     /// Bytes appended by every thread (`Pending::appended`), readable without its lock.
     appended_now: AtomicU64,
     /// Bytes written to the file, and fsync'd (the durable offset).
     pub written: AtomicU64,
     pub durable: AtomicU64,
     /// Guards `durable`'s waits; true while a worker runs `always`'s fsync.
-    durable_lock: Mutex<bool>,
+    durable_lock: parking_lot::Mutex<bool>,
     durable_cv: Condvar,
     pub policy: AtomicU8,
     stop: AtomicBool,
@@ -548,11 +549,11 @@ impl AofLog {
             pending: Mutex::new(Pending { cur: Segment::default(), old: None, appended: 0 }),
             files: Mutex::new(Files { cur, old: None }),
             work: Condvar::new(),
-            work_lock: Mutex::new(false),
+            work_lock: parking_lot::Mutex::new(false),
             appended_now: AtomicU64::new(0),
             written: AtomicU64::new(0),
             durable: AtomicU64::new(0),
-            durable_lock: Mutex::new(false),
+            durable_lock: parking_lot::Mutex::new(false),
             durable_cv: Condvar::new(),
             policy: AtomicU8::new(policy as u8),
             stop: AtomicBool::new(false),

@@ -7,7 +7,7 @@
 use super::bigvalue;
 use crate::engine::rdb::{self, load::LoadOpts, save::SaveOpts, Input};
 use crate::engine::{key_shard, Keyspace, Shard, SnapshotSink, Value};
-use parking_lot::Mutex;
+use crate::lockorder::{rank, Mutex};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -145,11 +145,11 @@ pub const CANCELLED: &str = "snapshot cancelled";
 struct Chunks {
     opts: SaveOpts,
     form: Form,
-    queue: Mutex<Vec<(Vec<u8>, u64)>>,
+    queue: Mutex<Vec<(Vec<u8>, u64)>, { rank::SNAPSHOT_CHUNKS }>,
     keys: AtomicU64,
     progress: Arc<Progress>,
     /// Shards holding big values started and not finished (db, shard), for the walk.
-    pending: Mutex<Vec<(usize, usize)>>,
+    pending: Mutex<Vec<(usize, usize)>, { rank::SNAPSHOT_CHUNKS }>,
     /// Big values started and not finished.
     deferred: AtomicU64,
 }
@@ -855,7 +855,7 @@ struct Decoders<'a> {
     opts: LoadOpts,
     now_ms: i64,
     store: Store<'a>,
-    error: Mutex<Option<String>>,
+    error: Mutex<Option<String>, { rank::LEAF }>,
     stop: AtomicBool,
 }
 

@@ -62,7 +62,7 @@ fn change<R, E>(
         let r = f(st)?;
         if publish {
             let argv = args.iter().map(|a| a.to_vec()).collect();
-            srv.publish_effects(&[Effect { db, argv }], srv.ks.snapshots.epoch());
+            srv.publish_effects(&[Effect::new(db, argv)], srv.ks.snapshots.epoch());
         }
         Ok(r)
     });
@@ -343,11 +343,9 @@ fn fcall_generic(ctx: &mut Ctx, ro: bool) -> CmdResult {
     if numkeys < 0 {
         return Err(CmdError::msg("ERR Number of keys can't be negative"));
     }
-    if info.flags & sflags::NO_WRITES == 0 {
-        super::refuse_writable(srv, ctx.client.replaying, ro)?;
-    }
+    super::prepare_flagged(ctx, info.flags, ro)?;
     let read_only = ro || info.flags & sflags::NO_WRITES != 0;
-    run(ctx, &fname, Target::Function(&fname), read_only, numkeys as usize)
+    run(ctx, &fname, Target::Function(&fname), info.flags, read_only, numkeys as usize)
 }
 
 // FCALL function numkeys [key ...] [arg ...]

@@ -61,9 +61,13 @@ struct RunCtx<'r, 'k> {
     locks: &'r mut crate::engine::Locks<'k>,
     client: &'r mut Client,
     read_only: bool,
-    /// `redis.set_repl`: whether the following commands' effects are logged.
-    propagate: bool,
+    /// `redis.set_repl`: where the following commands' effects go (`REPL_*` bits).
+    propagate: u8,
 }
+
+/// `redis.REPL_AOF`, `redis.REPL_REPLICA` and both.
+pub const REPL_AOF: u8 = 1;
+pub const REPL_ALL: u8 = 3;
 
 thread_local! {
     /// The client a script's commands run as, one per worker thread, reused.
@@ -118,23 +122,32 @@ pub fn eval_generic(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     } else {
         load_script(srv, ctx.args[1]).map_err(CmdError::msg)?
     };
-    // Redis's scriptPrepareForRun: a script with flags declares what it may do.
     let compat = script.flags & sflags::EVAL_COMPAT != 0;
-    if !compat && script.flags & sflags::NO_WRITES == 0 {
-        refuse_writable(srv, ctx.client.replaying, ro)?;
-        // Out of memory when it arrived: a script that may write and did not declare
-        // `allow-oom` does not start (`no-writes` implies allow-oom).
-        if script.flags & sflags::ALLOW_OOM == 0
-            && ctx.client.oom_at_start
-            && srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0
-        {
-            return Err(CmdError::msg(crate::exec::call::OOM));
-        }
+    if !compat {
+        prepare_flagged(ctx, script.flags, ro)?;
     }
     let read_only = ro || (!compat && script.flags & sflags::NO_WRITES != 0);
     let numkeys = numkeys as usize;
     let name = String::from_utf8_lossy(&script.sha).into_owned();
-    run(ctx, &name, Target::Eval(&script), read_only, numkeys)
+    run(ctx, &name, Target::Eval(&script), script.flags, read_only, numkeys)
+}
+
+/// Redis's scriptPrepareForRun for a script that declares flags (a shebang, or a function):
+/// one that may write is refused where writes are, and one that did not declare `allow-oom`
+/// does not start when memory was out when it arrived (`no-writes` implies allow-oom). At
+/// the top level the gates (`call::gate_flags`) refused such a call already, with the error
+/// any write gets; these texts are what EXEC and a script calling a script see.
+pub fn prepare_flagged(ctx: &Ctx, flags: u32, ro: bool) -> Result<(), CmdError> {
+    if flags & sflags::NO_WRITES == 0 {
+        refuse_writable(ctx.srv, ctx.client.replaying, ro)?;
+        if flags & sflags::ALLOW_OOM == 0
+            && ctx.client.oom_at_start
+            && ctx.srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0
+        {
+            return Err(CmdError::msg(crate::exec::call::OOM));
+        }
+    }
+    Ok(())
 }
 
 /// What a run calls: an EVAL script, or a FUNCTION by name.
@@ -145,7 +158,7 @@ enum Target<'a> {
 
 /// Runs a script or function for the command in `ctx` (keys and arguments from position 3,
 /// `numkeys` of them keys). `name` is what errors and FUNCTION STATS call it.
-fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usize) -> CmdResult {
+fn run(ctx: &mut Ctx, name: &str, target: Target, flags: u32, read_only: bool, numkeys: usize) -> CmdResult {
     let srv = ctx.srv;
     let keys = &ctx.args[3..3 + numkeys];
     let argv = &ctx.args[3 + numkeys..];
@@ -167,6 +180,7 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
         client.in_exec = true;
         client.in_script = true;
         client.fixed_ms = Some(now);
+        client.fixed_us = Some(ctx.client.fixed_us.unwrap_or_else(crate::exec::state::unix_us));
         client.clock = None;
         client.exec_effects.clear();
         client.ready.clear();
@@ -179,9 +193,9 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
         client.acl_epoch = ctx.client.acl_epoch;
         client.acl_origin = Some(ctx.client.handle.clone());
         client.oom_at_start = ctx.client.oom_at_start;
-        client.allow_oom = matches!(target, Target::Eval(s) if s.flags & sflags::ALLOW_OOM != 0);
+        client.allow_oom = flags & sflags::ALLOW_OOM != 0;
         let state =
-            RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: true });
+            RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: REPL_ALL });
         let worker = ctx.client.worker;
         let result = vm::with_vm(generation, run, |vm| {
             let r = run_in_vm(vm, &target, keys, argv, &state);
@@ -208,15 +222,13 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, read_only: bool, numkeys: usiz
         // Its effects as one group (a transaction wraps its own), and the clients blocked on
         // keys it made ready, served once it is complete (by `call`'s epilogue).
         let mut effects = std::mem::take(&mut st.client.exec_effects);
-        if effects.len() > 1 && !ctx.client.in_exec {
-            let first = effects[0].db;
-            let last = effects.last().map_or(first, |e| e.db);
-            effects.insert(0, Effect { db: first, argv: vec![b"MULTI".to_vec()] });
-            effects.push(Effect { db: last, argv: vec![b"EXEC".to_vec()] });
+        if !ctx.client.in_exec {
+            Effect::wrap(&mut effects);
         }
         ctx.ks.effects.append(&mut effects);
         ctx.ks.ready.append(&mut st.client.ready);
         st.client.fixed_ms = None;
+        st.client.fixed_us = None;
     });
     ctx.rewrote = true;
     run.finish();
@@ -337,8 +349,7 @@ fn run_entry_in(
             if n & !3 != 0 {
                 return fail("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
             }
-            // Atoll logs effects for the AOF only (no replicas yet): the AOF bit decides.
-            state.borrow_mut().propagate = n & 1 != 0;
+            state.borrow_mut().propagate = n as u8;
             Ok((true, Value::Nil))
         }
         vm::Entry::AclCheckCmd => {

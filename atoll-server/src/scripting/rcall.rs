@@ -15,6 +15,7 @@
 
 use super::convert::number_arg;
 use super::RunCtx;
+use crate::exec::Propagate;
 use crate::protocol::value::{parse_reply, RespValue};
 use crate::protocol::{Proto, Reply};
 use mlua::ffi;
@@ -129,8 +130,13 @@ unsafe fn run(l: *mut ffi::lua_State, raise: bool, s: &mut Scratch) -> bool {
         let mut out = Reply { buf: std::mem::take(&mut s.out), proto: st.client.proto };
         let logged = st.client.exec_effects.len();
         let r = crate::exec::call::script_call(st.srv, st.ws, st.client, &mut out, &argv, st.locks, st.read_only);
-        if !st.propagate {
-            st.client.exec_effects.truncate(logged);
+        match st.propagate {
+            crate::scripting::REPL_ALL => {}
+            0 => st.client.exec_effects.truncate(logged),
+            only => {
+                let to = if only == crate::scripting::REPL_AOF { Propagate::Aof } else { Propagate::Replicas };
+                st.client.exec_effects[logged..].iter_mut().for_each(|e| e.to = to);
+            }
         }
         s.out = out.buf;
         r.map(|()| st.client.proto == Proto::Resp3)

@@ -227,6 +227,22 @@ pub struct Vm {
     pub functions: HashMap<String, Function>,
 }
 
+/// A string as Lua 5.1 reads it as a number (`strtod`, or hex with `0x`).
+fn lua_number(t: &str) -> Option<f64> {
+    let (neg, body) = match t.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let v = match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok()? as f64,
+        None if body.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')) => {
+            body.parse::<f64>().ok()?
+        }
+        None => return None,
+    };
+    Some(if neg { -v } else { v })
+}
+
 impl Vm {
     pub fn new(generation: u64, run: &Arc<RunState>) -> mlua::Result<Vm> {
         let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default())?;
@@ -238,7 +254,7 @@ impl Vm {
         let r = run.clone();
         math.set(
             "random",
-            lua.create_function(move |_, args: MultiValue| {
+            lua.create_function(move |lua, args: MultiValue| {
                 let x = r.next_rand() as f64 / i32::MAX as f64;
                 let int = |v: &Value, n: usize| -> mlua::Result<f64> {
                     match v {
@@ -253,38 +269,46 @@ impl Vm {
                         _ => Err(bad_arg(n, "random", "number", v)),
                     }
                 };
-                match args.len() {
-                    0 => Ok(x),
-                    1 => {
-                        let u = int(&args[0], 1)?;
-                        if u < 1.0 {
-                            return Err(mlua::Error::RuntimeError(
-                                "bad argument #1 to 'random' (interval is empty)".into(),
-                            ));
+                let pick = || -> mlua::Result<f64> {
+                    match args.len() {
+                        0 => Ok(x),
+                        1 => {
+                            let u = int(&args[0], 1)?;
+                            if u < 1.0 {
+                                return Err(mlua::Error::RuntimeError(
+                                    "bad argument #1 to 'random' (interval is empty)".into(),
+                                ));
+                            }
+                            Ok((x * u).floor() + 1.0)
                         }
-                        Ok((x * u).floor() + 1.0)
-                    }
-                    2 => {
-                        let (l, u) = (int(&args[0], 1)?, int(&args[1], 2)?);
-                        if l > u {
-                            return Err(mlua::Error::RuntimeError(
-                                "bad argument #2 to 'random' (interval is empty)".into(),
-                            ));
+                        2 => {
+                            let (l, u) = (int(&args[0], 1)?, int(&args[1], 2)?);
+                            if l > u {
+                                return Err(mlua::Error::RuntimeError(
+                                    "bad argument #2 to 'random' (interval is empty)".into(),
+                                ));
+                            }
+                            Ok((x * (u - l + 1.0)).floor() + l)
                         }
-                        Ok((x * (u - l + 1.0)).floor() + l)
+                        _ => Err(mlua::Error::RuntimeError("wrong number of arguments".into())),
                     }
-                    _ => Err(mlua::Error::RuntimeError("wrong number of arguments".into())),
-                }
+                };
+                pick().map_err(|e| located(lua, e))
             })?,
         )?;
         let r = run.clone();
         math.set(
             "randomseed",
-            lua.create_function(move |_, seed: Value| {
+            lua.create_function(move |lua, seed: Value| {
+                // luaL_checkint: a number, or a string Lua reads as one (ARGV's are strings).
                 let s = match seed {
                     Value::Integer(i) => i as i32,
                     Value::Number(f) => f as i64 as i32,
-                    ref v => return Err(bad_arg(1, "randomseed", "number", v)),
+                    Value::String(ref t) => match t.to_str().ok().and_then(|t| lua_number(t.trim())) {
+                        Some(f) => f as i64 as i32,
+                        None => return Err(located(lua, bad_arg(1, "randomseed", "number", &seed))),
+                    },
+                    ref v => return Err(located(lua, bad_arg(1, "randomseed", "number", v))),
                 };
                 r.seed_rand(s);
                 Ok(())
@@ -635,6 +659,22 @@ fn redis_log(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
 }
 
 /// `bad argument #n to 'f' (number expected, got nil)`, Lua's own wording.
+/// An error a library function raises, as Lua's luaL_error and luaL_argerror write it: after
+/// the place in the script that called the function (`user_script:3: `, luaL_where).
+fn located(lua: &Lua, e: mlua::Error) -> mlua::Error {
+    match e {
+        mlua::Error::RuntimeError(m) => {
+            let place = lua.inspect_stack(1).and_then(|d| {
+                let line = d.curr_line();
+                let src = d.source().short_src.map(|s| s.into_owned());
+                src.filter(|_| line > 0).map(|s| format!("{s}:{line}: "))
+            });
+            mlua::Error::RuntimeError(format!("{}{m}", place.unwrap_or_default()))
+        }
+        e => e,
+    }
+}
+
 fn bad_arg(n: usize, f: &str, want: &str, got: &Value) -> mlua::Error {
     let got = match got {
         Value::Nil => "no value",

@@ -11,7 +11,7 @@
 //!
 //! Steps shared with the io_uring backend live in `worker.rs`.
 
-use super::worker::{Accepted, Core, HasLink, Inbox, Link, Wake};
+use super::worker::{Accepted, Core, HasLink, Inbox, IoHome, Link, Wake};
 use super::Server;
 use crate::exec::scripts::{register_busy_poll, BusyPoll};
 use crate::exec::stats::bump;
@@ -45,7 +45,8 @@ impl HasLink for Connection {
 
 struct Worker {
     core: Core,
-    io: Io,
+    /// Reached through its own pointer: see `IoHome` for why (a busy script's poll).
+    io: IoHome<Io>,
     /// The round's input buffer (borrowed by the command path while a request runs).
     input: Vec<u8>,
     /// The event being handled said the peer closed or reset: read on to the end of the
@@ -60,7 +61,8 @@ struct Io {
     id: usize,
     inbox: Arc<Inbox>,
     poll: Poll,
-    conns: slab::Slab<Connection>,
+    /// Boxed: the running connection's entry is outside the slab's storage (`IoHome`).
+    conns: slab::Slab<Box<Connection>>,
     busy: Busy,
 }
 
@@ -100,7 +102,12 @@ pub fn run(id: usize, srv: Arc<Server>, poll: Poll, inbox: Arc<Inbox>, ready: Ar
         conns: slab::Slab::with_capacity(super::worker::SPARE_SLOTS),
         busy,
     };
-    let mut w = Worker { core: Core::new(id, srv, inbox), io, input: vec![0u8; READ_CHUNK], peer_closed: false };
+    let mut w = Worker {
+        core: Core::new(id, srv, inbox),
+        io: IoHome::new(io),
+        input: vec![0u8; READ_CHUNK],
+        peer_closed: false,
+    };
     ready.fetch_add(1, Ordering::Release);
     w.main_loop();
 }
@@ -118,7 +125,7 @@ impl Worker {
     fn main_loop(&mut self) {
         let mut events = Events::with_capacity(1024);
         loop {
-            if let Err(e) = self.io.poll.poll(&mut events, Some(self.core.timeout())) {
+            if let Err(e) = self.io.get().poll.poll(&mut events, Some(self.core.timeout())) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     crate::log_warning!("epoll failed: {e}");
                 }
@@ -131,22 +138,22 @@ impl Worker {
             let mut looks = 0;
             let mut got = events.iter().count();
             while self.core.top_up(&mut looks, got) {
-                if self.io.poll.poll(&mut events, Some(std::time::Duration::ZERO)).is_err() {
+                if self.io.get().poll.poll(&mut events, Some(std::time::Duration::ZERO)).is_err() {
                     break;
                 }
                 got = events.iter().count();
                 self.run_events(&events);
             }
             // A busy script's poll took the inbox's wake-up.
-            if std::mem::take(&mut self.io.busy.woken) {
+            if std::mem::take(&mut self.io.get().busy.woken) {
                 self.drain_inbox();
             }
             // beforeSleep: write everything this round produced.
-            let pending = self.core.take_flush(&mut self.io.conns);
+            let pending = self.core.take_flush(&mut self.io.get().conns);
             for &t in &pending {
-                self.io.flush(t);
+                self.io.get().flush(t);
             }
-            self.core.end_round(pending, &mut self.io.conns);
+            self.core.end_round(pending, &mut self.io.get().conns);
             self.resume_waiting();
         }
     }
@@ -165,8 +172,8 @@ impl Worker {
                     // Not when this round has replies for it too: they go out at its end,
                     // after the round's fsync with `appendfsync always` (Redis's
                     // AE_BARRIER: never writable after readable in one iteration).
-                    if ev.is_writable() && self.io.conns.get(t).is_some_and(|c| !c.link.queued) {
-                        self.io.flush(t);
+                    if ev.is_writable() && self.io.get().conns.get(t).is_some_and(|c| !c.link.queued) {
+                        self.io.get().flush(t);
                     }
                 }
             }
@@ -175,21 +182,21 @@ impl Worker {
 
     fn drain_inbox(&mut self) {
         for c in self.core.drain_inbox() {
-            self.io.add_connection(c);
+            self.io.get().add_connection(c);
         }
-        self.io.conns.reserve(super::worker::SPARE_SLOTS);
+        self.io.get().conns.reserve(super::worker::SPARE_SLOTS);
         self.resume_waiting();
     }
 
     /// Resumes the clients whose wait ended (`Core::to_resume`), each as its own input is run.
     fn resume_waiting(&mut self) {
         for (t, id) in std::mem::take(&mut self.core.to_resume) {
-            let me = self as *mut Worker;
-            // SAFETY: as in `on_readable`: the poll touches neither the `Core` nor `t`.
-            let busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
-            if let Some(c) = self.io.conns.get_mut(t) {
-                self.core.resume_one(&mut c.link, t, id);
-            }
+            let Some(c) = self.running(t) else { continue };
+            // SAFETY: as in `on_readable`.
+            let busy =
+                unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: self.io.ptr().cast(), current: t }) };
+            // SAFETY: `running`'s: `t`'s entry, and no `&mut Io` is held while it is used.
+            self.core.resume_one(unsafe { &mut (*c).link }, t, id);
             drop(busy);
             self.after_busy(t);
         }
@@ -197,31 +204,39 @@ impl Worker {
 
     /// Reads everything available and runs it; output is written at the end of the round.
     fn on_readable(&mut self, t: usize) {
-        let me = self as *mut Worker;
-        // SAFETY: `busy_poll` touches only `io`, and in it every connection but `t`: none of
-        // what the command path borrows while `t`'s requests run (the `Core`, `input`, `t`'s
-        // link). It never adds a connection, so the slab does not move. The pointer is derived
-        // here, from the borrow the whole call runs under.
-        let _busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
+        // SAFETY: `busy_poll` makes its `&mut Io` from the `IoHome`'s pointer and touches every
+        // connection but `t`, whose boxed entry it never covers; while `t`'s requests run the
+        // event loop holds no `&mut Io` (only the `Core`, `input` and `t`'s entry), so no
+        // other reference to what the poll touches is alive.
+        let _busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: self.io.ptr().cast(), current: t }) };
         // Readiness the busy poll took from `t` itself means more to read.
-        while self.read_and_run(t) && std::mem::take(&mut self.io.busy.current_ready) {}
-        self.io.busy.swept = false;
+        while self.read_and_run(t) && std::mem::take(&mut self.io.get().busy.current_ready) {}
+        self.io.get().busy.swept = false;
     }
 
     /// After a command that may have run a busy script for `t`: readiness the poll took from
     /// `t` itself means more to read.
     fn after_busy(&mut self, t: usize) {
-        self.io.busy.swept = false;
-        if std::mem::take(&mut self.io.busy.current_ready) && self.io.conns.contains(t) {
+        self.io.get().busy.swept = false;
+        if std::mem::take(&mut self.io.get().busy.current_ready) && self.io.get().conns.contains(t) {
             self.on_readable(t);
         }
     }
 
+    /// Connection `t`'s entry, for the command path to use while no `&mut Io` is held (the
+    /// busy poll may take one meanwhile). Valid until `t` is closed by the event loop.
+    fn running(&mut self, t: usize) -> Option<*mut Connection> {
+        self.io.get().conns.get_mut(t).map(|c| &mut **c as *mut Connection)
+    }
+
     /// `on_readable`'s work; false if the connection closed.
     fn read_and_run(&mut self, t: usize) -> bool {
-        let Some(c) = self.io.conns.get_mut(t) else { return false };
+        let Some(c) = self.running(t) else { return false };
+        // SAFETY: `running`'s: the entry is boxed, the busy poll leaves it alone, and it is
+        // closed only below, after its last use.
+        let c = unsafe { &mut *c };
         if c.link.session.client.handle.killed.load(Ordering::Acquire) {
-            self.io.close(t);
+            self.io.get().close(t);
             return false;
         }
         let mut close = false;
@@ -254,10 +269,9 @@ impl Worker {
             }
         }
         if close {
-            self.io.close(t);
+            self.io.get().close(t);
             return false;
         }
-        let c = &mut self.io.conns[t];
         let pending = c.link.has_output();
         self.core.queue(&mut c.link, t, pending);
         true
@@ -270,10 +284,12 @@ impl Worker {
 /// replies written at once. New connections wait in the inbox.
 ///
 /// # Safety
-/// `ctx` is the `Worker` whose `on_readable` registered this poll and is still running.
+/// `ctx` is the `IoHome` pointer of the worker whose `on_readable` registered this poll and is
+/// still running.
 unsafe fn busy_poll(ctx: *mut (), current: usize) {
-    // SAFETY: the caller's; only `io` is borrowed (see `on_readable`).
-    let io = unsafe { &mut *std::ptr::addr_of_mut!((*ctx.cast::<Worker>()).io) };
+    // SAFETY: the caller's: `ctx` is the worker's `IoHome` pointer, and nothing else holds a
+    // reference to the `Io` while the command path runs (see `on_readable`).
+    let io = unsafe { &mut *ctx.cast::<Io>() };
     io.serve_while_busy(current);
 }
 
@@ -288,7 +304,7 @@ impl Io {
             return;
         }
         super::worker::publish(&self.srv, &link);
-        entry.insert(Connection { fd: a.fd, link, wire: Vec::new(), wire_sent: 0, want_write: false });
+        entry.insert(Box::new(Connection { fd: a.fd, link, wire: Vec::new(), wire_sent: 0, want_write: false }));
     }
 
     /// New connections, taken while a script is busy — only into slots the slab already has,
@@ -435,7 +451,7 @@ impl Io {
         if !self.conns.contains(t) {
             return;
         }
-        let mut c = self.conns.remove(t);
+        let mut c = *self.conns.remove(t);
         let _ = self.poll.registry().deregister(&mut SourceFd(&c.fd.as_raw_fd()));
         let fd = c.fd;
         super::worker::release(&self.srv, &mut c.link, move || drop(fd));

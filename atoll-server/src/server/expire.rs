@@ -91,7 +91,7 @@ pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
             reclaimed += expired.len();
             if srv.effects_enabled() && !expired.is_empty() {
                 let effects: Vec<Effect> =
-                    expired.iter().map(|k| Effect { db, argv: vec![b"DEL".to_vec(), k.to_vec()] }).collect();
+                    expired.iter().map(|k| Effect::new(db, vec![b"DEL".to_vec(), k.to_vec()])).collect();
                 srv.publish_effects(&effects, srv.ks.snapshots.seen(s.saved_epoch));
             }
             if expired.len() * 4 <= sampled || s.expires.is_empty() || start.elapsed() > budget {

@@ -19,7 +19,7 @@
 //! accumulate meanwhile. A connection is freed only once no operation of it is in flight.
 
 use super::session::FirstReq;
-use super::worker::{Accepted, Conn, Core, HasLink, Inbox, Link, Wake};
+use super::worker::{Accepted, Conn, Core, HasLink, Inbox, IoHome, Link, Wake};
 use super::Server;
 use crate::engine::Spot;
 use crate::exec::scripts::{register_busy_poll, BusyPoll};
@@ -252,7 +252,8 @@ impl HasLink for Connection {
 
 struct Worker {
     // Field order is drop order: the ring (and its registration of `bufs`) goes first.
-    io: Io,
+    /// Reached through its own pointer: see `IoHome` for why (a busy script's poll).
+    io: IoHome<Io>,
     core: Core,
     pacing: Pacing,
 }
@@ -265,7 +266,8 @@ struct Io {
     srv: Arc<Server>,
     id: usize,
     inbox: Arc<Inbox>,
-    conns: slab::Slab<Connection>,
+    /// Boxed: the running connection's entry is outside the slab's storage (`IoHome`).
+    conns: slab::Slab<Box<Connection>>,
     wake_fd: i32,
     wake_buf: Box<u64>,
     /// Sends queued this round (each brings a completion), and how many of them answer
@@ -359,8 +361,8 @@ pub fn run(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>, ready: Arc<AtomicUsiz
         batch_pos: usize::MAX,
         busy: Busy::default(),
     };
-    let mut w = Worker { io, core: Core::new(id, srv, inbox), pacing };
-    w.io.post_wake_read();
+    let mut w = Worker { io: IoHome::new(io), core: Core::new(id, srv, inbox), pacing };
+    w.io.get().post_wake_read();
     ready.fetch_add(1, Ordering::Release);
     w.main_loop();
 }
@@ -376,59 +378,59 @@ impl Worker {
             let mut want = 1;
             // Work already queued for the next round (a blocked client's timeout reply) must
             // not wait for the timer.
-            if self.pacing.wait_us > 0 && self.io.answered > 0 && self.core.to_flush.is_empty() {
+            if self.pacing.wait_us > 0 && self.io.get().answered > 0 && self.core.to_flush.is_empty() {
                 // The sends' own completions usually arrive at once and count too.
-                want = ((self.io.sends + self.io.answered) as usize).min(CQ_ENTRIES as usize / 2);
+                want = ((self.io.get().sends + self.io.get().answered) as usize).min(CQ_ENTRIES as usize / 2);
                 args = args.min_wait_usec(self.pacing.wait_us);
                 bump(&self.core.srv.stats.workers[self.core.id].counters.batched_waits, 1);
             }
-            self.io.sends = 0;
-            self.io.answered = 0;
-            if let Err(e) = self.io.ring.submitter().submit_with_args(want, &args) {
+            self.io.get().sends = 0;
+            self.io.get().answered = 0;
+            if let Err(e) = self.io.get().ring.submitter().submit_with_args(want, &args) {
                 match e.raw_os_error() {
                     Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) => {}
                     _ => crate::log_warning!("io_uring_enter failed: {e}"),
                 }
             }
             self.core.begin_round();
-            self.io.batch.clear();
+            self.io.get().batch.clear();
             // At most ROUND_MAX completions per round: the rest wait in the completion queue
             // for the next round, so one round of floods (thousands of connections streaming
             // big requests) cannot hold up the replies of everyone else for long.
-            self.io
-                .batch
-                .extend(self.io.ring.completion().take(ROUND_MAX).map(|c| (c.user_data(), c.result(), c.flags())));
-            let mut served = self.io.batch.len();
+            let io = self.io.get();
+            io.batch.extend(io.ring.completion().take(ROUND_MAX).map(|c| (c.user_data(), c.result(), c.flags())));
+            let mut served = self.io.get().batch.len();
             self.run_batch(&mut firsts);
             // `appendfsync always`: requests that came in while the round ran join it before
             // its fsync (`Core::top_up`).
             let mut looks = 0;
             let mut got = served;
             while served < ROUND_MAX && self.core.top_up(&mut looks, got) {
-                self.io.bufs.publish();
+                self.io.get().bufs.publish();
                 // Runs the receive work that arrived, without waiting for any.
                 let ts = types::Timespec::new();
-                let _ = self.io.ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&ts));
-                self.io.batch.clear();
-                self.io.batch.extend(
-                    self.io.ring.completion().take(ROUND_MAX - served).map(|c| (c.user_data(), c.result(), c.flags())),
+                let _ = self.io.get().ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&ts));
+                self.io.get().batch.clear();
+                let io = self.io.get();
+                io.batch.extend(
+                    io.ring.completion().take(ROUND_MAX - served).map(|c| (c.user_data(), c.result(), c.flags())),
                 );
-                got = self.io.batch.len();
+                got = self.io.get().batch.len();
                 served += got;
                 self.run_batch(&mut firsts);
             }
             // A busy script's poll took the inbox's wake-up.
-            if std::mem::take(&mut self.io.busy.woken) {
+            if std::mem::take(&mut self.io.get().busy.woken) {
                 self.drain_inbox();
             }
-            self.io.bufs.publish();
+            self.io.get().bufs.publish();
             // beforeSleep: queue the sends of everything this round produced; the next
             // io_uring_enter submits them all.
-            let pending = self.core.take_flush(&mut self.io.conns);
+            let pending = self.core.take_flush(&mut self.io.get().conns);
             for &t in &pending {
-                self.io.flush(t);
+                self.io.get().flush(t);
             }
-            self.core.end_round(pending, &mut self.io.conns);
+            self.core.end_round(pending, &mut self.io.get().conns);
             self.resume_waiting();
             let srv = &self.core.srv;
             self.pacing.tick(|| {
@@ -445,10 +447,10 @@ impl Worker {
     fn run_batch(&mut self, firsts: &mut [FirstReq; ROUND_AHEAD]) {
         let mut scanned = 0u32;
         let mut i = 0;
-        while i < self.io.batch.len() {
-            let (ud, res, flags) = self.io.batch[i];
+        while i < self.io.get().batch.len() {
+            let (ud, res, flags) = self.io.get().batch[i];
             // A busy script's poll takes the completions after this one (`serve_while_busy`).
-            self.io.batch_pos = i;
+            self.io.get().batch_pos = i;
             let j = i % ROUND_AHEAD;
             if j == 0 {
                 scanned = self.prefetch_round(i, firsts);
@@ -459,7 +461,7 @@ impl Worker {
             }
             if ud == WAKE {
                 self.drain_inbox();
-                self.io.post_wake_read();
+                self.io.get().post_wake_read();
                 continue;
             }
             let t = (ud >> 2) as usize;
@@ -468,11 +470,11 @@ impl Worker {
                     let first = (scanned & 1 << j != 0).then(|| &firsts[j]);
                     self.on_recv(t, res, flags, first)
                 }
-                OP_SEND => self.io.on_send(t, res),
+                OP_SEND => self.io.get().on_send(t, res),
                 _ => {}
             }
         }
-        self.io.batch_pos = usize::MAX;
+        self.io.get().batch_pos = usize::MAX;
     }
 
     /// Unpipelined clients: the first request of each connection in `cqes` is looked at before
@@ -482,16 +484,17 @@ impl Worker {
     /// (returning which hold one), which spares its session scanning it and hashing its key
     /// again.
     fn prefetch_round(&self, from: usize, firsts: &mut [FirstReq; ROUND_AHEAD]) -> u32 {
-        let cqes = &self.io.batch[from..self.io.batch.len().min(from + ROUND_AHEAD)];
+        let io = self.io.get_ref();
+        let cqes = &io.batch[from..io.batch.len().min(from + ROUND_AHEAD)];
         let mut scanned = 0u32;
         // Unpipelined, each request touches its connection's state (a few hundred bytes:
         // session, parser, reply buffers, flags) for the first time since the kernel's network
         // work evicted it; its misses are started together too.
         for &(ud, res, _) in cqes {
             if ud & 3 == OP_RECV && ud != WAKE && res > 0 {
-                if let Some(c) = self.io.conns.get((ud >> 2) as usize) {
+                if let Some(c) = io.conns.get((ud >> 2) as usize) {
                     crate::engine::dict::prefetch_range(
-                        c as *const Connection as *const u8,
+                        &**c as *const Connection as *const u8,
                         std::mem::size_of::<Connection>(),
                     );
                 }
@@ -502,14 +505,14 @@ impl Worker {
             if ud & 3 != OP_RECV || ud == WAKE || res <= 0 {
                 continue;
             }
-            let (Some(c), Some(bid)) = (self.io.conns.get((ud >> 2) as usize), cqueue::buffer_select(flags)) else {
+            let (Some(c), Some(bid)) = (io.conns.get((ud >> 2) as usize), cqueue::buffer_select(flags)) else {
                 continue;
             };
             // TLS input is ciphertext until the session's codec opens it.
             if c.dead || c.link.tls.is_some() {
                 continue;
             }
-            let data = self.io.bufs.buf(bid, res as usize);
+            let data = io.bufs.buf(bid, res as usize);
             let first = &mut firsts[i];
             if let Some(spot) = c.link.session.first_key(&self.core.srv, data, first) {
                 scanned |= 1 << i;
@@ -527,33 +530,33 @@ impl Worker {
 
     fn drain_inbox(&mut self) {
         for c in self.core.drain_inbox() {
-            self.io.add_connection(c);
+            self.io.get().add_connection(c);
         }
-        self.io.conns.reserve(super::worker::SPARE_SLOTS);
+        self.io.get().conns.reserve(super::worker::SPARE_SLOTS);
         self.resume_waiting();
     }
 
     /// Resumes the clients whose wait ended (`Core::to_resume`), each as its own input is run.
     fn resume_waiting(&mut self) {
         for (t, id) in std::mem::take(&mut self.core.to_resume) {
-            let me = self as *mut Worker;
-            // SAFETY: as in `on_recv`: the poll touches neither the `Core` nor `t`.
-            let busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
-            if let Some(c) = self.io.conns.get_mut(t) {
-                self.core.resume_one(&mut c.link, t, id);
-            }
+            let Some(c) = self.io.get().conns.get_mut(t).map(|c| &mut **c as *mut Connection) else { continue };
+            // SAFETY: as in `on_recv`.
+            let busy =
+                unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: self.io.ptr().cast(), current: t }) };
+            // SAFETY: `t`'s boxed entry, which the poll leaves alone; no `&mut Io` is held
+            // while the command path uses it.
+            self.core.resume_one(unsafe { &mut (*c).link }, t, id);
             drop(busy);
             self.after_busy(t);
         }
     }
 
     fn on_recv(&mut self, t: usize, res: i32, flags: u32, first: Option<&FirstReq>) {
-        let me = self as *mut Worker;
-        // SAFETY: `busy_poll` touches only `io`, and in it every connection but `t`: none of
-        // what the command path borrows while `t`'s requests run (the `Core`, `t`'s link, the
-        // receive buffer being read). It never adds a connection, so the slab does not move.
-        // The pointer is derived here, from the borrow the whole call runs under.
-        let busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: me.cast(), current: t }) };
+        // SAFETY: `busy_poll` makes its `&mut Io` from the `IoHome`'s pointer and touches every
+        // connection but `t` (whose boxed entry it never covers) and every receive buffer but
+        // the one being read; while `t`'s requests run nothing else holds a reference into
+        // the `Io` (`Io::recv` lets its own go first), so the poll's is the only one alive.
+        let busy = unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: self.io.ptr().cast(), current: t }) };
         self.recv(t, res, flags, first, None);
         drop(busy);
         self.after_busy(t);
@@ -561,11 +564,11 @@ impl Worker {
 
     /// Completions of `t` that arrived while a script it ran was busy, in their order.
     fn after_busy(&mut self, t: usize) {
-        while !self.io.busy.deferred.is_empty() {
-            for (ud, res, flags, bytes) in std::mem::take(&mut self.io.busy.deferred) {
+        while !self.io.get().busy.deferred.is_empty() {
+            for (ud, res, flags, bytes) in std::mem::take(&mut self.io.get().busy.deferred) {
                 match ud & 3 {
                     OP_RECV => self.recv(t, res, flags, None, Some(&bytes)),
-                    OP_SEND => self.io.on_send(t, res),
+                    OP_SEND => self.io.get().on_send(t, res),
                     _ => {}
                 }
             }
@@ -575,12 +578,15 @@ impl Worker {
     /// A receive completion: runs its bytes (or `copied`, bytes set aside by the busy poll).
     fn recv(&mut self, t: usize, res: i32, flags: u32, first: Option<&FirstReq>, copied: Option<&[u8]>) {
         let (core, pacing) = (&mut self.core, &mut self.pacing);
-        let ran = self.io.recv(t, res, flags, copied, |c, data| {
-            pacing.arrival(&mut c.seen);
-            core.ingest(&mut c.link, t, data, first)
-        });
+        // SAFETY: the `IoHome`'s pointer, with no reference into the `Io` held meanwhile.
+        let ran = unsafe {
+            Io::recv(self.io.ptr(), t, res, flags, copied, |c, data| {
+                pacing.arrival(&mut c.seen);
+                core.ingest(&mut c.link, t, data, first)
+            })
+        };
         if ran {
-            let c = &mut self.io.conns[t];
+            let c = &mut self.io.get().conns[t];
             let pending = c.link.has_output();
             self.core.queue(&mut c.link, t, pending);
         }
@@ -594,10 +600,12 @@ impl Worker {
 /// aside. New connections wait in the inbox.
 ///
 /// # Safety
-/// `ctx` is the `Worker` whose `on_recv` registered this poll and is still running.
+/// `ctx` is the `IoHome` pointer of the worker whose `on_recv` registered this poll and is
+/// still running.
 unsafe fn busy_poll(ctx: *mut (), current: usize) {
-    // SAFETY: the caller's; only `io` is borrowed (see `on_recv`).
-    let io = unsafe { &mut *std::ptr::addr_of_mut!((*ctx.cast::<Worker>()).io) };
+    // SAFETY: the caller's: `ctx` is the worker's `IoHome` pointer, and nothing else holds a
+    // reference into the `Io` while the command path runs (see `on_recv`).
+    let io = unsafe { &mut *ctx.cast::<Io>() };
     io.serve_while_busy(current);
 }
 
@@ -608,7 +616,7 @@ impl Io {
         let t = entry.key();
         let link = super::worker::new_link(&self.srv, self.id, &self.inbox, t, &mut a);
         super::worker::publish(&self.srv, &link);
-        entry.insert(Connection {
+        entry.insert(Box::new(Connection {
             fd: a.fd,
             link,
             sending: Vec::new(),
@@ -618,7 +626,7 @@ impl Io {
             send_inflight: false,
             recv_armed: false,
             dead: false,
-        });
+        }));
         self.post_recv(t);
     }
 
@@ -632,8 +640,14 @@ impl Io {
     /// A receive completion for `t`: hands its bytes (`copied`, or the kernel's buffer, then
     /// given back) to `run` (false: close the connection), posts the receive again when the
     /// kernel ended it, closes at the end of the stream. True if `t` ran requests and is open.
-    fn recv(
-        &mut self,
+    ///
+    /// # Safety
+    /// `io` is a worker's `IoHome` pointer, and the caller holds no reference into the `Io`:
+    /// `run` (the command path) may run a busy script whose poll makes its own `&mut Io`, so
+    /// this function lets its borrow go before `run` and takes a new one after; `run` gets
+    /// only `t`'s boxed entry and the receive buffer, which the poll leaves alone.
+    unsafe fn recv(
+        io: *mut Io,
         t: usize,
         res: i32,
         flags: u32,
@@ -642,49 +656,60 @@ impl Io {
     ) -> bool {
         let more = cqueue::more(flags);
         let bid = if copied.is_some() { None } else { cqueue::buffer_select(flags) };
-        let Some(c) = self.conns.get_mut(t) else {
-            if let Some(b) = bid {
-                self.bufs.put(b);
+        let (c, data) = {
+            // SAFETY: the caller's; this borrow ends before `run`.
+            let me = unsafe { &mut *io };
+            let Some(c) = me.conns.get_mut(t) else {
+                if let Some(b) = bid {
+                    me.bufs.put(b);
+                }
+                return false;
+            };
+            if !more {
+                c.recv_armed = false;
             }
-            return false;
-        };
-        if !more {
-            c.recv_armed = false;
-        }
-        if res > 0 {
+            if res <= 0 {
+                if res == -libc::ENOBUFS && !c.dead {
+                    me.post_recv(t);
+                } else {
+                    // End of stream, an error, or our own cancel.
+                    me.close(t);
+                }
+                return false;
+            }
             c.received = true;
             // Bytes for a connection already closing (or killed) are dropped; the buffer is
             // recycled either way.
-            let keep = if c.dead || c.link.session.client.handle.killed.load(Ordering::Acquire) {
-                false
-            } else {
-                let data = match copied {
-                    Some(d) => d,
-                    None => self.bufs.buf(bid.unwrap_or(0), res as usize),
-                };
-                run(c, data)
+            let dropped = c.dead || c.link.session.client.handle.killed.load(Ordering::Acquire);
+            let c: *mut Connection = &mut **c;
+            let data = match (dropped, copied) {
+                (true, _) => None,
+                (false, Some(d)) => Some(d),
+                (false, None) => {
+                    let b = me.bufs.buf(bid.unwrap_or(0), res as usize);
+                    // SAFETY: the ring's mapping, which outlives this call; the buffer goes
+                    // back to the kernel only below, after `run`.
+                    Some(unsafe { std::slice::from_raw_parts(b.as_ptr(), b.len()) })
+                }
             };
-            if let Some(b) = bid {
-                self.bufs.put(b);
-            }
-            if !keep {
-                self.close(t);
-                return false;
-            }
-            if !more {
-                // The kernel ended the multishot (e.g. its buffers ran out): post it again.
-                self.post_recv(t);
-            }
-            true
-        } else {
-            if res == -libc::ENOBUFS && !c.dead {
-                self.post_recv(t);
-            } else {
-                // End of stream, an error, or our own cancel.
-                self.close(t);
-            }
-            false
+            (c, data)
+        };
+        // SAFETY: `t`'s boxed entry, which the poll never touches or removes.
+        let keep = data.is_some_and(|d| run(unsafe { &mut *c }, d));
+        // SAFETY: the caller's; `run` has returned, and the poll's borrow with it.
+        let me = unsafe { &mut *io };
+        if let Some(b) = bid {
+            me.bufs.put(b);
         }
+        if !keep {
+            me.close(t);
+            return false;
+        }
+        if !more {
+            // The kernel ended the multishot (e.g. its buffers ran out): post it again.
+            me.post_recv(t);
+        }
+        true
     }
 
     fn serve_while_busy(&mut self, current: usize) {
@@ -732,9 +757,14 @@ impl Io {
             match ud & 3 {
                 OP_RECV => {
                     let (srv, id) = (self.srv.clone(), self.id);
-                    if self.recv(t, res, flags, None, |c, data| {
-                        super::worker::ingest_while_busy(&srv, id, &mut c.link, data)
-                    }) {
+                    // SAFETY: a pointer from this borrow, unused until `recv` returns; what
+                    // `ingest_while_busy` runs never polls again.
+                    let me: *mut Io = self;
+                    if unsafe {
+                        Io::recv(me, t, res, flags, None, |c, data| {
+                            super::worker::ingest_while_busy(&srv, id, &mut c.link, data)
+                        })
+                    } {
                         self.flush(t);
                     }
                 }
@@ -866,7 +896,7 @@ impl Io {
         if c.recv_armed || c.send_inflight {
             return;
         }
-        let mut c = self.conns.remove(t);
+        let mut c = *self.conns.remove(t);
         let fd = c.fd;
         super::worker::release(&self.srv, &mut c.link, move || drop(fd));
     }

@@ -17,8 +17,8 @@ use super::{Server, ShutdownMode};
 use crate::exec::blocking::WaitState;
 use crate::exec::client::{Client, ClientHandle};
 use crate::exec::stats::bump;
+use crate::lockorder::{rank, Mutex};
 use crate::protocol::Reply;
-use parking_lot::Mutex;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -119,9 +119,9 @@ impl Wake {
 
 /// The mailbox of a worker: what other threads hand it, plus the way to wake its loop.
 pub struct Inbox {
-    conns: Mutex<VecDeque<Conn>>,
+    conns: Mutex<VecDeque<Conn>, { rank::INBOX }>,
     /// (token, client id) of blocked clients whose wait ended.
-    resumed: Mutex<Vec<(usize, u64)>>,
+    resumed: Mutex<Vec<(usize, u64)>, { rank::INBOX }>,
     wake: Wake,
 }
 
@@ -255,6 +255,60 @@ impl Link {
 /// Gives the core access to the link inside a backend's connection type.
 pub trait HasLink {
     fn link(&mut self) -> &mut Link;
+}
+
+/// Connections are boxed in the backends' slabs: the running connection's entry is then an
+/// allocation of its own, which a busy script's poll never covers when it walks the slab.
+impl<T: HasLink> HasLink for Box<T> {
+    fn link(&mut self) -> &mut Link {
+        (**self).link()
+    }
+}
+
+/// The part of a worker that a busy script's poll uses (a backend's `Io`), in an allocation
+/// of its own that the worker reaches only through this pointer.
+///
+/// Why: while a connection's command runs, the interpreter's hook may call the poll, which
+/// needs `&mut Io` to serve the other connections. If `Io` were a field of the worker, the
+/// event loop's `&mut self` — live on the stack under the command — would cover it, and the
+/// poll's `&mut` would alias it. Here the worker holds a pointer, not the `Io`: the event loop
+/// takes a `&mut Io` for each step (`get`) and holds none while the command path runs (it
+/// holds the `Core`, its input buffer and the running connection's boxed entry), so the
+/// poll's `&mut Io`, made from the same pointer (`ptr`), is the only one alive while it runs.
+pub struct IoHome<T>(std::ptr::NonNull<T>);
+
+impl<T> IoHome<T> {
+    pub fn new(io: T) -> IoHome<T> {
+        IoHome(std::ptr::NonNull::from(Box::leak(Box::new(io))))
+    }
+
+    /// The `Io`, for one step of the event loop (never held across the command path).
+    #[inline]
+    pub fn get(&mut self) -> &mut T {
+        // SAFETY: the allocation lives as long as `self`; the only other `&mut T` is the busy
+        // poll's, alive only inside the command path, during which the event loop holds none
+        // (the contract above).
+        unsafe { self.0.as_mut() }
+    }
+
+    /// Shared access, for a step that only reads.
+    #[inline]
+    pub fn get_ref(&self) -> &T {
+        // SAFETY: as `get`.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The pointer the busy poll is given.
+    pub fn ptr(&self) -> *mut T {
+        self.0.as_ptr()
+    }
+}
+
+impl<T> Drop for IoHome<T> {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`, freed once here.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
 }
 
 /// A new connection as a backend sees it: the socket, made non-blocking, and who is on the

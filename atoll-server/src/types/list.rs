@@ -50,10 +50,11 @@ impl End {
         }
     }
 
+    /// As Redis writes it into a served BLMOVE's LMOVE (its shared `left` / `right`).
     fn word(self) -> &'static [u8] {
         match self {
-            End::Head => b"LEFT",
-            End::Tail => b"RIGHT",
+            End::Head => b"left",
+            End::Tail => b"right",
         }
     }
 }
@@ -751,7 +752,7 @@ fn blmove_generic(ctx: &mut Ctx, from: End, to: End, deadline: Option<i64>) -> C
     let fill = fill(ctx);
     let (src, dst) = (ctx.arg(1), ctx.arg(2));
     if lmove_now(&mut ctx.ks, src, dst, from, to, ctx.reply, fill)? {
-        ctx.rewrite_effect(lmove_effect(ctx.args, src, dst, from, to));
+        ctx.rewrite_effect(lmove_effect(ctx.args, src, dst, from, to, false));
         return Ok(());
     }
     if ctx.client.in_exec {
@@ -769,12 +770,15 @@ fn blmove_generic(ctx: &mut Ctx, from: End, to: End, deadline: Option<i64>) -> C
     Ok(())
 }
 
-/// BLMOVE propagates as LMOVE, BRPOPLPUSH as RPOPLPUSH.
-fn lmove_effect<A: AsRef<[u8]>>(argv: &[A], src: &[u8], dst: &[u8], from: End, to: End) -> Vec<Vec<u8>> {
+/// BLMOVE propagates as LMOVE, BRPOPLPUSH as RPOPLPUSH: with the client's own direction
+/// words when it moved at once, with Redis's lower-case ones when it was served blocked.
+fn lmove_effect<A: AsRef<[u8]>>(argv: &[A], src: &[u8], dst: &[u8], from: End, to: End, served: bool) -> Vec<Vec<u8>> {
     if argv[0].as_ref().eq_ignore_ascii_case(b"BRPOPLPUSH") {
         vec![b"RPOPLPUSH".to_vec(), src.to_vec(), dst.to_vec()]
-    } else {
+    } else if served {
         vec![b"LMOVE".to_vec(), src.to_vec(), dst.to_vec(), from.word().to_vec(), to.word().to_vec()]
+    } else {
+        vec![b"LMOVE".to_vec(), src.to_vec(), dst.to_vec(), argv[3].as_ref().to_vec(), argv[4].as_ref().to_vec()]
     }
 }
 
@@ -801,7 +805,7 @@ fn serve_blmove(ks: &mut KsView, argv: &[Vec<u8>], key: &[u8], reply: &mut Reply
     // waiter's WRONGTYPE error, which ends its wait.
     match lmove_now(ks, key, dst, from, to, reply, cached_fill()) {
         Ok(true) => {
-            ks.effect(lmove_effect(argv, key, dst, from, to));
+            ks.effect(lmove_effect(argv, key, dst, from, to, true));
             Served::Done
         }
         Ok(false) => Served::NotReady,

@@ -179,7 +179,7 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
     }
     // A set has no order of its own: when it is stored (or replicated through a script) it
     // is sorted alphabetically, so the result is the same everywhere.
-    if o.dont_sort && kind == Kind::Set && o.store.is_some() {
+    if o.dont_sort && kind == Kind::Set && (o.store.is_some() || ctx.client.in_script) {
         o.dont_sort = false;
         o.alpha = true;
         o.by = None;

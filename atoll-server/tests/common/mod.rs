@@ -96,8 +96,8 @@ pub fn scratch_dir(port: u16) -> std::path::PathBuf {
     d
 }
 
-/// The oracle: `$REDIS_SERVER` if set, else Redis 7.2.6 itself, built once (cached) by
-/// `../shared/tools/redis72 path` beside the repository. A missing oracle is a test failure,
+/// The oracle: `$REDIS_SERVER` if set, else Redis 7.2.6 itself, fetched, checked and built
+/// once (cached) by `scripts/oracle.sh`. A missing oracle is a test failure,
 /// never a skip: the differential tests are meaningless without it.
 pub fn redis_bin() -> String {
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -105,9 +105,8 @@ pub fn redis_bin() -> String {
         if let Ok(b) = std::env::var("REDIS_SERVER") {
             return b;
         }
-        let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/redis72");
+        let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/oracle.sh");
         let out = Command::new(&tool)
-            .arg("path")
             .output()
             .unwrap_or_else(|e| panic!("cannot run {} ({e}): the Redis 7.2.6 oracle is needed", tool.display()));
         assert!(out.status.success(), "{} path failed: {}", tool.display(), String::from_utf8_lossy(&out.stderr));

@@ -21,7 +21,8 @@ for t in ${TARGETS:-resp_parser restore_payload command_sequences}; do
   mkdir -p "$corpus/$t"
   echo "==> $t: $RUNS runs"
   start=$(date +%s)
-  cargo +nightly fuzz run --fuzz-dir fuzz ${SANITIZER:+--sanitizer "$SANITIZER"} "$t" "$corpus/$t" -- \
+  # Debug assertions on (-a): overflow checks, and the lock-order check of atoll::lockorder.
+  cargo +nightly fuzz run -a --fuzz-dir fuzz ${SANITIZER:+--sanitizer "$SANITIZER"} "$t" "$corpus/$t" -- \
     -runs="$RUNS" -max_len=4096 -timeout=10 -print_final_stats=1 2>&1 | tee "/tmp/atoll-fuzz-$t.log" | grep -E "^stat::|ERROR|panicked" || true
   grep -q "^stat::number_of_executed_units" "/tmp/atoll-fuzz-$t.log" \
     || { echo "$t did not finish: see /tmp/atoll-fuzz-$t.log"; exit 1; }

@@ -796,3 +796,34 @@ fn replies_wait_for_other_workers_writes_to_be_durable() {
         assert_eq!(got, b"$-1\r\n");
     }
 }
+
+/// CONFIG SET appendonly inside MULTI/EXEC, as Redis 7.2: the switch is made in the
+/// transaction (nothing waited for with its keys held) and the first base is written after
+/// it; the transaction's own writes are in the AOF a restart loads. Turned off the same way.
+#[test]
+fn appendonly_switched_inside_a_transaction_writes_its_base_after_it() {
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let mut ac = RawConn::connect(a.port);
+    let dir = dir_of(&mut ac);
+    workload(&mut ac);
+    assert_eq!(ac.cmd(&[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(ac.cmd(&[b"SET", b"foo", b"bar"]), b"+QUEUED\r\n");
+    assert_eq!(ac.cmd(&[b"CONFIG", b"SET", b"appendonly", b"yes"]), b"+QUEUED\r\n");
+    assert_eq!(ac.cmd(&[b"SET", b"foo2", b"bar2"]), b"+QUEUED\r\n");
+    assert_eq!(show(&ac.cmd(&[b"EXEC"])), show(b"*3\r\n+OK\r\n+OK\r\n+OK\r\n"));
+    assert_eq!(wait_rewrite(&mut ac), "ok");
+    let info = String::from_utf8_lossy(&ac.cmd(&[b"INFO", b"persistence"])).to_string();
+    assert!(info.contains("aof_enabled:1"), "{info}");
+    let want = digest(&mut ac);
+    let mut a = a;
+    a.child.kill().unwrap();
+    let _ = a.child.wait();
+    let b = start_atoll(&["--enable-debug-command", "yes", "--appendonly", "yes", "--dir", &dir]);
+    let mut bc = RawConn::connect(b.port);
+    assert_eq!(show(&digest(&mut bc)), show(&want));
+    assert_eq!(bc.cmd(&[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(bc.cmd(&[b"CONFIG", b"SET", b"appendonly", b"no"]), b"+QUEUED\r\n");
+    assert_eq!(show(&bc.cmd(&[b"EXEC"])), show(b"*1\r\n+OK\r\n"));
+    let info = String::from_utf8_lossy(&bc.cmd(&[b"INFO", b"persistence"])).to_string();
+    assert!(info.contains("aof_enabled:0"), "{info}");
+}

@@ -370,3 +370,36 @@ fn wait_and_waitaof_arguments_answer_as_redis_does() {
         assert_eq!(show(&a.cmd(&argv)), show(&r.cmd(&argv)), "{args:?}");
     }
 }
+
+/// WAITAOF counts an Atoll replica whose AOF was switched on after its link came up (and on
+/// again after off), beside a Redis 7.2.6 replica doing the same: the replica's FACK follows
+/// the AOF open now, not the one open when the link began (it stayed without FACK, and a
+/// WAITAOF 0 1 0 waited for ever — found by Redis's unit/wait).
+#[test]
+fn waitaof_counts_a_replica_whose_aof_was_switched_on_while_linked() {
+    for replica_is_atoll in [true, false] {
+        let atoll = start_master("no");
+        let mut m = con(atoll.port);
+        let port = atoll.port.to_string();
+        let replica = if replica_is_atoll {
+            start_atoll(&["--replicaof", "127.0.0.1", &port])
+        } else {
+            start_redis(&["--replicaof", "127.0.0.1", &port])
+        };
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        for turn in ["yes", "no", "yes"] {
+            q(&mut r, &["CONFIG", "SET", "appendonly", turn]);
+        }
+        wait_until("the replica's first AOF base", 30, || {
+            info_field(&mut r, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+                && info_field(&mut r, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+        });
+        q(&mut r, &["CONFIG", "SET", "appendfsync", "always"]);
+        q(&mut m, &["INCR", "foo"]);
+        let t = Instant::now();
+        let got = q(&mut m, &["WAITAOF", "0", "1", "5000"]);
+        assert_eq!(got, Value::Array(vec![Value::Int(0), Value::Int(1)]), "replica_is_atoll={replica_is_atoll}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+}

@@ -245,11 +245,6 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     let pairs: Vec<(&[u8], &[u8])> = args.chunks(2).map(|p| (p[0], p[1])).collect();
     let names = |n: &str| pairs.iter().any(|(k, _)| k.eq_ignore_ascii_case(n.as_bytes()));
     let aof_switch = names("appendonly");
-    if aof_switch && ctx.client.in_exec {
-        // Switching AOF waits for a running rewrite, whose walk may need the shards this
-        // client holds inside EXEC.
-        return Err(CmdError::msg("ERR CONFIG SET appendonly is not allowed inside MULTI/EXEC in Atoll"));
-    }
     let was_on = ctx.srv.config.get_bool("appendonly");
     // Any tls-* parameter rebuilds the TLS configuration, even when set to the value it has:
     // that is how certificates are reloaded (Redis's VOLATILE_CONFIG files).
@@ -305,12 +300,14 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     }
     let on = ctx.srv.config.get_bool("appendonly");
     if aof_switch && on != was_on {
-        if let Err(e) = crate::exec::aof::set_enabled(ctx.srv, on) {
-            crate::log_warning!("Unable to turn on AOF: {e}");
-            let _ = ctx.srv.config.set_many(&[(b"appendonly", b"no")], true);
-            return Err(CmdError::msg(
-                "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.",
-            ));
+        if let Err(e) = crate::exec::aof::set_enabled(ctx.srv, on, ctx.client.in_exec) {
+            let what = if on { "turn on" } else { "turn off" };
+            crate::log_warning!("Unable to {what} AOF: {e}");
+            let back: &[u8] = if was_on { b"yes" } else { b"no" };
+            let _ = ctx.srv.config.set_many(&[(b"appendonly", back)], true);
+            return Err(CmdError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to {what} AOF. Check server logs."
+            )));
         }
     }
     ctx.reply.ok();

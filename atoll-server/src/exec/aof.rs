@@ -231,15 +231,31 @@ pub(super) fn lock_all(srv: &Server) -> Locks<'_> {
 }
 
 /// CONFIG SET appendonly yes|no at runtime.
-pub fn set_enabled(srv: &Server, on: bool) -> Result<(), String> {
+///
+/// Inside EXEC (`in_exec`) the transaction holds shards a running rewrite's walk may need, so
+/// the switch is made only if no file replacer runs (`Err(BUSY_INSIDE_EXEC)` otherwise) —
+/// the common case, in which nothing is waited for: the first base is written by the
+/// persistence thread afterwards, as Redis schedules it.
+pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), String> {
     let running = srv.persistence.aof.log().is_some();
-    // A running rewrite is abandoned (Redis kills its child), and waited for.
-    if srv.persistence.aof.rewrite_in_progress.load(Ordering::Acquire) {
-        crate::log_notice!("Killing running AOF rewrite child: {}", std::process::id());
-    }
-    srv.persistence.aof.progress.cancel.store(true, Ordering::Relaxed);
-    let _files = srv.persistence.aof.files_lock.lock();
-    srv.persistence.aof.progress.cancel.store(false, Ordering::Relaxed);
+    let _files = if in_exec {
+        let Some(g) = srv.persistence.aof.files_lock.try_lock() else { return Err(BUSY_INSIDE_EXEC.into()) };
+        if on && !running {
+            crate::log_notice!(
+                "AOF was enabled during a transaction. An AOF background was scheduled to start when possible."
+            );
+        }
+        g
+    } else {
+        // A running rewrite is abandoned (Redis kills its child), and waited for.
+        if srv.persistence.aof.rewrite_in_progress.load(Ordering::Acquire) {
+            crate::log_notice!("Killing running AOF rewrite child: {}", std::process::id());
+        }
+        srv.persistence.aof.progress.cancel.store(true, Ordering::Relaxed);
+        let g = srv.persistence.aof.files_lock.lock();
+        srv.persistence.aof.progress.cancel.store(false, Ordering::Relaxed);
+        g
+    };
     if on && !running {
         enable(srv).map_err(|e| e.to_string())?;
     } else if !on && running {
@@ -262,6 +278,9 @@ pub fn set_enabled(srv: &Server, on: bool) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `set_enabled` inside EXEC while a rewrite or another switch holds the AOF's files.
+pub const BUSY_INSIDE_EXEC: &str = "an AOF rewrite is running: switching AOF inside MULTI/EXEC would wait for it";
 
 /// AOF was turned on and its first base is not written yet: a shutdown now would leave no
 /// AOF holding the data (Redis refuses it without FORCE: "Writing initial AOF, can't exit").

@@ -255,6 +255,9 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
     let sock = io(TcpStream::connect_timeout(&addr, timeout))?;
     let _ = sock.set_nodelay(true);
     io(sock.set_read_timeout(Some(timeout)))?;
+    // A master that stops reading for `repl-timeout` ends the link (the ACK thread's write
+    // must not block the link's end for ever: the link waits for that thread).
+    io(sock.set_write_timeout(Some(timeout)))?;
     *up.sock.lock() = Some(io(sock.try_clone())?);
     if !current(srv, gen) {
         return Ok(());
@@ -426,21 +429,23 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
 /// Applies the master's stream until the link ends.
 fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> Result<(), String> {
     let up = &srv.repl.upstream;
-    let w: Arc<Mutex<TcpStream, { rank::LEAF }>> = Arc::new(Mutex::new(w));
+    let w: Mutex<TcpStream, { rank::LEAF }> = Mutex::new(w);
     // What the AOF holds at the start is durable (a full sync rewrote it).
     let start = up.offset.load(Ordering::Acquire);
-    let acks =
-        Arc::new(Acks { offset: AtomicI64::new(start), fsynced: AtomicI64::new(start), aof: Default::default() });
+    let acks = Acks { offset: AtomicI64::new(start), fsynced: AtomicI64::new(start), aof: Default::default() };
     // An ACK every second, from a thread of its own (the reader may wait a long time).
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let (w, stop, acks) = (w.clone(), stop.clone(), acks.clone());
-        let log = srv.persistence.aof.log();
-        let spawned = std::thread::Builder::new().name("repl-ack".into()).spawn(move || {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new().name("repl-ack".into()).spawn_scoped(scope, || {
             while !stop.load(Ordering::Acquire) {
+                // The AOF open now, not when the link began: it may have been switched on
+                // since (CONFIG SET appendonly yes), and FACK must follow it, or a master's
+                // WAITAOF waits forever.
+                let log = srv.persistence.aof.log();
                 if send_ack(&w, &acks, log.as_deref()).is_err() {
                     return;
                 }
+                drop(log);
                 for _ in 0..10 {
                     if stop.load(Ordering::Acquire) {
                         return;
@@ -452,12 +457,26 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         if let Err(e) = spawned {
             return Err(format!("can't start the ACK thread: {e}"));
         }
-    }
+        let result = apply_stream(srv, &mut r, &w, &acks, gen);
+        stop.store(true, Ordering::Release);
+        result
+    })
+}
+
+/// `stream`'s loop: reads the master's commands and runs them, answering GETACK.
+fn apply_stream(
+    srv: &Server,
+    r: &mut BufReader<TcpStream>,
+    w: &Mutex<TcpStream, { rank::LEAF }>,
+    acks: &Acks,
+    gen: u64,
+) -> Result<(), String> {
+    let up = &srv.repl.upstream;
     let mut client = master_client(srv, r.get_ref());
     client.db = up.db.load(Ordering::Relaxed);
     let base = up.offset.load(Ordering::Acquire);
     let max_bulk = srv.config.get("proto-max-bulk-len").parse::<u64>().unwrap_or(512 << 20);
-    let mut cmds = CommandReader::new(&mut r, max_bulk);
+    let mut cmds = CommandReader::new(r, max_bulk);
     let result = loop {
         if !current(srv, gen) {
             break Ok(());
@@ -478,7 +497,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         if is(0, "replconf") && is(1, "getack") {
             // The offset before this command, as Redis answers.
             let log = srv.persistence.aof.log();
-            if let Err(e) = send_ack(&w, &acks, log.as_deref()) {
+            if let Err(e) = send_ack(w, acks, log.as_deref()) {
                 break Err(e);
             }
         } else {
@@ -494,7 +513,6 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
         up.offset.store(read_to, Ordering::Release);
         acks.applied(read_to, srv.persistence.aof.log().as_deref());
     };
-    stop.store(true, Ordering::Release);
     // Unlisted, and marked closed before the socket is (no kill may reach a reused number).
     srv.clients.remove(client.id());
     *client.handle.closed.lock() = true;

@@ -514,16 +514,19 @@ fn serve_read(ks: &mut KsView, reply: &mut Reply, r: &ReadArgs) -> usize {
                 let can_serve = history.is_some() || (s.length > 0 && s.last_valid_id() > glast);
                 let g = s.groups.get_mut(gname).unwrap();
                 if g.create_consumer(cname, now) {
-                    // A new consumer is propagated on its own, even if nothing is read.
+                    // A new consumer is propagated on its own only with NOACK, as Redis 7.2
+                    // does (otherwise the XCLAIMs of its deliveries create it on a replica).
                     ks.dirty += 1;
                     ks.note(notify::STREAM, "xgroup-createconsumer", key);
-                    ks.effect(vec![
-                        b"XGROUP".to_vec(),
-                        b"CREATECONSUMER".to_vec(),
-                        key.to_vec(),
-                        gname.to_vec(),
-                        cname.to_vec(),
-                    ]);
+                    if r.noack {
+                        ks.effect(vec![
+                            b"XGROUP".to_vec(),
+                            b"CREATECONSUMER".to_vec(),
+                            key.to_vec(),
+                            gname.to_vec(),
+                            cname.to_vec(),
+                        ]);
+                    }
                 }
                 let Ok(Some(s)) = read_stream(ks, key) else { continue };
                 let g = s.groups.get_mut(gname).unwrap();

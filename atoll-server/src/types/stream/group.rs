@@ -15,8 +15,9 @@ fn nogroup(key: &[u8], group: &[u8]) -> CmdError {
 }
 
 /// XREADGROUP with `>`: delivers entries after the group's last-delivered ID, adds them to
-/// the PELs (unless NOACK) and propagates each delivery as XCLAIM and the new group position
-/// as XGROUP SETID (Redis's `streamReplyWithRange` with a group).
+/// the PELs (unless NOACK) and propagates each delivery as XCLAIM (which carries the group's
+/// position: LASTID) or, with NOACK, the new position as XGROUP SETID (Redis's
+/// `streamReplyWithRange` with a group).
 pub(crate) fn deliver_new(
     ks: &mut KsView,
     reply: &mut Reply,
@@ -59,7 +60,8 @@ pub(crate) fn deliver_new(
         let pos = Group::new(last, g.entries_read);
         propagate_xclaim(ks, key, gname, &pos, id, &nack);
     }
-    if !ids.is_empty() {
+    // With NOACK no XCLAIM carries the group's new position: Redis 7.2 sends it alone then.
+    if noack && !ids.is_empty() {
         propagate_group_id(ks, key, gname, &g);
     }
 }

@@ -314,7 +314,8 @@ def main():
     a = ap.parse_args()
     oracle = os.environ.get("REDIS_SERVER") or subprocess.run(
         [os.path.join(ROOT, "scripts", "oracle.sh")], capture_output=True, text=True).stdout.strip()
-    binary = ATOLL if os.path.exists(ATOLL) else os.path.join(ROOT, "target", "debug", "atoll-server")
+    binary = os.environ.get("ATOLL_BIN") or (
+        ATOLL if os.path.exists(ATOLL) else os.path.join(ROOT, "target", "debug", "atoll-server"))
     proc, port, log = start(binary, "--busy-reply-threshold", "100")
     rproc, rport, _ = start(oracle)
     try:

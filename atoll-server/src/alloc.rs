@@ -8,11 +8,18 @@
 //! each thread adds the size class of what it allocates and frees (jemalloc's `nallocx`, the
 //! usable size Redis counts) to a thread-local figure and moves it to the global counter once
 //! it exceeds 64 KB either way. Reading is one atomic load; the count is exact to 64 KB per thread.
+//!
+//! Builds for the sanitizers (`--features system-alloc`, `bench/sanitizers.sh`) count over the
+//! system allocator instead, which AddressSanitizer and ThreadSanitizer intercept: under
+//! jemalloc they would not see the Rust heap at all (and ThreadSanitizer's start-up crashes).
 
+#[cfg(feature = "system-alloc")]
+use std::alloc::System as Inner;
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, Ordering};
-use tikv_jemallocator::Jemalloc;
+#[cfg(not(feature = "system-alloc"))]
+use tikv_jemallocator::Jemalloc as Inner;
 
 /// Bytes allocated, less what the threads have not moved here yet.
 static USED: AtomicIsize = AtomicIsize::new(0);
@@ -25,6 +32,13 @@ thread_local! {
 /// jemalloc with byte counting (see the module's notes).
 pub struct Counting;
 
+#[cfg(feature = "system-alloc")]
+#[inline]
+fn class_size(size: usize, _align: usize) -> isize {
+    size.max(1) as isize
+}
+
+#[cfg(not(feature = "system-alloc"))]
 #[inline]
 fn class_size(size: usize, align: usize) -> isize {
     // MALLOCX_LG_ALIGN only when the alignment exceeds what the size class gives anyway, as
@@ -51,11 +65,11 @@ fn account(delta: isize) {
     }
 }
 
-// SAFETY: every call is forwarded to jemalloc unchanged; only counting is added.
+// SAFETY: every call is forwarded to the allocator unchanged; only counting is added.
 unsafe impl GlobalAlloc for Counting {
     #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = Jemalloc.alloc(l);
+        let p = Inner.alloc(l);
         if !p.is_null() {
             account(class_size(l.size(), l.align()));
         }
@@ -64,7 +78,7 @@ unsafe impl GlobalAlloc for Counting {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = Jemalloc.alloc_zeroed(l);
+        let p = Inner.alloc_zeroed(l);
         if !p.is_null() {
             account(class_size(l.size(), l.align()));
         }
@@ -74,12 +88,12 @@ unsafe impl GlobalAlloc for Counting {
     #[inline]
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         account(-class_size(l.size(), l.align()));
-        Jemalloc.dealloc(p, l)
+        Inner.dealloc(p, l)
     }
 
     #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
-        let q = Jemalloc.realloc(p, l, new_size);
+        let q = Inner.realloc(p, l, new_size);
         if !q.is_null() {
             account(class_size(new_size, l.align()) - class_size(l.size(), l.align()));
         }

@@ -410,12 +410,20 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
         return Err("REPLICAOF changed during the transfer".into());
     }
     io(std::fs::rename(&tmp, &path))?;
+    // The new name survives a power cut too (the file itself was fsync'd above).
+    if let Ok(d) = std::fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
     crate::log_notice!("MASTER <-> REPLICA sync: Flushing old data");
     crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
     srv.persistence.set_gate(GATE_LOADING, true);
     let loaded = (|| {
         let mut locks = super::aof::lock_all(srv);
-        super::persistence::reload(srv, &mut locks, false, true, false)?;
+        let r = super::persistence::reload(srv, &mut locks, false, true, false);
+        // Loaded: clients are no longer told -LOADING (Redis's loading ends with rdbLoad).
+        // What needs the data waits for the AOF's rewrite below, as behind a busy thread.
+        srv.persistence.set_gate(GATE_LOADING, false);
+        r?;
         // The AOF must hold the new dataset, which came without effects.
         if srv.persistence.aof.log().is_some() {
             super::aof::rewrite_locked(srv, &mut locks).map_err(|e| e.to_string())?;

@@ -193,6 +193,9 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, flags: u32, read_only: bool, n
         client.acl_epoch = ctx.client.acl_epoch;
         client.acl_origin = Some(ctx.client.handle.clone());
         client.oom_at_start = ctx.client.oom_at_start;
+        // A script replayed from the AOF or the master's stream writes where the caller may
+        // (a read-only replica loading its AOF, as Redis's obey-client rule).
+        client.replaying = ctx.client.replaying;
         client.allow_oom = flags & sflags::ALLOW_OOM != 0;
         let state =
             RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: REPL_ALL });

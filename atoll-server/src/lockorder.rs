@@ -8,8 +8,12 @@
 //! holder of the script gate may wait for a shard while holding others (`Locks::add`),
 //! because every other thread waits for a shard only while holding none.
 //!
-//! Release builds compile all of this to nothing; the tests run debug builds, where a broken
-//! order panics at the wait that breaks it, naming both ranks, instead of hanging sometimes.
+//! Every lock of the server is either one of those two or a [`Mutex`] / [`RwLock`] of this
+//! module, whose type names its rank, so none can be added outside the order. Release builds
+//! compile the counting away (what stays is the watchdog's mark on a contended lock's slow
+//! path); the tests run debug builds, where a broken order panics at the wait that breaks it,
+//! naming both ranks, instead of hanging sometimes. `ATOLL_LOCKORDER_SURVEY=FILE` reports
+//! instead of panicking, to find every nesting a test suite reaches in one run.
 
 /// Ranks from outermost (taken first) to innermost; the table in docs/ARCHITECTURE.md says
 /// what each guards and why it sits where it does.

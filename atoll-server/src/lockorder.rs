@@ -149,6 +149,27 @@ pub type MutexGuard<'a, T, const R: u8> = lock_api::MutexGuard<'a, RawRanked<R>,
 pub type RwLock<T, const R: u8> = lock_api::RwLock<RawRankedRw<R>, T>;
 pub type RwLockReadGuard<'a, T, const R: u8> = lock_api::RwLockReadGuard<'a, RawRankedRw<R>, T>;
 
+/// A lock of rank `R` taken by waiting: checked against the order, tried first, the wait
+/// marked for the watchdog only when it is contended, then counted as held.
+#[inline]
+fn take<const R: u8>(try_take: impl FnOnce() -> bool, wait: impl FnOnce()) {
+    before_wait(ALL[R as usize]);
+    if !try_take() {
+        let _w = waiting(ALL[R as usize]);
+        wait();
+    }
+    acquired(ALL[R as usize], 1);
+}
+
+/// A lock of rank `R` tried (never a wait): counted as held if it was taken.
+#[inline]
+fn tried<const R: u8>(taken: bool) -> bool {
+    if taken {
+        acquired(ALL[R as usize], 1);
+    }
+    taken
+}
+
 /// The raw mutex under [`Mutex`].
 pub struct RawRanked<const R: u8>(parking_lot::RawMutex);
 
@@ -161,21 +182,12 @@ unsafe impl<const R: u8> lock_api::RawMutex for RawRanked<R> {
 
     #[inline]
     fn lock(&self) {
-        before_wait(ALL[R as usize]);
-        if !self.0.try_lock() {
-            let _w = waiting(ALL[R as usize]);
-            self.0.lock();
-        }
-        acquired(ALL[R as usize], 1);
+        take::<R>(|| self.0.try_lock(), || self.0.lock());
     }
 
     #[inline]
     fn try_lock(&self) -> bool {
-        let ok = self.0.try_lock();
-        if ok {
-            acquired(ALL[R as usize], 1);
-        }
-        ok
+        tried::<R>(self.0.try_lock())
     }
 
     #[inline]
@@ -202,21 +214,12 @@ unsafe impl<const R: u8> lock_api::RawRwLock for RawRankedRw<R> {
 
     #[inline]
     fn lock_shared(&self) {
-        before_wait(ALL[R as usize]);
-        if !self.0.try_lock_shared() {
-            let _w = waiting(ALL[R as usize]);
-            self.0.lock_shared();
-        }
-        acquired(ALL[R as usize], 1);
+        take::<R>(|| self.0.try_lock_shared(), || self.0.lock_shared());
     }
 
     #[inline]
     fn try_lock_shared(&self) -> bool {
-        let ok = self.0.try_lock_shared();
-        if ok {
-            acquired(ALL[R as usize], 1);
-        }
-        ok
+        tried::<R>(self.0.try_lock_shared())
     }
 
     #[inline]
@@ -228,21 +231,12 @@ unsafe impl<const R: u8> lock_api::RawRwLock for RawRankedRw<R> {
 
     #[inline]
     fn lock_exclusive(&self) {
-        before_wait(ALL[R as usize]);
-        if !self.0.try_lock_exclusive() {
-            let _w = waiting(ALL[R as usize]);
-            self.0.lock_exclusive();
-        }
-        acquired(ALL[R as usize], 1);
+        take::<R>(|| self.0.try_lock_exclusive(), || self.0.lock_exclusive());
     }
 
     #[inline]
     fn try_lock_exclusive(&self) -> bool {
-        let ok = self.0.try_lock_exclusive();
-        if ok {
-            acquired(ALL[R as usize], 1);
-        }
-        ok
+        tried::<R>(self.0.try_lock_exclusive())
     }
 
     #[inline]

@@ -820,8 +820,7 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     if mode != ShutdownMode::NoSave
         && ctx.srv.persistence.gates.load(Ordering::Relaxed) & crate::exec::gates::GATE_SCRIPT_BUSY != 0
     {
-        let eval = ctx.srv.scripts.run.is_eval.load(Ordering::Relaxed);
-        return Err(CmdError::msg(if eval { crate::exec::call::BUSY } else { crate::exec::call::BUSY_FUNCTION }));
+        return Err(CmdError::msg(crate::exec::call::busy_error(ctx.srv)));
     }
     if crate::exec::aof::writing_initial(ctx.srv) {
         if !force {

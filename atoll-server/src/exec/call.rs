@@ -227,64 +227,9 @@ fn gated(
     }
     // Loading, or the last save failed: one relaxed load when neither.
     let gates = srv.persistence.gates.load(Ordering::Relaxed);
-    if gates != 0 {
-        let eff = gate_flags(srv, client, cmd, argv);
-        use super::gates::{
-            GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
-        };
-        use super::persistence::writes_refused;
-        if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !client.replaying {
-            return reject(
-                srv,
-                ws,
-                client,
-                out,
-                Some(cmd),
-                CmdError::msg("LOADING Redis is loading the dataset in memory"),
-            );
-        }
-        // The master's stream on a replica waits for a busy script instead (its shards).
-        if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) && !client.replaying {
-            let e = if srv.scripts.run.is_eval.load(Ordering::Relaxed) { BUSY } else { BUSY_FUNCTION };
-            return reject(srv, ws, client, out, Some(cmd), CmdError::msg(e));
-        }
-        if gates & GATE_STALE != 0 && eff & flags::STALE == 0 && !client.replaying {
-            return reject(
-                srv,
-                ws,
-                client,
-                out,
-                Some(cmd),
-                CmdError::msg("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
-            );
-        }
-        if gates & GATE_NO_REPLICAS != 0 && eff & flags::WRITE != 0 && !client.replaying {
-            return reject(
-                srv,
-                ws,
-                client,
-                out,
-                Some(cmd),
-                CmdError::msg("NOREPLICAS Not enough good replicas to write."),
-            );
-        }
-        if gates & GATE_READONLY != 0 && eff & flags::WRITE != 0 && !client.replaying {
-            return reject(
-                srv,
-                ws,
-                client,
-                out,
-                Some(cmd),
-                CmdError::msg("READONLY You can't write against a read only replica."),
-            );
-        }
-        // stop-writes-on-bgsave-error.
-        if gates & GATE_SAVE_FAILED != 0
-            && (eff & flags::WRITE != 0 || cmd.name == "ping")
-            && !client.replaying
-            && writes_refused(srv)
-        {
-            return reject(srv, ws, client, out, Some(cmd), CmdError::msg(MISCONF));
+    if gates != 0 && !client.replaying {
+        if let Some(e) = gate_refusal(srv, client, cmd, argv, gates) {
+            return reject(srv, ws, client, out, Some(cmd), e);
         }
     }
     // A MONITOR client is a replica to Redis, which keeps it away from the keyspace.
@@ -394,6 +339,46 @@ fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]])
         return Err(CmdError::msg(OOM));
     }
     Ok(())
+}
+
+/// What the gate word refuses `cmd` with, if anything (not for the master's stream or an
+/// AOF replay, which must run). The script flags are looked at only past the gates that do
+/// not need them.
+#[cold]
+fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], gates: u8) -> Option<CmdError> {
+    use super::gates::{GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE};
+    if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) {
+        return Some(CmdError::msg("LOADING Redis is loading the dataset in memory"));
+    }
+    // The master's stream on a replica waits for a busy script instead (its shards).
+    if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) {
+        return Some(CmdError::msg(busy_error(srv)));
+    }
+    let eff = gate_flags(srv, client, cmd, argv);
+    let writes = eff & flags::WRITE != 0;
+    if gates & GATE_STALE != 0 && eff & flags::STALE == 0 {
+        return Some(CmdError::msg("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+    }
+    if gates & GATE_NO_REPLICAS != 0 && writes {
+        return Some(CmdError::msg("NOREPLICAS Not enough good replicas to write."));
+    }
+    if gates & GATE_READONLY != 0 && writes {
+        return Some(CmdError::msg("READONLY You can't write against a read only replica."));
+    }
+    // stop-writes-on-bgsave-error.
+    if gates & GATE_SAVE_FAILED != 0 && (writes || cmd.name == "ping") && super::persistence::writes_refused(srv) {
+        return Some(CmdError::msg(MISCONF));
+    }
+    None
+}
+
+/// The `-BUSY` text while a script runs: its kind names the command that stops it.
+pub fn busy_error(srv: &Server) -> &'static str {
+    if srv.scripts.run.is_eval.load(Ordering::Relaxed) {
+        BUSY
+    } else {
+        BUSY_FUNCTION
+    }
 }
 
 /// The flags the gates check a command by (Redis's getCommandFlags, and processCommand's view

@@ -6,6 +6,7 @@
 
 mod common;
 use common::*;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -403,4 +404,237 @@ fn time_inside_exec_and_scripts_is_the_commands_instant() {
     let t1 = cmd(&mut c, &[b"TIME"]);
     cmd(&mut c, &[b"DEBUG", b"SLEEP", b"0.01"]);
     assert_ne!(cmd(&mut c, &[b"TIME"]), t1);
+}
+
+/// One step of a debugging conversation: what the client sends, and whether the server then
+/// ends the session (everything up to the close is read) or answers one reply.
+enum Say {
+    Cmd(&'static [&'static str]),
+    Raw(Vec<u8>),
+    Last(&'static [&'static str]),
+    LastRaw(Vec<u8>),
+}
+
+/// Runs `steps` on a fresh connection to `port`; the replies, with Lua's addresses (which
+/// differ from run to run) masked.
+fn converse(port: u16, steps: &[Say]) -> Vec<String> {
+    let mut c = RawConn::connect(port);
+    let mut out = Vec::new();
+    for s in steps {
+        let (bytes, last) = match s {
+            Say::Cmd(a) | Say::Last(a) => {
+                (encode(&a.iter().map(|x| x.as_bytes().to_vec()).collect::<Vec<_>>()), matches!(s, Say::Last(_)))
+            }
+            Say::Raw(b) | Say::LastRaw(b) => (b.clone(), matches!(s, Say::LastRaw(_))),
+        };
+        if c.stream.write_all(&bytes).is_err() {
+            panic!("port {port}: the connection closed before step {}: {:?}", out.len(), out.last());
+        }
+        let got = if last { c.read_to_close() } else { c.read_reply() };
+        let mut text = show(&got);
+        while let Some(at) = text.find("@0x") {
+            let end = text[at + 3..].find(|ch: char| !ch.is_ascii_hexdigit()).map_or(text.len(), |e| at + 3 + e);
+            text.replace_range(at..end, "@ADDR");
+        }
+        out.push(text);
+    }
+    out
+}
+
+const DEBUGGED: &str = "local a = 1\nlocal t = {1,2,'x'}\nredis.call('set','k',a)\nredis.debug('hi', t, 3.5)\nlocal m = {x=1}\nredis.breakpoint()\nlocal r = redis.call('get','k')\nreturn r\n";
+const DEBUGGED_RESP3: &str = "local big = string.rep('x', 300)\nlocal f = function() return 1 end\nlocal n = {a={b={c=1}}, [5]=true}\nredis.setresp(3)\nredis.call('hset','h','f','v')\nlocal x = redis.pcall('incr','h')\nreturn redis.call('hgetall','h')\n";
+const DEBUGGED_NESTED: &str =
+    "local function inner(q)\n  local z = q .. '\\n\\t\\1\"'\n  return z\nend\nlocal out = inner('a')\nreturn out\n";
+
+/// The debugger's conversations, the same for Redis 7.2.6 and Atoll.
+fn debugger_conversations() -> Vec<Vec<Say>> {
+    use Say::*;
+    let sync = Cmd(&["SCRIPT", "DEBUG", "SYNC"]);
+    vec![
+        // Stepping, listing, breakpoints, printing, evaluating, Redis commands, the help.
+        vec![
+            Cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            Cmd(&["EVAL", DEBUGGED, "0"]),
+            Cmd(&["h"]),
+            Cmd(&["s"]),
+            Cmd(&["p"]),
+            Cmd(&["p", "t"]),
+            Cmd(&["p", "KEYS"]),
+            Cmd(&["p", "nope"]),
+            Cmd(&["l"]),
+            Cmd(&["l", "3", "1"]),
+            Cmd(&["w"]),
+            Cmd(&["b"]),
+            Cmd(&["b", "7"]),
+            Cmd(&["b", "99"]),
+            Cmd(&["b", "-7"]),
+            Cmd(&["b", "-7"]),
+            Cmd(&["b", "x"]),
+            Cmd(&["b", "7", "-3"]),
+            Cmd(&["b"]),
+            Cmd(&["t"]),
+            Cmd(&["m"]),
+            Cmd(&["m", "10"]),
+            Cmd(&["m", "0"]),
+            Cmd(&["e", "1+1"]),
+            Cmd(&["e", "x ="]),
+            Cmd(&["e", "error('boom')"]),
+            Cmd(&["e", "redis.call('get','k')"]),
+            Cmd(&["r", "get", "k"]),
+            Cmd(&["r", "nosuchcmd"]),
+            Cmd(&["r", "incr", "nosuch2", "x"]),
+            Cmd(&["r"]),
+            Cmd(&["s"]),
+            Cmd(&["s"]),
+            Cmd(&["c"]),
+            Cmd(&["zzz"]),
+            Last(&["c"]),
+        ],
+        // Values of every kind, trimming, RESP3 replies, errors a command returns.
+        vec![
+            Cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            Cmd(&["EVAL", DEBUGGED_RESP3, "1", "kk", "argv1"]),
+            Cmd(&["n"]),
+            Cmd(&["step"]),
+            Cmd(&["next"]),
+            Cmd(&["print"]),
+            Cmd(&["p", "ARGV"]),
+            Cmd(&["redis", "hgetall", "h"]),
+            Cmd(&["r", "zadd", "z", "1.5", "m"]),
+            Cmd(&["r", "zscore", "z", "m"]),
+            Cmd(&["r", "smembers", "nosuch"]),
+            Cmd(&["r", "ping"]),
+            Cmd(&["r", "debug", "protocol", "bignum"]),
+            Cmd(&["r", "set", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5", "f"]),
+            Cmd(&["maxlen", "0"]),
+            Cmd(&["p", "big"]),
+            Cmd(&["s"]),
+            Cmd(&["s"]),
+            Cmd(&["s"]),
+            Last(&["s"]),
+        ],
+        // A call stack, escapes, an abort.
+        vec![
+            Cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            Cmd(&["EVAL", DEBUGGED_NESTED, "0"]),
+            Cmd(&["s"]),
+            Cmd(&["s"]),
+            Cmd(&["s"]),
+            Cmd(&["trace"]),
+            Cmd(&["p"]),
+            Cmd(&["p", "q"]),
+            Cmd(&["s"]),
+            Cmd(&["e", "{1,{2}}"]),
+            Cmd(&["e", "nil"]),
+            Cmd(&["m", "60"]),
+            Cmd(&["r", "set", "big", "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"]),
+            Cmd(&["r", "get", "big"]),
+            Cmd(&["e", "string.rep('z',100)"]),
+            Last(&["a"]),
+        ],
+        // A breakpoint inside a loop, then all removed.
+        vec![
+            Cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            Cmd(&["EVAL", "local t = {}\nfor i=1,3 do\n  t[i] = i\nend\nreturn t", "0"]),
+            Cmd(&["b", "3"]),
+            Cmd(&["c"]),
+            Cmd(&["c"]),
+            Cmd(&["b", "0"]),
+            Last(&["c"]),
+        ],
+        // Broken input ends the script; so does a failing command; a bad EVAL ends at once.
+        vec![Cmd(&["SCRIPT", "DEBUG", "SYNC"]), Cmd(&["EVAL", "return 1", "0"]), LastRaw(b"*1\r\n$0\r\n\r\n".to_vec())],
+        vec![Cmd(&["SCRIPT", "DEBUG", "SYNC"]), Cmd(&["EVAL", "return 1", "0"]), LastRaw(b"garbage\r\n".to_vec())],
+        vec![sync, Cmd(&["EVAL", "redis.call('nosuch')\nreturn 1", "0"]), Last(&["s"])],
+        vec![Cmd(&["SCRIPT", "DEBUG", "SYNC"]), Last(&["EVAL", "return 1", "x"])],
+        vec![
+            Cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            Cmd(&["EVALSHA", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "0"]),
+            Cmd(&["EVALSHA", "x", "0"]),
+            Cmd(&["EVAL_RO", "return redis.call('set','a','b')", "0"]),
+            Last(&["c"]),
+        ],
+        // Where SCRIPT DEBUG is refused, and turning it off again.
+        vec![
+            Cmd(&["MULTI"]),
+            Cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            Cmd(&["EXEC"]),
+            Cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            Cmd(&["SCRIPT", "DEBUG", "NO"]),
+            Cmd(&["EVAL", "return 5", "0"]),
+            Cmd(&["SCRIPT", "DEBUG", "maybe"]),
+            Cmd(&["SCRIPT", "DEBUG"]),
+        ],
+        // Redis's own suite: NUL bytes in a debugger command, and a Redis command with a
+        // hundred arguments (its Lua stack once overflowed).
+        vec![
+            Cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            Cmd(&["EVAL", "return 'hello'", "0"]),
+            Raw(b"*1\r\n$13\r\n'hello\0world'\r\n".to_vec()),
+            Raw(b"*1\r\n$8\r\n'hello\0'\r\n".to_vec()),
+            Raw(b"*1\r\n$8\r\n'\0hello'\r\n".to_vec()),
+            Raw(b"*1\r\n$9\r\n'\0hello\0'\r\n".to_vec()),
+            Raw([b"*101\r\n$5\r\nredis\r\n".to_vec(), b"$4\r\ntest\r\n".repeat(100)].concat()),
+            Last(&["c"]),
+        ],
+    ]
+}
+
+#[test]
+fn the_debugger_answers_as_redis_does() {
+    let r = start_redis(&[]);
+    let want: Vec<Vec<String>> = debugger_conversations().iter().map(|c| converse(r.port, c)).collect();
+    for backend in ["io_uring", "epoll"] {
+        let a = start_atoll(&["--io-backend", backend]);
+        for (i, conv) in debugger_conversations().iter().enumerate() {
+            let got = converse(a.port, conv);
+            assert_eq!(got.len(), want[i].len(), "{backend}: conversation {i}");
+            for (step, (w, g)) in want[i].iter().zip(&got).enumerate() {
+                assert_eq!(g, w, "{backend}: conversation {i}, step {step}");
+            }
+        }
+        // The server is whole after every session (each ended by closing its connection).
+        let mut c = RawConn::connect(a.port);
+        assert_eq!(c.cmd(&[b"GET", b"k"]), b"$1\r\n1\r\n");
+    }
+}
+
+#[test]
+fn a_debugging_session_holds_only_its_own_connection() {
+    for backend in ["io_uring", "epoll"] {
+        let a = start_atoll(&["--io-backend", backend]);
+        let mut c = RawConn::connect(a.port);
+        // Redis's forked sessions (changes thrown away) are refused, not run as SYNC.
+        let yes = c.cmd(&[b"SCRIPT", b"DEBUG", b"YES"]);
+        assert!(yes.starts_with(b"-ERR SCRIPT DEBUG YES"), "{}", show(&yes));
+        // Inside a transaction the connection cannot leave half-way through EXEC's reply.
+        assert_eq!(c.cmd(&[b"SCRIPT", b"DEBUG", b"SYNC"]), b"+OK\r\n");
+        c.cmd(&[b"MULTI"]);
+        c.cmd(&[b"EVAL", b"return 1", b"0"]);
+        assert_eq!(show(&c.cmd(&[b"EXEC"])), "*1\\r\\n-ERR Lua debugging is not available inside MULTI/EXEC\\r\\n");
+        // A debugger command sent with the EVAL is read, not lost (Redis leaves it in the
+        // query buffer it no longer reads, and the session waits for ever).
+        c.send_raw(b"*3\r\n$4\r\nEVAL\r\n$8\r\nreturn 7\r\n$1\r\n0\r\n*1\r\n$1\r\nc\r\n");
+        assert_eq!(
+            show(&c.read_to_close()),
+            "*2\\r\\n+* Stopped at 1, stop reason = step over\\r\\n+-> 1   return 7\\r\\n*1\\r\\n+<endsession>\\r\\n:7\\r\\n"
+        );
+        // A session stopped half-way holds its keys; everyone else is served meanwhile, and
+        // killing its client lets the script run to its end.
+        let mut d = RawConn::connect(a.port);
+        assert_eq!(d.cmd(&[b"SCRIPT", b"DEBUG", b"SYNC"]), b"+OK\r\n");
+        let id = String::from_utf8_lossy(&d.cmd(&[b"CLIENT", b"ID"])[1..]).trim().to_string();
+        d.cmd(&[b"EVAL", b"redis.call('set','held','1')\nredis.call('set','held','2')\nreturn 1", b"0"]);
+        let stopped = show(&d.cmd(&[b"s"]));
+        assert!(stopped.contains("Stopped at 2"), "{stopped}");
+        let mut o = RawConn::connect(a.port);
+        assert_eq!(o.cmd(&[b"PING"]), b"+PONG\r\n");
+        let list = show(&o.cmd(&[b"CLIENT", b"LIST"]));
+        assert!(list.contains(&format!("id={id} ")), "{list}");
+        assert_eq!(o.cmd(&[b"CLIENT", b"KILL", b"ID", id.as_bytes()]), b":1\r\n");
+        assert_eq!(o.cmd(&[b"GET", b"held"]), b"$1\r\n2\r\n");
+        let _ = d.read_to_close();
+        let list = show(&o.cmd(&[b"CLIENT", b"LIST"]));
+        assert!(!list.contains(&format!("id={id} ")), "{list}");
+    }
 }

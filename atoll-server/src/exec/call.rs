@@ -303,6 +303,24 @@ fn gated(
     srv.ks.run_later();
 }
 
+/// Runs a command whose gates it passed already on its worker: the EVAL of a Lua debugging
+/// session, moved with its connection to a thread of its own (`server::debugging`).
+pub fn run_passed(srv: &Server, ws: &WorkerStats, client: &mut Client, argv: &[&[u8]], out: &mut Reply) {
+    out.proto = client.proto;
+    let cmd = match resolve(srv, argv) {
+        Ok(c) => c.clone(),
+        Err((_, e)) => return error_reply(ws, out, &e),
+    };
+    let plan = match lock_plan(&cmd, argv, client.db, false, srv.ks.num_dbs()) {
+        Ok(p) => p,
+        Err(e) => return error_reply(ws, out, &e),
+    };
+    let mut locks = Locks::acquire(&srv.ks, plan);
+    call(srv, ws, client, out, &cmd, argv, &mut locks, None);
+    drop(locks);
+    srv.ks.run_later();
+}
+
 /// Finishes the snapshot's writing of the big values among the command's keys.
 #[cold]
 fn finish_deferred_keys(cmd: &Command, argv: &[&[u8]], db: usize, locks: &mut Locks) {
@@ -752,8 +770,9 @@ pub fn call(
     let st = &ws.cmds[cmd.id];
     let end = srv.clock.instant();
     let us = end.duration_since(start).as_micros() as u64;
-    // A command that blocked counts as a call when its wait ends, as in Redis.
-    if ctx.client.waiting.is_none() {
+    // A command that blocked counts as a call when its wait ends, as in Redis; an EVAL that
+    // starts a debugging session, when it runs on the session's thread (`run_passed`).
+    if ctx.client.waiting.is_none() && ctx.client.ldb_request.is_none() {
         stats::bump(&st.calls, 1);
         stats::bump(&st.usec, us);
     }
@@ -862,6 +881,27 @@ pub fn disconnect(srv: &Server, client: &mut Client) {
 /// its reply in `out`. `Err` is Redis's text for a refused call: a bare message (the caller
 /// gives it the `ERR` code) or `-CODE message`.
 pub fn script_call(
+    srv: &Server,
+    ws: &WorkerStats,
+    client: &mut Client,
+    out: &mut Reply,
+    argv: &[&[u8]],
+    locks: &mut Locks<'_>,
+    read_only: bool,
+) -> Result<(), String> {
+    let r = script_call_checked(srv, ws, client, out, argv, locks, read_only);
+    // A refusal is an error reply of its own in the error statistics, as Redis's
+    // scriptCall counts it (the script's error that may follow is not counted again).
+    if let Err(e) = &r {
+        match e.strip_prefix('-') {
+            Some(coded) => count_error(ws, coded),
+            None => count_error(ws, "ERR"),
+        }
+    }
+    r
+}
+
+fn script_call_checked(
     srv: &Server,
     ws: &WorkerStats,
     client: &mut Client,

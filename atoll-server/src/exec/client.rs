@@ -307,6 +307,22 @@ pub struct Client {
     /// Keys (and who modified them) a running transaction or script has modified, for the
     /// BCAST clients once it ends.
     pub bcast_batch: Batch,
+    /// SCRIPT DEBUG SYNC: this client's next EVAL runs under the Lua debugger.
+    pub lua_debug: bool,
+    /// EVAL asked for a debugging session: the worker hands the connection, with this
+    /// command, to a thread of its own (`server::debugging`) and stops reading it.
+    pub ldb_request: Option<Vec<Vec<u8>>>,
+    /// On that thread: the connection the debugger talks over while the EVAL runs.
+    pub ldb_wire: Option<Box<dyn DebugWire>>,
+}
+
+/// The connection of a Lua debugging session, in blocking form (`scripting::ldb` uses it from
+/// inside the script's line hook, as Redis's debugger uses its client's socket).
+pub trait DebugWire: Send {
+    /// Appends what the client sent next to `buf`, waiting for it; 0 when it has gone.
+    fn read(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize>;
+    /// Writes `bytes` whole (an error: the client does not read, or has gone).
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()>;
 }
 
 impl Client {
@@ -350,6 +366,9 @@ impl Client {
             tracking: None,
             caching: false,
             bcast_batch: Vec::new(),
+            lua_debug: false,
+            ldb_request: None,
+            ldb_wire: None,
         }
     }
 

@@ -16,6 +16,7 @@
 
 mod convert;
 mod functions;
+mod ldb;
 pub mod libs;
 mod rcall;
 mod vm;
@@ -98,8 +99,40 @@ pub fn release_stale_vm(srv: &Server, worker: usize) {
     }
 }
 
-/// EVAL and its variants: `evalsha` names the script by SHA, `ro` refuses writes.
+/// EVAL and its variants: `evalsha` names the script by SHA, `ro` refuses writes. After
+/// SCRIPT DEBUG SYNC an EVAL runs under the debugger (`ldb`): on the worker it asks for the
+/// connection to be handed to a session thread of its own, which runs it again, there.
 pub fn eval_generic(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
+    if !ctx.client.lua_debug {
+        return eval_run(ctx, evalsha, ro);
+    }
+    if evalsha {
+        if ctx.args[1].len() != 40 {
+            return Err(CmdError::msg("NOSCRIPT No matching script. Please use EVAL."));
+        }
+        return Err(CmdError::msg("ERR Please use EVAL instead of EVALSHA for debugging"));
+    }
+    let Some(wire) = ctx.client.ldb_wire.take() else {
+        // Redis would debug it in the middle of the transaction's reply; a connection cannot
+        // be handed over half-way through one here.
+        if ctx.client.in_exec {
+            return Err(CmdError::msg("ERR Lua debugging is not available inside MULTI/EXEC"));
+        }
+        ctx.client.ldb_request = Some(ctx.args.iter().map(|a| a.to_vec()).collect());
+        return Ok(());
+    };
+    crate::log_notice!("Redis synchronous debugging eval session started");
+    ldb::begin(wire, ctx.args[1], ctx.srv.config.hot.busy_reply_ms.load(Ordering::Relaxed));
+    let r = eval_run(ctx, evalsha, ro);
+    // `<endsession>` goes out before the reply (an error included), and the connection
+    // closes after it (`server::debugging`).
+    ctx.client.ldb_wire = ldb::end();
+    ctx.client.lua_debug = false;
+    crate::log_notice!("Redis synchronous debugging eval session ended");
+    r
+}
+
+fn eval_run(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     let srv = ctx.srv;
     // MONITOR shows the script before the commands it runs (EVAL is `skip_monitor` for that).
     if srv.pubsub.monitoring() {
@@ -125,6 +158,12 @@ pub fn eval_generic(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     let compat = script.flags & sflags::EVAL_COMPAT != 0;
     if !compat {
         prepare_flagged(ctx, script.flags, ro)?;
+    } else if srv.persistence.gates.load(Ordering::Relaxed) & crate::exec::gates::GATE_STALE != 0
+        && !ctx.client.replaying
+    {
+        // EVAL may run on a stale replica (flag `stale`), but a script without a shebang may
+        // not, as Redis's scriptPrepareForRun decides.
+        return Err(CmdError::msg("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
     }
     let read_only = ro || (!compat && script.flags & sflags::NO_WRITES != 0);
     let numkeys = numkeys as usize;
@@ -202,7 +241,10 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, flags: u32, read_only: bool, n
         let worker = ctx.client.worker;
         let result = vm::with_vm(generation, run, |vm| {
             let r = run_in_vm(vm, &target, keys, argv, &state);
-            srv.scripts.vm_bytes[worker % 64].store(vm.lua.used_memory() as u64, Ordering::Relaxed);
+            // (A debugging session's interpreter is its thread's, not the worker's.)
+            if !ldb::active() {
+                srv.scripts.vm_bytes[worker % 64].store(vm.lua.used_memory() as u64, Ordering::Relaxed);
+            }
             r
         });
         let st = state.into_inner();
@@ -217,10 +259,28 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, flags: u32, read_only: bool, n
             crate::exec::tracking::broadcast(srv, touched);
         }
         let script_resp3 = st.client.proto == Proto::Resp3;
+        let mark = ctx.reply.buf.len();
+        // An error the command that raised it already counted (Redis's
+        // `ignore_error_stats_update`) is not counted again as the script's reply.
+        let counted = match &result {
+            Ok(Ok(Value::Table(t))) | Ok(Err(Value::Table(t))) => {
+                t.raw_get::<bool>("ignore_error_stats_update").unwrap_or(false)
+            }
+            _ => false,
+        };
         match result {
             Ok(Ok(v)) => convert::lua_to_reply(&v, ctx.reply, script_resp3),
             Ok(Err(e)) => ctx.reply.error(&error_text(&e, name)),
             Err(e) => ctx.reply.error(&format!("ERR Error running script {name}, {e}")),
+        }
+        // A script whose reply is an error failed, as Redis counts it.
+        if ctx.reply.buf.get(mark) == Some(&b'-') {
+            ctx.ws.cmds[ctx.cmd.id].failed_calls.fetch_add(1, Ordering::Relaxed);
+            if !counted {
+                let line = &ctx.reply.buf[mark + 1..];
+                let end = line.windows(2).position(|w| w == b"\r\n").unwrap_or(line.len());
+                crate::exec::call::count_error(ctx.ws, &String::from_utf8_lossy(&line[..end]));
+            }
         }
         // Its effects as one group (a transaction wraps its own), and the clients blocked on
         // keys it made ready, served once it is complete (by `call`'s epilogue).
@@ -437,16 +497,26 @@ pub fn script_kill(ctx: &mut Ctx) -> CmdResult {
 
 // SCRIPT DEBUG YES|SYNC|NO
 pub fn script_debug(ctx: &mut Ctx) -> CmdResult {
+    // Replies still to write (an earlier command of the batch, EXEC's own): Redis's test.
+    if !ctx.reply.buf.is_empty() || ctx.client.in_exec {
+        return Err(CmdError::msg("ERR SCRIPT DEBUG must be called outside a pipeline"));
+    }
     let a = ctx.args[2];
     if a.eq_ignore_ascii_case(b"no") {
-        ctx.reply.ok();
-        return Ok(());
+        ctx.client.lua_debug = false;
+    } else if a.eq_ignore_ascii_case(b"sync") {
+        ctx.client.lua_debug = true;
+    } else if a.eq_ignore_ascii_case(b"yes") {
+        // Redis forks a copy of itself whose changes are thrown away; Atoll has no such
+        // copy to give. Refused rather than run as SYNC: that session's writes would stay.
+        return Err(CmdError::msg(
+            "ERR SCRIPT DEBUG YES (a forked session whose changes are rolled back) is not supported by Atoll; use SCRIPT DEBUG SYNC",
+        ));
+    } else {
+        return Err(CmdError::msg("ERR Use SCRIPT DEBUG YES/SYNC/NO"));
     }
-    if a.eq_ignore_ascii_case(b"yes") || a.eq_ignore_ascii_case(b"sync") {
-        // Refused loudly rather than accepted and ignored: there is no Lua debugger yet.
-        return Err(CmdError::msg("ERR SCRIPT DEBUG is not supported by Atoll yet"));
-    }
-    Err(CmdError::msg("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
+    ctx.reply.ok();
+    Ok(())
 }
 
 /// Redis's scriptPrepareForRun for a script whose flags let it write (a function, or EVAL with

@@ -94,8 +94,14 @@ unsafe fn call(l: *mut ffi::lua_State, raise: bool) -> bool {
 
 unsafe fn run(l: *mut ffi::lua_State, raise: bool, s: &mut Scratch) -> bool {
     let nargs = unsafe { ffi::lua_gettop(l) };
+    // Under the debugger, while stepping, the command, its reply and errors are logged.
+    let logged = super::ldb::stepping();
     if nargs == 0 {
-        unsafe { push_error(l, "Please specify at least one argument for this redis lib call", false) };
+        let msg = "Please specify at least one argument for this redis lib call";
+        if logged {
+            super::ldb::log_error(msg.as_bytes());
+        }
+        unsafe { push_error(l, msg, false) };
         return raise;
     }
     s.args.clear();
@@ -113,7 +119,11 @@ unsafe fn run(l: *mut ffi::lua_State, raise: bool, s: &mut Scratch) -> bool {
                 s.args.extend_from_slice(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
             }
             _ => {
-                unsafe { push_error(l, "Lua redis lib command arguments must be strings or integers", false) };
+                let msg = "Lua redis lib command arguments must be strings or integers";
+                if logged {
+                    super::ldb::log_error(msg.as_bytes());
+                }
+                unsafe { push_error(l, msg, false) };
                 return raise;
             }
         }
@@ -124,6 +134,9 @@ unsafe fn run(l: *mut ffi::lua_State, raise: bool, s: &mut Scratch) -> bool {
     unsafe { ffi::lua_settop(l, 0) };
     let argv: SmallVec<[&[u8]; 8]> = s.spans.iter().map(|&(a, b)| &s.args[a..b]).collect();
     s.out.clear();
+    if logged {
+        super::ldb::log_command(&argv);
+    }
     let ran = with_ctx(|ctx| {
         let mut st = ctx.borrow_mut();
         let st = &mut *st;
@@ -147,19 +160,27 @@ unsafe fn run(l: *mut ffi::lua_State, raise: bool, s: &mut Scratch) -> bool {
             raise
         }
         Some(Err(text)) => {
+            if logged {
+                super::ldb::log_error(text.as_bytes());
+            }
             unsafe { push_error(l, &text, true) };
             raise
         }
-        Some(Ok(resp3)) => match parse_reply(&s.out) {
-            Some((reply, _)) => {
-                unsafe { push_reply(l, &reply, resp3) };
-                raise && matches!(reply, RespValue::Error(_))
+        Some(Ok(resp3)) => {
+            if logged {
+                super::ldb::log_reply(&s.out);
             }
-            None => {
-                unsafe { push_error(l, "ERR internal error: unreadable reply", false) };
-                true
+            match parse_reply(&s.out) {
+                Some((reply, _)) => {
+                    unsafe { push_reply(l, &reply, resp3) };
+                    raise && matches!(reply, RespValue::Error(_))
+                }
+                None => {
+                    unsafe { push_error(l, "ERR internal error: unreadable reply", false) };
+                    true
+                }
             }
-        },
+        }
     }
 }
 
@@ -212,7 +233,14 @@ unsafe fn push_reply(l: *mut ffi::lua_State, v: &RespValue, resp3: bool) {
             RespValue::Int(i) => ffi::lua_pushnumber(l, *i as f64),
             RespValue::Bulk(b) => push_bytes(l, b),
             RespValue::Simple(s) => push_single(l, b"ok", || push_bytes(l, s)),
-            RespValue::Error(e) => push_single(l, b"err", || push_bytes(l, e)),
+            // Counted when the command replied it: Redis marks the table so that the
+            // script's error reply, if it becomes one, is not counted again.
+            RespValue::Error(e) => {
+                push_single(l, b"err", || push_bytes(l, e));
+                push_bytes(l, b"ignore_error_stats_update");
+                ffi::lua_pushboolean(l, 1);
+                ffi::lua_rawset(l, -3);
+            }
             RespValue::Null if resp3 => ffi::lua_pushnil(l),
             RespValue::Null => ffi::lua_pushboolean(l, 0),
             RespValue::Array(items) => {
@@ -306,7 +334,10 @@ mod tests {
         assert_eq!(describe(&arr, false), "{1=number:7,2=boolean:false,3={ok=string:OK}}");
         // RESP3's null is nil, which leaves a hole in the table.
         assert_eq!(describe(&arr, true), "{1=number:7,3={ok=string:OK}}");
-        assert_eq!(describe(&RespValue::Error(b"ERR x"), false), "{err=string:ERR x}");
+        assert_eq!(
+            describe(&RespValue::Error(b"ERR x"), false),
+            "{err=string:ERR x,ignore_error_stats_update=boolean:true}"
+        );
         assert_eq!(describe(&RespValue::Bulk(b"a\0b"), false), "string:a\0b");
         let map =
             RespValue::Map(vec![(RespValue::Bulk(b"f"), RespValue::Int(1)), (RespValue::Null, RespValue::Int(2))]);

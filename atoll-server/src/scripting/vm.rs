@@ -361,8 +361,14 @@ impl Vm {
             })?,
         )?;
         redis.set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
-        redis.set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
-        redis.set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+        redis.set("breakpoint", lua.create_function(|_, ()| Ok(super::ldb::breakpoint()))?)?;
+        redis.set(
+            "debug",
+            lua.create_function(|_, args: MultiValue| {
+                super::ldb::debug(&args.into_iter().collect::<Vec<_>>());
+                Ok(())
+            })?,
+        )?;
         redis.set("log", libs::raising(&lua, lua.create_function(redis_log)?)?)?;
         // SAFETY: plain C functions of the Lua API (see `rcall`).
         unsafe {
@@ -498,7 +504,14 @@ impl Vm {
     /// Runs a compiled script with the message handler in place: `Ok` is its return value,
     /// `Err` the error value the handler built (a table with `err`, `source`, `line`).
     pub fn run(&self, f: &Function, run: &Arc<RunState>) -> Result<Value, Value> {
-        if run.busy_threshold_ms() > 0 {
+        if super::ldb::active() {
+            // Under the debugger: its hook on every line (and every 100,000 instructions,
+            // for a loop that never stops), in place of the busy check — Redis's too.
+            super::ldb::attach(self.env.clone(), self.backing.clone());
+            self.lua.set_hook(HookTriggers::new().every_line().every_nth_instruction(100_000), |lua, d| {
+                super::ldb::hook(lua, &d)
+            });
+        } else if run.busy_threshold_ms() > 0 {
             let r = run.clone();
             self.lua.set_hook(HookTriggers::new().every_nth_instruction(100_000), move |lua, _| {
                 let mut killed = r.check_busy();

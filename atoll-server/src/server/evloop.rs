@@ -148,6 +148,7 @@ impl Worker {
             if std::mem::take(&mut self.io.get().busy.woken) {
                 self.drain_inbox();
             }
+            self.hand_overs();
             // beforeSleep: write everything this round produced.
             let pending = self.core.take_flush(&mut self.io.get().conns);
             for &t in &pending {
@@ -155,6 +156,23 @@ impl Worker {
             }
             self.core.end_round(pending, &mut self.io.get().conns);
             self.resume_waiting();
+            self.hand_overs();
+        }
+    }
+
+    /// Connections whose EVAL starts a Lua debugging session leave the loop for the
+    /// session's thread, with what they had not written yet.
+    fn hand_overs(&mut self) {
+        for (t, id) in std::mem::take(&mut self.core.hand_overs) {
+            let io = self.io.get();
+            let Some(c) = io.conns.get(t) else { continue };
+            if c.link.session.client.id() != id || c.link.session.client.ldb_request.is_none() {
+                continue;
+            }
+            let c = *io.conns.remove(t);
+            let _ = io.poll.registry().deregister(&mut SourceFd(&c.fd.as_raw_fd()));
+            let sealed = c.wire[c.wire_sent.min(c.wire.len())..].to_vec();
+            super::debugging::hand_over(io.srv.clone(), c.fd, c.link, sealed);
         }
     }
 

@@ -2,6 +2,7 @@
 //! per-connection session (`session`) that turns bytes into commands for `exec`, and the active
 //! expiry cycle the workers run.
 
+pub mod debugging;
 pub mod evloop;
 pub mod expire;
 pub mod http;

@@ -34,6 +34,12 @@ impl Session {
         !self.pending.is_empty()
     }
 
+    /// The bytes received and not yet run (for a debugging session, which reads on from
+    /// where the EVAL that started it ended).
+    pub fn take_pending(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.pending)
+    }
+
     /// Gives memory back while the connection is idle.
     pub fn shrink(&mut self) {
         if self.pending.is_empty() && self.pending.capacity() > 0 {
@@ -125,6 +131,7 @@ impl Session {
             && !self.client.close_after_reply
             && self.client.shutdown.is_none()
             && self.client.waiting.is_none()
+            && self.client.ldb_request.is_none()
         {
             // Look ahead from this request on: parse it and the ones behind it and start the
             // cache misses of their keys, so they overlap with each other and with execution.

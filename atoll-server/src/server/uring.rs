@@ -242,6 +242,9 @@ struct Connection {
     recv_armed: bool,
     /// Closing: waiting for the operations in flight to finish before freeing.
     dead: bool,
+    /// Leaving for a Lua debugging session: waiting for the operations in flight to finish
+    /// before handing the socket over (`Io::finish_hand_over`).
+    handover: bool,
 }
 
 impl HasLink for Connection {
@@ -424,6 +427,7 @@ impl Worker {
                 self.drain_inbox();
             }
             self.io.get().bufs.publish();
+            self.hand_overs();
             // beforeSleep: queue the sends of everything this round produced; the next
             // io_uring_enter submits them all.
             let pending = self.core.take_flush(&mut self.io.get().conns);
@@ -432,6 +436,7 @@ impl Worker {
             }
             self.core.end_round(pending, &mut self.io.get().conns);
             self.resume_waiting();
+            self.hand_overs();
             let srv = &self.core.srv;
             self.pacing.tick(|| {
                 if crate::exec::aof::fsync_always(srv) {
@@ -526,6 +531,13 @@ impl Worker {
             self.core.srv.ks.prefetch_spots(&spots);
         }
         scanned
+    }
+
+    /// Connections whose EVAL starts a Lua debugging session begin leaving the ring.
+    fn hand_overs(&mut self) {
+        for (t, id) in std::mem::take(&mut self.core.hand_overs) {
+            self.io.get().begin_hand_over(t, id);
+        }
     }
 
     fn drain_inbox(&mut self) {
@@ -626,6 +638,7 @@ impl Io {
             send_inflight: false,
             recv_armed: false,
             dead: false,
+            handover: false,
         }));
         self.post_recv(t);
     }
@@ -669,7 +682,10 @@ impl Io {
                 c.recv_armed = false;
             }
             if res <= 0 {
-                if res == -libc::ENOBUFS && !c.dead {
+                if c.handover && !c.dead && (res == -libc::ECANCELED || res == -libc::ENOBUFS) {
+                    // The receive ended for the hand-over (or ran out of buffers meanwhile).
+                    me.finish_hand_over(t);
+                } else if res == -libc::ENOBUFS && !c.dead {
                     me.post_recv(t);
                 } else {
                     // End of stream, an error, or our own cancel.
@@ -706,6 +722,10 @@ impl Io {
             return false;
         }
         if !more {
+            if me.conns.get(t).is_some_and(|c| c.handover) {
+                me.finish_hand_over(t);
+                return false;
+            }
             // The kernel ended the multishot (e.g. its buffers ran out): post it again.
             me.post_recv(t);
         }
@@ -828,6 +848,10 @@ impl Io {
         if c.dead {
             return;
         }
+        if c.handover {
+            // What is unsent goes with the socket (`finish_hand_over`).
+            return self.finish_hand_over(t);
+        }
         if c.send_inflight {
             // Replies pile up behind a send the kernel cannot finish (the client does not
             // read): they are pending output, which the output-buffer limits and client
@@ -879,6 +903,33 @@ impl Io {
             self.answered += 1;
         }
         self.push(e);
+    }
+
+    /// Starts handing `t` over to a Lua debugging session (its EVAL asked for one): the
+    /// receive is cancelled; the socket goes once nothing of it is in flight.
+    fn begin_hand_over(&mut self, t: usize, id: u64) {
+        let Some(c) = self.conns.get_mut(t) else { return };
+        if c.dead || c.handover || c.link.session.client.id() != id || c.link.session.client.ldb_request.is_none() {
+            return;
+        }
+        c.handover = true;
+        if c.recv_armed {
+            let e = opcode::AsyncCancel::new((t as u64) << 2 | OP_RECV).build().user_data((t as u64) << 2 | OP_CANCEL);
+            self.push(e);
+        }
+        self.finish_hand_over(t);
+    }
+
+    /// Hands `t`'s socket, session and unsent output to the debugging session's thread, once
+    /// no receive or send of it is in flight.
+    fn finish_hand_over(&mut self, t: usize) {
+        let Some(c) = self.conns.get(t) else { return };
+        if c.dead || !c.handover || c.recv_armed || c.send_inflight {
+            return;
+        }
+        let c = *self.conns.remove(t);
+        let sealed = c.sending[c.sent.min(c.sending.len())..].to_vec();
+        super::debugging::hand_over(self.srv.clone(), c.fd, c.link, sealed);
     }
 
     /// Starts closing `t`; frees it once nothing of it is in flight.

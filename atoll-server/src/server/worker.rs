@@ -357,6 +357,9 @@ pub struct Core {
     pub to_flush: Vec<usize>,
     /// (token, client id) of blocked clients whose wait ended, for the backend to resume.
     pub to_resume: Vec<(usize, u64)>,
+    /// (token, client id) of connections whose EVAL asked for a Lua debugging session: the
+    /// backend hands each to `debugging::hand_over` at its next turn.
+    pub hand_overs: Vec<(usize, u64)>,
     timers: Timers,
     /// Mailboxes being delivered (kept to reuse its allocation).
     mail: Vec<Arc<crate::exec::pubsub::Mailbox>>,
@@ -376,6 +379,7 @@ impl Core {
             inbox,
             to_flush: Vec::new(),
             to_resume: Vec::new(),
+            hand_overs: Vec::new(),
             timers: BinaryHeap::new(),
             mail: Vec::new(),
             next_cron,
@@ -609,6 +613,9 @@ impl Core {
     /// After commands ran for a connection: SHUTDOWN, and a new blocking deadline.
     fn after_commands(&mut self, l: &mut Link, t: usize) {
         let client = &mut l.session.client;
+        if client.ldb_request.is_some() {
+            self.hand_overs.push((t, client.id()));
+        }
         if let Some(mode) = client.shutdown {
             // Write what is pending first; with nothing pending the main thread exits now.
             if l.out.is_empty() {

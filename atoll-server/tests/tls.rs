@@ -480,3 +480,34 @@ fn bad_tls_setups_stop_start_up_as_redis() {
     argv.extend(["--port".into(), "0".into(), "--tls-protocols".into(), "TLSv1.1".into()]);
     assert_eq!(exit_code(&atoll, &argv), Some(1));
 }
+
+#[test]
+fn a_lua_debugging_session_runs_over_tls_as_in_redis() {
+    let pki = Pki::new(&pki_dir("ldb"), "ldb");
+    let pair = Pair::start(&pki, &[]);
+    let client = Client::new(&pki.path("ca.crt"), Some((&pki.path("client.crt"), &pki.path("client.key"))), BOTH);
+    // (Logs stay under one TLS record: Redis writes a longer one only in part.)
+    let talk = |port: u16| {
+        let mut t = client.connect(port).expect("TLS connection");
+        let mut out = vec![
+            t.cmd(&["SCRIPT", "DEBUG", "SYNC"]),
+            t.cmd(&["EVAL", "local a = 1\nlocal b = string.rep('x', 300)\nreturn a", "0"]),
+            t.cmd(&["s"]),
+            t.cmd(&["s"]),
+            t.cmd(&["maxlen", "0"]),
+            t.cmd(&["p"]),
+            t.cmd(&["w"]),
+        ];
+        // The end of the session: its last log, the reply, then the close.
+        out.push(t.cmd(&["c"]));
+        out.push(t.read_reply().unwrap());
+        // The end of the session: TLS's own close, then the connection's.
+        out.push(show(&t.read_reply().err().unwrap_or_default().into_bytes()).into_bytes());
+        out
+    };
+    let (r, a) = (talk(pair.redis_tls), talk(pair.atoll_tls));
+    assert_eq!(a.len(), r.len());
+    for (i, (a, r)) in a.iter().zip(&r).enumerate() {
+        assert_eq!(show(a), show(r), "step {i}");
+    }
+}

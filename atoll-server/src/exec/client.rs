@@ -323,6 +323,8 @@ pub trait DebugWire: Send {
     fn read(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize>;
     /// Writes `bytes` whole (an error: the client does not read, or has gone).
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<()>;
+    /// The session is over: what ends the protocol (TLS's close alert) goes out.
+    fn finish(&mut self);
 }
 
 impl Client {

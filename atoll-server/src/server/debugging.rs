@@ -40,7 +40,7 @@ fn session(srv: Arc<Server>, fd: OwnedFd, mut link: Link, sealed: Vec<u8>) {
     let pending = link.out.split_off(link.sent.min(link.out.len()));
     link.out.clear();
     link.sent = 0;
-    let mut ok = wire.write_sealed(&sealed).is_ok() && wire.write(&pending).is_ok();
+    let ok = wire.write_sealed(&sealed).is_ok() && wire.write(&pending).is_ok();
     let client = &mut link.session.client;
     if let Some(argv) = client.ldb_request.take() {
         let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
@@ -49,10 +49,11 @@ fn session(srv: Arc<Server>, fd: OwnedFd, mut link: Link, sealed: Vec<u8>) {
         let mut reply = Reply { buf: Vec::new(), proto: client.proto };
         crate::exec::call::run_passed(&srv, ws, client, &refs, &mut reply);
         if let Some(mut w) = client.ldb_wire.take() {
-            ok &= w.write(&reply.buf).is_ok();
+            if ok && w.write(&reply.buf).is_ok() {
+                w.finish();
+            }
         }
     }
-    let _ = ok;
     release(&srv, &mut link, move || drop(fd));
 }
 
@@ -154,6 +155,15 @@ impl DebugWire for SocketWire {
         let n = self.plain.len();
         buf.append(&mut self.plain);
         Ok(n)
+    }
+
+    fn finish(&mut self) {
+        // On TLS, the close alert goes before the socket closes, as Redis's.
+        if let Some(tls) = self.tls.as_deref_mut() {
+            let mut wire = Vec::new();
+            tls.close(&mut wire);
+            let _ = self.write_sealed(&wire);
+        }
     }
 
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {

@@ -68,6 +68,13 @@ impl TlsCodec {
         }
     }
 
+    /// Ends the TLS session: appends the `close_notify` alert to `wire` (written before the
+    /// socket closes, so the client knows nothing was cut off).
+    pub fn close(&mut self, wire: &mut Vec<u8>) {
+        self.conn.send_close_notify();
+        self.seal(&[], wire);
+    }
+
     /// Messages of the protocol itself (handshake, alerts) wait to be written.
     pub fn wants_write(&self) -> bool {
         self.conn.wants_write()

@@ -619,6 +619,20 @@ fn a_debugging_session_holds_only_its_own_connection() {
             show(&c.read_to_close()),
             "*2\\r\\n+* Stopped at 1, stop reason = step over\\r\\n+-> 1   return 7\\r\\n*1\\r\\n+<endsession>\\r\\n:7\\r\\n"
         );
+        // An EVAL held back by CLIENT PAUSE starts its session once the pause ends.
+        let mut p = RawConn::connect(a.port);
+        assert_eq!(p.cmd(&[b"CLIENT", b"PAUSE", b"100000", b"WRITE"]), b"+OK\r\n");
+        let mut q = RawConn::connect(a.port);
+        assert_eq!(q.cmd(&[b"SCRIPT", b"DEBUG", b"SYNC"]), b"+OK\r\n");
+        q.send(&v(&["EVAL", "return 3", "0"]));
+        assert_eq!(q.try_read_reply(Duration::from_millis(300)), None);
+        assert_eq!(p.cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+        assert_eq!(
+            show(&q.read_reply()),
+            "*2\\r\\n+* Stopped at 1, stop reason = step over\\r\\n+-> 1   return 3\\r\\n"
+        );
+        q.send(&v(&["c"]));
+        assert_eq!(show(&q.read_to_close()), "*1\\r\\n+<endsession>\\r\\n:3\\r\\n");
         // A session stopped half-way holds its keys; everyone else is served meanwhile, and
         // killing its client lets the script run to its end.
         let mut d = RawConn::connect(a.port);

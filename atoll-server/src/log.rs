@@ -30,6 +30,31 @@ pub fn init(logfile: &str, level: u32) {
     let _ = FILE.set(f);
 }
 
+/// `syslog-enabled yes`: every line logged also goes to the system logger.
+static SYSLOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `syslog-enabled yes`: opens the system logger as Redis does (`openlog(ident, LOG_PID |
+/// LOG_NDELAY | LOG_NOWAIT, facility)`); `facility` is `user` or `local0`…`local7`.
+pub fn open_syslog(ident: &str, facility: &str) {
+    let facility = match facility {
+        "user" => libc::LOG_USER,
+        "local1" => libc::LOG_LOCAL1,
+        "local2" => libc::LOG_LOCAL2,
+        "local3" => libc::LOG_LOCAL3,
+        "local4" => libc::LOG_LOCAL4,
+        "local5" => libc::LOG_LOCAL5,
+        "local6" => libc::LOG_LOCAL6,
+        "local7" => libc::LOG_LOCAL7,
+        _ => libc::LOG_LOCAL0,
+    };
+    let Ok(ident) = std::ffi::CString::new(ident) else { return };
+    // openlog keeps the pointer for the life of the process.
+    let ident: &'static std::ffi::CStr = Box::leak(ident.into_boxed_c_str());
+    // SAFETY: a NUL-terminated string that lives for ever, and flag constants.
+    unsafe { libc::openlog(ident.as_ptr(), libc::LOG_PID | libc::LOG_NDELAY | libc::LOG_NOWAIT, facility) };
+    SYSLOG.store(true, Ordering::Relaxed);
+}
+
 /// Signals that mean the process is crashing, as Redis's `setupSigSegvAction` lists them.
 const CRASH_SIGNALS: [libc::c_int; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT];
 
@@ -236,6 +261,13 @@ fn timestamp() -> String {
 pub fn log(level: u32, msg: &str) {
     if level < LEVEL.load(Ordering::Relaxed) {
         return;
+    }
+    if SYSLOG.load(Ordering::Relaxed) {
+        let prio = [libc::LOG_DEBUG, libc::LOG_INFO, libc::LOG_NOTICE, libc::LOG_WARNING][level.min(3) as usize];
+        if let Ok(m) = std::ffi::CString::new(msg.replace('\0', " ")) {
+            // SAFETY: a constant format taking one NUL-terminated string, as Redis's call.
+            unsafe { libc::syslog(prio, c"%s".as_ptr(), m.as_ptr()) };
+        }
     }
     let mark = ['.', '-', '*', '#'][level.min(3) as usize];
     let line = format!("{}:M {} {} {}\n", std::process::id(), timestamp(), mark, msg);

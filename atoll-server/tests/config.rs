@@ -514,3 +514,130 @@ fn config_set_port_moves_the_listener_as_redis_does() {
         assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
     }
 }
+
+/// Debian's packaged redis.conf: the machine's own when redis-server is installed, else Redis
+/// 7.2.6's with the changes Debian's packaging makes to it (in the background, its pid file,
+/// log file and data directory).
+fn debian_redis_conf(dir: &std::path::Path) -> std::path::PathBuf {
+    let installed = std::path::Path::new("/etc/redis/redis.conf");
+    if installed.exists() {
+        return installed.to_path_buf();
+    }
+    let src = std::path::Path::new(&redis_bin()).parent().unwrap().parent().unwrap().join("redis.conf");
+    let text = std::fs::read_to_string(src).unwrap();
+    let text = text
+        .replace("\ndaemonize no", "\ndaemonize yes")
+        .replace("\npidfile /var/run/redis_6379.pid", "\npidfile /run/redis/redis-server.pid")
+        .replace("\nlogfile \"\"", "\nlogfile /var/log/redis/redis-server.log")
+        .replace("\ndir ./", "\ndir /var/lib/redis");
+    let path = dir.join("debian-redis.conf");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// `daemonize yes` (Debian's config): the command returns to the shell at once, the pid file
+/// holds the pid of the process that answers, which left the shell's session; SHUTDOWN removes
+/// the file. Redis 7.2.6 beside it, from the same config.
+#[test]
+fn debians_config_starts_in_the_background_as_redis() {
+    for (name, bin) in [("redis", redis_bin()), ("atoll", env!("CARGO_BIN_EXE_atoll-server").to_string())] {
+        let port = free_port();
+        let dir = scratch_dir(port);
+        let conf = debian_redis_conf(&dir);
+        let pidfile = dir.join("server.pid");
+        let status = std::process::Command::new(&bin)
+            .arg(&conf)
+            .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
+            .args(["--logfile", dir.join("server.log").to_str().unwrap(), "--pidfile", pidfile.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{name}: {status}");
+        wait_for_port(port);
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let mut c = RawConn::connect(port);
+        let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"server"])).to_string();
+        assert!(info.contains(&format!("process_id:{pid}\r\n")), "{name}: {info}");
+        // SAFETY: reads another process's session id.
+        assert_eq!(unsafe { libc::getsid(pid) }, pid, "{name}: the daemon leads its own session");
+        c.send(&v(&["SHUTDOWN", "NOSAVE"]));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pid_alive(pid) {
+            assert!(std::time::Instant::now() < deadline, "{name}: still running");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!pidfile.exists(), "{name}: the pid file stays");
+    }
+}
+
+/// `supervised systemd`: the states systemd waits for arrive on NOTIFY_SOCKET — loading,
+/// READY=1 once connections are accepted, STOPPING=1 at shutdown — and the server stays in
+/// the foreground even with `daemonize yes`, as Redis under systemd.
+#[test]
+fn systemd_supervision_reports_ready_and_stopping() {
+    let port = free_port();
+    let dir = scratch_dir(port);
+    let sock_path = dir.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
+        .args(["--port", &port.to_string(), "--save", "", "--dir", dir.to_str().unwrap()])
+        .args(["--supervised", "systemd", "--daemonize", "yes"])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let recv = || {
+        let mut buf = [0u8; 512];
+        let n = sock.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).to_string()
+    };
+    assert_eq!(recv(), "STATUS=Atoll is loading...\n");
+    assert_eq!(recv(), "STATUS=Ready to accept connections\nREADY=1\n");
+    let mut c = RawConn::connect(port);
+    let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"server"])).to_string();
+    assert!(info.contains("process_supervised:systemd\r\n"), "{info}");
+    c.send(&v(&["SHUTDOWN", "NOSAVE"]));
+    assert_eq!(recv(), "STATUS=Shutting down\nSTOPPING=1\n");
+    assert!(child.wait().unwrap().success());
+}
+
+/// `syslog-enabled yes`: each line logged reaches the system logger with the ident, the
+/// facility and the level as Redis's `syslog(3)` call sends them. The server runs in a mount
+/// namespace of its own whose /dev/log is this test's socket.
+#[test]
+fn syslog_lines_reach_the_system_logger() {
+    let port = free_port();
+    let dir = scratch_dir(port);
+    let sock_path = dir.join("syslog.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let script = format!(
+        "mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && ln -s {} /dev/log && exec {} --port {port} --save '' --dir {} --syslog-enabled yes --syslog-ident atoll-test --syslog-facility local3",
+        sock_path.display(),
+        env!("CARGO_BIN_EXE_atoll-server"),
+        dir.display()
+    );
+    let child = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("unshare (util-linux) runs the server in a mount namespace");
+    let _srv = ServerProc { child, port, name: "atoll" };
+    let mut lines = Vec::new();
+    let mut buf = [0u8; 2048];
+    while lines.len() < 2 {
+        let n = sock.recv(&mut buf).expect("a syslog line");
+        lines.push(String::from_utf8_lossy(&buf[..n]).to_string());
+    }
+    // <157>: local3 (19) × 8 + notice (5); then the time, the ident and the pid.
+    assert!(lines[0].starts_with("<157>"), "{lines:?}");
+    assert!(lines[0].contains(" atoll-test["), "{lines:?}");
+    assert!(lines[0].ends_with("]: oO0OoO0OoO0Oo Atoll is starting oO0OoO0OoO0Oo"), "{lines:?}");
+    assert!(lines[1].contains("just started"), "{lines:?}");
+}

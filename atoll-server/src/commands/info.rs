@@ -139,7 +139,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("atomicvar_api:c11-builtin");
                 f!("gcc_version:0.0.0");
                 f!("process_id:{}", std::process::id());
-                f!("process_supervised:no");
+                f!("process_supervised:{}", crate::config::supervise::mode_name());
                 f!("run_id:{}", srv.run_id);
                 f!("tcp_port:{}", srv.tcp_port.load(Ordering::Relaxed));
                 f!("server_time_usec:{}", now * 1000);

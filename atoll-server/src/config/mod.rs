@@ -4,6 +4,7 @@
 
 pub mod events;
 pub mod process;
+pub mod supervise;
 pub mod table;
 pub mod value;
 

@@ -141,9 +141,6 @@ const DEFRAG: &str = "active defragmentation";
 const CPULIST: &str = "CPU affinity lists";
 const SOCKMARK: &str = "socket marks";
 const LOCALE: &str = "a collation locale";
-const DAEMON: &str = "daemonizing (run Atoll in the foreground, under a supervisor)";
-const SUPERVISED: &str = "supervised mode";
-const SYSLOG: &str = "syslog logging";
 const BIND: &str = "rebinding listeners at runtime (restart with the new value)";
 
 /// Parameters whose names are synonyms of another value of the same enum (Redis prints the
@@ -211,7 +208,7 @@ pub static DEFS: &[Def] = &[
     Def::new("cluster-require-full-coverage", Bool, "yes").inert(),
     Def::new("crash-log-enabled", Bool, "yes").inert(),
     Def::new("crash-memcheck-enabled", Bool, "yes").inert(),
-    Def::new("daemonize", Bool, "no").flags(IMMUTABLE).pending(DAEMON),
+    Def::new("daemonize", Bool, "no").flags(IMMUTABLE).live(),
     Def::new("databases", Int { min: 1, max: IMAX }, "16").flags(IMMUTABLE).live(),
     Def::new("dbfilename", Str, "dump.rdb").flags(PROTECTED).live(),
     Def::new("dir", Dir, "").flags(PROTECTED | DENY_LOADING).live(),
@@ -307,10 +304,10 @@ pub static DEFS: &[Def] = &[
     Def::new("stop-writes-on-bgsave-error", Bool, "yes").live(),
     Def::new("stream-node-max-bytes", Memory { min: 0, max: LMAX }, "4096").live(),
     Def::new("stream-node-max-entries", Int { min: 0, max: LMAX }, "100").live(),
-    Def::new("supervised", Enum(&["upstart", "systemd", "auto", "no"]), "no").flags(IMMUTABLE).pending(SUPERVISED),
-    Def::new("syslog-enabled", Bool, "no").flags(IMMUTABLE).pending(SYSLOG),
-    Def::new("syslog-facility", Enum(&["user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"]), "local0").flags(IMMUTABLE).inert(),
-    Def::new("syslog-ident", Str, "redis").flags(IMMUTABLE).inert(),
+    Def::new("supervised", Enum(&["upstart", "systemd", "auto", "no"]), "no").flags(IMMUTABLE).live(),
+    Def::new("syslog-enabled", Bool, "no").flags(IMMUTABLE).live(),
+    Def::new("syslog-facility", Enum(&["user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"]), "local0").flags(IMMUTABLE).live(),
+    Def::new("syslog-ident", Str, "redis").flags(IMMUTABLE).live(),
     Def::new("tcp-backlog", Int { min: 0, max: IMAX }, "511").flags(IMMUTABLE).live(),
     Def::new("tcp-keepalive", Int { min: 0, max: IMAX }, "300").live(),
     Def::new("timeout", Int { min: 0, max: IMAX }, "0").live(),

@@ -446,12 +446,14 @@ pub fn shutdown_save(srv: &Server, mode: super::ShutdownMode) -> Result<(), Stri
         return Ok(());
     }
     crate::log_notice!("Saving the final RDB snapshot before exiting.");
+    crate::config::supervise::notify("Saving the final RDB snapshot", false, false);
     loop {
         match save(srv) {
             Ok(_) => return Ok(()),
             Err(e) if e == ERR_BGSAVE_RUNNING => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => {
                 crate::log_warning!("Error trying to save the DB, can't exit.");
+                crate::config::supervise::notify("Error trying to save the DB, can't exit.", false, false);
                 return Err(e);
             }
         }

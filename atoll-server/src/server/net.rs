@@ -36,6 +36,16 @@ fn bind_tcp(addr: &str, port: u16, backlog: i32) -> io::Result<std::net::TcpList
 /// Starts the server and blocks until shutdown. Returns the process exit code.
 pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     crate::log::init(&config.get("logfile"), config.hot.loglevel.load(Ordering::Relaxed));
+    if config.get("syslog-enabled") == "yes" {
+        crate::log::open_syslog(&config.get("syslog-ident"), &config.get("syslog-facility"));
+    }
+    // Into the background first, as Redis: a fork keeps only this thread, and none other
+    // has started yet.
+    let supervised = crate::config::supervise::detect(&config.get("supervised"));
+    let background = config.get("daemonize") == "yes" && !supervised;
+    if background {
+        crate::config::supervise::daemonize();
+    }
     crate::log::install_crash_report();
     crate::log::install_panic_policy();
     let threads = config.worker_threads();
@@ -104,9 +114,15 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             }
         }
     }
+    // A daemon always has a pid file (Redis's default path when none is set).
+    if background && config.get("pidfile").is_empty() {
+        config.set_internal("pidfile", "/var/run/redis.pid");
+    }
     let pidfile = config.get("pidfile");
     if !pidfile.is_empty() {
-        let _ = std::fs::write(&pidfile, format!("{}\n", std::process::id()));
+        if let Err(e) = std::fs::write(&pidfile, format!("{}\n", std::process::id())) {
+            log_warning!("Failed to write PID file: {}", crate::log::strerror(&e));
+        }
     }
     let mut table = crate::commands::table::build();
     for r in &config.renames {
@@ -375,6 +391,15 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         if !unixsocket.is_empty() {
             log_notice!("Ready to accept connections unix");
         }
+        if srv.config.get("replicaof").is_empty() {
+            crate::config::supervise::notify("Ready to accept connections", true, false);
+        } else {
+            crate::config::supervise::notify(
+                "Ready to accept connections in read-only mode. Waiting for MASTER <-> REPLICA sync",
+                true,
+                false,
+            );
+        }
         local
             .run_until(async {
                 let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
@@ -541,8 +566,10 @@ fn signal_mode(srv: &Server, param: &str) -> ShutdownMode {
 /// Final steps before exit: the final save (SAVE, or by default when `save` points are
 /// configured; NOSAVE skips it), then the pid and socket files. None if the save failed.
 fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
+    crate::config::supervise::notify("Shutting down", false, true);
     if crate::exec::aof::writing_initial(srv) {
         log_warning!("Writing initial AOF, can't exit.");
+        crate::config::supervise::notify("Writing initial AOF, can't exit.", false, false);
         return None;
     }
     crate::exec::aof::stop_rewrite(srv);

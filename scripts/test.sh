@@ -6,6 +6,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Rust: Debian's own rustc is older than Atoll's dependencies allow; rustup installs a current
+# one. Stop here with what to do rather than half-way through a build.
+need_rust=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' atoll-server/Cargo.toml)
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "test.sh: no Rust toolchain: install Rust $need_rust or newer with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+have_rust=$(rustc --version | cut -d' ' -f2)
+if [ "$(printf '%s\n%s\n' "$need_rust" "$have_rust" | sort -V | head -1)" != "$need_rust" ]; then
+  echo "test.sh: Rust $have_rust is too old: Atoll needs $need_rust or newer (rustup update stable)" >&2
+  exit 1
+fi
+echo "==> $(rustc --version)"
+
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then
   echo "==> installing redis-server and redis-tools (the differential tests' oracle)"
   SUDO=""
@@ -60,8 +74,23 @@ if ! ldconfig -p | grep -q 'libfuse\.so\.2'; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libfuse2 >/dev/null
 fi
 
-# Python client tests need redis-py and pytest.
-python3 -m pip install -q -r tests/python/requirements.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
+# The Python tests' dependencies (redis-py, pytest, rq, fusepy …) go into a virtual
+# environment of their own, never the system Python ($ATOLL_VENV to put it elsewhere).
+venv=${ATOLL_VENV:-$HOME/.cache/atoll-venv}
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "==> installing python3-venv (the Python tests' virtual environment)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  echo "==> creating the Python virtual environment $venv"
+  python3 -m venv "$venv"
+fi
+echo "==> installing the Python test dependencies into $venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+PY="$venv/bin/python"
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -77,7 +106,7 @@ ATOLL_TEST_IO_BACKEND=epoll cargo test -p atoll-server --test blackbox --test bl
 
 # Real client libraries beyond the Rust one: redis-py (and prometheus_client's parser for
 # /metrics) against the debug binary built above.
-python3 -m pytest -q tests/python 2>&1 | tee -a "$log"
+"$PY" -m pytest -q tests/python 2>&1 | tee -a "$log"
 
 # A real Node.js application: a BullMQ job queue (every operation a Lua script) with worker
 # processes, against the debug binary.
@@ -92,7 +121,7 @@ fi
 node tests/node/bullmq_test.js 2>&1 | tee -a "$log"
 
 # The live dashboard in headless Chromium: it loads, polls, and its charts move under load.
-python3 -m pytest -q tests/browser 2>&1 | tee -a "$log"
+"$PY" -m pytest -q tests/browser 2>&1 | tee -a "$log"
 
 # One closing line for the whole run (cargo's per-binary lines and pytest's summed).
 awk '/^test result:/ { p += $4; f += $6 }

@@ -403,3 +403,77 @@ fn waitaof_counts_a_replica_whose_aof_was_switched_on_while_linked() {
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     }
 }
+
+/// Fills the stream behind a stopped replica until the master holds over 2 MB for it (what
+/// Redis's integration/shutdown does, reading INFO's `mem_total_replication_buffers`).
+fn fill_behind_stopped_replica(m: &mut redis::Connection) {
+    let value = "x".repeat(1024);
+    let mut round = 0;
+    loop {
+        round += 1;
+        let mut p = redis::pipe();
+        for i in 0..1024 {
+            p.cmd("SET").arg(format!("junk{round}:{i}")).arg(&value).ignore();
+        }
+        let () = p.query(m).unwrap();
+        let held: u64 = info_field(m, "memory", "mem_total_replication_buffers").unwrap().parse().unwrap();
+        if held > 2 * 1024 * 1024 {
+            return;
+        }
+        assert!(round < 200, "the replication buffers never grew past 2 MB ({held})");
+    }
+}
+
+/// `shutdown-timeout`: a master whose replica has not acknowledged the stream pauses writes and
+/// waits for it (INFO `shutdown_in_milliseconds`) before exiting, so the last write reaches the
+/// replica; SHUTDOWN ABORT ends such a wait, the SHUTDOWN caller gets Redis's error and writes
+/// go on. The replica is Redis 7.2.6.
+#[test]
+fn shutdown_waits_for_a_lagging_replica_as_redis_does() {
+    // Waited for, then exits.
+    let mut atoll = start_master("yes");
+    let mut m = con(atoll.port);
+    let redis = start_replica(&atoll);
+    let mut r = con(redis.port);
+    link_up(&mut r);
+    q(&mut m, &["CONFIG", "SET", "shutdown-timeout", "60"]);
+    q(&mut m, &["SET", "k", "1"]);
+    assert_eq!(q(&mut m, &["WAIT", "1", "0"]), Value::Int(1));
+    signal(&redis, libc::SIGSTOP);
+    fill_behind_stopped_replica(&mut m);
+    assert_eq!(q(&mut m, &["INCR", "k"]), Value::Int(2));
+    let mut caller = RawConn::connect(atoll.port);
+    caller.send(&v(&["SHUTDOWN"]));
+    wait_until("the shutdown's grace period", 10, || {
+        info_field(&mut m, "server", "shutdown_in_milliseconds").is_some_and(|ms| ms.parse::<i64>().unwrap() > 0)
+    });
+    // Writes are paused meanwhile.
+    let mut w = RawConn::connect(atoll.port);
+    w.send(&v(&["SET", "late", "1"]));
+    assert_eq!(w.try_read_reply(Duration::from_millis(300)), None);
+    signal(&redis, libc::SIGCONT);
+    wait_until("the master's exit", 60, || atoll.child.try_wait().unwrap().is_some());
+    assert_eq!(s(&mut r, &["GET", "k"]), "2");
+
+    // Aborted.
+    let atoll = start_master("yes");
+    let mut m = con(atoll.port);
+    let redis = start_replica(&atoll);
+    let mut r = con(redis.port);
+    link_up(&mut r);
+    q(&mut m, &["CONFIG", "SET", "shutdown-timeout", "60"]);
+    assert_eq!(RawConn::connect(atoll.port).cmd(&[b"SHUTDOWN", b"ABORT"]), b"-ERR No shutdown in progress.\r\n");
+    signal(&redis, libc::SIGSTOP);
+    fill_behind_stopped_replica(&mut m);
+    let mut caller = RawConn::connect(atoll.port);
+    caller.send(&v(&["SHUTDOWN"]));
+    wait_until("the shutdown's grace period", 10, || {
+        info_field(&mut m, "server", "shutdown_in_milliseconds").is_some()
+    });
+    let mut other = RawConn::connect(atoll.port);
+    assert_eq!(other.cmd(&[b"SHUTDOWN", b"ABORT"]), b"+OK\r\n");
+    assert_eq!(caller.read_reply(), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
+    assert_eq!(other.cmd(&[b"SET", b"after", b"1"]), b"+OK\r\n");
+    assert!(info_field(&mut m, "server", "shutdown_in_milliseconds").is_none());
+    signal(&redis, libc::SIGCONT);
+}

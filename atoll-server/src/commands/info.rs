@@ -152,6 +152,10 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("executable:{}", srv.executable);
                 f!("config_file:{}", srv.config.config_file.clone().unwrap_or_default());
                 f!("io_threads_active:0");
+                let deadline = srv.shutdown_deadline_ms.load(Ordering::Relaxed);
+                if deadline != 0 {
+                    f!("shutdown_in_milliseconds:{}", (deadline - srv.now_ms()).max(0));
+                }
                 let mut binds = String::new();
                 for b in srv.config.get("bind").split_whitespace() {
                     binds.push_str(&format!("bind={b},"));
@@ -241,7 +245,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("mem_fragmentation_bytes:{}", rss as i64 - alloc as i64);
                 f!("mem_not_counted_for_evict:{}", crate::exec::evict::not_counted());
                 f!("mem_replication_backlog:0");
-                f!("mem_total_replication_buffers:0");
+                f!("mem_total_replication_buffers:{}", srv.repl.buffered_bytes());
                 f!("mem_clients_slaves:0");
                 f!("mem_clients_normal:{}", srv.clients.fold(0, |sum, h| sum + h.memory()));
                 f!("mem_cluster_links:0");

@@ -794,13 +794,14 @@ pub fn command_help(ctx: &mut Ctx) -> CmdResult {
 // SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]
 pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     let mut mode = ShutdownMode::Default;
-    let (mut abort, mut force) = (false, false);
+    let (mut abort, mut force, mut now) = (false, false, false);
     for &a in &ctx.args[1..] {
         if eq_ic(a, "NOSAVE") {
             mode = ShutdownMode::NoSave;
         } else if eq_ic(a, "SAVE") {
             mode = ShutdownMode::Save;
         } else if eq_ic(a, "NOW") {
+            now = true;
         } else if eq_ic(a, "FORCE") {
             force = true;
         } else if eq_ic(a, "ABORT") {
@@ -813,7 +814,12 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
         if ctx.args.len() != 2 {
             return Err(CmdError::Syntax);
         }
-        return Err(CmdError::msg("ERR No shutdown in progress."));
+        if ctx.srv.shutdown_deadline_ms.load(Ordering::Relaxed) == 0 {
+            return Err(CmdError::msg("ERR No shutdown in progress."));
+        }
+        ctx.srv.shutdown_abort.store(true, Ordering::Release);
+        ctx.reply.ok();
+        return Ok(());
     }
     // A busy script holds shards the final save would wait for (the busy poll runs this on
     // the script's own thread): as in Redis, only SHUTDOWN NOSAVE goes through then.
@@ -829,6 +835,15 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
         }
         crate::log_warning!("Writing initial AOF. Exit anyway.");
         crate::exec::aof::give_up_initial(ctx.srv);
+    }
+    // Replicas that have not acknowledged everything: the main thread gives them up to
+    // `shutdown-timeout` seconds, writes paused, before the final save (Redis's
+    // prepareForShutdown); this client is answered only if the shutdown is aborted or fails.
+    let timeout = ctx.srv.config.get_i64("shutdown-timeout");
+    if !now && timeout > 0 && !ctx.srv.repl.lagging(ctx.srv.now_ms()).is_empty() {
+        ctx.srv.shutdown_callers.lock().push(ctx.client.handle.clone());
+        ctx.client.shutdown = Some(mode);
+        return Ok(());
     }
     // The final save happens here, so its failure is this command's error reply (FORCE
     // exits anyway); the exit itself then has nothing left to save.

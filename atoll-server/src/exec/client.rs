@@ -516,6 +516,11 @@ impl Mailbox {
         Arc::new(Mailbox { handle, worker, token, state: Mutex::new(MailState::default()) })
     }
 
+    /// Bytes waiting in the mailbox.
+    pub fn pending(&self) -> usize {
+        self.state.lock().buf.len()
+    }
+
     /// Moves the waiting messages to the end of `out`.
     pub fn take_into(&self, out: &mut Vec<u8>) {
         let mut st = self.state.lock();

@@ -168,6 +168,43 @@ impl Replication {
         self.offset.load(Ordering::Acquire)
     }
 
+    /// Replicas that have not acknowledged the whole stream, with how far behind they are
+    /// (`Lagging replica …` at shutdown): (ip:port, bytes behind, seconds since their last ACK
+    /// when online, state).
+    pub fn lagging(&self, now_ms: i64) -> Vec<(String, i64, i64, &'static str)> {
+        let offset = self.offset();
+        self.all_replicas()
+            .into_iter()
+            .filter(|r| r.ack_offset.load(Ordering::Acquire) != offset)
+            .map(|r| {
+                let link = r.link();
+                let lag = if link == Link::Online { (now_ms - r.ack_ms.load(Ordering::Relaxed)) / 1000 } else { 0 };
+                let state = match link {
+                    Link::WaitBgsave => "wait_bgsave",
+                    Link::SendBulk => "send_bulk",
+                    Link::Online => "online",
+                };
+                (format!("{}:{}", r.ip, r.port), offset - r.ack_offset.load(Ordering::Acquire), lag, state)
+            })
+            .collect()
+    }
+
+    /// Bytes the stream holds for replicas: the backlog and what each replica has not been
+    /// sent yet (INFO's `mem_total_replication_buffers`).
+    pub fn buffered_bytes(&self) -> u64 {
+        let backlog = self.feed.lock().backlog.as_ref().map_or(0, |b| b.buf.len()) as u64;
+        let pending: u64 = self
+            .all_replicas()
+            .iter()
+            .map(|r| {
+                r.mailbox.pending() as u64
+                    + r.handle.out_pending.load(Ordering::Relaxed)
+                    + r.state.lock().pending.len() as u64
+            })
+            .sum();
+        backlog + pending
+    }
+
     /// Replicas fed the stream (or about to receive their snapshot).
     pub fn replicas(&self) -> Vec<Arc<Replica>> {
         self.feed.lock().replicas.clone()

@@ -110,6 +110,15 @@ pub struct Server {
     /// Replicas, the replication stream and its backlog.
     pub repl: super::replication::Replication,
     pub shutting_down: AtomicBool,
+    /// A shutdown waits for lagging replicas until this unix ms (0: none; INFO's
+    /// `shutdown_in_milliseconds`, SHUTDOWN ABORT).
+    pub shutdown_deadline_ms: AtomicI64,
+    /// SHUTDOWN ABORT asked the waiting shutdown to stop.
+    pub shutdown_abort: AtomicBool,
+    /// The SHUTDOWN command asked the main thread to wait for replicas first (and the
+    /// clients to answer if the shutdown is aborted or fails).
+    pub shutdown_callers:
+        crate::lockorder::Mutex<Vec<std::sync::Arc<super::client::ClientHandle>>, { crate::lockorder::rank::LEAF }>,
     /// Workers run the io_uring backend (INFO's multiplexing_api).
     pub io_uring: AtomicBool,
     /// SLOWLOG.
@@ -240,6 +249,9 @@ impl Server {
             lastsave: AtomicI64::new(now / 1000),
             persistence,
             shutting_down: AtomicBool::new(false),
+            shutdown_deadline_ms: AtomicI64::new(0),
+            shutdown_abort: AtomicBool::new(false),
+            shutdown_callers: crate::lockorder::Mutex::new(Vec::new()),
             io_uring: AtomicBool::new(false),
             blocked_clients: Default::default(),
             pause_until: AtomicI64::new(0),

@@ -405,9 +405,9 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                 let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
                 let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).unwrap();
                 loop {
-                    let mode = tokio::select! {
-                        _ = term.recv() => { log_warning!("Received SIGTERM scheduling shutdown..."); signal_mode(&srv, "shutdown-on-sigterm") }
-                        _ = int.recv() => { log_warning!("Received SIGINT scheduling shutdown..."); signal_mode(&srv, "shutdown-on-sigint") }
+                    let (mode, signalled) = tokio::select! {
+                        _ = term.recv() => { log_warning!("Received SIGTERM scheduling shutdown..."); (signal_mode(&srv, "shutdown-on-sigterm"), true) }
+                        _ = int.recv() => { log_warning!("Received SIGINT scheduling shutdown..."); (signal_mode(&srv, "shutdown-on-sigint"), true) }
                         _ = async {
                             loop {
                                 if sd_rx.changed().await.is_err() {
@@ -420,14 +420,23 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                         } => {
                             let m = *sd_rx.borrow();
                             log_warning!("User requested shutdown...");
-                            m.unwrap_or(ShutdownMode::Default)
+                            (m.unwrap_or(ShutdownMode::Default), false)
                         }
                     };
+                    // Lagging replicas get their grace period first (a signal's shutdown
+                    // always considers it; SHUTDOWN's only when it asked for it).
+                    let asked = !srv.shutdown_callers.lock().is_empty();
+                    if (signalled || asked) && !wait_for_replicas(&srv).await {
+                        continue;
+                    }
                     // A save that fails keeps the server running, as Redis does: exiting
                     // would lose what could not be written.
                     match shutdown(&srv, mode) {
                         Some(code) => return code,
-                        None => log_warning!("SIGTERM received but errors trying to shut down the server, check the logs for more information"),
+                        None => {
+                            log_warning!("SIGTERM received but errors trying to shut down the server, check the logs for more information");
+                            cancel_shutdown(&srv);
+                        }
                     }
                 }
             })
@@ -563,6 +572,47 @@ fn signal_mode(srv: &Server, param: &str) -> ShutdownMode {
     }
 }
 
+/// Redis's shutdown grace period: while replicas have not acknowledged the whole stream,
+/// writes are paused and they get up to `shutdown-timeout` seconds (asked for an ACK at
+/// once). False if SHUTDOWN ABORT ended it (the server goes on).
+async fn wait_for_replicas(srv: &Server) -> bool {
+    let timeout = srv.config.get_i64("shutdown-timeout");
+    if timeout <= 0 || srv.repl.lagging(srv.now_ms()).is_empty() {
+        return true;
+    }
+    if !srv.writes_paused() {
+        srv.repl.feed_command(srv, &[b"REPLCONF", b"GETACK", b"*"]);
+    }
+    let start = srv.now_ms();
+    srv.pause(start, i64::MAX, false);
+    let deadline = start + timeout * 1000;
+    srv.shutdown_deadline_ms.store(deadline, Ordering::Relaxed);
+    log_notice!("Waiting for replicas before shutting down.");
+    loop {
+        if srv.shutdown_abort.swap(false, Ordering::AcqRel) {
+            log_notice!("Shutdown manually aborted.");
+            cancel_shutdown(srv);
+            return false;
+        }
+        let now = srv.now_ms();
+        if now >= deadline || srv.repl.lagging(now).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The shutdown did not happen (aborted, or its save failed): writes resume, and the
+/// clients whose SHUTDOWN waited are told, as Redis answers them.
+fn cancel_shutdown(srv: &Server) {
+    srv.shutdown_deadline_ms.store(0, Ordering::Relaxed);
+    srv.unpause();
+    let callers = std::mem::take(&mut *srv.shutdown_callers.lock());
+    for h in callers {
+        srv.pubsub.send_raw(srv, &h.mailbox(), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
+    }
+}
+
 /// Final steps before exit: the final save (SAVE, or by default when `save` points are
 /// configured; NOSAVE skips it), then the pid and socket files. None if the save failed.
 fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
@@ -573,6 +623,9 @@ fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
         return None;
     }
     crate::exec::aof::stop_rewrite(srv);
+    for (name, behind, lag, state) in srv.repl.lagging(srv.now_ms()) {
+        log_notice!("Lagging replica {name} reported offset {behind} behind master, lag={lag}, state={state}.");
+    }
     if crate::exec::persistence::shutdown_save(srv, mode).is_err() {
         return None;
     }

@@ -840,11 +840,20 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     // `shutdown-timeout` seconds, writes paused, before the final save (Redis's
     // prepareForShutdown); this client is answered only if the shutdown is aborted or fails.
     let timeout = ctx.srv.config.get_i64("shutdown-timeout");
-    if !now && timeout > 0 && !ctx.srv.repl.lagging(ctx.srv.now_ms()).is_empty() {
-        ctx.srv.shutdown_callers.lock().push(ctx.client.handle.clone());
-        ctx.client.shutdown = Some(mode);
+    let mut callers = ctx.srv.shutdown_callers.lock();
+    let waiting = ctx.srv.shutdown_deadline_ms.load(Ordering::Relaxed) != 0 || !callers.is_empty();
+    if !now && timeout > 0 && (waiting || !ctx.srv.repl.lagging(ctx.srv.now_ms()).is_empty()) {
+        // Blocked until the shutdown ends (INFO counts it, as Redis's BLOCKED_SHUTDOWN).
+        callers.push(ctx.client.handle.clone());
+        drop(callers);
+        ctx.srv.blocked_clients.fetch_add(1, Ordering::Relaxed);
+        // A shutdown already waiting takes this caller along; otherwise this one starts it.
+        if !waiting {
+            ctx.client.shutdown = Some(mode);
+        }
         return Ok(());
     }
+    drop(callers);
     // The final save happens here, so its failure is this command's error reply (FORCE
     // exits anyway); the exit itself then has nothing left to save.
     if crate::exec::persistence::shutdown_save(ctx.srv, mode).is_err() && !force {

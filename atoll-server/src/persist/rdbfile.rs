@@ -383,7 +383,7 @@ pub fn write_snapshot<W: Write>(
         for (c, n) in chunks {
             out.put(&c)?;
             progress.keys_processed.fetch_add(n, Ordering::Relaxed);
-            save_key_delay(opts.key_delay_us, n);
+            save_key_delay(opts.key_delay_us, n, &progress.cancel);
         }
         Ok(())
     };
@@ -459,8 +459,10 @@ pub fn set_save_delay(us: i64) {
 }
 
 /// The snapshot writer's `key_delay`: slept in slices of at most 10 ms, each time with the
-/// delay as it is now, so a save slowed down for a test speeds up once the knob is reset.
-fn save_key_delay(at_start: i64, keys: u64) {
+/// delay as it is now, so a save slowed down for a test speeds up once the knob is reset —
+/// and stops at once when the save is cancelled (a shutdown killing the AOF rewrite, as
+/// Redis kills its child).
+fn save_key_delay(at_start: i64, keys: u64, cancel: &std::sync::atomic::AtomicBool) {
     let now = || match SAVE_DELAY_NOW.load(Ordering::Relaxed) {
         i64::MIN => at_start,
         v => v,
@@ -475,7 +477,7 @@ fn save_key_delay(at_start: i64, keys: u64) {
         let step = (total - slept).min(10_000);
         std::thread::sleep(std::time::Duration::from_micros(step));
         slept += step;
-        if now() == 0 {
+        if now() == 0 || cancel.load(Ordering::Relaxed) {
             return;
         }
     }

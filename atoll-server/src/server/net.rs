@@ -427,6 +427,8 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                     // always considers it; SHUTDOWN's only when it asked for it).
                     let asked = !srv.shutdown_callers.lock().is_empty();
                     if (signalled || asked) && !wait_for_replicas(&srv).await {
+                        // Requests made while it waited were for the shutdown just aborted.
+                        sd_rx.borrow_and_update();
                         continue;
                     }
                     // A save that fails keeps the server running, as Redis does: exiting
@@ -434,7 +436,10 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                     match shutdown(&srv, mode) {
                         Some(code) => return code,
                         None => {
-                            log_warning!("SIGTERM received but errors trying to shut down the server, check the logs for more information");
+                            log_warning!("Errors trying to shut down the server. Check the logs for more information.");
+                            if signalled {
+                                log_warning!("SIGTERM received but errors trying to shut down the server, check the logs for more information");
+                            }
                             cancel_shutdown(&srv);
                         }
                     }
@@ -608,6 +613,7 @@ fn cancel_shutdown(srv: &Server) {
     srv.shutdown_deadline_ms.store(0, Ordering::Relaxed);
     srv.unpause();
     let callers = std::mem::take(&mut *srv.shutdown_callers.lock());
+    srv.blocked_clients.fetch_sub(callers.len(), Ordering::Relaxed);
     for h in callers {
         srv.pubsub.send_raw(srv, &h.mailbox(), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
     }
@@ -617,15 +623,24 @@ fn cancel_shutdown(srv: &Server) {
 /// configured; NOSAVE skips it), then the pid and socket files. None if the save failed.
 fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
     crate::config::supervise::notify("Shutting down", false, true);
+    // Redis's finishShutdown reports the replicas first, whatever happens next.
+    let lagging = srv.repl.lagging(srv.now_ms());
+    for (name, behind, lag, state) in &lagging {
+        log_notice!("Lagging replica {name} reported offset {behind} behind master, lag={lag}, state={state}.");
+    }
+    let replicas = srv.repl.all_replicas().len();
+    if replicas > 0 {
+        log_notice!(
+            "{} of {replicas} replicas are in sync when shutting down.",
+            replicas.saturating_sub(lagging.len())
+        );
+    }
     if crate::exec::aof::writing_initial(srv) {
         log_warning!("Writing initial AOF, can't exit.");
         crate::config::supervise::notify("Writing initial AOF, can't exit.", false, false);
         return None;
     }
     crate::exec::aof::stop_rewrite(srv);
-    for (name, behind, lag, state) in srv.repl.lagging(srv.now_ms()) {
-        log_notice!("Lagging replica {name} reported offset {behind} behind master, lag={lag}, state={state}.");
-    }
     if crate::exec::persistence::shutdown_save(srv, mode).is_err() {
         return None;
     }

@@ -840,9 +840,11 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     // `shutdown-timeout` seconds, writes paused, before the final save (Redis's
     // prepareForShutdown); this client is answered only if the shutdown is aborted or fails.
     let timeout = ctx.srv.config.get_i64("shutdown-timeout");
+    // (What lags is read before the callers' list is locked: that lock is a leaf.)
+    let lagging = !now && timeout > 0 && !ctx.srv.repl.lagging(ctx.srv.now_ms()).is_empty();
     let mut callers = ctx.srv.shutdown_callers.lock();
     let waiting = ctx.srv.shutdown_deadline_ms.load(Ordering::Relaxed) != 0 || !callers.is_empty();
-    if !now && timeout > 0 && (waiting || !ctx.srv.repl.lagging(ctx.srv.now_ms()).is_empty()) {
+    if !now && timeout > 0 && (waiting || lagging) {
         // Blocked until the shutdown ends (INFO counts it, as Redis's BLOCKED_SHUTDOWN).
         callers.push(ctx.client.handle.clone());
         drop(callers);

@@ -243,10 +243,10 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("rss_overhead_bytes:{}", rss as i64 - resident as i64);
                 f!("mem_fragmentation_ratio:{:.2}", ratio(rss, alloc));
                 f!("mem_fragmentation_bytes:{}", rss as i64 - alloc as i64);
-                f!("mem_not_counted_for_evict:{}", crate::exec::evict::not_counted());
-                f!("mem_replication_backlog:0");
+                f!("mem_not_counted_for_evict:{}", crate::exec::evict::not_counted(srv));
+                f!("mem_replication_backlog:{}", srv.repl.backlog_bytes());
                 f!("mem_total_replication_buffers:{}", srv.repl.buffered_bytes());
-                f!("mem_clients_slaves:0");
+                f!("mem_clients_slaves:{}", srv.repl.replica_buffers());
                 f!("mem_clients_normal:{}", srv.clients.fold(0, |sum, h| sum + h.memory()));
                 f!("mem_cluster_links:0");
                 f!("mem_aof_buffer:0");

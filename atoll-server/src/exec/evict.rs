@@ -248,17 +248,26 @@ fn time_limit_us(tenacity: u32) -> u64 {
     }
 }
 
-/// INFO `mem_not_counted_for_evict`: Redis leaves out its replication and AOF buffers; Atoll
-/// has neither between commands (its receive rings are outside the allocator altogether).
-pub fn not_counted() -> u64 {
-    0
+/// INFO `mem_not_counted_for_evict`: as Redis, what the replicas have not been sent yet (the
+/// replication buffer beyond the backlog): a slow replica's growing buffer must not make the
+/// master evict keys, whose deletions would only grow it more. (Atoll has no AOF buffer
+/// between commands; its receive rings are outside the allocator altogether.)
+pub fn not_counted(srv: &Server) -> u64 {
+    srv.repl.replica_buffers()
 }
 
-/// Memory `maxmemory` is compared with: the allocator's count, less what is not counted for
-/// eviction and, with client eviction, the buffers of clients it closed that their workers have
-/// not freed yet (Redis frees them at once).
+/// Memory `maxmemory` is compared with: the allocator's count, less, with client eviction, the
+/// buffers of clients it closed that their workers have not freed yet (Redis frees them at
+/// once), and — only once that is over the limit, so the common case reads no replica — what
+/// is not counted for eviction.
 pub fn used_for_limit(srv: &Server) -> u64 {
-    crate::alloc::used_memory().saturating_sub(not_counted() + srv.evict.dying_mem.load(Ordering::Relaxed))
+    let used = crate::alloc::used_memory().saturating_sub(srv.evict.dying_mem.load(Ordering::Relaxed));
+    let limit = srv.config.hot.maxmemory.load(Ordering::Relaxed);
+    if limit != 0 && used > limit {
+        used.saturating_sub(not_counted(srv))
+    } else {
+        used
+    }
 }
 
 /// `maxmemory-clients` in bytes (0: off).

@@ -192,17 +192,29 @@ impl Replication {
     /// Bytes the stream holds for replicas: the backlog and what each replica has not been
     /// sent yet (INFO's `mem_total_replication_buffers`).
     pub fn buffered_bytes(&self) -> u64 {
-        let backlog = self.feed.lock().backlog.as_ref().map_or(0, |b| b.buf.len()) as u64;
-        let pending: u64 = self
-            .all_replicas()
+        self.backlog_bytes() + self.replica_buffers()
+    }
+
+    /// The backlog's bytes (INFO `mem_replication_backlog`).
+    pub fn backlog_bytes(&self) -> u64 {
+        self.feed.lock().backlog.as_ref().map_or(0, |b| b.buf.len()) as u64
+    }
+
+    /// What the replicas have not been sent yet: their mailboxes, their connections' unsent
+    /// output, the stream held while their snapshot goes out (INFO `mem_clients_slaves`; not
+    /// counted for `maxmemory`, as Redis leaves its replication buffer beyond the backlog out).
+    pub fn replica_buffers(&self) -> u64 {
+        if self.count.load(Ordering::Relaxed) == 0 && self.queue.lock().is_empty() {
+            return 0;
+        }
+        self.all_replicas()
             .iter()
             .map(|r| {
                 r.mailbox.pending() as u64
                     + r.handle.out_pending.load(Ordering::Relaxed)
                     + r.state.lock().pending.len() as u64
             })
-            .sum();
-        backlog + pending
+            .sum()
     }
 
     /// Replicas fed the stream (or about to receive their snapshot).

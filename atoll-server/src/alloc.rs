@@ -103,6 +103,16 @@ unsafe impl GlobalAlloc for Counting {
 
 /// Bytes the process has allocated (Redis's `zmalloc_used_memory`), including what this thread
 /// has not flushed yet. 0 when the counting allocator is not the global one (unit tests).
+/// What the allocator really hands out for a request of `size` bytes (its size class): the
+/// figure `used_memory` counts for it.
+pub fn usable_size(size: usize) -> u64 {
+    if size == 0 {
+        0
+    } else {
+        class_size(size, 1).max(0) as u64
+    }
+}
+
 pub fn used_memory() -> u64 {
     let own = LOCAL.try_with(|l| l.get()).unwrap_or(0);
     (USED.load(Ordering::Relaxed) + own).max(0) as u64

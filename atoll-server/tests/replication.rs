@@ -477,3 +477,52 @@ fn shutdown_waits_for_a_lagging_replica_as_redis_does() {
     assert!(info_field(&mut m, "server", "shutdown_in_milliseconds").is_none());
     signal(&redis, libc::SIGCONT);
 }
+
+/// A replica that does not read makes its master hold the stream for it: INFO measures it
+/// (`mem_clients_slaves`, within `mem_total_replication_buffers`, apart from
+/// `mem_clients_normal`) and, as in Redis, leaves it out of `maxmemory`
+/// (`mem_not_counted_for_evict`), so writes go on instead of failing with -OOM. (Keys are still
+/// evicted meanwhile: a reply buffer's growth is seen only when it is flushed — see
+/// docs/COMPATIBILITY.md.)
+#[test]
+fn a_slow_replicas_buffer_is_measured_and_left_out_of_maxmemory() {
+    let atoll = start_master("yes");
+    let mut m = con(atoll.port);
+    let redis = start_replica(&atoll);
+    let mut r = con(redis.port);
+    link_up(&mut r);
+    let mut p = redis::pipe();
+    for i in 0..1000 {
+        p.cmd("SET").arg(format!("key:{i}")).arg("v").ignore();
+    }
+    let () = p.query(&mut m).unwrap();
+    assert_eq!(q(&mut m, &["WAIT", "1", "0"]), Value::Int(1));
+    let used: u64 = info_field(&mut m, "memory", "used_memory").unwrap().parse().unwrap();
+    q(&mut m, &["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    q(&mut m, &["CONFIG", "SET", "maxmemory", &(used + 4 * 1024 * 1024).to_string()]);
+    signal(&redis, libc::SIGSTOP);
+    let payload = "A".repeat(100);
+    // Small batches: the writing client's own buffers count for maxmemory (as in Redis).
+    for _ in 0..400 {
+        let mut p = redis::pipe();
+        for _ in 0..500 {
+            p.cmd("SETRANGE").arg("key:0").arg(0).arg(&payload).ignore();
+        }
+        // Never -OOM: what the replica holds is not counted for maxmemory.
+        let () = p.query(&mut m).unwrap();
+    }
+    let held: u64 = info_field(&mut m, "memory", "mem_clients_slaves").unwrap().parse().unwrap();
+    let not_counted: u64 = info_field(&mut m, "memory", "mem_not_counted_for_evict").unwrap().parse().unwrap();
+    assert!(held > 8 * 1024 * 1024, "the stopped replica's buffer: {held}");
+    assert_eq!(not_counted, held);
+    let total: u64 = info_field(&mut m, "memory", "mem_total_replication_buffers").unwrap().parse().unwrap();
+    assert!(total >= held, "{total} < {held}");
+    let normal: u64 = info_field(&mut m, "memory", "mem_clients_normal").unwrap().parse().unwrap();
+    assert!(normal < 1024 * 1024, "the replica counted as a normal client: {normal}");
+    signal(&redis, libc::SIGCONT);
+    assert_eq!(q(&mut m, &["WAIT", "1", "0"]), Value::Int(1));
+    // Caught up, the replica holds no buffer beyond its connection's own small state.
+    wait_until("the replica's buffers given back", 10, || {
+        info_field(&mut m, "memory", "mem_clients_slaves").unwrap().parse::<u64>().unwrap() < 64 * 1024
+    });
+}

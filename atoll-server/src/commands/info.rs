@@ -247,7 +247,14 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("mem_replication_backlog:{}", srv.repl.backlog_bytes());
                 f!("mem_total_replication_buffers:{}", srv.repl.buffered_bytes());
                 f!("mem_clients_slaves:{}", srv.repl.replica_buffers());
-                f!("mem_clients_normal:{}", srv.clients.fold(0, |sum, h| sum + h.memory()));
+                f!(
+                    "mem_clients_normal:{}",
+                    srv.clients.fold(0, |sum, h| if h.replica.load(Ordering::Relaxed) {
+                        sum
+                    } else {
+                        sum + h.memory()
+                    })
+                );
                 f!("mem_cluster_links:0");
                 f!("mem_aof_buffer:0");
                 f!("mem_allocator:jemalloc");

@@ -516,9 +516,9 @@ impl Mailbox {
         Arc::new(Mailbox { handle, worker, token, state: Mutex::new(MailState::default()) })
     }
 
-    /// Bytes waiting in the mailbox.
-    pub fn pending(&self) -> usize {
-        self.state.lock().buf.len()
+    /// Memory the mailbox holds (its buffer's capacity: what the allocator counts).
+    pub fn held(&self) -> usize {
+        self.state.lock().buf.capacity()
     }
 
     /// Moves the waiting messages to the end of `out`.

@@ -200,8 +200,8 @@ impl Replication {
         self.feed.lock().backlog.as_ref().map_or(0, |b| b.buf.len()) as u64
     }
 
-    /// What the replicas have not been sent yet: their mailboxes, their connections' unsent
-    /// output, the stream held while their snapshot goes out (INFO `mem_clients_slaves`; not
+    /// What the replicas have not been sent yet: their connections' buffers, their mailboxes,
+    /// the stream held while their snapshot goes out (INFO `mem_clients_slaves`; not
     /// counted for `maxmemory`, as Redis leaves its replication buffer beyond the backlog out).
     pub fn replica_buffers(&self) -> u64 {
         if self.count.load(Ordering::Relaxed) == 0 && self.queue.lock().is_empty() {
@@ -209,10 +209,14 @@ impl Replication {
         }
         self.all_replicas()
             .iter()
+            // The connection's buffers (holding what the socket has not taken), its mailbox,
+            // and the stream kept while its snapshot goes out.
             .map(|r| {
-                r.mailbox.pending() as u64
-                    + r.handle.out_pending.load(Ordering::Relaxed)
-                    + r.state.lock().pending.len() as u64
+                // Each big buffer as the allocator counts it (its size class).
+                let reply = r.handle.reply_cap.load(Ordering::Relaxed);
+                let held = crate::alloc::usable_size(reply as usize) + r.handle.memory() - reply;
+                held + crate::alloc::usable_size(r.mailbox.held())
+                    + crate::alloc::usable_size(r.state.lock().pending.capacity())
             })
             .sum()
     }

@@ -350,6 +350,14 @@ impl Set {
     }
 
     /// A random member (None when empty).
+    /// Moves up to `n` buckets of the table's pending rehash, if any (random reads do, as in
+    /// Redis: a table only read still finishes growing).
+    pub fn rehash_step(&mut self, n: usize) {
+        if let Repr::Table(t) = &mut self.repr {
+            t.0.rehash(n);
+        }
+    }
+
     pub fn random<R: Rng>(&self, rng: &mut R) -> Option<Vec<u8>> {
         match &self.repr {
             Repr::Ints(v) => v.choose(rng).map(|i| itoa::Buffer::new().format(*i).as_bytes().to_vec()),

@@ -365,6 +365,9 @@ pub fn srandmember(ctx: &mut Ctx) -> CmdResult {
         }
         return Ok(());
     };
+    // Random sampling moves a pending rehash along, as Redis's random key picks do (one step
+    // per pick): a set read only by SRANDMEMBER still finishes growing its table.
+    s.rehash_step(count.map_or(1, |c| c.unsigned_abs().clamp(1, 1000) as usize));
     let picks = match count {
         None => {
             let m = s.random(&mut rng).expect("sets are never empty");

@@ -243,10 +243,12 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 f!("rss_overhead_bytes:{}", rss as i64 - resident as i64);
                 f!("mem_fragmentation_ratio:{:.2}", ratio(rss, alloc));
                 f!("mem_fragmentation_bytes:{}", rss as i64 - alloc as i64);
-                f!("mem_not_counted_for_evict:{}", crate::exec::evict::not_counted(srv));
+                // What the replicas hold, read once for the three fields that show it.
+                let replica_bufs = srv.repl.replica_buffers();
+                f!("mem_not_counted_for_evict:{}", replica_bufs);
                 f!("mem_replication_backlog:{}", srv.repl.backlog_bytes());
-                f!("mem_total_replication_buffers:{}", srv.repl.buffered_bytes());
-                f!("mem_clients_slaves:{}", srv.repl.replica_buffers());
+                f!("mem_total_replication_buffers:{}", srv.repl.backlog_bytes() + replica_bufs);
+                f!("mem_clients_slaves:{}", replica_bufs);
                 f!(
                     "mem_clients_normal:{}",
                     srv.clients.fold(0, |sum, h| if h.replica.load(Ordering::Relaxed) {

@@ -889,39 +889,22 @@ pub fn script_call(
     locks: &mut Locks<'_>,
     read_only: bool,
 ) -> Result<(), String> {
-    let r = script_call_checked(srv, ws, client, out, argv, locks, read_only);
-    // A refusal is an error reply of its own in the error statistics, as Redis's
-    // scriptCall counts it (the script's error that may follow is not counted again).
-    if let Err(e) = &r {
-        match e.strip_prefix('-') {
-            Some(coded) => count_error(ws, coded),
-            None => count_error(ws, "ERR"),
-        }
-    }
-    r
-}
-
-fn script_call_checked(
-    srv: &Server,
-    ws: &WorkerStats,
-    client: &mut Client,
-    out: &mut Reply,
-    argv: &[&[u8]],
-    locks: &mut Locks<'_>,
-    read_only: bool,
-) -> Result<(), String> {
-    let cmd = match resolve(srv, argv) {
-        Ok(c) => c,
-        Err((Some(c), _)) => {
+    // A refusal is a rejected call of the command (if it exists) and an error reply of its own
+    // in the error statistics, as Redis's scriptCall counts it (the script's error that may
+    // follow is not counted again).
+    let refused = |cmd: Option<&Command>, e: &str| {
+        if let Some(c) = cmd {
             ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
-            return Err("Wrong number of args calling Redis command from script".into());
         }
-        Err((None, _)) => return Err("Unknown Redis command called from script".into()),
-    };
-    let refuse = |e: &str| {
-        ws.cmds[cmd.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
+        count_error(ws, e.strip_prefix('-').unwrap_or("ERR"));
         Err(e.to_string())
     };
+    let cmd = match resolve(srv, argv) {
+        Ok(c) => c,
+        Err((Some(c), _)) => return refused(Some(c), "Wrong number of args calling Redis command from script"),
+        Err((None, _)) => return refused(None, "Unknown Redis command called from script"),
+    };
+    let refuse = |e: &str| refused(Some(cmd), e);
     if cmd.has(flags::NOSCRIPT) && !srv.deny_scripts_disabled.load(Ordering::Relaxed) {
         return refuse("This Redis command is not allowed from script");
     }

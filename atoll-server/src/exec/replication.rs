@@ -189,12 +189,6 @@ impl Replication {
             .collect()
     }
 
-    /// Bytes the stream holds for replicas: the backlog and what each replica has not been
-    /// sent yet (INFO's `mem_total_replication_buffers`).
-    pub fn buffered_bytes(&self) -> u64 {
-        self.backlog_bytes() + self.replica_buffers()
-    }
-
     /// The backlog's bytes (INFO `mem_replication_backlog`).
     pub fn backlog_bytes(&self) -> u64 {
         self.feed.lock().backlog.as_ref().map_or(0, |b| b.buf.len()) as u64

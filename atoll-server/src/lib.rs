@@ -23,6 +23,7 @@ pub mod persist;
 pub mod protocol;
 pub mod scripting;
 pub mod server;
+pub mod services;
 pub mod types;
 
 /// The Redis version Atoll reports (tools gate features on it; DESIGN §3).

@@ -1037,21 +1037,21 @@ fn a_panic_is_answered_in_a_reading_handler_and_stops_the_server_elsewhere() {
 fn a_stuck_worker_is_reported_by_the_watchdog() {
     let (_atoll, port, log) = atoll_logging(&["--threads", "2", "--watchdog-period", "300"]);
     let mut holder = RawConn::connect(port);
-    // Holds every shard of db 0 for 1.5 s (DEBUG inside EXEC locks whole databases).
-    for c in [v(&["MULTI"]), v(&["DEBUG", "SLEEP", "1.5"]), v(&["EXEC"])] {
-        holder.send(&c);
-    }
+    holder.cmd(&[b"SET", b"k", b"v"]);
+    // A target that accepts and never answers: MIGRATE holds k's shard while it waits 1.5 s.
+    // (DEBUG SLEEP would not do: it stops every worker, as Redis's stops its server.)
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port().to_string();
+    holder.send(&v(&["MIGRATE", "127.0.0.1", &silent_port, "k", "0", "1500"]));
     std::thread::sleep(Duration::from_millis(100));
-    // Clients on the other worker wait for a shard meanwhile.
+    // Clients on the other worker wait for the shard meanwhile.
     let mut waiters: Vec<RawConn> = (0..4).map(|_| RawConn::connect(port)).collect();
     for w in &mut waiters {
         w.send(&v(&["GET", "k"]));
     }
-    for _ in 0..3 {
-        holder.read_reply();
-    }
+    assert_eq!(holder.read_reply(), b"-IOERR error or timeout reading to target instance\r\n");
     for w in &mut waiters {
-        assert_eq!(w.read_reply(), b"$-1\r\n");
+        assert_eq!(w.read_reply(), b"$1\r\nv\r\n");
     }
     std::thread::sleep(Duration::from_millis(300));
     let info = String::from_utf8_lossy(&holder.cmd(&[b"INFO", b"stats"])).into_owned();
@@ -1059,7 +1059,7 @@ fn a_stuck_worker_is_reported_by_the_watchdog() {
     assert!(info.contains("stalled_workers:0\r\n"), "{info}");
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("--- WATCHDOG TIMER EXPIRED: worker "), "{text}");
-    assert!(text.contains("last command 'exec' of client id="), "{text}");
+    assert!(text.contains("last command 'migrate' of client id="), "{text}");
     assert!(text.contains("last command 'get' of client id=") && text.contains("waiting for a Shard lock"), "{text}");
     assert!(text.contains("is making progress again"), "{text}");
 }

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::time::{Duration, Instant};
 
 fn bulk_of(reply: &[u8]) -> Option<Vec<u8>> {
     if reply.starts_with(b"$-1") {
@@ -821,6 +822,96 @@ fn migrate_moves_keys_between_redis_and_atoll() {
     let reply = cmd(&mut r2c, &[b"MIGRATE", b"127.0.0.1", ap.as_bytes(), b"to-atoll", b"0", b"1000"]);
     assert_eq!(reply, b"+OK\r\n");
     assert_eq!(cmd(&mut ac, &[b"GET", b"to-atoll"]), b"$1\r\nv\r\n");
+}
+
+/// One field of an INFO section.
+fn info_in(c: &mut RawConn, section: &str, name: &str) -> String {
+    let info = String::from_utf8_lossy(&cmd(c, &[b"INFO", section.as_bytes()])).to_string();
+    info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or_else(|| panic!("{name}")).to_string()
+}
+
+/// MIGRATE keeps its connection to a target for the next MIGRATE as Redis does
+/// (`migrate_cached_sockets`, no new connection on the target, SELECT only when the database
+/// changes, a silently reopened connection when the target closed it, closed after 10 idle
+/// seconds), and a target that DEBUG SLEEPs makes it time out — Atoll's DEBUG SLEEP stops every
+/// worker, as Redis's stops its one thread.
+#[test]
+fn migrate_caches_its_connection_and_times_out_as_redis_does() {
+    let (tr, ta) = (start_redis(&[]), start_redis(&[]));
+    let r = start_redis(&[]);
+    let a = start_atoll(&["--enable-debug-command", "yes", "--threads", "2"]);
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    for (src, tgt) in [(r.port, tr.port), (a.port, ta.port)] {
+        let (mut c, mut t) = (RawConn::connect(src), RawConn::connect(tgt));
+        let p = tgt.to_string();
+        let mut log = Vec::new();
+        let step = |log: &mut Vec<String>, c: &mut RawConn, args: &[&str]| {
+            let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+            log.push(show(&cmd(c, &a)));
+        };
+        let received = |t: &mut RawConn| info_in(t, "stats", "total_connections_received");
+        step(&mut log, &mut c, &["MSET", "k1", "1", "k2", "2", "k3", "3", "k4", "4"]);
+        assert_eq!(info_in(&mut c, "stats", "migrate_cached_sockets"), "0");
+        step(&mut log, &mut c, &["MIGRATE", "127.0.0.1", &p, "k1", "0", "1000"]);
+        assert_eq!(info_in(&mut c, "stats", "migrate_cached_sockets"), "1");
+        let before = received(&mut t);
+        step(&mut log, &mut c, &["MIGRATE", "127.0.0.1", &p, "k2", "5", "1000"]);
+        step(&mut log, &mut c, &["MIGRATE", "127.0.0.1", &p, "k3", "5", "1000"]);
+        assert_eq!(received(&mut t), before, "the cached connection is reused");
+        // The target's own view of that connection: it moved to db 5 once.
+        let list = String::from_utf8_lossy(&cmd(&mut t, &[b"CLIENT", b"LIST", b"TYPE", b"normal"])).to_string();
+        let line = list.lines().find(|l| l.contains("cmd=restore")).unwrap_or_else(|| panic!("{list}")).to_string();
+        log.push(line.split(' ').find(|f| f.starts_with("db=")).unwrap().to_string());
+        // The target drops it: the next MIGRATE reconnects without the caller seeing an error.
+        cmd(&mut t, &[b"CLIENT", b"KILL", b"TYPE", b"normal", b"SKIPME", b"yes"]);
+        step(&mut log, &mut c, &["MIGRATE", "127.0.0.1", &p, "k4", "0", "1000"]);
+        step(&mut log, &mut c, &["EXISTS", "k1", "k2", "k3", "k4"]);
+        cmd(&mut t, &[b"SELECT", b"5"]);
+        step(&mut log, &mut t, &["EXISTS", "k2", "k3"]);
+        seen.push(log);
+    }
+    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[0].last().unwrap(), ":2\\r\\n");
+
+    // A target that sleeps: MIGRATE gives up after its timeout. Both sources, both targets.
+    let at = start_atoll(&["--enable-debug-command", "yes", "--threads", "2"]);
+    let mut seen = Vec::new();
+    for (src, tgt) in [(r.port, tr.port), (a.port, ta.port), (r.port, at.port), (a.port, at.port)] {
+        let mut c = RawConn::connect(src);
+        cmd(&mut c, &[b"SET", b"slow", b"v"]);
+        let mut sleeper = RawConn::connect(tgt);
+        sleeper.send(&v(&["DEBUG", "SLEEP", "1.5"]));
+        std::thread::sleep(Duration::from_millis(100));
+        let t0 = Instant::now();
+        let p = tgt.to_string();
+        let reply = cmd(&mut c, &[b"MIGRATE", b"127.0.0.1", p.as_bytes(), b"slow", b"0", b"500"]);
+        assert!(t0.elapsed() < Duration::from_millis(1300), "{:?}", t0.elapsed());
+        assert_eq!(sleeper.read_reply(), b"+OK\r\n");
+        seen.push(show(&reply));
+        assert_eq!(cmd(&mut c, &[b"EXISTS", b"slow"]), b":1\r\n", "a key not acknowledged stays");
+    }
+    assert!(seen.iter().all(|r| r == "-IOERR error or timeout reading to target instance\\r\\n"), "{seen:?}");
+
+    // While Atoll sleeps, no worker answers: fresh connections (spread over both workers) wait.
+    let mut sleeper = RawConn::connect(at.port);
+    sleeper.send(&v(&["DEBUG", "SLEEP", "1"]));
+    std::thread::sleep(Duration::from_millis(100));
+    let t0 = Instant::now();
+    let mut others: Vec<RawConn> = (0..4).map(|_| RawConn::connect(at.port)).collect();
+    for o in &mut others {
+        o.send(&v(&["PING"]));
+    }
+    for o in &mut others {
+        assert_eq!(o.read_reply(), b"+PONG\r\n");
+    }
+    assert!(t0.elapsed() >= Duration::from_millis(700), "answered during DEBUG SLEEP: {:?}", t0.elapsed());
+    assert_eq!(sleeper.read_reply(), b"+OK\r\n");
+
+    // Idle connections close after 10 seconds (the cron runs on both every 100 ms).
+    std::thread::sleep(Duration::from_secs(12));
+    for port in [r.port, a.port] {
+        assert_eq!(info_in(&mut RawConn::connect(port), "stats", "migrate_cached_sockets"), "0");
+    }
 }
 
 /// Big values (tens of thousands of elements, megabytes) are written a piece at a time, the

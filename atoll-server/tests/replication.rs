@@ -521,3 +521,93 @@ fn a_slow_replicas_buffer_is_measured() {
         info_field(&mut m, "memory", "mem_clients_slaves").unwrap().parse::<u64>().unwrap() < 64 * 1024
     });
 }
+
+/// A replica's view of a master: SYNC, the snapshot skipped, then the commands as they come.
+struct ReplStream {
+    stream: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl ReplStream {
+    fn attach(port: u16) -> ReplStream {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream.write_all(b"SYNC\r\n").unwrap();
+        let mut buf = Vec::new();
+        loop {
+            // Newlines are the master's keepalives while it prepares the snapshot.
+            let skip = buf.iter().take_while(|&&b| b == b'\n').count();
+            buf.drain(..skip);
+            if let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") {
+                assert_eq!(buf[0], b'$', "not a disk-based snapshot: {}", show(&buf[..eol]));
+                let len: usize = std::str::from_utf8(&buf[1..eol]).unwrap().parse().unwrap();
+                if buf.len() >= eol + 2 + len {
+                    buf.drain(..eol + 2 + len);
+                    return ReplStream { stream, buf };
+                }
+            }
+            let mut tmp = [0u8; 65536];
+            let n = stream.read(&mut tmp).expect("read the snapshot");
+            assert!(n > 0, "master closed the link");
+            buf.extend_from_slice(&tmp[..n]);
+        }
+    }
+
+    /// The commands that arrive until the link is quiet for half a second (PINGs left out).
+    fn commands(&mut self) -> Vec<String> {
+        use std::io::Read;
+        self.stream.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let mut tmp = [0u8; 65536];
+        while let Ok(n) = self.stream.read(&mut tmp) {
+            if n == 0 {
+                break;
+            }
+            self.buf.extend_from_slice(&tmp[..n]);
+        }
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < self.buf.len() {
+            let end = reply_end(&self.buf, pos).expect("a whole command");
+            let words: Vec<String> =
+                parse_array(&self.buf[pos..end]).iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+            if !words[0].eq_ignore_ascii_case("PING") {
+                out.push(words.join(" "));
+            }
+            pos = end;
+        }
+        self.buf.clear();
+        out
+    }
+}
+
+/// Deleting a whole key as a side effect (SPOP of every member, GETEX with a time already past,
+/// RESTORE … REPLACE with a past TTL) reaches replicas as DEL or UNLINK, chosen by the lazyfree
+/// setting Redis consults for that command.
+#[test]
+fn implicit_deletions_propagate_as_del_or_unlink_as_redis_does() {
+    let atoll = start_atoll(&["--repl-diskless-sync", "no"]);
+    let redis = start_redis(&["--repl-diskless-sync", "no"]);
+    let mut seen = Vec::new();
+    for port in [redis.port, atoll.port] {
+        let mut c = con(port);
+        let mut repl = ReplStream::attach(port);
+        for lazy in ["no", "yes"] {
+            q(&mut c, &["CONFIG", "SET", "lazyfree-lazy-server-del", lazy]);
+            q(&mut c, &["CONFIG", "SET", "lazyfree-lazy-expire", lazy]);
+            q(&mut c, &["SADD", "s", "a", "b", "c"]);
+            q(&mut c, &["SPOP", "s", "3"]);
+            q(&mut c, &["SET", "g", "v"]);
+            q(&mut c, &["GETEX", "g", "PXAT", "1"]);
+            q(&mut c, &["SET", "r", "v"]);
+            let Value::BulkString(payload) = q(&mut c, &["DUMP", "r"]) else { panic!("DUMP") };
+            let mut restore = redis::cmd("RESTORE");
+            restore.arg("r").arg(1).arg(payload).arg("REPLACE").arg("ABSTTL");
+            let _: Value = restore.query(&mut c).unwrap();
+            assert_eq!(q(&mut c, &["EXISTS", "s", "g", "r"]), Value::Int(0));
+        }
+        seen.push(repl.commands());
+    }
+    assert_eq!(seen[1], seen[0], "Atoll's replication stream (right) against Redis's (left)");
+    assert!(seen[0].iter().any(|c| c == "UNLINK s") && seen[0].iter().any(|c| c == "DEL r"), "{:?}", seen[0]);
+}

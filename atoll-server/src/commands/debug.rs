@@ -428,12 +428,13 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.reply.ok();
         }
         ("sleep", 3) => {
-            // Redis blocks its whole server for the time; this blocks the client's worker
-            // (holding no shard, or a transaction's shards as EXEC does in Redis), and the
-            // time counts as the command's own (slow log, latency monitor).
+            // Redis stops its whole server for the time, and so does this: the client's worker
+            // sleeps (holding no shard, or a transaction's shards as EXEC does in Redis) and
+            // every other worker waits where its next round begins. The time counts as the
+            // command's own (slow log, latency monitor).
             let secs = crate::engine::zset::strtod(ctx.args[2]).0;
             let us = if secs.is_finite() && secs > 0.0 { (secs * 1e6) as u64 } else { 0 };
-            std::thread::sleep(std::time::Duration::from_micros(us));
+            ctx.srv.freeze.sleep(std::time::Duration::from_micros(us));
             ctx.reply.ok();
         }
         ("set-skip-checksum-validation", 3) => {

@@ -377,7 +377,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 }
                 f!("latest_fork_usec:0");
                 f!("total_forks:0");
-                f!("migrate_cached_sockets:0");
+                f!("migrate_cached_sockets:{}", srv.migrate_sockets.len());
                 f!("slave_expires_tracked_keys:0");
                 f!("active_defrag_hits:0");
                 f!("active_defrag_misses:0");

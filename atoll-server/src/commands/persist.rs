@@ -5,6 +5,7 @@ use crate::exec::notify;
 use crate::exec::persistence;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx};
 use crate::persist;
+use crate::services::migrate::MigrateSockets;
 
 // DUMP key
 pub fn dump(ctx: &mut Ctx) -> CmdResult {
@@ -75,7 +76,9 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
     if ttl != 0 && ttl <= ctx.ks.now {
         // Already expired: the key is gone (a replaced one deleted), nothing is added.
         if deleted {
-            ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
+            // As Redis's restoreCommand: UNLINK when server-side deletions are lazy.
+            let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-server-del") { b"UNLINK" } else { b"DEL" };
+            ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
             ctx.ks.note(notify::GENERIC, "del", key);
         } else {
             ctx.no_effect();
@@ -156,9 +159,9 @@ pub fn bgrewriteaof(ctx: &mut Ctx) -> CmdResult {
 //
 // Like Redis, the transfer runs inside the command (the keys' shards stay locked, so nothing
 // changes them half-way): DUMP payloads sent as RESTORE commands in one pipeline, then the
-// moved keys deleted here unless COPY. The connection is bounded by `timeout` at every step.
+// moved keys deleted here unless COPY. The connection is bounded by `timeout` at every step
+// and kept for the next MIGRATE to the same target (`services::migrate`).
 pub fn migrate(ctx: &mut Ctx) -> CmdResult {
-    use std::io::{BufRead, BufReader, Write};
     let args = ctx.args;
     let (mut copy, mut replace) = (false, false);
     let mut auth: Option<Vec<Vec<u8>>> = None;
@@ -214,78 +217,136 @@ pub fn migrate(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.simple("NOKEY");
         return Ok(());
     }
-    let io = |what: &str| CmdError::msg(format!("IOERR error or timeout {what} to target instance"));
     let host = String::from_utf8_lossy(args[1]).to_string();
-    let port: u16 = String::from_utf8_lossy(args[2])
-        .parse()
-        .map_err(|_| CmdError::msg("IOERR error or timeout connecting to the client"))?;
+    let port_text = String::from_utf8_lossy(args[2]).to_string();
+    let name = format!("{host}:{port_text}");
     let dur = std::time::Duration::from_millis(timeout as u64);
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| CmdError::msg("IOERR error or timeout connecting to the client"))?;
-    let mut sock = std::net::TcpStream::connect_timeout(&addr, dur)
-        .map_err(|_| CmdError::msg("IOERR error or timeout connecting to the client"))?;
-    let _ = sock.set_read_timeout(Some(dur));
-    let _ = sock.set_write_timeout(Some(dur));
-    let mut req = Vec::new();
-    let mut expect = 0;
-    if let Some(a) = &auth {
-        crate::persist::aof::encode(&mut req, a);
-        expect += 1;
-    }
-    crate::persist::aof::encode(&mut req, &[b"SELECT".to_vec(), dbid.to_string().into_bytes()]);
-    expect += 1;
-    for (k, payload, ttl) in &found {
-        let mut argv = vec![b"RESTORE".to_vec(), k.to_vec(), ttl.to_string().into_bytes(), payload.clone()];
-        if replace {
-            argv.push(b"REPLACE".to_vec());
+    let cache = &ctx.srv.migrate_sockets;
+    // As Redis: a socket error other than a timeout is retried once on a fresh connection
+    // (a cached one may have been closed by the target meanwhile).
+    let mut may_retry = true;
+    loop {
+        let now_s = ctx.srv.now_ms() / 1000;
+        let mut cs = match cache.take(&name) {
+            Some(c) => c,
+            None => MigrateSockets::fresh(connect(&host, &port_text, dur)?, now_s),
+        };
+        let _ = cs.sock.set_read_timeout(Some(dur));
+        let _ = cs.sock.set_write_timeout(Some(dur));
+        let _ = cs.sock.set_nodelay(true);
+        let select = cs.db != Some(dbid);
+        let mut req = Vec::new();
+        if let Some(a) = &auth {
+            crate::persist::aof::encode(&mut req, a);
         }
-        crate::persist::aof::encode(&mut req, &argv);
-    }
-    sock.write_all(&req).map_err(|_| io("writing"))?;
-    let mut rd = BufReader::new(sock);
-    let mut line = String::new();
-    let mut read_line = |line: &mut String| -> Result<(), CmdError> {
-        line.clear();
-        match rd.read_line(line) {
-            Ok(n) if n > 0 => Ok(()),
-            _ => Err(io("reading")),
+        if select {
+            crate::persist::aof::encode(&mut req, &[b"SELECT".to_vec(), dbid.to_string().into_bytes()]);
         }
-    };
-    let target_err = |l: &str| {
-        CmdError::msg(format!("ERR Target instance replied with error: {}", l.trim_end().trim_start_matches('-')))
-    };
-    for _ in 0..expect {
-        read_line(&mut line)?;
-        if line.starts_with('-') {
-            return Err(target_err(&line));
-        }
-    }
-    let mut first_err = None;
-    let mut moved = vec![b"DEL".to_vec()];
-    for (k, _, _) in &found {
-        read_line(&mut line)?;
-        if line.starts_with('-') {
-            first_err.get_or_insert_with(|| target_err(&line));
-        } else if !copy {
-            if ctx.ks.delete(k).is_some() {
-                ctx.ks.note(notify::GENERIC, "del", k);
+        for (k, payload, ttl) in &found {
+            let mut argv = vec![b"RESTORE".to_vec(), k.to_vec(), ttl.to_string().into_bytes(), payload.clone()];
+            if replace {
+                argv.push(b"REPLACE".to_vec());
             }
-            moved.push(k.to_vec());
+            crate::persist::aof::encode(&mut req, &argv);
         }
-    }
-    if moved.len() > 1 {
-        // Propagated as the deletion of the keys that moved.
-        ctx.rewrite_effect(moved);
-    } else {
-        ctx.no_effect();
-    }
-    match first_err {
-        Some(e) => Err(e),
-        None => {
-            ctx.reply.ok();
-            Ok(())
+        let failed = |e: &std::io::Error, what: &str, may_retry: &mut bool| -> Option<CmdError> {
+            let timed_out = matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut);
+            if !timed_out && std::mem::take(may_retry) {
+                return None;
+            }
+            Some(CmdError::msg(format!("IOERR error or timeout {what} to target instance")))
+        };
+        if let Err(e) = std::io::Write::write_all(&mut cs.sock, &req) {
+            match failed(&e, "writing", &mut may_retry) {
+                None => continue,
+                Some(err) => return Err(err),
+            }
         }
+        let mut rd = std::io::BufReader::new(&cs.sock);
+        let mut auth_line = String::new();
+        let mut select_line = String::new();
+        let heads = match (&auth, select) {
+            (Some(_), true) => read_line(&mut rd, &mut auth_line).and_then(|_| read_line(&mut rd, &mut select_line)),
+            (Some(_), false) => read_line(&mut rd, &mut auth_line),
+            (None, true) => read_line(&mut rd, &mut select_line),
+            (None, false) => Ok(()),
+        };
+        if let Err(e) = heads {
+            match failed(&e, "reading", &mut may_retry) {
+                None => continue,
+                Some(err) => return Err(err),
+            }
+        }
+        // The first error the target gave (AUTH's, SELECT's, then a RESTORE's) is the reply;
+        // the keys it acknowledged are deleted here either way.
+        let head_err = [&auth_line, &select_line].into_iter().find(|l| l.starts_with('-')).cloned();
+        let mut first_err: Option<String> = None;
+        let mut socket_err = None;
+        let mut moved = vec![b"DEL".to_vec()];
+        let mut line = String::new();
+        for (j, (k, _, _)) in found.iter().enumerate() {
+            if let Err(e) = read_line(&mut rd, &mut line) {
+                socket_err = Some((e, j));
+                break;
+            }
+            if let Some(h) = head_err.as_ref().or(line.starts_with('-').then_some(&line)) {
+                first_err.get_or_insert_with(|| h.clone());
+            } else if !copy {
+                if ctx.ks.delete(k).is_some() {
+                    ctx.ks.note(notify::GENERIC, "del", k);
+                }
+                moved.push(k.to_vec());
+            }
+        }
+        drop(rd);
+        if let Some((e, 0)) = &socket_err {
+            // Nothing was acknowledged: a retry cannot apply anything twice.
+            if first_err.is_none() {
+                match failed(e, "reading", &mut may_retry) {
+                    None => continue,
+                    Some(err) => return Err(err),
+                }
+            }
+        }
+        if moved.len() > 1 {
+            // Propagated as the deletion of the keys that moved.
+            ctx.rewrite_effect(moved);
+        } else {
+            ctx.no_effect();
+        }
+        if let Some(l) = first_err {
+            // The connection stays cached, but with no database known to be selected.
+            if socket_err.is_none() {
+                cache.put(name, cs.sock, None, now_s);
+            }
+            let l = l.trim_end();
+            return Err(CmdError::msg(format!("ERR Target instance replied with error: {}", &l[1..])));
+        }
+        if socket_err.is_some() {
+            return Err(CmdError::msg("IOERR error or timeout reading to target instance"));
+        }
+        cache.put(name, cs.sock, Some(dbid), now_s);
+        ctx.reply.ok();
+        return Ok(());
+    }
+}
+
+/// A new connection to MIGRATE's target, bounded by its timeout.
+fn connect(host: &str, port: &str, dur: std::time::Duration) -> Result<std::net::TcpStream, CmdError> {
+    let refused = || CmdError::msg("IOERR error or timeout connecting to the client");
+    let port: u16 = port.parse().map_err(|_| refused())?;
+    let addr =
+        std::net::ToSocketAddrs::to_socket_addrs(&(host, port)).ok().and_then(|mut a| a.next()).ok_or_else(refused)?;
+    std::net::TcpStream::connect_timeout(&addr, dur).map_err(|_| refused())
+}
+
+/// One reply line from MIGRATE's target, at most 1 KB read (Redis's buffer) so a hostile
+/// target cannot grow it; a closed connection is an error.
+fn read_line(rd: &mut impl std::io::BufRead, line: &mut String) -> std::io::Result<()> {
+    use std::io::BufRead;
+    line.clear();
+    match std::io::Read::take(rd, 1024).read_line(line)? {
+        0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        _ => Ok(()),
     }
 }

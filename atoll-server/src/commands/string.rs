@@ -324,10 +324,12 @@ pub fn getex(ctx: &mut Ctx) -> CmdResult {
         }
     };
     match when {
-        // An absolute time already in the past deletes the key, propagated as DEL.
+        // An absolute time already in the past deletes the key, propagated as UNLINK when
+        // expiries are lazy, DEL otherwise (as Redis's getexCommand).
         Some(ms) if (f.exat || f.pxat) && ms <= now => {
             ctx.ks.delete(key);
-            ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
+            let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-expire") { b"UNLINK" } else { b"DEL" };
+            ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
             ctx.ks.note(notify::GENERIC, "del", key);
         }
         Some(ms) => {

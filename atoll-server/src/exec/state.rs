@@ -90,6 +90,10 @@ pub struct Server {
     pub skip_checksum: AtomicBool,
     /// DEBUG PAUSE-CRON: the workers' periodic tasks (active expiry, timeouts) are stopped.
     pub cron_paused: AtomicBool,
+    /// DEBUG SLEEP's stop of every worker.
+    pub freeze: crate::services::freeze::Freeze,
+    /// MIGRATE's open connections to its targets.
+    pub migrate_sockets: crate::services::migrate::MigrateSockets,
     /// Allocated bytes once the server was up, and the highest seen since (MEMORY STATS).
     pub startup_allocated: std::sync::atomic::AtomicU64,
     pub peak_allocated: std::sync::atomic::AtomicU64,
@@ -239,6 +243,8 @@ impl Server {
             active_expire: AtomicBool::new(true),
             skip_checksum: AtomicBool::new(false),
             cron_paused: AtomicBool::new(false),
+            freeze: Default::default(),
+            migrate_sockets: Default::default(),
             startup_allocated: Default::default(),
             peak_allocated: Default::default(),
             deny_scripts_disabled: AtomicBool::new(false),

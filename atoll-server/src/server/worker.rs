@@ -532,6 +532,8 @@ impl Core {
     /// The wait is over: a round of work begins (INFO's eventloop_* figures).
     #[inline]
     pub fn begin_round(&mut self) {
+        // DEBUG SLEEP on another worker stops this one too, before its round counts as begun.
+        self.srv.freeze.wait_out();
         self.round_start = Some(self.srv.clock.instant());
         self.srv.stats.workers[self.id].beat.progress_ms.store(self.srv.now_ms().max(1) as u64, Ordering::Relaxed);
         self.round_cmds = self.srv.stats.workers[self.id].counters.commands.load(Ordering::Relaxed);
@@ -600,6 +602,7 @@ impl Core {
                 srv.sample_ops();
                 close_idle_clients(&srv);
                 close_over_output_limits(&srv);
+                srv.migrate_sockets.close_idle(srv.now_ms() / 1000);
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 srv.tracking.enforce_limit(&srv);
             }

@@ -322,13 +322,15 @@ pub fn spop(ctx: &mut Ctx) -> CmdResult {
         }
         Some(0) => ctx.reply.set(0),
         Some(c) if c >= s.len() as u64 => {
-            // The whole set: reply with it and delete the key, propagated as DEL.
+            // The whole set: reply with it and delete the key, propagated as UNLINK when
+            // server-side deletions are lazy, DEL otherwise (as Redis's spopWithCountCommand).
             let members = s.members();
             reply_members(ctx, &members);
             ctx.ks.note(notify::SET, "spop", key);
             ctx.ks.delete(key);
             ctx.ks.note(notify::GENERIC, "del", key);
-            ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
+            let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-server-del") { b"UNLINK" } else { b"DEL" };
+            ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
         }
         Some(c) => {
             let popped = s.pop_many(c as usize, &mut rng);

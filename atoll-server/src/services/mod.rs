@@ -1,0 +1,6 @@
+//! Services: state a subsystem owns, with the narrow API the call path uses. Nothing here
+//! knows the whole server (`.ci/run` fails when a file in this folder names the server's
+//! struct), so each service can be read, tested and locked on its own.
+
+pub mod freeze;
+pub mod migrate;

@@ -15,6 +15,7 @@
 pub mod alloc;
 pub mod commands;
 pub mod config;
+pub mod daemons;
 pub mod engine;
 pub mod exec;
 pub mod lockorder;

@@ -345,7 +345,7 @@ pub fn bitop(ctx: &mut Ctx) -> CmdResult {
     if len > 0 {
         ctx.ks.set(dest, Value::Raw(res), false);
         ctx.ks.note(notify::STRING, "set", dest);
-    } else if super::keys::db_delete(&mut ctx.ks, dest).is_some() {
+    } else if ctx.ks.delete_unlooked(dest).is_some() {
         // An empty result deletes the destination (a change only if it existed), with no
         // lookup first: one past its time is deleted too, raising `del`.
         ctx.ks.note(notify::GENERIC, "del", dest);

@@ -607,7 +607,7 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
         }
         ("hotkeys", 2 | 3) => {
             let n = if argc == 3 { parse_int(ctx.args[2])?.clamp(0, 64) as usize } else { 10 };
-            let top = crate::exec::hotkeys::top(ctx.srv.stats.workers.iter().map(|w| &w.hot), n);
+            let top = crate::services::hotkeys::top(ctx.srv.stats.workers.iter().map(|w| &w.hot), n);
             ctx.reply.array(top.len());
             for (db, key, hits) in top {
                 ctx.reply.array(3);

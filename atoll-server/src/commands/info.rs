@@ -62,7 +62,7 @@ pub fn rss_bytes() -> u64 {
 
 /// Bytes allocated by the program according to jemalloc (0 when jemalloc is not the
 /// allocator, as in unit tests).
-pub use crate::exec::stats::allocated_bytes;
+pub use crate::services::stats::allocated_bytes;
 
 fn total_system_memory() -> u64 {
     let s = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
@@ -183,7 +183,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
             }
             "memory" => {
                 let (alloc, active, resident) = allocated_bytes();
-                let allocator = crate::exec::stats::jemalloc_allocated();
+                let allocator = crate::services::stats::jemalloc_allocated();
                 let rss = rss_bytes();
                 let maxmem = srv.config.get_i64("maxmemory") as u64;
                 o.push_str("# Memory\r\n");
@@ -414,7 +414,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                 // Atoll's own (io_uring backend): waits that held the wake-up for more requests.
                 f!("io_batched_waits:{}", st.sum(|c| &c.batched_waits));
                 // Atoll's own: workers stuck in one round now, and stalls reported since start
-                // (`exec::watchdog`).
+                // (`daemons::watchdog`).
                 f!("stalled_workers:{}", srv.watchdog.stalled());
                 f!("watchdog_reports:{}", srv.watchdog.reports.load(Ordering::Relaxed));
             }
@@ -563,7 +563,7 @@ pub fn generate(srv: &Server, sections: &[&str], locks: &mut crate::engine::Lock
                             .iter()
                             .map(|&p| {
                                 let v = m.value_at_percentile(p) as f64 / 1000.0;
-                                format!("p{}={v:.3}", crate::exec::latency::percentile_label(p))
+                                format!("p{}={v:.3}", crate::services::latency::percentile_label(p))
                             })
                             .collect();
                         f!("latency_percentiles_usec_{}:{}", c.name, parts.join(","));

@@ -11,11 +11,11 @@
 use crate::engine::glob::glob_match;
 use crate::engine::keytable::Entry;
 use crate::engine::{LockPlan, Locks, SHARDS};
-use crate::engine::{Obj, Shard, Value};
+use crate::engine::{Shard, Value};
 use crate::exec::help_reply;
 use crate::exec::notify;
-use crate::exec::stats::Counters;
 use crate::exec::*;
+use crate::services::stats::Counters;
 use rand::Rng;
 use std::sync::atomic::Ordering;
 
@@ -59,19 +59,6 @@ fn lookup_notouch_noting<'v>(ks: &'v mut KsView, key: &[u8]) -> Option<Entry<'v>
         return None;
     }
     lookup_notouch(ks, key)
-}
-
-/// Redis's `dbDelete`: removes `key` with no lookup first, so a key past its time that nothing
-/// has expired yet is deleted like any other (the caller raises `del`, not `expired`). Signals
-/// watchers and counts the change; returns the value if the key was there.
-pub(crate) fn db_delete(ks: &mut KsView, key: &[u8]) -> Option<Obj> {
-    let o = ks.shard(key).remove(key)?;
-    ks.modified(key);
-    // Clients blocked on a deleted stream must learn it (as `KsView::delete`).
-    if matches!(o.val, Value::Stream(_)) {
-        ks.signal_ready(key);
-    }
-    Some(o)
 }
 
 /// Runs `f` with the view switched to database `db` (MOVE, COPY … DB), then switches back, so
@@ -133,7 +120,7 @@ fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard,
 // ---------------------------------------------------------------------------------------------
 
 /// DEL and UNLINK: the keys leave the keyspace now; with `lazy`, a big value is freed by the
-/// lazyfree thread (see `exec::lazyfree`) instead of under the shard lock.
+/// lazyfree thread (see `services::lazyfree`) instead of under the shard lock.
 fn del_generic(ctx: &mut Ctx, lazy: bool) -> CmdResult {
     let mut deleted = 0;
     for &key in &ctx.args[1..] {

@@ -1,10 +1,10 @@
 //! Where the time goes: SLOWLOG and LATENCY (the latency monitor's events and the per-command
-//! histograms). What they read is recorded by `exec::call` (see `exec::slowlog` and
-//! `exec::latency`).
+//! histograms). What they read is recorded by `exec::call` (see `services::slowlog` and
+//! `services::latency`).
 
-use crate::exec::latency::{Merged, Series};
 use crate::exec::table::Command;
 use crate::exec::*;
+use crate::services::latency::{Merged, Series};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

@@ -4,8 +4,8 @@
 
 use super::info::{allocated_bytes, rss_bytes};
 use super::latency::merged_histogram;
-use crate::exec::hotkeys;
 use crate::exec::Server;
+use crate::services::hotkeys;
 use serde_json::json;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;

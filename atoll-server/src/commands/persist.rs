@@ -69,7 +69,7 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
     })?;
     // With REPLACE the key was never looked up: an old value goes even if past its time
     // (Redis's dbDelete, no `expired`).
-    let deleted = replace && crate::commands::keys::db_delete(&mut ctx.ks, key).is_some();
+    let deleted = replace && ctx.ks.delete_unlooked(key).is_some();
     if ttl != 0 && !absttl {
         ttl = ttl.saturating_add(ctx.ks.now);
     }

@@ -255,7 +255,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         .collect();
     let tls_before: Vec<(String, String)> = tls_names.iter().map(|k| (k.clone(), ctx.srv.config.get(k))).collect();
     ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(CmdError::msg)?;
-    if !tls_names.is_empty() && crate::exec::tls::wanted(&ctx.srv.config) {
+    if !tls_names.is_empty() && crate::services::tls::wanted(&ctx.srv.config) {
         if let Err(e) = ctx.srv.tls.reconfigure(&ctx.srv.config) {
             crate::log_warning!("{e}");
             let back: Vec<(&[u8], &[u8])> = tls_before.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
@@ -824,7 +824,7 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     // A busy script holds shards the final save would wait for (the busy poll runs this on
     // the script's own thread): as in Redis, only SHUTDOWN NOSAVE goes through then.
     if mode != ShutdownMode::NoSave
-        && ctx.srv.persistence.gates.load(Ordering::Relaxed) & crate::exec::gates::GATE_SCRIPT_BUSY != 0
+        && ctx.srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_SCRIPT_BUSY != 0
     {
         return Err(CmdError::msg(crate::exec::call::busy_error(ctx.srv)));
     }

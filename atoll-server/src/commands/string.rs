@@ -5,8 +5,8 @@
 //! (APPEND, SETRANGE) becomes [`Value::Raw`], the INCR family stores [`Value::Int`].
 
 use crate::engine::keytable::Entry;
+use crate::engine::ldouble::{self, IncrError, LongDoubleSource};
 use crate::engine::Value;
-use crate::exec::ldouble::{self, IncrError, LongDoubleSource};
 use crate::exec::notify;
 use crate::exec::*;
 use crate::protocol::Reply;

@@ -338,7 +338,7 @@ pub static DEFS: &[Def] = &[
     Def::new("unixsocket", Str, "").flags(IMMUTABLE).live(),
     Def::new("unixsocketperm", Octal { max: 0o777 }, "0").flags(IMMUTABLE).live(),
     Def::new("use-exit-on-panic", Bool, "no").flags(HIDDEN).inert(),
-    // Live: a worker stuck in one round this long (ms) is reported (`exec::watchdog`; 0: the
+    // Live: a worker stuck in one round this long (ms) is reported (`daemons::watchdog`; 0: the
     // watchdog's own default).
     Def::new("watchdog-period", Int { min: 0, max: IMAX }, "0").flags(HIDDEN),
     Def::new("zset-max-listpack-entries", Int { min: 0, max: LMAX }, "128").alias("zset-max-ziplist-entries").live(),

@@ -14,6 +14,7 @@ pub mod dict;
 pub mod glob;
 pub mod hash;
 pub mod keytable;
+pub mod ldouble;
 pub mod list;
 pub mod packed;
 pub mod rdb;

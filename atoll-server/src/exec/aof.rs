@@ -13,53 +13,12 @@
 
 use super::{Effect, Server};
 use crate::engine::{LockPlan, Locks};
-use crate::lockorder::{rank, Mutex, RwLock};
+use crate::lockorder::rank;
 use crate::persist::aof::{self, AofFile, AofLog, CommandReader, Fsync, Manifest, Next};
 use crate::persist::rdbfile;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-#[derive(Default)]
-pub struct AofState {
-    log: RwLock<Option<Arc<AofLog>>, { rank::AOF_SWITCH }>,
-    manifest: Mutex<Manifest, { rank::LEAF }>,
-    pub rewrites: AtomicU64,
-    /// The base file's size (`aof_base_size`).
-    pub base_size: AtomicU64,
-    /// The AOF's whole size when it was last loaded or rewritten: the automatic rewrite
-    /// measures growth against it (Redis's `aof_rewrite_base_size`).
-    pub rewrite_base: AtomicU64,
-    /// A rewrite runs, or was asked for and will run at once (`aof_rewrite_in_progress`: set
-    /// when asked, so a client polling INFO never sees it done before it ran).
-    pub rewrite_in_progress: AtomicBool,
-    /// Asked for while a BGSAVE runs (or inside EXEC): starts after it (`aof_rewrite_scheduled`).
-    pub rewrite_scheduled: AtomicBool,
-    /// The persistence thread is to start a rewrite.
-    rewrite_requested: AtomicBool,
-    /// AOF was turned on at runtime and waits for its first base (Redis's AOF_WAIT_REWRITE):
-    /// the log appends to a temporary file no manifest names until the rewrite is done.
-    enabling: AtomicBool,
-    /// Unix ms the running rewrite started (0: none), and the last one's duration in seconds.
-    pub rewrite_started_ms: AtomicI64,
-    pub last_rewrite_secs: AtomicI64,
-    pub last_rewrite_failed: AtomicBool,
-    pub consecutive_failures: AtomicU64,
-    /// Bytes commands serialized ahead of the last rewrite's walk (`aof_last_cow_size`).
-    pub last_cow_bytes: AtomicU64,
-    /// Held by whatever replaces the AOF's files (a rewrite, turning AOF on or off, DEBUG
-    /// LOADAOF): one at a time. Taken before any shard lock.
-    files_lock: Mutex<(), { rank::AOF_FILES }>,
-    /// The running rewrite's progress; `cancel` stops it (AOF turned off, shutdown).
-    pub progress: Arc<rdbfile::Progress>,
-}
-
-impl AofState {
-    /// The open log, if AOF is on.
-    pub fn log(&self) -> Option<Arc<AofLog>> {
-        self.log.read().clone()
-    }
-}
 
 fn dir(srv: &Server) -> PathBuf {
     aof::dir_path(&srv.config.get("appenddirname"))
@@ -408,7 +367,8 @@ struct RewriteHooks<'a> {
     srv: &'a Server,
     log: Option<Arc<AofLog>>,
     incr: PathBuf,
-    functions: Option<crate::lockorder::RwLockReadGuard<'a, super::scripts::FunctionsState, { rank::FUNCTIONS }>>,
+    functions:
+        Option<crate::lockorder::RwLockReadGuard<'a, crate::services::scripts::FunctionsState, { rank::FUNCTIONS }>>,
     split: bool,
     /// The log split to the new file (it appends there from now on).
     split_done: bool,

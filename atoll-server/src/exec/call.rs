@@ -5,11 +5,11 @@
 use super::acl::{Context, Denied};
 use super::blocking::{self, WaitState, Waiter};
 use super::client::{Client, ReplyMode};
-use super::stats::{self, WorkerStats};
 use super::table::{flags, Scope};
 use super::{keyspec, CmdError, CmdResult, Command, Ctx, Effect, KsView, Server};
 use crate::engine::{LockPlan, Locks};
 use crate::protocol::Reply;
+use crate::services::stats::{self, WorkerStats};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -364,7 +364,9 @@ fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]])
 /// not need them.
 #[cold]
 fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], gates: u8) -> Option<CmdError> {
-    use super::gates::{GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE};
+    use crate::services::gates::{
+        GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
+    };
     if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) {
         return Some(CmdError::msg("LOADING Redis is loading the dataset in memory"));
     }
@@ -408,7 +410,7 @@ pub fn busy_error(srv: &Server) -> &'static str {
 /// is refused whole when its writes would be (`-EXECABORT … NOREPLICAS`). Only the gates'
 /// rare paths call this.
 fn gate_flags(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]]) -> u32 {
-    use super::scripts::sflags;
+    use crate::services::scripts::sflags;
     if cmd.name == "exec" {
         let Some(m) = client.multi.as_ref() else { return cmd.flags };
         let mut eff = cmd.flags;
@@ -426,10 +428,10 @@ fn gate_flags(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]]) -> u
     }
     let script = match cmd.name.as_str() {
         "eval" | "eval_ro" if argv.len() > 1 => {
-            let sha = super::scripts::sha1_hex(argv[1]);
+            let sha = crate::services::scripts::sha1_hex(argv[1]);
             match srv.scripts.get(&sha) {
                 Some(s) => Some(s.flags),
-                None => super::scripts::parse_shebang(argv[1]).ok().map(|(f, _)| f),
+                None => crate::services::scripts::parse_shebang(argv[1]).ok().map(|(f, _)| f),
             }
         }
         "evalsha" | "evalsha_ro" if argv.len() > 1 => srv.scripts.get(argv[1]).map(|s| s.flags),
@@ -669,7 +671,7 @@ pub fn call(
             ready: Vec::new(),
             key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
             hold_expired: (srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused())
-                || srv.persistence.gates.load(Ordering::Relaxed) & super::gates::GATE_REPLICA != 0,
+                || srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_REPLICA != 0,
             loading: client.replaying,
             notify: srv.config.hot.notify.load(Ordering::Relaxed),
             notes: Vec::new(),
@@ -909,7 +911,7 @@ pub fn script_call(
         return refuse("This Redis command is not allowed from script");
     }
     // A stale replica (an `allow-stale` script got this far): only commands flagged `stale`.
-    if srv.persistence.gates.load(Ordering::Relaxed) & super::gates::GATE_STALE != 0
+    if srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_STALE != 0
         && !cmd.has(flags::STALE)
         && !client.replaying
     {
@@ -930,13 +932,13 @@ pub fn script_call(
     // scriptVerifyWriteCommandAllow.
     if writes && !srv.scripts.run.wrote.load(Ordering::Relaxed) && !client.replaying {
         let gates = srv.persistence.gates.load(Ordering::Relaxed);
-        if gates & super::gates::GATE_READONLY != 0 {
+        if gates & crate::services::gates::GATE_READONLY != 0 {
             return refuse("-READONLY You can't write against a read only replica.");
         }
         if srv.persistence.failed() && super::persistence::writes_refused(srv) {
             return refuse(&format!("-{MISCONF}"));
         }
-        if gates & super::gates::GATE_NO_REPLICAS != 0 {
+        if gates & crate::services::gates::GATE_NO_REPLICAS != 0 {
             return refuse("-NOREPLICAS Not enough good replicas to write.");
         }
     }

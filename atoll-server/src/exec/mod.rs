@@ -16,28 +16,18 @@ pub mod blocking;
 pub mod call;
 pub mod client;
 pub mod evict;
-pub mod gates;
-pub mod hotkeys;
 pub mod keyspec;
-pub mod latency;
-pub mod lazyfree;
-pub mod ldouble;
 pub mod multi;
 pub mod notify;
 pub mod persistence;
 pub mod pubsub;
 pub mod replication;
-pub mod scripts;
-pub mod slowlog;
 pub mod state;
-pub mod stats;
 pub mod table;
 #[cfg(test)]
 pub mod testing;
-pub mod tls;
 pub mod tracking;
 pub mod upstream;
-pub mod watchdog;
 
 use crate::engine::keytable::Entry;
 use crate::engine::{Locks, Obj, Shard, Value};
@@ -46,6 +36,7 @@ use client::Client;
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
+use crate::services::stats;
 pub use call::{call, dispatch, error_reply, lock_plan, resolve};
 pub use state::{unix_ms, unix_us, Clock, EffectSink, Server, ShutdownMode};
 pub use table::{Command, CommandTable};
@@ -125,8 +116,8 @@ impl Effect {
 
     /// The `db` of an effect that belongs to no database: MULTI and EXEC around a group. The
     /// stream selects no database for it, so a transaction reads `MULTI`, `SELECT`, … as
-    /// Redis writes it.
-    pub const NO_DB: usize = usize::MAX;
+    /// Redis writes it. (The AOF's writer, below this layer, knows it as `persist::aof::NO_DB`.)
+    pub const NO_DB: usize = crate::persist::aof::NO_DB;
 
     /// MULTI … EXEC around `effects` when there are several, as Redis propagates a
     /// transaction or a script.
@@ -394,6 +385,14 @@ impl<'a, 'k> KsView<'a, 'k> {
         if self.expire_if_needed(key) {
             return None;
         }
+        self.delete_unlooked(key)
+    }
+
+    /// Redis's `dbDelete`: removes `key` with no lookup first, so a key past its time that
+    /// nothing has expired yet is deleted like any other (the caller raises `del`, not
+    /// `expired`): RESTORE … REPLACE, SORT … STORE, BITOP's empty result. Signals watchers and
+    /// counts the change; returns the value if the key was there.
+    pub fn delete_unlooked(&mut self, key: &[u8]) -> Option<Obj> {
         let o = self.shard(key).remove(key)?;
         self.modified(key);
         // Clients blocked on a deleted stream must learn it (7.2 replies them an error).

@@ -8,81 +8,9 @@
 use super::Server;
 use crate::engine::{Locks, SHARDS};
 use crate::persist::rdbfile;
-use parking_lot::{Condvar, Mutex};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-
-#[derive(Default)]
-pub struct Persistence {
-    /// A snapshot (SAVE or BGSAVE) is being written.
-    pub in_progress: AtomicBool,
-    /// The running BGSAVE's start (unix ms).
-    pub bgsave_started_ms: AtomicI64,
-    pub last_bgsave_secs: AtomicI64,
-    /// Unix ms of the last attempt, for retrying a failed save point after 5 s as Redis does.
-    pub last_try_ms: AtomicI64,
-    pub saves: AtomicU64,
-    /// The dirty counter when the last successful snapshot began.
-    pub dirty_at_save: AtomicU64,
-    /// BGSAVE SCHEDULE (or BGSAVE inside EXEC): run on the persistence thread's next tick.
-    pub scheduled: AtomicBool,
-    /// The append-only file.
-    pub aof: super::aof::AofState,
-    /// `GATE_LOADING` (a start-up load is running: commands without the `loading` flag get
-    /// `-LOADING`) and `GATE_SAVE_FAILED` (the last SAVE/BGSAVE failed:
-    /// `rdb_last_bgsave_status:err`, and `-MISCONF` for writes). One word, so the command path
-    /// tests both with one load.
-    pub gates: Arc<std::sync::atomic::AtomicU8>,
-    pub loading_start_s: AtomicI64,
-    pub loading_total_bytes: AtomicU64,
-    /// Its progress (bytes read) and `key-load-delay`.
-    pub loading: rdbfile::LoadHooks,
-    /// The running save's progress (INFO `current_save_keys_*`, `current_cow_size`).
-    pub progress: Arc<rdbfile::Progress>,
-    /// `current_cow_size` of the last finished save (`rdb_last_cow_size`).
-    pub last_cow_bytes: AtomicU64,
-    pub last_load_keys_loaded: AtomicU64,
-    pub last_load_keys_expired: AtomicU64,
-    /// Wakes the persistence thread (a BGSAVE request).
-    wake: (Mutex<bool>, Condvar),
-}
-
-use super::gates::{GATE_LOADING, GATE_SAVE_FAILED};
-
-impl Persistence {
-    pub fn set_loading(&self, on: bool) {
-        self.set_gate(GATE_LOADING, on);
-    }
-
-    pub fn loading(&self) -> bool {
-        self.gates.load(Ordering::Acquire) & GATE_LOADING != 0
-    }
-
-    pub fn set_failed(&self, failed: bool) {
-        self.set_gate(GATE_SAVE_FAILED, failed);
-    }
-
-    pub fn failed(&self) -> bool {
-        self.gates.load(Ordering::Relaxed) & GATE_SAVE_FAILED != 0
-    }
-
-    pub fn set_gate(&self, bit: u8, on: bool) {
-        if on {
-            self.gates.fetch_or(bit, Ordering::Release);
-        } else {
-            self.gates.fetch_and(!bit, Ordering::Release);
-        }
-    }
-
-    pub fn new() -> Persistence {
-        let p = Persistence::default();
-        p.last_bgsave_secs.store(-1, Ordering::Relaxed);
-        p.aof.last_rewrite_secs.store(-1, Ordering::Relaxed);
-        p
-    }
-}
 
 /// The RDB file's path: `dbfilename` in the working directory (`dir` changes it).
 pub fn rdb_path(srv: &Server) -> PathBuf {
@@ -103,9 +31,9 @@ pub(super) fn header(srv: &Server, aof_base: bool) -> rdbfile::Header<'static> {
 pub(super) fn header_with(
     srv: &Server,
     aof_base: bool,
-    functions: &super::scripts::FunctionsState,
+    functions: &crate::services::scripts::FunctionsState,
 ) -> rdbfile::Header<'static> {
-    let (allocated, _, _) = super::stats::allocated_bytes();
+    let (allocated, _, _) = crate::services::stats::allocated_bytes();
     let aux = vec![
         ("redis-ver", crate::REDIS_VERSION.to_string()),
         ("redis-bits", "64".into()),
@@ -163,7 +91,7 @@ pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     r
 }
 
-fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
+pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     let p = &srv.persistence;
     let start_dirty = dirty(srv);
     let now = srv.now_ms();
@@ -226,9 +154,7 @@ pub fn bgsave(srv: &Server, schedule: bool, keys_total: u64) -> Result<(), &'sta
 
 /// Wakes the persistence thread (a BGSAVE or rewrite was asked for).
 pub fn wake_thread(srv: &Server) {
-    let (m, cv) = &srv.persistence.wake;
-    *m.lock() = true;
-    cv.notify_one();
+    srv.persistence.wake();
 }
 
 /// Changes since the last successful snapshot (`rdb_changes_since_last_save`).
@@ -240,80 +166,6 @@ pub fn changes_since_save(srv: &Server) -> u64 {
 /// points are configured (Redis's `-MISCONF`).
 pub fn writes_refused(srv: &Server) -> bool {
     srv.persistence.failed() && srv.config.get_bool("stop-writes-on-bgsave-error") && !srv.config.get("save").is_empty()
-}
-
-/// The persistence thread: runs BGSAVEs when asked and when a `save` point is reached.
-pub fn run_thread(srv: Arc<Server>) {
-    let p = &srv.persistence;
-    yield_to_workers();
-    loop {
-        {
-            let (m, cv) = &p.wake;
-            let mut woken = m.lock();
-            if !*woken {
-                cv.wait_for(&mut woken, Duration::from_millis(100));
-            }
-            *woken = false;
-        }
-        if srv.shutting_down.load(Ordering::Acquire) {
-            return;
-        }
-        if p.loading() {
-            continue;
-        }
-        if super::aof::run_requested(&srv) {
-            continue;
-        }
-        super::aof::maybe_auto_rewrite(&srv);
-        // A BGSAVE request arrives with `in_progress` already set; a save point sets it here.
-        let requested = p.scheduled.swap(false, Ordering::AcqRel);
-        if !requested {
-            if !save_point_reached(&srv) || p.in_progress.swap(true, Ordering::AcqRel) {
-                continue;
-            }
-            p.bgsave_started_ms.store(srv.now_ms(), Ordering::Relaxed);
-        }
-        let start = p.bgsave_started_ms.load(Ordering::Relaxed);
-        crate::log_notice!("Background saving started");
-        let ok = write(&srv).is_ok();
-        p.last_bgsave_secs.store((srv.now_ms() - start) / 1000, Ordering::Relaxed);
-        p.in_progress.store(false, Ordering::Release);
-        if ok {
-            crate::log_notice!("Background saving terminated with success");
-        } else {
-            crate::log_warning!("Background saving error");
-        }
-    }
-}
-
-/// Background saving is not to take a core from the clients: this thread (snapshots, AOF
-/// rewrites) runs at a lower priority (nice 5), so a worker woken by a request preempts it
-/// at once instead of waiting out its time slice when they share a core. Where the saving
-/// has a core to itself nothing changes. (Redis's forked child competes at equal priority.)
-fn yield_to_workers() {
-    // SAFETY: setpriority on this thread's id (Linux threads are schedulable entities).
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 5);
-    }
-}
-
-/// Redis's serverCron rule: some `save <seconds> <changes>` point has at least `changes`
-/// changes and `seconds` since the last save — and, after a failed save, 5 s have passed.
-fn save_point_reached(srv: &Server) -> bool {
-    let save = srv.config.get("save");
-    if save.is_empty() {
-        return false;
-    }
-    let p = &srv.persistence;
-    let now = srv.now_ms();
-    let changes = changes_since_save(srv);
-    let since = now / 1000 - srv.lastsave.load(Ordering::Relaxed);
-    if p.failed() && now - p.last_try_ms.load(Ordering::Relaxed) < 5000 {
-        return false;
-    }
-    let nums: Vec<i64> = save.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-    nums.chunks(2).any(|c| c.len() == 2 && changes as i64 >= c[1] && since >= c[0])
 }
 
 /// Loads the RDB file at start-up, if there is one. Err: the file exists but cannot be

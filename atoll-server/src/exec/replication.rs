@@ -539,7 +539,7 @@ pub fn ack(srv: &Server, id: u64, offset: i64, fack: Option<i64>) {
         if r.state.lock().await_ack {
             put_online(srv, &r);
         }
-        if srv.persistence.gates.load(Ordering::Relaxed) & super::gates::GATE_NO_REPLICAS != 0 {
+        if srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_NO_REPLICAS != 0 {
             refresh_good(srv);
         }
     }
@@ -680,7 +680,7 @@ pub fn refresh_good(srv: &Server) {
             .count();
         good < min
     };
-    srv.persistence.set_gate(super::gates::GATE_NO_REPLICAS, short);
+    srv.persistence.set_gate(crate::services::gates::GATE_NO_REPLICAS, short);
 }
 
 /// Replicas silent for longer than `repl-timeout` are disconnected.

@@ -2,12 +2,12 @@
 //! statistics and the clock every command reads.
 
 use super::client;
-use super::lazyfree;
-use super::stats;
 use super::{CommandTable, Effect};
 use crate::config::Config;
 use crate::engine::Keyspace;
 use crate::lockorder::{rank, Mutex};
+use crate::services::lazyfree;
+use crate::services::stats;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Instant;
 
@@ -67,13 +67,13 @@ pub struct Server {
     /// Users, permissions and the ACL log.
     pub acl: super::acl::Acl,
     /// The TLS configuration new TLS connections start from (`tls-*`).
-    pub tls: super::tls::TlsContext,
+    pub tls: crate::services::tls::TlsContext,
     /// maxmemory eviction statistics.
     pub evict: super::evict::Evict,
     pub clients: client::Registry,
     pub stats: stats::Stats,
-    /// Stuck-worker reports (`exec::watchdog`).
-    pub watchdog: super::watchdog::Watchdog,
+    /// Stuck-worker reports (`daemons::watchdog`, its figures in `services::watchdog`).
+    pub watchdog: crate::services::watchdog::Watchdog,
     pub lazyfree: lazyfree::LazyFree,
     pub threads: usize,
     pub started: Instant,
@@ -104,13 +104,13 @@ pub struct Server {
     /// Client-side caching: the tracking table, BCAST prefixes, tracking clients.
     pub tracking: super::tracking::Tracking,
     /// The script cache and the running script's state.
-    pub scripts: super::scripts::Scripts,
+    pub scripts: crate::services::scripts::Scripts,
     /// Loads FUNCTION libraries found in an RDB file or AOF (the scripting layer, above this
     /// one, registers it when the server starts).
     pub functions_loader: std::sync::OnceLock<FunctionsLoader>,
     pub lastsave: AtomicI64,
     /// RDB snapshots: SAVE/BGSAVE state and INFO persistence figures.
-    pub persistence: super::persistence::Persistence,
+    pub persistence: crate::services::persistence::Persistence,
     /// Replicas, the replication stream and its backlog.
     pub repl: super::replication::Replication,
     pub shutting_down: AtomicBool,
@@ -126,9 +126,9 @@ pub struct Server {
     /// Workers run the io_uring backend (INFO's multiplexing_api).
     pub io_uring: AtomicBool,
     /// SLOWLOG.
-    pub slowlog: super::slowlog::SlowLog,
+    pub slowlog: crate::services::slowlog::SlowLog,
     /// The latency monitor's events (LATENCY LATEST …).
-    pub latency: super::latency::Monitor,
+    pub latency: crate::services::latency::Monitor,
     /// CLIENT PAUSE: its end (unix ms; 0 when none), whether it holds back every command or
     /// only writes, and the clients postponed by it.
     pub pause_until: AtomicI64,
@@ -212,7 +212,7 @@ impl Server {
             (0..40).map(|_| char::from_digit(r.gen_range(0..16), 16).unwrap()).collect()
         };
         let now = unix_ms();
-        let persistence = super::persistence::Persistence::new();
+        let persistence = crate::services::persistence::Persistence::new();
         let acl = {
             let env = super::acl::RuleEnv {
                 table: &table,
@@ -227,7 +227,7 @@ impl Server {
             tls: Default::default(),
             evict: Default::default(),
             stats: stats::Stats::new(threads, table.all.len()),
-            watchdog: super::watchdog::Watchdog::new(threads),
+            watchdog: crate::services::watchdog::Watchdog::new(threads),
             lazyfree: lazyfree::LazyFree::default(),
             table,
             ks: Keyspace::new(dbs),
@@ -250,7 +250,7 @@ impl Server {
             deny_scripts_disabled: AtomicBool::new(false),
             pubsub: super::pubsub::PubSub::new(threads),
             tracking: Default::default(),
-            scripts: super::scripts::Scripts::new(persistence.gates.clone()),
+            scripts: crate::services::scripts::Scripts::new(persistence.gates.clone()),
             functions_loader: std::sync::OnceLock::new(),
             lastsave: AtomicI64::new(now / 1000),
             persistence,

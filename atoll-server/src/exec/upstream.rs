@@ -18,10 +18,10 @@
 //! deleted, the server does not evict (`replica-ignore-maxmemory`), and it does not feed
 //! replicas of its own (chaining is not supported yet: PSYNC is refused).
 
-use super::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA, GATE_STALE};
 use super::Server;
 use crate::lockorder::{rank, Mutex};
 use crate::persist::aof::{CommandReader, Next};
+use crate::services::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA, GATE_STALE};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};

@@ -159,6 +159,10 @@ pub fn write_manifest(dir: &Path, appendfilename: &str, m: &Manifest) -> std::io
 // Commands as RESP
 // ---------------------------------------------------------------------------------------------
 
+/// The database of a command that belongs to none (MULTI and EXEC around a transaction):
+/// no SELECT is written before it.
+pub const NO_DB: usize = usize::MAX;
+
 /// Appends a command as a RESP multibulk, as AOF files hold them.
 pub fn encode(out: &mut Vec<u8>, argv: &[Vec<u8>]) {
     let mut b = itoa::Buffer::new();
@@ -312,7 +316,7 @@ impl Segment {
             }
         }
         for (db, argv) in cmds {
-            if self.db != Some(db) && db != crate::exec::Effect::NO_DB {
+            if self.db != Some(db) && db != NO_DB {
                 let sel = vec![b"SELECT".to_vec(), db.to_string().into_bytes()];
                 encode(&mut self.buf, &sel);
                 self.db = Some(db);

@@ -1,13 +1,13 @@
 //! FUNCTION and FCALL: libraries of named Lua functions (Redis 7's functions).
 //!
 //! A library is loaded once to validate it and learn what it registers; the shared registry
-//! (`exec::scripts::Functions`) keeps its code and its functions' names and flags. Each worker's
+//! (`services::scripts::Functions`) keeps its code and its functions' names and flags. Each worker's
 //! interpreter loads the libraries again when the registry changed since it last looked, so
 //! FCALL finds the callbacks in whichever worker runs it.
 
 use super::{run, vm, FunctionInfo, Library, Target};
-use crate::exec::scripts::{parse_library_meta, sflags, valid_name};
 use crate::exec::*;
+use crate::services::scripts::{parse_library_meta, sflags, valid_name};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -53,7 +53,7 @@ pub fn install_libraries(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Resu
 /// the epilogue logs it with the rest.
 fn change<R, E>(
     ctx: &mut Ctx,
-    f: impl FnOnce(&mut crate::exec::scripts::FunctionsState) -> Result<R, E>,
+    f: impl FnOnce(&mut crate::services::scripts::FunctionsState) -> Result<R, E>,
 ) -> Result<R, E> {
     let srv = ctx.srv;
     let publish = ctx.ks.emit && !ctx.client.in_exec;

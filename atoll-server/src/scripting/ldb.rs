@@ -620,7 +620,7 @@ fn eval(lua: &Lua, words: &[Vec<u8>]) {
             match e {
                 Value::String(s) => l.extend_from_slice(&s.as_bytes()),
                 Value::Integer(i) => l.extend_from_slice(i.to_string().as_bytes()),
-                Value::Number(n) => l.extend_from_slice(super::vm::lua_number_text(n).as_bytes()),
+                Value::Number(n) => l.extend_from_slice(super::libs::lua_number_text(n).as_bytes()),
                 _ => l.extend_from_slice(b"(null)"),
             }
             l

@@ -24,9 +24,9 @@ mod vm;
 pub use functions::*;
 
 use crate::exec::client::{Client, ClientHandle};
-use crate::exec::scripts::{parse_shebang, sflags, sha1_hex, FunctionInfo, Library, Script};
 use crate::exec::*;
 use crate::protocol::Proto;
+use crate::services::scripts::{parse_shebang, sflags, sha1_hex, FunctionInfo, Library, Script};
 use mlua::Value;
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
@@ -58,7 +58,7 @@ fn sync_functions(vm: &mut vm::Vm, srv: &Server) {
 /// client its commands run as (Redis's `lua_client`).
 struct RunCtx<'r, 'k> {
     srv: &'r Server,
-    ws: &'r crate::exec::stats::WorkerStats,
+    ws: &'r crate::services::stats::WorkerStats,
     locks: &'r mut crate::engine::Locks<'k>,
     client: &'r mut Client,
     read_only: bool,
@@ -158,7 +158,7 @@ fn eval_run(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     let compat = script.flags & sflags::EVAL_COMPAT != 0;
     if !compat {
         prepare_flagged(ctx, script.flags, ro)?;
-    } else if srv.persistence.gates.load(Ordering::Relaxed) & crate::exec::gates::GATE_STALE != 0
+    } else if srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_STALE != 0
         && !ctx.client.replaying
     {
         // EVAL may run on a stale replica (flag `stale`), but a script without a shebang may
@@ -525,7 +525,7 @@ pub fn script_debug(ctx: &mut Ctx) -> CmdResult {
 /// caller is the master's stream or an AOF replay, which must run it.
 pub fn refuse_writable(srv: &Server, obey: bool, ro: bool) -> Result<(), CmdError> {
     let gates = srv.persistence.gates.load(Ordering::Relaxed);
-    if gates & crate::exec::gates::GATE_READONLY != 0 && !obey {
+    if gates & crate::services::gates::GATE_READONLY != 0 && !obey {
         return Err(CmdError::msg("READONLY Can not run script with write flag on readonly replica"));
     }
     if srv.persistence.failed() && crate::exec::persistence::writes_refused(srv) && !obey {
@@ -534,7 +534,7 @@ pub fn refuse_writable(srv: &Server, obey: bool, ro: bool) -> Result<(), CmdErro
     if ro {
         return Err(CmdError::msg("ERR Can not execute a script with write flag using *_ro command."));
     }
-    if gates & crate::exec::gates::GATE_NO_REPLICAS != 0 {
+    if gates & crate::services::gates::GATE_NO_REPLICAS != 0 {
         return Err(CmdError::msg("NOREPLICAS Not enough good replicas to write."));
     }
     Ok(())

@@ -11,11 +11,11 @@
 //! same globals and refuse precompiled bytecode (Redis's Lua only has the text parser).
 //!
 //! The interpreter is per thread because a Lua state is not `Send`; scripts are compiled into
-//! it on first use from the shared cache (`exec::scripts`). Runs on different workers are
+//! it on first use from the shared cache (`services::scripts`). Runs on different workers are
 //! serialized by the keyspace's script gate, so interpreters never run at the same time.
 
 use super::libs;
-use crate::exec::scripts::{RunState, Script};
+use crate::services::scripts::{RunState, Script};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -332,10 +332,10 @@ impl Vm {
             let bytes = match &args[0] {
                 Value::String(s) => s.as_bytes().to_vec(),
                 Value::Integer(i) => i.to_string().into_bytes(),
-                Value::Number(n) => lua_number_text(*n).into_bytes(),
+                Value::Number(n) => libs::lua_number_text(*n).into_bytes(),
                 _ => Vec::new(),
             };
-            Ok((true, Value::String(lua.create_string(crate::exec::scripts::sha1_hex(&bytes))?)))
+            Ok((true, Value::String(lua.create_string(crate::services::scripts::sha1_hex(&bytes))?)))
         })?;
         redis.set("sha1hex", libs::raising(&lua, sha1hex)?)?;
         redis.set(
@@ -518,7 +518,7 @@ impl Vm {
                 if !killed && r.busy.load(std::sync::atomic::Ordering::Relaxed) {
                     // This worker's other clients are answered meanwhile (`-BUSY`, or SCRIPT
                     // KILL and the few commands Redis runs during a busy script).
-                    crate::exec::scripts::poll_while_busy();
+                    crate::services::scripts::poll_while_busy();
                     killed = r.check_busy();
                 }
                 if killed {
@@ -569,14 +569,14 @@ fn register_function(lua: &Lua, args: MultiValue, collector: &Collector) -> mlua
                 let key = match &k {
                     Value::String(s) => s.to_string_lossy(),
                     Value::Integer(i) => i.to_string(),
-                    Value::Number(n) => lua_number_text(*n),
+                    Value::Number(n) => libs::lua_number_text(*n),
                     _ => return fail("named argument key given to redis.register_function is not a string"),
                 };
                 match key.to_ascii_lowercase().as_str() {
                     "function_name" => match v {
                         Value::String(s) => name = Some(s.to_string_lossy()),
                         Value::Integer(i) => name = Some(i.to_string()),
-                        Value::Number(n) => name = Some(lua_number_text(n)),
+                        Value::Number(n) => name = Some(libs::lua_number_text(n)),
                         _ => return fail("function_name argument given to redis.register_function must be a string"),
                     },
                     "description" => match v {
@@ -600,7 +600,10 @@ fn register_function(lua: &Lua, args: MultiValue, collector: &Collector) -> mlua
                                 Value::String(s) => s.to_string_lossy(),
                                 _ => return fail("unknown flag given"),
                             };
-                            match crate::exec::scripts::sflags::NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(&s)) {
+                            match crate::services::scripts::sflags::NAMES
+                                .iter()
+                                .find(|(n, _)| n.eq_ignore_ascii_case(&s))
+                            {
                                 Some((_, bit)) => flags |= bit,
                                 None => return fail("unknown flag given"),
                             }
@@ -621,7 +624,7 @@ fn register_function(lua: &Lua, args: MultiValue, collector: &Collector) -> mlua
             let name = match &args[0] {
                 Value::String(s) => s.to_string_lossy(),
                 Value::Integer(i) => i.to_string(),
-                Value::Number(n) => lua_number_text(*n),
+                Value::Number(n) => libs::lua_number_text(*n),
                 _ => return fail("first argument to redis.register_function must be a string"),
             };
             let Value::Function(f) = &args[1] else {
@@ -631,7 +634,7 @@ fn register_function(lua: &Lua, args: MultiValue, collector: &Collector) -> mlua
         }
         _ => return fail("wrong number of arguments to redis.register_function"),
     };
-    if !crate::exec::scripts::valid_name(&name) {
+    if !crate::services::scripts::valid_name(&name) {
         return fail("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long");
     }
     if list.iter().any(|r| r.name.eq_ignore_ascii_case(&name)) {
@@ -659,7 +662,7 @@ fn redis_log(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
         let s = match a {
             Value::String(s) => s.to_string_lossy(),
             Value::Integer(n) => n.to_string(),
-            Value::Number(n) => lua_number_text(*n),
+            Value::Number(n) => libs::lua_number_text(*n),
             _ => continue,
         };
         if i > 0 {
@@ -694,11 +697,6 @@ fn bad_arg(n: usize, f: &str, want: &str, got: &Value) -> mlua::Error {
         v => v.type_name(),
     };
     mlua::Error::RuntimeError(format!("bad argument #{n} to '{f}' ({want} expected, got {got})"))
-}
-
-/// How Lua prints a number (`%.14g`), for the few places a number turns into text.
-pub fn lua_number_text(n: f64) -> String {
-    libs::format_g(n, 14)
 }
 
 /// `7.2.4` → 0x070204.
@@ -757,7 +755,7 @@ fn lua_value_text(v: &Value) -> String {
         Value::Nil => "nil".into(),
         Value::Boolean(b) => b.to_string(),
         Value::Integer(i) => i.to_string(),
-        Value::Number(n) => lua_number_text(*n),
+        Value::Number(n) => libs::lua_number_text(*n),
         v => v.type_name().to_string(),
     }
 }

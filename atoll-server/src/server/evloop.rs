@@ -13,8 +13,8 @@
 
 use super::worker::{Accepted, Core, HasLink, Inbox, IoHome, Link, Wake};
 use super::Server;
-use crate::exec::scripts::{register_busy_poll, BusyPoll};
-use crate::exec::stats::bump;
+use crate::services::scripts::{register_busy_poll, BusyPoll};
+use crate::services::stats::bump;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io;
@@ -334,7 +334,7 @@ impl Io {
     }
     fn serve_while_busy(&mut self, current: usize) {
         // A script runs, and this worker still serves: alive, for the watchdog.
-        crate::exec::watchdog::alive(&self.srv, self.id);
+        crate::daemons::watchdog::alive(&self.srv, self.id);
         let mut events = std::mem::replace(&mut self.busy.events, Events::with_capacity(0));
         if self.poll.poll(&mut events, Some(std::time::Duration::ZERO)).is_err() {
             events.clear();

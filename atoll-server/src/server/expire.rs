@@ -23,7 +23,7 @@ const KEYS_PER_LOOP: usize = 20;
 const SHARDS_PER_CYCLE: usize = 256;
 
 /// Runs one bounded expiry cycle. Returns the number of keys reclaimed.
-pub fn cycle(srv: &Server, stats: &crate::exec::stats::Counters) -> usize {
+pub fn cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
     // CLIENT PAUSE holds expiry's deletions back too, as Redis does.
     // A replica leaves expiry to its master's DELs.
     if !srv.active_expire.load(Ordering::Relaxed) || srv.writes_paused() || srv.repl.upstream.following() {

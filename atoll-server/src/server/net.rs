@@ -132,7 +132,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         }
     }
     let srv = Arc::new(Server::new(config, table, threads, port));
-    if crate::exec::tls::wanted(&srv.config) {
+    if crate::services::tls::wanted(&srv.config) {
         if let Err(e) = srv.tls.reconfigure(&srv.config) {
             log_warning!("{e}");
             log_warning!("Failed to configure TLS. Check logs for more info.");
@@ -180,18 +180,18 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let srv2 = srv.clone();
         std::thread::Builder::new()
             .name("atoll-persist".into())
-            .spawn(move || crate::exec::persistence::run_thread(srv2))
+            .spawn(move || crate::daemons::persistence::run_thread(srv2))
             .expect("spawn the persistence thread");
         let srv3 = srv.clone();
         std::thread::Builder::new()
             .name("atoll-repl".into())
             .spawn(move || crate::exec::replication::run_thread(srv3))
             .expect("spawn the replication thread");
-        crate::exec::watchdog::spawn(srv.clone());
+        crate::daemons::watchdog::spawn(srv.clone());
         // A crash report names the crashing worker's command and client.
         let weak = Arc::downgrade(&srv);
         crate::log::set_crash_context(Box::new(move || match (weak.upgrade(), crate::lockorder::current_slot()) {
-            (Some(srv), Some(id)) => crate::exec::watchdog::running(&srv, id),
+            (Some(srv), Some(id)) => crate::daemons::watchdog::running(&srv, id),
             _ => String::new(),
         }));
         // `replicaof` in the configuration: follow that master from the start.

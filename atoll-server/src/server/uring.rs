@@ -22,8 +22,8 @@ use super::session::FirstReq;
 use super::worker::{Accepted, Conn, Core, HasLink, Inbox, IoHome, Link, Wake};
 use super::Server;
 use crate::engine::Spot;
-use crate::exec::scripts::{register_busy_poll, BusyPoll};
-use crate::exec::stats::bump;
+use crate::services::scripts::{register_busy_poll, BusyPoll};
+use crate::services::stats::bump;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use smallvec::SmallVec;
 use std::io;
@@ -734,7 +734,7 @@ impl Io {
 
     fn serve_while_busy(&mut self, current: usize) {
         // A script runs, and this worker still serves: alive, for the watchdog.
-        crate::exec::watchdog::alive(&self.srv, self.id);
+        crate::daemons::watchdog::alive(&self.srv, self.id);
         // The sends queued since the last look go out now, and the kernel runs the receive
         // work that arrived (deferred until an enter that asks for completions; a zero timer
         // keeps this from waiting).

@@ -16,9 +16,9 @@ use super::tls::TlsCodec;
 use super::{Server, ShutdownMode};
 use crate::exec::blocking::WaitState;
 use crate::exec::client::{Client, ClientHandle};
-use crate::exec::stats::bump;
 use crate::lockorder::{rank, Mutex};
 use crate::protocol::Reply;
+use crate::services::stats::bump;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -79,7 +79,7 @@ pub fn close_over_output_limits(srv: &Server) {
 /// A connection keeps its reply buffer between rounds only up to this size.
 pub const KEEP_OUT: usize = 4096;
 /// Free connection slots a worker keeps, so that a busy script's poll can take new connections
-/// without moving the connection running the script (see `exec::scripts::BusyPoll`).
+/// without moving the connection running the script (see `services::scripts::BusyPoll`).
 pub const SPARE_SLOTS: usize = 64;
 /// Connections waiting in a worker's inbox before the acceptor backs off.
 pub const INBOX_LIMIT: usize = 65536;
@@ -673,7 +673,7 @@ pub fn release(srv: &Server, l: &mut Link, drop_socket: impl FnOnce()) {
     handle.mail.lock().take();
 }
 
-/// While a script this worker runs is busy (`exec::scripts::poll_while_busy`): runs what
+/// While a script this worker runs is busy (`services::scripts::poll_while_busy`): runs what
 /// another of its connections sent, as `Core::ingest` does but without the `Core`, which the
 /// running command holds. The call path answers `-BUSY` to all but the few commands Redis runs
 /// during a busy script (SCRIPT KILL, FUNCTION KILL/STATS, SHUTDOWN NOSAVE, AUTH, HELLO, …),

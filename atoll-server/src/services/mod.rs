@@ -3,4 +3,14 @@
 //! struct), so each service can be read, tested and locked on its own.
 
 pub mod freeze;
+pub mod gates;
+pub mod hotkeys;
+pub mod latency;
+pub mod lazyfree;
 pub mod migrate;
+pub mod persistence;
+pub mod scripts;
+pub mod slowlog;
+pub mod stats;
+pub mod tls;
+pub mod watchdog;

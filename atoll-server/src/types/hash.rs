@@ -12,8 +12,8 @@
 
 use crate::engine::glob::glob_match;
 use crate::engine::hash::*;
+use crate::engine::ldouble::LongDouble;
 use crate::engine::Value;
-use crate::exec::ldouble::LongDouble;
 use crate::exec::notify;
 use crate::exec::*;
 use crate::protocol::Proto;

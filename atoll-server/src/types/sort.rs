@@ -297,7 +297,7 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
             if out.is_empty() {
                 // Deleted with no lookup first (Redis's dbDelete): `del` even for a key past
                 // its time that nothing has expired yet.
-                if crate::commands::keys::db_delete(&mut ctx.ks, dst).is_some() {
+                if ctx.ks.delete_unlooked(dst).is_some() {
                     ctx.ks.note(notify::GENERIC, "del", dst);
                 }
             } else {

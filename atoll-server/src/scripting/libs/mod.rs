@@ -21,6 +21,11 @@ mod luastruct;
 
 pub(crate) use cjson::format_g;
 
+/// How Lua prints a number (`%.14g`), for the few places a number turns into text.
+pub fn lua_number_text(n: f64) -> String {
+    format_g(n, 14)
+}
+
 /// Lua 5.1's `LUAI_MAXCSTACK`: the most stack slots a C function may use. The C libraries hit this limit on
 /// very deep or very wide data; we emulate the same accounting to fail at the same points.
 pub(crate) const LUA_MAX_C_STACK: usize = 8000;

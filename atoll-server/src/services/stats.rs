@@ -1,4 +1,4 @@
-//! Server statistics, kept per worker thread so counting a command never bounces a shared
+//! The server's statistics, kept per worker thread so counting a command never bounces a shared
 //! cache line between cores; INFO sums the workers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,11 +57,11 @@ pub struct CmdStat {
     pub hist: super::latency::HistSlot,
 }
 
-/// What the watchdog reads of a worker (`exec::watchdog`): relaxed stores by the worker, loads
+/// What the watchdog reads of a worker (`daemons::watchdog`): relaxed stores by the worker, loads
 /// by the watchdog, no lock on either side.
 #[derive(Default)]
 pub struct Beat {
-    /// Server-clock ms of the worker's last sign of progress inside a round (the round's
+    /// The server clock's ms of the worker's last sign of progress inside a round (the round's
     /// start, or a pass of the busy poll while a script runs); 0 between rounds.
     pub progress_ms: AtomicU64,
     /// The command last started (its table id + 1) and its client's id.

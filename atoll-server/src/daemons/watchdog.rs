@@ -9,32 +9,10 @@
 //! `watchdog-period` (ms) when set, as Redis's DEBUG-only software watchdog; otherwise
 //! [`DEFAULT_LIMIT_MS`]: Atoll never stays silent about a stuck worker.
 
-use super::Server;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::exec::Server;
+use crate::services::watchdog::{Seen, DEFAULT_LIMIT_MS};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// A round without progress for this long is a stall, when `watchdog-period` is 0.
-pub const DEFAULT_LIMIT_MS: i64 = 10_000;
-
-/// The watchdog's figures and per-worker report state.
-#[derive(Default)]
-pub struct Watchdog {
-    /// Stalls reported since start-up.
-    pub reports: AtomicU64,
-    /// Workers whose current stall was reported (and has not ended).
-    reported: Vec<AtomicBool>,
-}
-
-impl Watchdog {
-    pub fn new(workers: usize) -> Watchdog {
-        Watchdog { reports: AtomicU64::new(0), reported: (0..workers).map(|_| AtomicBool::new(false)).collect() }
-    }
-
-    /// Workers stalled now (reported and not yet past their stuck round).
-    pub fn stalled(&self) -> usize {
-        self.reported.iter().filter(|r| r.load(Ordering::Relaxed)).count()
-    }
-}
 
 /// Worker `id` is serving while a script runs: progress.
 pub fn alive(srv: &Server, id: usize) {
@@ -63,21 +41,18 @@ fn check(srv: &Server) {
     let now = srv.now_ms();
     let limit = limit_ms(srv);
     for (id, w) in srv.stats.workers.iter().enumerate() {
-        let Some(reported) = srv.watchdog.reported.get(id) else { continue };
         let since = w.beat.progress_ms.load(Ordering::Relaxed);
         let stuck = if since == 0 { 0 } else { now - since as i64 };
-        if stuck < limit {
-            if reported.swap(false, Ordering::Relaxed) {
-                crate::log_warning!("--- WATCHDOG: worker {id} is making progress again ---");
+        match srv.watchdog.observe(id, stuck >= limit) {
+            Seen::Quiet => {}
+            Seen::Moving => crate::log_warning!("--- WATCHDOG: worker {id} is making progress again ---"),
+            Seen::Stalled => {
+                crate::log_warning!(
+                    "--- WATCHDOG TIMER EXPIRED: worker {id} has not finished its round for {stuck} ms ---"
+                );
+                crate::log_warning!("{}", running(srv, id));
             }
-            continue;
         }
-        if reported.swap(true, Ordering::Relaxed) {
-            continue;
-        }
-        srv.watchdog.reports.fetch_add(1, Ordering::Relaxed);
-        crate::log_warning!("--- WATCHDOG TIMER EXPIRED: worker {id} has not finished its round for {stuck} ms ---");
-        crate::log_warning!("{}", running(srv, id));
     }
 }
 

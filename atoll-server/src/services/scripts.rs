@@ -2,7 +2,7 @@
 //! (EVAL and SCRIPT LOAD add to it, EVALSHA and SCRIPT EXISTS look in it, SCRIPT FLUSH empties
 //! it), the shebang flags, and the state of the script running now (for `-BUSY`, SCRIPT
 //! KILL). The Lua side — the interpreter, one per worker thread, and the conversions — is the
-//! `scripting` layer above; the commands a script calls go through [`super::call::script_call`].
+//! `scripting` layer above; the commands a script calls go through the call path's `script_call`.
 
 use crate::lockorder::{rank, RwLock};
 use std::collections::HashMap;
@@ -168,7 +168,7 @@ pub struct RunState {
     pub name: crate::lockorder::Mutex<(String, Vec<Vec<u8>>), { rank::LEAF }>,
     /// It is an EVAL script (not a function): SCRIPT KILL, not FUNCTION KILL, stops it.
     pub is_eval: AtomicBool,
-    /// The command path's gate word (`exec::gates`), where `GATE_SCRIPT_BUSY` is raised.
+    /// The command path's gate word (`services::gates`), where `GATE_SCRIPT_BUSY` is raised.
     gates: Arc<AtomicU8>,
     /// Redis's lrand48 state behind `math.random` (48 bits), one stream for every script.
     rand48: AtomicU64,

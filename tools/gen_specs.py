@@ -3,6 +3,9 @@
 atoll-server/src/exec/specs.json (embedded in the binary for COMMAND INFO/DOCS, arity and
 key positions). Facts only: arity, flags, ACL categories, key specs, argument structure.
 
+Commands Redis 7.2 lacks come from tools/beyond72.json (facts read from Valkey 9.1.2 by
+tools/facts_from_server.py).
+
 Usage: python3 tools/gen_specs.py [path/to/commands.json]
 The list of commands is read from the command table (atoll-server/src/commands/table.rs), so
 adding a command there and re-running this script is all it takes.
@@ -14,9 +17,16 @@ src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "..", "shared", "
 table = open(os.path.join(root, "atoll-server/src/commands/table.rs")).read()
 names = set(m.upper().replace("|", " ") for m in re.findall(r'c\("([a-z0-9_\-|]+)"', table))
 ref = json.load(open(src))
+# Commands Redis 7.2 lacks, read from Valkey 9.1.2 by tools/facts_from_server.py.
+beyond = json.load(open(os.path.join(root, "tools", "beyond72.json")))
+# Where the reference (Valkey 8.0) has one already, Valkey 9.1.2's facts win: it is the oracle.
+ref.update(beyond)
 # Where Redis 7.2 differs from the Valkey-8.0-derived reference (checked against Redis 7.2.6,
 # ../shared/tools/redis72 path). None known.
 OVERRIDES = {}
+# Arguments Valkey added to 7.2's commands (facts from Valkey 9.1.2's COMMAND DOCS): SET's
+# condition gains IFEQ (Valkey 8.1).
+IFEQ = {"name": "comparison-value", "since": "8.1.0", "token": "IFEQ", "type": "string"}
 out = {}
 for name in sorted(names):
     if name not in ref:
@@ -26,6 +36,11 @@ for name in sorted(names):
     for k in ("summary", "complexity", "history", "doc_flags_text"):
         spec.pop(k, None)
     spec.update(OVERRIDES.get(name, {}))
+    if name == "SET":
+        spec = json.loads(json.dumps(spec))
+        cond = next(a for a in spec["arguments"] if a["name"] == "condition")
+        if IFEQ not in cond["arguments"]:
+            cond["arguments"].append(IFEQ)
     out[name] = spec
     if " " in name:
         parent = name.split(" ")[0]

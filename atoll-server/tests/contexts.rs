@@ -14,7 +14,8 @@
 //! both close the connection), Atoll never answers `ERR internal error` (a caught panic: the
 //! debug build's lock-order check fails that way), and where the context is deterministic the
 //! reply types (and, for errors, the error code) equal Redis's. The few differences that are
-//! known and explained are listed in `tests/context_differences.txt`.
+//! known and explained are listed in `tests/context_differences.txt`. A command Redis 7.2 does
+//! not have (COMMAND DOCS `since` after 7.2) is compared with Valkey 9.1.2 instead.
 
 mod common;
 use common::*;
@@ -209,6 +210,8 @@ struct Cmd {
     args: Vec<Vec<u8>>,
     /// The key arguments, for the concurrent writer.
     keys: Vec<String>,
+    /// Added after Redis 7.2: Valkey 9.1.2 is its oracle.
+    beyond72: bool,
 }
 
 /// A string argument's value, by what the argument is called (all else "1").
@@ -282,7 +285,10 @@ fn commands(atoll: u16) -> Vec<Cmd> {
             }
         }
         let group = doc.get("group").map(|g| g.text()).unwrap_or_default();
-        out.push(Cmd { name, group, args, keys });
+        let since = doc.get("since").map(|g| g.text()).unwrap_or_default();
+        let version: Vec<u32> = since.split('.').filter_map(|p| p.parse().ok()).collect();
+        let beyond72 = version.as_slice() > [7, 2, 99].as_slice();
+        out.push(Cmd { name, group, args, keys, beyond72 });
     };
     for (name, doc) in docs.pairs() {
         let subs = doc.get("subcommands").map(|s| s.pairs()).unwrap_or_default();
@@ -469,10 +475,11 @@ const CONTEXTS: &[&str] = &["alone", "pipelined", "multi", "eval", "fcall", "pau
 #[test]
 fn every_command_in_every_context_answers_as_redis_does() {
     let redis = start_redis(&[]);
+    let valkey = start_valkey(&[]);
     let atoll = start_atoll(&["--enable-debug-command", "yes"]);
     let cmds = commands(atoll.port);
     let known = known_differences();
-    let mut sides = [Side::new(redis.port), Side::new(atoll.port)];
+    let mut sides = [Side::new(redis.port), Side::new(atoll.port), Side::new(valkey.port)];
     let mut failures = Vec::new();
     let mut used_known = BTreeSet::new();
     let mut trials = 0;
@@ -488,7 +495,8 @@ fn every_command_in_every_context_answers_as_redis_does() {
             if *ctx == "paused" && matches!(cmd.name.as_str(), "client|pause" | "pfselftest") {
                 continue;
             }
-            let [r, a] = &mut sides;
+            let [r, a, v] = &mut sides;
+            let r = if cmd.beyond72 { v } else { r };
             let ro = run_context(r, ctx, cmd);
             let ao = run_context(a, ctx, cmd);
             trials += 1;
@@ -526,10 +534,12 @@ fn every_command_in_every_context_answers_as_redis_does() {
 #[test]
 fn every_command_on_a_replica_and_under_concurrent_writes() {
     let redis = start_redis(&[]);
+    let valkey = start_valkey(&[]);
     let atoll = start_atoll(&["--enable-debug-command", "yes"]);
     let redis_rep = start_redis(&["--replicaof", "127.0.0.1", &redis.port.to_string()]);
+    let valkey_rep = start_valkey(&["--replicaof", "127.0.0.1", &valkey.port.to_string()]);
     let atoll_rep = start_atoll(&["--replicaof", "127.0.0.1", &atoll.port.to_string()]);
-    for rep in [&redis_rep, &atoll_rep] {
+    for rep in [&redis_rep, &valkey_rep, &atoll_rep] {
         let mut c = Conn::open(rep.port);
         let start = Instant::now();
         while !c.call(&["INFO", "replication"]).text().contains("master_link_status:up") {
@@ -547,7 +557,8 @@ fn every_command_on_a_replica_and_under_concurrent_writes() {
         }
         // On the replica: the keys are written on its master and waited for.
         let mut outs = Vec::new();
-        for (master, rep) in [(&redis, &redis_rep), (&atoll, &atoll_rep)] {
+        let oracle = if cmd.beyond72 { (&valkey, &valkey_rep) } else { (&redis, &redis_rep) };
+        for (master, rep) in [oracle, (&atoll, &atoll_rep)] {
             let mut m = Side::new(master.port);
             m.reset(cmd);
             m.admin.call(&["WAIT", "1", "5000"]);

@@ -301,24 +301,52 @@ fn same_reply(mode: Mode, expected: &[u8], a: &[u8]) -> bool {
 }
 
 fn start_pair() -> (ServerProc, ServerProc, Pair) {
-    let redis = start_redis(&[]);
+    pair_with(start_redis(&[]))
+}
+
+/// Atoll beside `oracle` (Redis 7.2.6, or Valkey 9.1.2 for what came after 7.2).
+fn pair_with(oracle: ServerProc) -> (ServerProc, ServerProc, Pair) {
     let atoll = start_atoll(&["--enable-debug-command", "yes"]);
     let pair = Pair {
-        redis: RawConn::connect(redis.port),
+        redis: RawConn::connect(oracle.port),
         atoll: RawConn::connect(atoll.port),
         extra: Vec::new(),
-        ports: (redis.port, atoll.port),
+        ports: (oracle.port, atoll.port),
         proto: 2,
         ids: Vec::new(),
     };
-    (redis, atoll, pair)
+    (oracle, atoll, pair)
 }
 
 #[test]
 fn case_files_match_redis() {
     let (_r, _a, mut pair) = start_pair();
+    run_case_files(&mut pair, "tests/cases");
+}
+
+/// The commands Redis 7.2 lacks, against Valkey 9.1.2 (`tests/cases/valkey/*.txt`).
+#[test]
+fn case_files_beyond_72_match_valkey() {
+    let (_v, _a, mut pair) = pair_with(start_valkey(&[]));
+    run_case_files(&mut pair, "tests/cases/valkey");
+}
+
+/// The facts of the commands Redis 7.2 lacks (arity, flags, ACL categories, tips, key specs),
+/// as COMMAND INFO gives them in RESP2, against Valkey 9.1.2. (In RESP3 Valkey sends empty
+/// tips and subcommands as arrays where Redis 7.2, and Atoll with it, send sets.)
+#[test]
+fn facts_of_commands_beyond_72_match_valkey() {
+    let (_v, _a, mut pair) = pair_with(start_valkey(&[]));
+    for name in ["delifeq", "msetex", "script|show"] {
+        let cmd: &[&[u8]] = &[b"COMMAND", b"INFO", name.as_bytes()];
+        let (v, a) = (pair.redis.cmd(cmd), pair.atoll.cmd(cmd));
+        assert_eq!(show(&a), show(&v), "COMMAND INFO {name}: Atoll (left) against Valkey 9.1.2 (right)");
+    }
+}
+
+fn run_case_files(pair: &mut Pair, folder: &str) {
     let known = known_differences();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     let only = std::env::var("ATOLL_DIFF_FILE").ok();

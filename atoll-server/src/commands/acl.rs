@@ -21,7 +21,7 @@ fn kill_clients_of(ctx: &mut Ctx, users: &[Arc<User>]) {
 }
 
 fn acl_file(ctx: &Ctx) -> Option<String> {
-    Some(ctx.srv.config.get("aclfile")).filter(|f| !f.is_empty())
+    Some(ctx.srv.config.text(crate::config::p::ACLFILE)).filter(|f| !f.is_empty())
 }
 
 /// ACL CAT, GENPASS and LOG take at most one argument; more is Redis's generic subcommand error.
@@ -377,7 +377,7 @@ pub fn authenticate(ctx: &mut Ctx, user: &[u8], pass: &[u8]) -> bool {
 /// Loads the users at start-up, from the config file's `user` lines or from `aclfile` (Redis's
 /// `ACLLoadUsersAtStartup`). Err: what to log before exiting.
 pub fn load_at_startup(srv: &Server) -> Result<(), String> {
-    let file = srv.config.get("aclfile");
+    let file = srv.config.text(crate::config::p::ACLFILE);
     if !file.is_empty() && !srv.config.users.is_empty() {
         return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());
     }

@@ -446,7 +446,7 @@ pub fn client_kill(ctx: &mut Ctx) -> CmdResult {
                 return Err(CmdError::Syntax);
             }
         } else if eq_ic(k, "MAXAGE") {
-            maxage = Some(parse_int(v)?);
+            maxage = Some(parse_int(v).map_err(|_| CmdError::msg("ERR maxage is not an integer or out of range"))?);
         } else {
             return Err(CmdError::Syntax);
         }

@@ -270,7 +270,7 @@ fn object_line(srv: &Server, now_ms: i64, v: &Value, key_lru: u32) -> String {
                 nodes,
                 l.len() as f64 / nodes.max(1) as f64,
                 fill,
-                (srv.config.get_i64("list-compress-depth") != 0) as u8,
+                (srv.config.int(crate::config::p::LIST_COMPRESS_DEPTH) != 0) as u8,
                 bytes
             ));
         }

@@ -703,7 +703,7 @@ fn expire_generic(ctx: &mut Ctx, basetime: i64, seconds: bool) -> CmdResult {
         // A time already past deletes the key now; replicas and the AOF get the deletion, not
         // an expiry they would apply at their own, later time.
         ctx.ks.delete(key);
-        let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-expire") { b"UNLINK" } else { b"DEL" };
+        let verb: &[u8] = if ctx.srv.config.flag(crate::config::p::LAZYFREE_LAZY_EXPIRE) { b"UNLINK" } else { b"DEL" };
         ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
         ctx.ks.note(notify::GENERIC, "del", key);
     } else {
@@ -883,8 +883,8 @@ pub fn object_idletime(ctx: &mut Ctx) -> CmdResult {
 pub(crate) fn refcount(srv: &Server, v: &Value) -> i64 {
     let small_int = matches!(*v, Value::Int(i) if (0..OBJ_SHARED_INTEGERS).contains(&i));
     let shared = small_int && {
-        let policy = srv.config.get("maxmemory-policy");
-        srv.config.get_i64("maxmemory") == 0 || !(policy.ends_with("-lru") || policy.ends_with("-lfu"))
+        let policy = srv.config.text(crate::config::p::MAXMEMORY_POLICY);
+        srv.config.int(crate::config::p::MAXMEMORY) == 0 || !(policy.ends_with("-lru") || policy.ends_with("-lfu"))
     };
     if shared {
         OBJ_SHARED_REFCOUNT

@@ -212,7 +212,7 @@ pub fn memory_usage(ctx: &mut Ctx) -> CmdResult {
     }
     let key = ctx.args[2];
     let fill = ctx.srv.config.hot.list_max_listpack_size.load(Ordering::Relaxed);
-    let node_max_entries = ctx.srv.config.get_i64("stream-node-max-entries").max(0) as usize;
+    let node_max_entries = ctx.srv.config.int(crate::config::p::STREAM_NODE_MAX_ENTRIES).max(0) as usize;
     // Redis reads the dictionary directly: no expiry, no access-time update.
     let size = ctx.ks.shard(key).keys.get(key).map(|v| value_size(&v, samples, fill, node_max_entries));
     match size {

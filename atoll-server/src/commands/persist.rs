@@ -77,7 +77,8 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
         // Already expired: the key is gone (a replaced one deleted), nothing is added.
         if deleted {
             // As Redis's restoreCommand: UNLINK when server-side deletions are lazy.
-            let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-server-del") { b"UNLINK" } else { b"DEL" };
+            let verb: &[u8] =
+                if ctx.srv.config.flag(crate::config::p::LAZYFREE_LAZY_SERVER_DEL) { b"UNLINK" } else { b"DEL" };
             ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
             ctx.ks.note(notify::GENERIC, "del", key);
         } else {

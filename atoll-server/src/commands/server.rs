@@ -54,7 +54,7 @@ pub fn dbsize(ctx: &mut Ctx) -> CmdResult {
 /// `lazyfree-lazy-user-flush yes`).
 fn flush_async(ctx: &Ctx) -> Result<bool, CmdError> {
     match ctx.args.len() {
-        1 => Ok(ctx.srv.config.get_bool("lazyfree-lazy-user-flush")),
+        1 => Ok(ctx.srv.config.flag(crate::config::p::LAZYFREE_LAZY_USER_FLUSH)),
         2 if eq_ic(ctx.args[1], "ASYNC") => Ok(true),
         2 if eq_ic(ctx.args[1], "SYNC") => Ok(false),
         _ => Err(CmdError::Syntax),
@@ -245,7 +245,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     let pairs: Vec<(&[u8], &[u8])> = args.chunks(2).map(|p| (p[0], p[1])).collect();
     let names = |n: &str| pairs.iter().any(|(k, _)| k.eq_ignore_ascii_case(n.as_bytes()));
     let aof_switch = names("appendonly");
-    let was_on = ctx.srv.config.get_bool("appendonly");
+    let was_on = ctx.srv.config.flag(crate::config::p::APPENDONLY);
     // Any tls-* parameter rebuilds the TLS configuration, even when set to the value it has:
     // that is how certificates are reloaded (Redis's VOLATILE_CONFIG files).
     let tls_names: Vec<String> = pairs
@@ -277,14 +277,16 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     }
     if names("requirepass") {
         let srv = ctx.srv;
-        srv.acl.set_default_password(&srv.acl_env(), srv.config.get("requirepass").as_bytes());
+        srv.acl.set_default_password(&srv.acl_env(), srv.config.text(crate::config::p::REQUIREPASS).as_bytes());
     }
     let any = |ns: &[&str]| ns.iter().any(|n| names(n));
     if any(&["min-replicas-to-write", "min-slaves-to-write", "min-replicas-max-lag", "min-slaves-max-lag"]) {
         crate::exec::replication::refresh_good(ctx.srv);
     }
     if names("rdb-key-save-delay") {
-        crate::persist::rdbfile::set_save_delay(ctx.srv.config.get("rdb-key-save-delay").parse().unwrap_or(0));
+        crate::persist::rdbfile::set_save_delay(
+            ctx.srv.config.text(crate::config::p::RDB_KEY_SAVE_DELAY).parse().unwrap_or(0),
+        );
     }
     if any(&["replica-serve-stale-data", "slave-serve-stale-data"]) {
         crate::exec::upstream::stale_changed(ctx.srv);
@@ -298,7 +300,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     if names("appendfsync") || names("aof-timestamp-enabled") || names("aof-preallocate") {
         crate::exec::aof::set_policy(ctx.srv);
     }
-    let on = ctx.srv.config.get_bool("appendonly");
+    let on = ctx.srv.config.flag(crate::config::p::APPENDONLY);
     if aof_switch && on != was_on {
         if let Err(e) = crate::exec::aof::set_enabled(ctx.srv, on, ctx.client.in_exec) {
             let what = if on { "turn on" } else { "turn off" };
@@ -340,7 +342,7 @@ pub fn rewrite_config(srv: &crate::exec::Server, force_all: bool) -> Result<(), 
         return Err("The server is running without a config file".into());
     };
     // Users go to the config file unless an ACL file keeps them (Redis's rewriteConfigUserOption).
-    let users: Vec<String> = if srv.config.get("aclfile").is_empty() {
+    let users: Vec<String> = if srv.config.text(crate::config::p::ACLFILE).is_empty() {
         srv.acl.lines().iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect()
     } else {
         Vec::new()
@@ -826,7 +828,7 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     if mode != ShutdownMode::NoSave
         && ctx.srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_SCRIPT_BUSY != 0
     {
-        return Err(CmdError::msg(crate::exec::call::busy_error(ctx.srv)));
+        return Err(crate::exec::call::busy_error(ctx.srv));
     }
     if crate::exec::aof::writing_initial(ctx.srv) {
         if !force {
@@ -839,7 +841,7 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     // Replicas that have not acknowledged everything: the main thread gives them up to
     // `shutdown-timeout` seconds, writes paused, before the final save (Redis's
     // prepareForShutdown); this client is answered only if the shutdown is aborted or fails.
-    let timeout = ctx.srv.config.get_i64("shutdown-timeout");
+    let timeout = ctx.srv.config.int(crate::config::p::SHUTDOWN_TIMEOUT);
     // (What lags is read before the callers' list is locked: that lock is a leaf.)
     let lagging = !now && timeout > 0 && !ctx.srv.repl.lagging(ctx.srv.now_ms()).is_empty();
     let mut callers = ctx.srv.shutdown_callers.lock();

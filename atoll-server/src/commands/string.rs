@@ -109,29 +109,47 @@ enum Unit {
 enum ExtCommand {
     Set,
     GetEx,
+    /// MSETEX, its options starting at this argument.
+    MSetEx(usize),
 }
 
 /// Redis's `parseExtendedStringArgumentsOrReply`. The conflict rules are Redis's exactly:
 /// an option conflicting with one already given is a syntax error, the same option may be
 /// repeated (the last expire wins), and an expire option needs a following argument.
-fn parse_ext_args<'a>(args: &[&'a [u8]], kind: ExtCommand) -> Result<(SetFlags, Option<&'a [u8]>, Unit), CmdError> {
+/// Returns the flags, the expire argument, its unit, and IFEQ's comparison value.
+#[allow(clippy::type_complexity)]
+fn parse_ext_args<'a>(
+    args: &[&'a [u8]],
+    kind: ExtCommand,
+) -> Result<(SetFlags, Option<&'a [u8]>, Unit, Option<&'a [u8]>), CmdError> {
     let mut f = SetFlags::default();
     let mut expire = None;
+    let mut ifeq = None;
     let mut unit = Unit::Seconds;
-    let mut j = if kind == ExtCommand::GetEx { 2 } else { 3 };
+    let mut j = match kind {
+        ExtCommand::Set => 3,
+        ExtCommand::GetEx => 2,
+        ExtCommand::MSetEx(start) => start,
+    };
+    // GET and IFEQ are SET's alone; NX, XX and KEEPTTL MSETEX's too.
     let is_set = kind == ExtCommand::Set;
+    let setlike = kind != ExtCommand::GetEx;
     while j < args.len() {
         let opt = args[j];
         let next = args.get(j + 1).copied();
-        if eq_ic(opt, "NX") && !f.xx && is_set {
+        if eq_ic(opt, "NX") && !f.xx && ifeq.is_none() && setlike {
             f.nx = true;
-        } else if eq_ic(opt, "XX") && !f.nx && is_set {
+        } else if eq_ic(opt, "XX") && !f.nx && ifeq.is_none() && setlike {
             f.xx = true;
+        } else if eq_ic(opt, "IFEQ") && !f.nx && !f.xx && ifeq.is_none() && is_set && next.is_some() {
+            // Valkey 8.1: set only if the current value equals this one.
+            ifeq = next;
+            j += 1;
         } else if eq_ic(opt, "GET") && is_set {
             f.get = true;
-        } else if eq_ic(opt, "KEEPTTL") && !f.persist && !f.any_expire() && is_set {
+        } else if eq_ic(opt, "KEEPTTL") && !f.persist && !f.any_expire() && setlike {
             f.keepttl = true;
-        } else if eq_ic(opt, "PERSIST") && !is_set && !f.any_expire() && !f.keepttl {
+        } else if eq_ic(opt, "PERSIST") && kind == ExtCommand::GetEx && !f.any_expire() && !f.keepttl {
             f.persist = true;
         } else if eq_ic(opt, "EX") && !f.keepttl && !f.persist && !f.exat && !f.px && !f.pxat && next.is_some() {
             f.ex = true;
@@ -156,7 +174,7 @@ fn parse_ext_args<'a>(args: &[&'a [u8]], kind: ExtCommand) -> Result<(SetFlags, 
         }
         j += 1;
     }
-    Ok((f, expire, unit))
+    Ok((f, expire, unit, ifeq))
 }
 
 /// Redis's `getExpireMillisecondsOrReply`: the expire argument as an absolute Unix time in
@@ -187,7 +205,9 @@ enum SetReply {
     OneZero,
 }
 
-/// Redis's `setGenericCommand`, shared by SET, SETNX, SETEX and PSETEX.
+/// Redis's `setGenericCommand`, shared by SET, SETNX, SETEX and PSETEX; `ifeq` is Valkey
+/// 8.1's condition (set only over a string equal to it).
+#[allow(clippy::too_many_arguments)]
 fn set_generic(
     ctx: &mut Ctx,
     f: SetFlags,
@@ -196,6 +216,7 @@ fn set_generic(
     expire: Option<&[u8]>,
     unit: Unit,
     replies: SetReply,
+    ifeq: Option<&[u8]>,
 ) -> CmdResult {
     // The expire is validated before anything else happens (even before GET replies).
     let when = match expire {
@@ -205,8 +226,16 @@ fn set_generic(
     if f.get {
         get_generic(ctx, key)?;
     }
-    let found = ctx.ks.lookup_write(key).is_some();
-    if (f.nx && found) || (f.xx && !found) {
+    let (found, equal) = match ctx.ks.lookup_write(key) {
+        None => (false, false),
+        // Without GET, IFEQ over another type is WRONGTYPE (with GET, GET said so already).
+        Some(o) if ifeq.is_some() && !o.is_string() => return Err(CmdError::WrongType),
+        Some(o) => {
+            let mut ibuf = itoa::Buffer::new();
+            (true, ifeq.is_some_and(|want| o.as_bytes(&mut ibuf) == Some(want)))
+        }
+    };
+    if (f.nx && found) || (f.xx && !found) || (ifeq.is_some() && !equal) {
         // Refused: nothing written, so nothing counted dirty or propagated.
         if !f.get {
             match replies {
@@ -226,9 +255,7 @@ fn set_generic(
         ctx.rewrite_effect(vec![b"SET".to_vec(), key.to_vec(), val.to_vec(), b"PXAT".to_vec(), ms]);
     } else if f.get {
         // Propagate without GET (which may be repeated); the rest is deterministic as is.
-        let argv =
-            ctx.args.iter().enumerate().filter(|(j, a)| *j < 3 || !eq_ic(a, "GET")).map(|(_, a)| a.to_vec()).collect();
-        ctx.rewrite_effect(argv);
+        ctx.rewrite_effect(without_get(ctx.args));
     }
     if !f.get {
         match replies {
@@ -239,33 +266,53 @@ fn set_generic(
     Ok(())
 }
 
-// SET key value [NX | XX] [GET] [EX seconds | PX milliseconds | EXAT unix-time-seconds |
+/// SET's arguments without its GET options (the values of EX … and IFEQ kept, even one
+/// spelt `GET`).
+fn without_get(args: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = args[..3].iter().map(|a| a.to_vec()).collect();
+    let mut j = 3;
+    while j < args.len() {
+        let takes_value = ["EX", "PX", "EXAT", "PXAT", "IFEQ"].iter().any(|t| eq_ic(args[j], t));
+        if takes_value {
+            out.extend([args[j].to_vec(), args[j + 1].to_vec()]);
+            j += 2;
+        } else {
+            if !eq_ic(args[j], "GET") {
+                out.push(args[j].to_vec());
+            }
+            j += 1;
+        }
+    }
+    out
+}
+
+// SET key value [NX | XX | IFEQ comparison-value] [GET] [EX seconds | PX milliseconds | EXAT unix-time-seconds |
 //     PXAT unix-time-milliseconds | KEEPTTL]
 pub fn set(ctx: &mut Ctx) -> CmdResult {
-    let (f, expire, unit) = parse_ext_args(ctx.args, ExtCommand::Set)?;
+    let (f, expire, unit, ifeq) = parse_ext_args(ctx.args, ExtCommand::Set)?;
     let (key, val) = (ctx.arg(1), ctx.arg(2));
-    set_generic(ctx, f, key, val, expire, unit, SetReply::OkNull)
+    set_generic(ctx, f, key, val, expire, unit, SetReply::OkNull, ifeq)
 }
 
 // SETNX key value
 pub fn setnx(ctx: &mut Ctx) -> CmdResult {
     let f = SetFlags { nx: true, ..Default::default() };
     let (key, val) = (ctx.arg(1), ctx.arg(2));
-    set_generic(ctx, f, key, val, None, Unit::Seconds, SetReply::OneZero)
+    set_generic(ctx, f, key, val, None, Unit::Seconds, SetReply::OneZero, None)
 }
 
 // SETEX key seconds value
 pub fn setex(ctx: &mut Ctx) -> CmdResult {
     let f = SetFlags { ex: true, ..Default::default() };
     let (key, secs, val) = (ctx.arg(1), ctx.arg(2), ctx.arg(3));
-    set_generic(ctx, f, key, val, Some(secs), Unit::Seconds, SetReply::OkNull)
+    set_generic(ctx, f, key, val, Some(secs), Unit::Seconds, SetReply::OkNull, None)
 }
 
 // PSETEX key milliseconds value
 pub fn psetex(ctx: &mut Ctx) -> CmdResult {
     let f = SetFlags { px: true, ..Default::default() };
     let (key, ms, val) = (ctx.arg(1), ctx.arg(2), ctx.arg(3));
-    set_generic(ctx, f, key, val, Some(ms), Unit::Millis, SetReply::OkNull)
+    set_generic(ctx, f, key, val, Some(ms), Unit::Millis, SetReply::OkNull, None)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -301,7 +348,7 @@ pub fn getdel(ctx: &mut Ctx) -> CmdResult {
 // GETEX key [EX seconds | PX milliseconds | EXAT unix-time-seconds |
 //     PXAT unix-time-milliseconds | PERSIST]
 pub fn getex(ctx: &mut Ctx) -> CmdResult {
-    let (f, expire, unit) = parse_ext_args(ctx.args, ExtCommand::GetEx)?;
+    let (f, expire, unit, _) = parse_ext_args(ctx.args, ExtCommand::GetEx)?;
     let key = ctx.arg(1);
     let now = ctx.ks.now;
     let cmd = ctx.cmd;
@@ -328,7 +375,8 @@ pub fn getex(ctx: &mut Ctx) -> CmdResult {
         // expiries are lazy, DEL otherwise (as Redis's getexCommand).
         Some(ms) if (f.exat || f.pxat) && ms <= now => {
             ctx.ks.delete(key);
-            let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-expire") { b"UNLINK" } else { b"DEL" };
+            let verb: &[u8] =
+                if ctx.srv.config.flag(crate::config::p::LAZYFREE_LAZY_EXPIRE) { b"UNLINK" } else { b"DEL" };
             ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
             ctx.ks.note(notify::GENERIC, "del", key);
         }
@@ -398,6 +446,77 @@ pub fn mset(ctx: &mut Ctx) -> CmdResult {
 // MSETNX key value [key value ...]
 pub fn msetnx(ctx: &mut Ctx) -> CmdResult {
     mset_generic(ctx, true)
+}
+
+// MSETEX numkeys key value [key value ...] [NX | XX] [EX seconds | PX milliseconds |
+//     EXAT unix-time-seconds | PXAT unix-time-milliseconds | KEEPTTL]   (Valkey 9.1)
+//
+// Sets every pair with one expiry, all or none: NX only when no key exists, XX only when every
+// key does (1 when set, 0 when not). Over keys of any type, as MSET.
+pub fn msetex(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    let n = match crate::protocol::parse_i64(args[1]) {
+        Some(n) if (1..=i32::MAX as i64).contains(&n) => n as usize,
+        _ => return Err(CmdError::msg("ERR invalid numkeys value or out of range")),
+    };
+    // The keys' shards are locked only when all n pairs are there (`lock_plan`): nothing is
+    // looked at before this check.
+    let start = n.checked_mul(2).and_then(|p| p.checked_add(2)).filter(|&s| s <= args.len()).ok_or(CmdError::Syntax)?;
+    let (f, expire, unit, _) = parse_ext_args(args, ExtCommand::MSetEx(start))?;
+    let when = match expire {
+        Some(e) => Some(expire_at_ms(ctx.ks.now, ctx.cmd.full_name(), e, f, unit)?),
+        None => None,
+    };
+    let pairs = &args[2..start];
+    if f.nx || f.xx {
+        let want = f.xx;
+        for pair in pairs.chunks(2) {
+            if ctx.ks.lookup_write(pair[0]).is_some() != want {
+                ctx.reply.int(0);
+                return Ok(());
+            }
+        }
+    }
+    for pair in pairs.chunks(2) {
+        ctx.ks.set(pair[0], Value::from_bytes(pair[1]), f.keepttl || when.is_some());
+        ctx.ks.note(notify::STRING, "set", pair[0]);
+        if let Some(ms) = when {
+            ctx.ks.set_expire(pair[0], ms);
+            ctx.ks.note(notify::GENERIC, "expire", pair[0]);
+        }
+    }
+    if let Some(ms) = when {
+        // Replicas and the AOF get the absolute time (the condition held here already).
+        let mut argv: Vec<Vec<u8>> = args[..start].iter().map(|a| a.to_vec()).collect();
+        argv.extend([b"PXAT".to_vec(), itoa::Buffer::new().format(ms).as_bytes().to_vec()]);
+        ctx.rewrite_effect(argv);
+    }
+    ctx.reply.int(1);
+    Ok(())
+}
+
+// DELIFEQ key value   (Valkey 9.0)
+//
+// Deletes the key if it holds exactly this string: 1 if deleted, 0 if not (missing or
+// another value); WRONGTYPE over another type. Propagated as DEL.
+pub fn delifeq(ctx: &mut Ctx) -> CmdResult {
+    let (key, want) = (ctx.arg(1), ctx.arg(2));
+    let equal = match ctx.ks.lookup_write(key) {
+        None => false,
+        Some(o) if !o.is_string() => return Err(CmdError::WrongType),
+        Some(o) => {
+            let mut ibuf = itoa::Buffer::new();
+            o.as_bytes(&mut ibuf) == Some(want)
+        }
+    };
+    if equal && ctx.ks.delete(key).is_some() {
+        ctx.ks.note(notify::GENERIC, "del", key);
+        ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
+        ctx.reply.int(1);
+    } else {
+        ctx.reply.int(0);
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -960,7 +1079,7 @@ pub(crate) mod tests {
     fn set_option_conflicts() {
         let parse = |s: &str| {
             let args: Vec<&[u8]> = s.split(' ').map(|a| a.as_bytes()).collect();
-            parse_ext_args(&args, ExtCommand::Set).map(|(f, e, _)| (f.nx, f.xx, f.get, e.map(|e| e.to_vec())))
+            parse_ext_args(&args, ExtCommand::Set).map(|(f, e, _, _)| (f.nx, f.xx, f.get, e.map(|e| e.to_vec())))
         };
         assert!(parse("SET k v NX XX").is_err());
         assert!(parse("SET k v EX 1 PX 2").is_err());

@@ -143,6 +143,7 @@ static ROWS: &[Row] = &[
     c("script|exists", lua::script_exists, None),
     c("script|kill", lua::script_kill, None),
     c("script|debug", lua::script_debug, None),
+    c("script|show", lua::script_show, None),
     // scripting: no locks up front — a script locks shards as its commands touch them
     c("eval", lua::eval, None),
     c("eval_ro", lua::eval_ro, None),
@@ -207,6 +208,8 @@ static ROWS: &[Row] = &[
     c("mget", st::mget, Keys),
     c("mset", st::mset, Keys),
     c("msetnx", st::msetnx, Keys),
+    c("msetex", st::msetex, Keys),
+    c("delifeq", st::delifeq, Keys),
     c("incr", st::incr, Keys),
     c("decr", st::decr, Keys),
     c("incrby", st::incrby, Keys),

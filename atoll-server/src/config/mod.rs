@@ -3,6 +3,7 @@
 //! share, with Redis 7.2's rules and error texts.
 
 pub mod events;
+pub mod p;
 pub mod process;
 pub mod supervise;
 pub mod table;
@@ -336,9 +337,28 @@ impl Config {
         Ok(warnings)
     }
 
+    /// A parameter's value by name, as CONFIG GET prints it: for names known only at run
+    /// time (CONFIG GET's own, the tests). The server's own reads use the typed handles of
+    /// [`p`] (`flag`, `int`, `text`), which need no lookup and cannot name a parameter that
+    /// does not exist.
     pub fn get(&self, name: &str) -> String {
         let (i, def) = find_def(name).expect("config directive in table");
         self.value_of(i, def)
+    }
+
+    /// A yes/no parameter.
+    pub fn flag(&self, p: table::Param<bool>) -> bool {
+        self.values.read()[p.idx] == "yes"
+    }
+
+    /// A numeric parameter (integers, memory sizes in bytes, octal modes).
+    pub fn int(&self, p: table::Param<i64>) -> i64 {
+        self.values.read()[p.idx].parse().unwrap_or(0)
+    }
+
+    /// Any parameter, as CONFIG GET prints it.
+    pub fn text(&self, p: table::Param<String>) -> String {
+        self.value_of(p.idx, &DEFS[p.idx])
     }
 
     fn value_of(&self, i: usize, def: &Def) -> String {
@@ -352,14 +372,6 @@ impl Config {
             return format!("A{}", &v[2..]);
         }
         v
-    }
-
-    pub fn get_i64(&self, name: &str) -> i64 {
-        self.get(name).parse().unwrap_or(0)
-    }
-
-    pub fn get_bool(&self, name: &str) -> bool {
-        self.get(name) == "yes"
     }
 
     /// CONFIG GET: (name, value) pairs for every parameter matching any pattern. A pattern
@@ -402,7 +414,7 @@ impl Config {
     /// `local`: the client is on loopback or the unix socket (`enable-protected-configs local`).
     /// Errors are Redis's full reply text.
     pub fn set_many(&self, pairs: &[(&[u8], &[u8])], local: bool) -> Result<(), String> {
-        let protected_ok = match self.get("enable-protected-configs").as_str() {
+        let protected_ok = match self.text(crate::config::p::ENABLE_PROTECTED_CONFIGS).as_str() {
             "yes" => true,
             "local" => local,
             _ => false,
@@ -461,11 +473,17 @@ impl Config {
         }
         // The OOM score depends on two parameters: written once both are in place.
         if staged.iter().any(|(_, d, _)| d.name.starts_with("oom-score-adj")) {
-            if let Err(e) = process::set_oom_score(&self.get("oom-score-adj"), &self.get("oom-score-adj-values")) {
+            if let Err(e) = process::set_oom_score(
+                &self.text(crate::config::p::OOM_SCORE_ADJ),
+                &self.text(crate::config::p::OOM_SCORE_ADJ_VALUES),
+            ) {
                 for (j, _, old) in applied.into_iter().rev() {
                     self.values.write()[j] = old;
                 }
-                let _ = process::set_oom_score(&self.get("oom-score-adj"), &self.get("oom-score-adj-values"));
+                let _ = process::set_oom_score(
+                    &self.text(crate::config::p::OOM_SCORE_ADJ),
+                    &self.text(crate::config::p::OOM_SCORE_ADJ_VALUES),
+                );
                 return Err(set_err("oom-score-adj", &e));
             }
         }
@@ -666,11 +684,11 @@ impl Config {
 
     /// Worker threads: `threads`, else `io-threads` if set above 1, else the number of cores.
     pub fn worker_threads(&self) -> usize {
-        let t = self.get_i64("threads");
+        let t = self.int(crate::config::p::THREADS);
         if t > 0 {
             return t as usize;
         }
-        let io = self.get_i64("io-threads");
+        let io = self.int(crate::config::p::IO_THREADS);
         if io > 1 {
             return io as usize;
         }

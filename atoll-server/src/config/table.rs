@@ -150,7 +150,7 @@ pub const ENUM_SYNONYMS: &[(&str, &str, &str)] = &[("oom-score-adj", "relative",
 use Kind::*;
 
 #[rustfmt::skip]
-pub static DEFS: &[Def] = &[
+pub const DEFS: &[Def] = &[
     Def::new("acl-pubsub-default", Enum(&["allchannels", "resetchannels"]), "resetchannels").live(),
     Def::new("aclfile", Str, "").flags(IMMUTABLE).live(),
     Def::new("acllog-max-len", Int { min: 0, max: LMAX }, "128").live(),
@@ -363,3 +363,63 @@ pub static DEFS: &[Def] = &[
     // the dashboard, `/metrics`).
     Def::new("hotkeys", Bool, "yes").live(),
 ];
+
+/// A typed handle on one parameter of [`DEFS`]: its index, found when the program is
+/// compiled. `Config::flag`, `Config::int` and `Config::text` read it without a name lookup,
+/// and a misspelt or mistyped name is a compile error (`param` panics in a const context).
+pub struct Param<T> {
+    pub idx: usize,
+    _kind: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Param<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Param<T> {}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn index(name: &str) -> usize {
+    let mut i = 0;
+    while i < DEFS.len() {
+        if same(DEFS[i].name, name) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("no such config parameter in config/table.rs");
+}
+
+/// A yes/no parameter.
+pub const fn flag(name: &str) -> Param<bool> {
+    let idx = index(name);
+    assert!(matches!(DEFS[idx].kind, Bool), "not a yes/no parameter");
+    Param { idx, _kind: std::marker::PhantomData }
+}
+
+/// A number: an integer, a memory size (bytes), an octal mode.
+pub const fn number(name: &str) -> Param<i64> {
+    let idx = index(name);
+    assert!(matches!(DEFS[idx].kind, Int { .. } | Memory { .. } | Octal { .. }), "not a numeric parameter");
+    Param { idx, _kind: std::marker::PhantomData }
+}
+
+/// Any parameter, as CONFIG GET prints it.
+pub const fn text(name: &str) -> Param<String> {
+    Param { idx: index(name), _kind: std::marker::PhantomData }
+}

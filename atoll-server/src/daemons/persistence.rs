@@ -59,7 +59,7 @@ fn yield_to_workers() {
 /// Redis's serverCron rule: some `save <seconds> <changes>` point has at least `changes`
 /// changes and `seconds` since the last save — and, after a failed save, 5 s have passed.
 fn save_point_reached(srv: &Server) -> bool {
-    let save = srv.config.get("save");
+    let save = srv.config.text(crate::config::p::SAVE);
     if save.is_empty() {
         return false;
     }

@@ -31,7 +31,7 @@ pub fn spawn(srv: Arc<Server>) {
 }
 
 fn limit_ms(srv: &Server) -> i64 {
-    match srv.config.get_i64("watchdog-period") {
+    match srv.config.int(crate::config::p::WATCHDOG_PERIOD) {
         p if p > 0 => p,
         _ => DEFAULT_LIMIT_MS,
     }

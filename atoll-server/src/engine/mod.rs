@@ -33,7 +33,7 @@ use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-pub use value::{Obj, Value};
+pub use value::{Aggregate, Obj, Value};
 
 pub use slot::{key_shard, SHARDS};
 

@@ -33,6 +33,32 @@ pub enum Value {
     Stream(Box<Stream>),
 }
 
+/// An aggregate type's value as [`Value`] holds it, for the typed lookups
+/// (`KsView::read::<List>`, `KsView::write::<Hash>` …): Some when `v` is of this type.
+pub trait Aggregate {
+    fn of_mut(v: &mut Value) -> Option<&mut Self>;
+}
+
+macro_rules! aggregate {
+    ($($t:ty => $variant:ident),*) => {$(
+        impl Aggregate for $t {
+            #[inline]
+            fn of_mut(v: &mut Value) -> Option<&mut Self> {
+                match v {
+                    Value::$variant(x) => {
+                        // A boxed variant (List, Stream) derefs to its value here.
+                        let x: &mut Self = x;
+                        Some(x)
+                    }
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+aggregate!(List => List, Hash => Hash, Set => Set, ZSet => ZSet, Stream => Stream);
+
 /// Where the access clock starts: seconds since start are counted from here, so a key can be
 /// given an idle time longer than the server has been up (RESTORE … IDLETIME, RDB `IDLE`).
 /// 2^22 s is 48 days; the 32-bit clock then lasts 130 years.

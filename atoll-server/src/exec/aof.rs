@@ -21,11 +21,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 fn dir(srv: &Server) -> PathBuf {
-    aof::dir_path(&srv.config.get("appenddirname"))
+    aof::dir_path(&srv.config.text(crate::config::p::APPENDDIRNAME))
 }
 
 fn fname(srv: &Server) -> String {
-    srv.config.get("appendfilename")
+    srv.config.text(crate::config::p::APPENDFILENAME)
 }
 
 /// Installs `log` as where effects go.
@@ -86,14 +86,14 @@ pub fn set_policy(srv: &Server) {
 }
 
 fn apply_settings(srv: &Server, log: &AofLog) {
-    log.policy.store(Fsync::parse(&srv.config.get("appendfsync")) as u8, Ordering::Relaxed);
-    log.timestamps.store(srv.config.get_bool("aof-timestamp-enabled"), Ordering::Relaxed);
-    log.preallocate.store(srv.config.get_bool("aof-preallocate"), Ordering::Relaxed);
+    log.policy.store(Fsync::parse(&srv.config.text(crate::config::p::APPENDFSYNC)) as u8, Ordering::Relaxed);
+    log.timestamps.store(srv.config.flag(crate::config::p::AOF_TIMESTAMP_ENABLED), Ordering::Relaxed);
+    log.preallocate.store(srv.config.flag(crate::config::p::AOF_PREALLOCATE), Ordering::Relaxed);
 }
 
 /// Opens an incremental file for appending, with the current settings.
 fn open_log(srv: &Server, path: &Path) -> std::io::Result<Arc<AofLog>> {
-    let log = AofLog::open(path, Fsync::parse(&srv.config.get("appendfsync")))?;
+    let log = AofLog::open(path, Fsync::parse(&srv.config.text(crate::config::p::APPENDFSYNC)))?;
     apply_settings(srv, &log);
     Ok(log)
 }
@@ -275,10 +275,10 @@ fn enable(srv: &Server) -> std::io::Result<()> {
 
 /// The form of a base: an RDB (`aof-use-rdb-preamble yes`) or commands.
 fn base_form(srv: &Server) -> rdbfile::Form {
-    if srv.config.get_bool("aof-use-rdb-preamble") {
-        rdbfile::Form::Rdb { checksum: srv.config.get_bool("rdbchecksum") }
+    if srv.config.flag(crate::config::p::AOF_USE_RDB_PREAMBLE) {
+        rdbfile::Form::Rdb { checksum: srv.config.flag(crate::config::p::RDBCHECKSUM) }
     } else {
-        rdbfile::Form::Commands { timestamp: srv.config.get_bool("aof-timestamp-enabled") }
+        rdbfile::Form::Commands { timestamp: srv.config.flag(crate::config::p::AOF_TIMESTAMP_ENABLED) }
     }
 }
 
@@ -497,7 +497,7 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let name = fname(srv);
     let old = srv.persistence.aof.manifest.lock().clone();
     let seq = next_seq(&old);
-    let preamble = srv.config.get_bool("aof-use-rdb-preamble");
+    let preamble = srv.config.flag(crate::config::p::AOF_USE_RDB_PREAMBLE);
     let base = AofFile { name: aof::base_name(&name, seq, preamble), seq };
     let incr = AofFile { name: aof::incr_name(&name, seq), seq };
     let opts = crate::persist::save_opts(&srv.config);
@@ -507,7 +507,7 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let form = base_form(srv);
     let info = rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &head, opts, form))?;
     // With AOF off (BGREWRITEAOF anyway, as Redis allows) only the base is written.
-    let on = srv.config.get_bool("appendonly");
+    let on = srv.config.flag(crate::config::p::APPENDONLY);
     let m = Manifest { base: Some(base), history: Vec::new(), incr: if on { vec![incr.clone()] } else { Vec::new() } };
     if on {
         std::fs::File::create(d.join(&incr.name))?.sync_all()?;
@@ -585,7 +585,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> 
             keys += info.keys_loaded;
             crate::log_notice!("Reading RDB base file on AOF loading...");
         }
-        let max_bulk = srv.config.get("proto-max-bulk-len").parse().unwrap_or(512 << 20);
+        let max_bulk = srv.config.text(crate::config::p::PROTO_MAX_BULK_LEN).parse().unwrap_or(512 << 20);
         let mut reader = CommandReader::new(r, max_bulk);
         let mut multi_at: Option<u64> = None;
         loop {
@@ -630,7 +630,7 @@ use crate::log::strerror as io_text;
 
 /// Cuts a torn tail off the last incremental file (`aof-load-truncated yes`).
 fn cut(srv: &Server, path: &Path, at: u64, last: bool, what: &str) -> Result<(), String> {
-    if !last || !srv.config.get_bool("aof-load-truncated") {
+    if !last || !srv.config.flag(crate::config::p::AOF_LOAD_TRUNCATED) {
         return Err(format!(
             "Unexpected end of file reading the append only file {} at offset {at}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
             path.display()
@@ -719,8 +719,8 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
 /// rewrite, rewrite it. Checked by the persistence thread.
 pub fn maybe_auto_rewrite(srv: &Server) {
     let Some(log) = srv.persistence.aof.log() else { return };
-    let perc: u64 = srv.config.get("auto-aof-rewrite-percentage").parse().unwrap_or(0);
-    let min: u64 = srv.config.get("auto-aof-rewrite-min-size").parse().unwrap_or(u64::MAX);
+    let perc: u64 = srv.config.text(crate::config::p::AUTO_AOF_REWRITE_PERCENTAGE).parse().unwrap_or(0);
+    let min: u64 = srv.config.text(crate::config::p::AUTO_AOF_REWRITE_MIN_SIZE).parse().unwrap_or(u64::MAX);
     let base = srv.persistence.aof.rewrite_base.load(Ordering::Relaxed).max(1);
     let current = srv.persistence.aof.base_size.load(Ordering::Relaxed) + log.file_size.load(Ordering::Relaxed);
     if perc == 0 || current <= min || (current * 100 / base).saturating_sub(100) < perc {

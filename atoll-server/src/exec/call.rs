@@ -38,12 +38,6 @@ fn unknown_command_error(argv: &[&[u8]]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {args}")
 }
 
-const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
-
-pub const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
-pub const BUSY_FUNCTION: &str =
-    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
-
 fn reject(srv: &Server, ws: &WorkerStats, client: &mut Client, out: &mut Reply, cmd: Option<&Command>, e: CmdError) {
     if let Some(c) = cmd {
         ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
@@ -194,7 +188,7 @@ fn gated(
         refresh_acl(srv, client, epoch);
     }
     if !client.authenticated && !cmd.has(flags::NO_AUTH) {
-        return reject(srv, ws, client, out, Some(cmd), CmdError::msg("NOAUTH Authentication required."));
+        return reject(srv, ws, client, out, Some(cmd), CmdError::NoAuth);
     }
     // ACL: skipped for a user whose root selector allows everything (the default user).
     if let Some(p) = client.perms.as_ref().filter(|p| !p.unrestricted) {
@@ -337,8 +331,6 @@ fn finish_deferred_keys(cmd: &Command, argv: &[&[u8]], db: usize, locks: &mut Lo
     }
 }
 
-pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
-
 /// Over `maxmemory`, evicts first (Redis's `performEvictions` in `processCommand`); refuses a
 /// command that may grow memory when nothing more can be evicted — any command but EXEC,
 /// DISCARD, QUIT and RESET inside MULTI, and an EXEC of such commands.
@@ -354,7 +346,7 @@ fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]])
         reject = true;
     }
     if reject {
-        return Err(CmdError::msg(OOM));
+        return Err(CmdError::Oom);
     }
     Ok(())
 }
@@ -368,37 +360,33 @@ fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], ga
         GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
     };
     if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) {
-        return Some(CmdError::msg("LOADING Redis is loading the dataset in memory"));
+        return Some(CmdError::Loading);
     }
     // The master's stream on a replica waits for a busy script instead (its shards).
     if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) {
-        return Some(CmdError::msg(busy_error(srv)));
+        return Some(busy_error(srv));
     }
     let eff = gate_flags(srv, client, cmd, argv);
     let writes = eff & flags::WRITE != 0;
     if gates & GATE_STALE != 0 && eff & flags::STALE == 0 {
-        return Some(CmdError::msg("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+        return Some(CmdError::MasterDown);
     }
     if gates & GATE_NO_REPLICAS != 0 && writes {
-        return Some(CmdError::msg("NOREPLICAS Not enough good replicas to write."));
+        return Some(CmdError::NoReplicas);
     }
     if gates & GATE_READONLY != 0 && writes {
-        return Some(CmdError::msg("READONLY You can't write against a read only replica."));
+        return Some(CmdError::ReadOnly);
     }
     // stop-writes-on-bgsave-error.
     if gates & GATE_SAVE_FAILED != 0 && (writes || cmd.name == "ping") && super::persistence::writes_refused(srv) {
-        return Some(CmdError::msg(MISCONF));
+        return Some(CmdError::Misconf);
     }
     None
 }
 
 /// The `-BUSY` text while a script runs: its kind names the command that stops it.
-pub fn busy_error(srv: &Server) -> &'static str {
-    if srv.scripts.run.is_eval.load(Ordering::Relaxed) {
-        BUSY
-    } else {
-        BUSY_FUNCTION
-    }
+pub fn busy_error(srv: &Server) -> CmdError {
+    CmdError::Busy { function: !srv.scripts.run.is_eval.load(Ordering::Relaxed) }
 }
 
 /// The flags the gates check a command by (Redis's getCommandFlags, and processCommand's view
@@ -511,7 +499,7 @@ pub fn log_acl(srv: &Server, client: &Client, d: Denied, context: Context, objec
     let now = srv.now_ms();
     let who = client.acl_origin.as_ref().unwrap_or(&client.handle);
     let info = super::client::info_line(srv, who, now, None);
-    let max = srv.config.get_i64("acllog-max-len").max(0) as usize;
+    let max = srv.config.int(crate::config::p::ACLLOG_MAX_LEN).max(0) as usize;
     srv.acl.log_denial(d, context, object, user, info, now, max);
 }
 
@@ -933,13 +921,13 @@ pub fn script_call(
     if writes && !srv.scripts.run.wrote.load(Ordering::Relaxed) && !client.replaying {
         let gates = srv.persistence.gates.load(Ordering::Relaxed);
         if gates & crate::services::gates::GATE_READONLY != 0 {
-            return refuse("-READONLY You can't write against a read only replica.");
+            return refuse(&format!("-{}", CmdError::ReadOnly.text()));
         }
         if srv.persistence.failed() && super::persistence::writes_refused(srv) {
-            return refuse(&format!("-{MISCONF}"));
+            return refuse(&format!("-{}", CmdError::Misconf.text()));
         }
         if gates & crate::services::gates::GATE_NO_REPLICAS != 0 {
-            return refuse("-NOREPLICAS Not enough good replicas to write.");
+            return refuse(&format!("-{}", CmdError::NoReplicas.text()));
         }
     }
     // Out of memory when the script started: no command that may grow memory, unless the
@@ -950,7 +938,7 @@ pub fn script_call(
         && srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0
         && !client.allow_oom
     {
-        return refuse(&format!("-{OOM}"));
+        return refuse(&format!("-{}", CmdError::Oom.text()));
     }
     if writes {
         srv.scripts.run.wrote.store(true, Ordering::Relaxed);

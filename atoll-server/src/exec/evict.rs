@@ -359,7 +359,7 @@ pub fn perform(srv: &Server) -> Outcome {
     // A replica ignores maxmemory (`replica-ignore-maxmemory`): its master evicts for it.
     if policy == Policy::NoEviction
         || srv.writes_paused()
-        || (srv.repl.upstream.following() && srv.config.get_bool("replica-ignore-maxmemory"))
+        || (srv.repl.upstream.following() && srv.config.flag(crate::config::p::REPLICA_IGNORE_MAXMEMORY))
     {
         srv.evict.exceeded(true, now_ms);
         return Outcome::Fail;

@@ -53,6 +53,26 @@ pub enum CmdError {
     OutOfRange,
     /// Wrong number of arguments for the named command (`get`, `config|get`).
     Arity(String),
+    // The gates' refusals, shared by the command path (`call::gated`) and scripts
+    // (`redis.call`, a script's own start):
+    /// A start-up load runs and the command may not run during it.
+    Loading,
+    /// A replica lost its master and `replica-serve-stale-data` is no.
+    MasterDown,
+    /// A write with fewer good replicas than `min-replicas-to-write`.
+    NoReplicas,
+    /// A write on a read-only replica.
+    ReadOnly,
+    /// A write while the last save failed (`stop-writes-on-bgsave-error`).
+    Misconf,
+    /// A command that may grow memory over `maxmemory`.
+    Oom,
+    /// A connection that has not authenticated.
+    NoAuth,
+    /// A script runs; `function`: it is a function (FUNCTION KILL stops it, not SCRIPT KILL).
+    Busy {
+        function: bool,
+    },
     /// Any other error: the full text after `-`, starting with its code (`ERR ...`).
     Msg(Cow<'static, str>),
 }
@@ -73,6 +93,21 @@ impl CmdError {
             CmdError::Overflow => "ERR increment or decrement would overflow".into(),
             CmdError::NoSuchKey => "ERR no such key".into(),
             CmdError::OutOfRange => "ERR index out of range".into(),
+            CmdError::Loading => "LOADING Redis is loading the dataset in memory".into(),
+            CmdError::MasterDown => {
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.".into()
+            }
+            CmdError::NoReplicas => "NOREPLICAS Not enough good replicas to write.".into(),
+            CmdError::ReadOnly => "READONLY You can't write against a read only replica.".into(),
+            CmdError::Misconf => "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.".into(),
+            CmdError::Oom => "OOM command not allowed when used memory > 'maxmemory'.".into(),
+            CmdError::NoAuth => "NOAUTH Authentication required.".into(),
+            CmdError::Busy { function: false } => {
+                "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.".into()
+            }
+            CmdError::Busy { function: true } => {
+                "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.".into()
+            }
             CmdError::Arity(name) => format!("ERR wrong number of arguments for '{name}' command").into(),
             CmdError::Msg(m) => m.clone(),
         }
@@ -284,6 +319,24 @@ impl<'a, 'k> KsView<'a, 'k> {
                 stats::bump(&stats.keyspace_misses, 1);
                 None
             }
+        }
+    }
+
+    /// The value of aggregate type `T` at `key`, looked up for reading (hits and misses
+    /// counted, access time kept): Ok(None) when the key is missing, WRONGTYPE when it holds
+    /// another type. Reads may still need `&mut` (a set's pending rehash step).
+    pub fn read<T: crate::engine::Aggregate>(&mut self, key: &[u8]) -> Result<Option<&mut T>, CmdError> {
+        match self.lookup_read(key) {
+            None => Ok(None),
+            Some(o) => o.into_obj().and_then(T::of_mut).map(Some).ok_or(CmdError::WrongType),
+        }
+    }
+
+    /// `read`'s twin for a command about to change the value (`lookup_write`).
+    pub fn write<T: crate::engine::Aggregate>(&mut self, key: &[u8]) -> Result<Option<&mut T>, CmdError> {
+        match self.lookup_write(key) {
+            None => Ok(None),
+            Some(o) => o.into_obj().and_then(T::of_mut).map(Some).ok_or(CmdError::WrongType),
         }
     }
 

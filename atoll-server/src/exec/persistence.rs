@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// The RDB file's path: `dbfilename` in the working directory (`dir` changes it).
 pub fn rdb_path(srv: &Server) -> PathBuf {
-    PathBuf::from(srv.config.get("dbfilename"))
+    PathBuf::from(srv.config.text(crate::config::p::DBFILENAME))
 }
 
 fn dirty(srv: &Server) -> u64 {
@@ -98,7 +98,7 @@ pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     p.last_try_ms.store(now, Ordering::Relaxed);
     let path = rdb_path(srv);
     let opts = crate::persist::save_opts(&srv.config);
-    let checksum = srv.config.get_bool("rdbchecksum");
+    let checksum = srv.config.flag(crate::config::p::RDBCHECKSUM);
     let mut head = rdbfile::FixedHeader(Some(header(srv, false)));
     let r = rdbfile::save_file(&srv.ks, &path, &mut head, opts, rdbfile::Form::Rdb { checksum }, &p.progress);
     p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -165,7 +165,9 @@ pub fn changes_since_save(srv: &Server) -> u64 {
 /// `stop-writes-on-bgsave-error`: writes are refused while the last save failed and save
 /// points are configured (Redis's `-MISCONF`).
 pub fn writes_refused(srv: &Server) -> bool {
-    srv.persistence.failed() && srv.config.get_bool("stop-writes-on-bgsave-error") && !srv.config.get("save").is_empty()
+    srv.persistence.failed()
+        && srv.config.flag(crate::config::p::STOP_WRITES_ON_BGSAVE_ERROR)
+        && !srv.config.text(crate::config::p::SAVE).is_empty()
 }
 
 /// Loads the RDB file at start-up, if there is one. Err: the file exists but cannot be
@@ -214,7 +216,7 @@ fn save_locked_counting(srv: &Server, locks: &mut Locks, pending_dirty: u64) -> 
     let path = rdb_path(srv);
     let start_dirty = dirty(srv) + pending_dirty;
     let opts = crate::persist::save_opts(&srv.config);
-    let checksum = srv.config.get_bool("rdbchecksum");
+    let checksum = srv.config.flag(crate::config::p::RDBCHECKSUM);
     let head = header(srv, false);
     let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| each_locked_shard(srv, locks, f);
     let info = rdbfile::save_with(&path, |w| {
@@ -233,7 +235,7 @@ pub fn after_flushall(srv: &Server, locks: &mut Locks, pending_dirty: u64) {
     if srv.persistence.in_progress.load(Ordering::Acquire) {
         srv.persistence.progress.cancel.store(true, Ordering::Relaxed);
     }
-    if !srv.config.get("save").is_empty() {
+    if !srv.config.text(crate::config::p::SAVE).is_empty() {
         if let Err(e) = save_locked_counting(srv, locks, pending_dirty) {
             crate::log_warning!("Error saving the DB after FLUSHALL: {e}");
         }
@@ -292,7 +294,7 @@ pub fn shutdown_save(srv: &Server, mode: super::ShutdownMode) -> Result<(), Stri
     let wanted = match mode {
         super::ShutdownMode::NoSave => false,
         super::ShutdownMode::Save => true,
-        super::ShutdownMode::Default => !srv.config.get("save").is_empty(),
+        super::ShutdownMode::Default => !srv.config.text(crate::config::p::SAVE).is_empty(),
     };
     if !wanted {
         return Ok(());

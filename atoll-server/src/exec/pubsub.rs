@@ -492,7 +492,7 @@ pub fn feed_monitors(srv: &Server, client: &super::client::Client, argv: &[&[u8]
         line.extend_from_slice(b"lua");
     } else if h.unix {
         line.extend_from_slice(b"unix:");
-        line.extend_from_slice(srv.config.get("unixsocket").as_bytes());
+        line.extend_from_slice(srv.config.text(crate::config::p::UNIXSOCKET).as_bytes());
     } else {
         line.extend_from_slice(h.addr.as_bytes());
     }

@@ -154,7 +154,7 @@ pub fn fed_here() -> i64 {
 }
 
 fn backlog_cap(srv: &Server) -> usize {
-    srv.config.get("repl-backlog-size").parse::<usize>().unwrap_or(1 << 20).max(16 * 1024)
+    srv.config.text(crate::config::p::REPL_BACKLOG_SIZE).parse::<usize>().unwrap_or(1 << 20).max(16 * 1024)
 }
 
 impl Replication {
@@ -635,7 +635,8 @@ pub fn run_thread(srv: Arc<Server>) {
         }
         // Pings keep the replicas' link timers alive (Redis's replicationCron); not while
         // writes are paused, as the stream must not move then.
-        let period = srv.config.get("repl-ping-replica-period").parse::<i64>().unwrap_or(10).max(1) * 1000;
+        let period =
+            srv.config.text(crate::config::p::REPL_PING_REPLICA_PERIOD).parse::<i64>().unwrap_or(10).max(1) * 1000;
         // The first comes a period after a replica attached, not at once (Redis's fall on
         // multiples of the period since start; a stream read right after SYNC has none).
         if repl.connected() == 0 {
@@ -666,8 +667,8 @@ pub fn run_thread(srv: Arc<Server>) {
 /// that are online and acknowledged within `min-replicas-max-lag` seconds (Redis's
 /// refreshGoodSlavesCount, checked on every ACK and every turn of the thread).
 pub fn refresh_good(srv: &Server) {
-    let min = srv.config.get("min-replicas-to-write").parse::<usize>().unwrap_or(0);
-    let lag = srv.config.get("min-replicas-max-lag").parse::<i64>().unwrap_or(10);
+    let min = srv.config.text(crate::config::p::MIN_REPLICAS_TO_WRITE).parse::<usize>().unwrap_or(0);
+    let lag = srv.config.text(crate::config::p::MIN_REPLICAS_MAX_LAG).parse::<i64>().unwrap_or(10);
     let short = if min == 0 || lag == 0 || srv.repl.upstream.following() {
         false
     } else {
@@ -685,7 +686,7 @@ pub fn refresh_good(srv: &Server) {
 
 /// Replicas silent for longer than `repl-timeout` are disconnected.
 fn drop_timed_out(srv: &Server, now: i64) {
-    let timeout = srv.config.get("repl-timeout").parse::<i64>().unwrap_or(60) * 1000;
+    let timeout = srv.config.text(crate::config::p::REPL_TIMEOUT).parse::<i64>().unwrap_or(60) * 1000;
     for r in srv.repl.replicas() {
         if r.link() == Link::Online && now - r.ack_ms.load(Ordering::Relaxed) > timeout {
             crate::log_warning!("Disconnecting timedout replica (streaming sync): {}:{}", r.ip, r.port);
@@ -698,7 +699,7 @@ fn drop_timed_out(srv: &Server, now: i64) {
 /// producing effects for it (0: kept forever).
 fn free_idle_backlog(srv: &Server, now: i64) {
     let repl = &srv.repl;
-    let ttl = srv.config.get("repl-backlog-ttl").parse::<i64>().unwrap_or(3600);
+    let ttl = srv.config.text(crate::config::p::REPL_BACKLOG_TTL).parse::<i64>().unwrap_or(3600);
     let since = repl.alone_since.load(Ordering::Relaxed);
     if ttl == 0 || since == 0 || now - since < ttl * 1000 || !repl.queue.lock().is_empty() {
         return;
@@ -733,10 +734,10 @@ fn start_syncs(srv: &Arc<Server>, now: i64) {
     if q.is_empty() || srv.ks.snapshots.running() {
         return;
     }
-    let diskless = srv.config.get_bool("repl-diskless-sync") && q.iter().all(|r| r.capa_eof);
+    let diskless = srv.config.flag(crate::config::p::REPL_DISKLESS_SYNC) && q.iter().all(|r| r.capa_eof);
     if diskless {
-        let delay = srv.config.get("repl-diskless-sync-delay").parse::<i64>().unwrap_or(5) * 1000;
-        let max = srv.config.get("repl-diskless-sync-max-replicas").parse::<usize>().unwrap_or(0);
+        let delay = srv.config.text(crate::config::p::REPL_DISKLESS_SYNC_DELAY).parse::<i64>().unwrap_or(5) * 1000;
+        let max = srv.config.text(crate::config::p::REPL_DISKLESS_SYNC_MAX_REPLICAS).parse::<usize>().unwrap_or(0);
         let waited = now - repl.queued_at.load(Ordering::Relaxed);
         if waited < delay && (max == 0 || q.len() < max) {
             return;

@@ -205,7 +205,7 @@ impl Default for Clock {
 
 impl Server {
     pub fn new(config: Config, table: CommandTable, threads: usize, tcp_port: u16) -> Server {
-        let dbs = config.get_i64("databases").max(1) as usize;
+        let dbs = config.int(crate::config::p::DATABASES).max(1) as usize;
         let run_id: String = {
             use rand::Rng;
             let mut r = rand::thread_rng();
@@ -216,10 +216,10 @@ impl Server {
         let acl = {
             let env = super::acl::RuleEnv {
                 table: &table,
-                all_channels_default: config.get("acl-pubsub-default") == "allchannels",
+                all_channels_default: config.text(crate::config::p::ACL_PUBSUB_DEFAULT) == "allchannels",
             };
             let acl = super::acl::Acl::new(&env);
-            acl.set_default_password(&env, config.get("requirepass").as_bytes());
+            acl.set_default_password(&env, config.text(crate::config::p::REQUIREPASS).as_bytes());
             acl
         };
         Server {
@@ -277,7 +277,7 @@ impl Server {
     pub fn acl_env(&self) -> super::acl::RuleEnv<'_> {
         super::acl::RuleEnv {
             table: &self.table,
-            all_channels_default: self.config.get("acl-pubsub-default") == "allchannels",
+            all_channels_default: self.config.text(crate::config::p::ACL_PUBSUB_DEFAULT) == "allchannels",
         }
     }
 

@@ -77,7 +77,7 @@ impl Upstream {
 /// link would have to be TLS, which Atoll's replica side does not make yet.
 pub fn cannot_follow(srv: &Server) -> Option<&'static str> {
     srv.config
-        .get_bool("tls-replication")
+        .flag(crate::config::p::TLS_REPLICATION)
         .then_some("ERR Atoll does not make TLS links to a master yet (tls-replication yes)")
 }
 
@@ -96,7 +96,7 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
     set_state(srv, CONNECT);
     up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
     srv.persistence.set_gate(GATE_REPLICA, true);
-    srv.persistence.set_gate(GATE_READONLY, srv.config.get_bool("replica-read-only"));
+    srv.persistence.set_gate(GATE_READONLY, srv.config.flag(crate::config::p::REPLICA_READ_ONLY));
     // Our own replicas would follow a history that is about to end.
     srv.repl.drop_all_replicas();
     unblock_all(srv);
@@ -150,13 +150,13 @@ fn set_state(srv: &Server, state: u8) {
 pub fn stale_changed(srv: &Server) {
     let up = &srv.repl.upstream;
     let down = up.following() && up.state.load(Ordering::Relaxed) != CONNECTED;
-    srv.persistence.set_gate(GATE_STALE, down && !srv.config.get_bool("replica-serve-stale-data"));
+    srv.persistence.set_gate(GATE_STALE, down && !srv.config.flag(crate::config::p::REPLICA_SERVE_STALE_DATA));
 }
 
 /// `replica-read-only` changed.
 pub fn read_only_changed(srv: &Server) {
     if srv.repl.upstream.following() {
-        srv.persistence.set_gate(GATE_READONLY, srv.config.get_bool("replica-read-only"));
+        srv.persistence.set_gate(GATE_READONLY, srv.config.flag(crate::config::p::REPLICA_READ_ONLY));
     }
 }
 
@@ -248,7 +248,8 @@ fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<(), String> {
 /// One connection to the master, from the handshake to the link's end.
 fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> {
     let up = &srv.repl.upstream;
-    let timeout = Duration::from_secs(srv.config.get("repl-timeout").parse::<u64>().unwrap_or(60).max(1));
+    let timeout =
+        Duration::from_secs(srv.config.text(crate::config::p::REPL_TIMEOUT).parse::<u64>().unwrap_or(60).max(1));
     let addr = io(std::net::ToSocketAddrs::to_socket_addrs(&(host, port)))?
         .next()
         .ok_or_else(|| format!("can't resolve {host}"))?;
@@ -273,9 +274,9 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
         return Err(format!("Error reply to PING from master: '{pong}'"));
     }
     crate::log_notice!("Master replied to PING, replication can continue...");
-    let auth = srv.config.get("masterauth");
+    let auth = srv.config.text(crate::config::p::MASTERAUTH);
     if !auth.is_empty() {
-        let user = srv.config.get("masteruser");
+        let user = srv.config.text(crate::config::p::MASTERUSER);
         if user.is_empty() {
             send(&mut w, &[b"AUTH", auth.as_bytes()])?;
         } else {
@@ -287,14 +288,14 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
         }
     }
     // What the master shows and hands out for this replica (`replica-announce-*`).
-    let announced = srv.config.get("replica-announce-port");
+    let announced = srv.config.text(crate::config::p::REPLICA_ANNOUNCE_PORT);
     let my_port = match announced.as_str() {
         "0" | "" => srv.tcp_port.load(Ordering::Relaxed).to_string(),
         p => p.to_string(),
     };
     send(&mut w, &[b"REPLCONF", b"listening-port", my_port.as_bytes()])?;
     let _ = read_line(&mut r)?;
-    let ip = srv.config.get("replica-announce-ip");
+    let ip = srv.config.text(crate::config::p::REPLICA_ANNOUNCE_IP);
     if !ip.is_empty() {
         send(&mut w, &[b"REPLCONF", b"ip-address", ip.as_bytes()])?;
         let _ = read_line(&mut r)?;
@@ -483,7 +484,7 @@ fn apply_stream(
     let mut client = master_client(srv, r.get_ref());
     client.db = up.db.load(Ordering::Relaxed);
     let base = up.offset.load(Ordering::Acquire);
-    let max_bulk = srv.config.get("proto-max-bulk-len").parse::<u64>().unwrap_or(512 << 20);
+    let max_bulk = srv.config.text(crate::config::p::PROTO_MAX_BULK_LEN).parse::<u64>().unwrap_or(512 << 20);
     let mut cmds = CommandReader::new(r, max_bulk);
     let result = loop {
         if !current(srv, gen) {

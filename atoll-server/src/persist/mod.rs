@@ -14,9 +14,9 @@ use std::sync::atomic::Ordering;
 /// Saving options from the configuration.
 pub fn save_opts(c: &Config) -> SaveOpts {
     SaveOpts {
-        compress: c.get_bool("rdbcompression"),
+        compress: c.flag(crate::config::p::RDBCOMPRESSION),
         list_fill: c.hot.list_max_listpack_size.load(Ordering::Relaxed),
-        key_delay_us: c.get("rdb-key-save-delay").parse().unwrap_or(0),
+        key_delay_us: c.text(crate::config::p::RDB_KEY_SAVE_DELAY).parse().unwrap_or(0),
     }
 }
 

@@ -207,7 +207,7 @@ pub fn function_stats(ctx: &mut Ctx) -> CmdResult {
     // script makes FUNCTION STATS itself refuse.
     let busy = run.running.load(Ordering::Acquire) && run.busy.load(Ordering::Relaxed);
     if busy && run.is_eval.load(Ordering::Relaxed) {
-        return Err(CmdError::msg(crate::exec::call::BUSY));
+        return Err(CmdError::Busy { function: false });
     }
     let r = &mut *ctx.reply;
     r.map(2);
@@ -254,8 +254,8 @@ pub fn kill(ctx: &mut Ctx, eval: bool) -> CmdResult {
         return Err(CmdError::msg("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
     }
     match (eval, run.is_eval.load(Ordering::Relaxed)) {
-        (true, false) => return Err(CmdError::msg(crate::exec::call::BUSY_FUNCTION)),
-        (false, true) => return Err(CmdError::msg(crate::exec::call::BUSY)),
+        (true, false) => return Err(CmdError::Busy { function: true }),
+        (false, true) => return Err(CmdError::Busy { function: false }),
         _ => {}
     }
     run.kill.store(true, Ordering::Relaxed);

@@ -163,7 +163,7 @@ fn eval_run(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     {
         // EVAL may run on a stale replica (flag `stale`), but a script without a shebang may
         // not, as Redis's scriptPrepareForRun decides.
-        return Err(CmdError::msg("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+        return Err(CmdError::MasterDown);
     }
     let read_only = ro || (!compat && script.flags & sflags::NO_WRITES != 0);
     let numkeys = numkeys as usize;
@@ -183,7 +183,7 @@ pub fn prepare_flagged(ctx: &Ctx, flags: u32, ro: bool) -> Result<(), CmdError> 
             && ctx.client.oom_at_start
             && ctx.srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0
         {
-            return Err(CmdError::msg(crate::exec::call::OOM));
+            return Err(CmdError::Oom);
         }
     }
     Ok(())
@@ -470,6 +470,15 @@ pub fn script_exists(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+// SCRIPT SHOW sha1 (Valkey 8): the body of a cached script, as it was loaded.
+pub fn script_show(ctx: &mut Ctx) -> CmdResult {
+    match ctx.srv.scripts.get(ctx.args[2]) {
+        Some(script) => ctx.reply.bulk(&script.body),
+        None => return Err(CmdError::msg("NOSCRIPT No matching script.")),
+    }
+    Ok(())
+}
+
 /// SCRIPT FLUSH and FUNCTION FLUSH take nothing or ASYNC or SYNC (both free at once: the
 /// cache and the libraries are small next to the dataset).
 fn flush_mode_ok(args: &[&[u8]]) -> bool {
@@ -535,7 +544,7 @@ pub fn refuse_writable(srv: &Server, obey: bool, ro: bool) -> Result<(), CmdErro
         return Err(CmdError::msg("ERR Can not execute a script with write flag using *_ro command."));
     }
     if gates & crate::services::gates::GATE_NO_REPLICAS != 0 {
-        return Err(CmdError::msg("NOREPLICAS Not enough good replicas to write."));
+        return Err(CmdError::NoReplicas);
     }
     Ok(())
 }

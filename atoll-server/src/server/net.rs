@@ -35,14 +35,17 @@ fn bind_tcp(addr: &str, port: u16, backlog: i32) -> io::Result<std::net::TcpList
 
 /// Starts the server and blocks until shutdown. Returns the process exit code.
 pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
-    crate::log::init(&config.get("logfile"), config.hot.loglevel.load(Ordering::Relaxed));
-    if config.get("syslog-enabled") == "yes" {
-        crate::log::open_syslog(&config.get("syslog-ident"), &config.get("syslog-facility"));
+    crate::log::init(&config.text(crate::config::p::LOGFILE), config.hot.loglevel.load(Ordering::Relaxed));
+    if config.text(crate::config::p::SYSLOG_ENABLED) == "yes" {
+        crate::log::open_syslog(
+            &config.text(crate::config::p::SYSLOG_IDENT),
+            &config.text(crate::config::p::SYSLOG_FACILITY),
+        );
     }
     // Into the background first, as Redis: a fork keeps only this thread, and none other
     // has started yet.
-    let supervised = crate::config::supervise::detect(&config.get("supervised"));
-    let background = config.get("daemonize") == "yes" && !supervised;
+    let supervised = crate::config::supervise::detect(&config.text(crate::config::p::SUPERVISED));
+    let background = config.text(crate::config::p::DAEMONIZE) == "yes" && !supervised;
     if background {
         crate::config::supervise::daemonize();
     }
@@ -65,42 +68,43 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     for w in &warnings {
         log_warning!("{w}");
     }
-    crate::config::process::disable_thp_if_always(config.get("disable-thp") == "yes");
-    if let Err(e) =
-        crate::config::process::set_oom_score(&config.get("oom-score-adj"), &config.get("oom-score-adj-values"))
-    {
+    crate::config::process::disable_thp_if_always(config.text(crate::config::p::DISABLE_THP) == "yes");
+    if let Err(e) = crate::config::process::set_oom_score(
+        &config.text(crate::config::p::OOM_SCORE_ADJ),
+        &config.text(crate::config::p::OOM_SCORE_ADJ_VALUES),
+    ) {
         log_warning!("{e}");
     }
-    let maxclients = config.get_i64("maxclients") as usize;
+    let maxclients = config.int(crate::config::p::MAXCLIENTS) as usize;
     let adjusted = crate::config::adjust_open_files(maxclients);
     if adjusted != maxclients {
         config.set_internal("maxclients", &adjusted.to_string());
     }
-    let port = config.get_i64("port") as u16;
-    let backlog = config.get_i64("tcp-backlog") as i32;
+    let port = config.int(crate::config::p::PORT) as u16;
+    let backlog = config.int(crate::config::p::TCP_BACKLOG) as i32;
     // Each listening port on every `bind` address (none for port 0); a required address that
     // cannot be bound stops start-up.
     let listen = |port: u16, what: &str| {
         if port == 0 {
             Some(Vec::new())
         } else {
-            bind_all(&config.get("bind"), port, backlog, what)
+            bind_all(&config.text(crate::config::p::BIND), port, backlog, what)
         }
     };
-    let tls_port = config.get_i64("tls-port") as u16;
-    let metrics_port = config.get_i64("metrics-port") as u16;
+    let tls_port = config.int(crate::config::p::TLS_PORT) as u16;
+    let metrics_port = config.int(crate::config::p::METRICS_PORT) as u16;
     // In this order, stopping at the first that fails (as Redis's listeners).
     let bound = || Some((listen(port, "tcp")?, listen(tls_port, "tls")?, listen(metrics_port, "metrics")?));
     let Some((listeners, tls_listeners, metrics_listeners)) = bound() else {
         return 1;
     };
-    let unixsocket = config.get("unixsocket");
+    let unixsocket = config.text(crate::config::p::UNIXSOCKET);
     let mut unix_listener = None;
     if !unixsocket.is_empty() {
         let _ = std::fs::remove_file(&unixsocket);
         match std::os::unix::net::UnixListener::bind(&unixsocket) {
             Ok(l) => {
-                let perm = u32::from_str_radix(&config.get("unixsocketperm"), 8).unwrap_or(0);
+                let perm = u32::from_str_radix(&config.text(crate::config::p::UNIXSOCKETPERM), 8).unwrap_or(0);
                 if perm != 0 {
                     use std::os::unix::fs::PermissionsExt;
                     let _ = std::fs::set_permissions(&unixsocket, std::fs::Permissions::from_mode(perm));
@@ -115,10 +119,10 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         }
     }
     // A daemon always has a pid file (Redis's default path when none is set).
-    if background && config.get("pidfile").is_empty() {
+    if background && config.text(crate::config::p::PIDFILE).is_empty() {
         config.set_internal("pidfile", "/var/run/redis.pid");
     }
-    let pidfile = config.get("pidfile");
+    let pidfile = config.text(crate::config::p::PIDFILE);
     if !pidfile.is_empty() {
         if let Err(e) = std::fs::write(&pidfile, format!("{}\n", std::process::id())) {
             log_warning!("Failed to write PID file: {}", crate::log::strerror(&e));
@@ -153,7 +157,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     // the RDB file is not read then).
     srv.persistence.set_loading(true);
     srv.persistence.loading_start_s.store(srv.now_ms() / 1000, Ordering::Relaxed);
-    if !srv.config.get_bool("appendonly") {
+    if !srv.config.flag(crate::config::p::APPENDONLY) {
         // Known before the first client can ask (INFO loading_total_bytes).
         let size = std::fs::metadata(crate::exec::persistence::rdb_path(&srv)).map_or(0, |m| m.len());
         srv.persistence.loading_total_bytes.store(size, Ordering::Relaxed);
@@ -162,8 +166,10 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let srv = srv.clone();
         move || {
             let p = &srv.persistence;
-            p.loading.key_delay_us.store(srv.config.get("key-load-delay").parse().unwrap_or(0), Ordering::Relaxed);
-            let loaded = if srv.config.get_bool("appendonly") {
+            p.loading
+                .key_delay_us
+                .store(srv.config.text(crate::config::p::KEY_LOAD_DELAY).parse().unwrap_or(0), Ordering::Relaxed);
+            let loaded = if srv.config.flag(crate::config::p::APPENDONLY) {
                 crate::exec::aof::start(&srv)
             } else {
                 crate::exec::persistence::load_at_startup(&srv)
@@ -195,7 +201,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             _ => String::new(),
         }));
         // `replicaof` in the configuration: follow that master from the start.
-        let of = srv.config.get("replicaof");
+        let of = srv.config.text(crate::config::p::REPLICAOF);
         let mut it = of.split_whitespace();
         if let (Some(host), Some(port)) = (it.next(), it.next().and_then(|p| p.parse::<u16>().ok())) {
             if let Some(e) = crate::exec::upstream::cannot_follow(&srv) {
@@ -209,7 +215,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let _ = super::worker::SHUTDOWN.set(sd_tx);
     let ready = Arc::new(AtomicUsize::new(0));
     let mut workers: Vec<Arc<Inbox>> = Vec::new();
-    let mut uring = srv.config.get("io-backend") == "io_uring";
+    let mut uring = srv.config.text(crate::config::p::IO_BACKEND) == "io_uring";
     if uring && !super::uring::available() {
         log_warning!("io_uring is not available on this system: falling back to epoll.");
         uring = false;
@@ -306,7 +312,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                         if !admitted {
                             continue;
                         }
-                        let _ = tcp_keepalive(&s, srv.config.get_i64("tcp-keepalive"));
+                        let _ = tcp_keepalive(&s, srv.config.int(crate::config::p::TCP_KEEPALIVE));
                         let conn = if tls {
                             match tls_codec(&srv) {
                                 Some(codec) => Conn::Tls(s, codec),
@@ -340,7 +346,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                     let r = if port == 0 {
                         Ok(Vec::new())
                     } else {
-                        try_bind_all(&srv.config.get("bind"), port, srv.config.get_i64("tcp-backlog") as i32)
+                        try_bind_all(&srv.config.text(crate::config::p::BIND), port, srv.config.int(crate::config::p::TCP_BACKLOG) as i32)
                             .map_err(|(_, e)| format!("Unable to listen on this port: {}", crate::log::strerror(&e)))
                     };
                     let r = r.map(|ls| {
@@ -391,7 +397,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         if !unixsocket.is_empty() {
             log_notice!("Ready to accept connections unix");
         }
-        if srv.config.get("replicaof").is_empty() {
+        if srv.config.text(crate::config::p::REPLICAOF).is_empty() {
             crate::config::supervise::notify("Ready to accept connections", true, false);
         } else {
             crate::config::supervise::notify(
@@ -455,7 +461,8 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
 /// wait in the listen backlog and never see `-LOADING`. Connections are accepted from the
 /// same point here.
 async fn first_events(srv: &Server) {
-    let interval: u64 = srv.config.get("loading-process-events-interval-bytes").parse().unwrap_or(2 << 20);
+    let interval: u64 =
+        srv.config.text(crate::config::p::LOADING_PROCESS_EVENTS_INTERVAL_BYTES).parse().unwrap_or(2 << 20);
     let p = &srv.persistence;
     while p.loading() && p.loading.loaded_bytes.load(Ordering::Relaxed) < interval {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
@@ -581,7 +588,7 @@ fn signal_mode(srv: &Server, param: &str) -> ShutdownMode {
 /// writes are paused and they get up to `shutdown-timeout` seconds (asked for an ACK at
 /// once). False if SHUTDOWN ABORT ended it (the server goes on).
 async fn wait_for_replicas(srv: &Server) -> bool {
-    let timeout = srv.config.get_i64("shutdown-timeout");
+    let timeout = srv.config.int(crate::config::p::SHUTDOWN_TIMEOUT);
     if timeout <= 0 || srv.repl.lagging(srv.now_ms()).is_empty() {
         return true;
     }
@@ -649,12 +656,12 @@ fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
         log_notice!("Calling fsync() on the AOF file.");
         log.close();
     }
-    let pidfile = srv.config.get("pidfile");
+    let pidfile = srv.config.text(crate::config::p::PIDFILE);
     if !pidfile.is_empty() {
         log_notice!("Removing the pid file.");
         let _ = std::fs::remove_file(&pidfile);
     }
-    let unixsocket = srv.config.get("unixsocket");
+    let unixsocket = srv.config.text(crate::config::p::UNIXSOCKET);
     if !unixsocket.is_empty() {
         log_notice!("Removing the unix socket file.");
         let _ = std::fs::remove_file(&unixsocket);

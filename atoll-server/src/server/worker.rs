@@ -339,7 +339,7 @@ impl Accepted {
             Conn::Tls(s, codec) => tcp(s, Some(codec)),
             Conn::Unix(s) => {
                 let _ = s.set_nonblocking(true);
-                let path = srv.config.get("unixsocket");
+                let path = srv.config.text(crate::config::p::UNIXSOCKET);
                 Accepted { addr: format!("{path}:0"), laddr: path, unix: true, fd: s.into(), tls: None }
             }
         }

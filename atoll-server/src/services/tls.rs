@@ -46,7 +46,9 @@ impl TlsContext {
 
 /// True if the settings ask for TLS at all (Redis configures it only then).
 pub fn wanted(config: &Config) -> bool {
-    config.get_i64("tls-port") != 0 || config.get_bool("tls-replication") || config.get_bool("tls-cluster")
+    config.int(crate::config::p::TLS_PORT) != 0
+        || config.flag(crate::config::p::TLS_REPLICATION)
+        || config.flag(crate::config::p::TLS_CLUSTER)
 }
 
 /// The `tls-auth-clients` modes.
@@ -61,25 +63,31 @@ fn build(config: &Config) -> Result<ServerConfig, String> {
     let opt = |name: &str| Some(config.get(name)).filter(|v| !v.is_empty());
     let cert_file = opt("tls-cert-file").ok_or("No tls-cert-file configured!")?;
     let key_file = opt("tls-key-file").ok_or("No tls-key-file configured!")?;
-    let auth = match config.get("tls-auth-clients").as_str() {
+    let auth = match config.text(crate::config::p::TLS_AUTH_CLIENTS).as_str() {
         "no" => ClientAuth::No,
         "optional" => ClientAuth::Optional,
         _ => ClientAuth::Yes,
     };
     let (ca_file, ca_dir) = (opt("tls-ca-cert-file"), opt("tls-ca-cert-dir"));
-    if (auth != ClientAuth::No || config.get_bool("tls-cluster") || config.get_bool("tls-replication"))
+    if (auth != ClientAuth::No
+        || config.flag(crate::config::p::TLS_CLUSTER)
+        || config.flag(crate::config::p::TLS_REPLICATION))
         && ca_file.is_none()
         && ca_dir.is_none()
     {
         return Err("Either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-cluster, tls-replication or tls-auth-clients are enabled!".into());
     }
-    let versions = protocols(&config.get("tls-protocols"))?;
+    let versions = protocols(&config.text(crate::config::p::TLS_PROTOCOLS))?;
     let mut provider = rustls::crypto::ring::default_provider();
-    provider.cipher_suites = cipher_suites(&provider, &config.get("tls-ciphers"), &config.get("tls-ciphersuites"))?;
+    provider.cipher_suites = cipher_suites(
+        &provider,
+        &config.text(crate::config::p::TLS_CIPHERS),
+        &config.text(crate::config::p::TLS_CIPHERSUITES),
+    )?;
     let provider = Arc::new(provider);
 
     let chain = load_certs(&cert_file).map_err(|e| format!("Failed to load certificate: {cert_file}: {e}"))?;
-    let key = load_key(&key_file, &config.get("tls-key-file-pass"))
+    let key = load_key(&key_file, &config.text(crate::config::p::TLS_KEY_FILE_PASS))
         .map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
     let roots = load_roots(ca_file.as_deref(), ca_dir.as_deref())
         .map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?;
@@ -90,7 +98,7 @@ fn build(config: &Config) -> Result<ServerConfig, String> {
     // Redis builds its client context with the server's; Atoll makes no such connection yet.
     if let (Some(c), Some(k)) = (opt("tls-client-cert-file"), opt("tls-client-key-file")) {
         load_certs(&c).map_err(|e| format!("Failed to load certificate: {c}: {e}"))?;
-        load_key(&k, &config.get("tls-client-key-file-pass"))
+        load_key(&k, &config.text(crate::config::p::TLS_CLIENT_KEY_FILE_PASS))
             .map_err(|e| format!("Failed to load private key: {k}: {e}"))?;
     }
 
@@ -118,10 +126,10 @@ fn build(config: &Config) -> Result<ServerConfig, String> {
             }
             _ => format!("Failed to load certificate: {cert_file}: {e}"),
         })?;
-    sc.ignore_client_order = config.get_bool("tls-prefer-server-ciphers");
-    if config.get_bool("tls-session-caching") {
-        let size = config.get_i64("tls-session-cache-size").max(0) as usize;
-        let timeout = Duration::from_secs(config.get_i64("tls-session-cache-timeout").max(0) as u64);
+    sc.ignore_client_order = config.flag(crate::config::p::TLS_PREFER_SERVER_CIPHERS);
+    if config.flag(crate::config::p::TLS_SESSION_CACHING) {
+        let size = config.int(crate::config::p::TLS_SESSION_CACHE_SIZE).max(0) as usize;
+        let timeout = Duration::from_secs(config.int(crate::config::p::TLS_SESSION_CACHE_TIMEOUT).max(0) as u64);
         sc.session_storage = Arc::new(SessionCache::new(size, timeout));
     } else {
         sc.session_storage = Arc::new(NoServerSessionStorage {});

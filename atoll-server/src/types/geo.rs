@@ -7,7 +7,6 @@
 //! radius, and searches visit the same nine geohash boxes in the same order (so an unsorted
 //! GEOSEARCH returns members in Redis's order).
 
-use crate::engine::Value;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx};
 use crate::types::zset::{parse_score, store_zset, zadd_apply, AddFlags, ScoreRange, ZLimits, ZSet};
 
@@ -433,16 +432,6 @@ fn radius_arg(r: &[u8], u: &[u8]) -> Result<(f64, f64), CmdError> {
     Ok((r, unit(u)?))
 }
 
-fn zset_of<'v>(ctx: &'v mut Ctx, key: &[u8]) -> Result<Option<&'v ZSet>, CmdError> {
-    match ctx.ks.lookup_read(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::ZSet(z)) => Ok(Some(z)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Commands
 // ---------------------------------------------------------------------------------------------
@@ -486,7 +475,7 @@ pub fn geodist(ctx: &mut Ctx) -> CmdResult {
         _ => 1.0,
     };
     let (a, b) = (ctx.arg(2), ctx.arg(3));
-    let scores = zset_of(ctx, ctx.args[1])?.map(|z| (z.score(a), z.score(b)));
+    let scores = ctx.ks.read::<ZSet>(ctx.args[1])?.map(|z| (z.score(a), z.score(b)));
     match scores {
         Some((Some(s1), Some(s2))) => {
             let (x1, y1) = decode_score(s1);
@@ -515,7 +504,7 @@ fn geohash_string(score: f64) -> [u8; 11] {
 // GEOHASH key [member [member ...]]
 pub fn geohash(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
-    let scores: Vec<Option<f64>> = match zset_of(ctx, args[1])? {
+    let scores: Vec<Option<f64>> = match ctx.ks.read::<ZSet>(args[1])? {
         Some(z) => args[2..].iter().map(|m| z.score(m)).collect(),
         None => vec![None; args.len() - 2],
     };
@@ -532,7 +521,7 @@ pub fn geohash(ctx: &mut Ctx) -> CmdResult {
 // GEOPOS key [member [member ...]]
 pub fn geopos(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
-    let scores: Vec<Option<f64>> = match zset_of(ctx, args[1])? {
+    let scores: Vec<Option<f64>> = match ctx.ks.read::<ZSet>(args[1])? {
         Some(z) => args[2..].iter().map(|m| z.score(m)).collect(),
         None => vec![None; args.len() - 2],
     };
@@ -572,9 +561,9 @@ fn georadius_generic(ctx: &mut Ctx, kind: Kind, src_idx: usize, nostore: bool) -
     let args = ctx.args;
     let src = args[src_idx];
     // The source is looked up first: WRONGTYPE before any argument error.
-    let zexists = zset_of(ctx, src)?.is_some();
+    let zexists = ctx.ks.read::<ZSet>(src)?.is_some();
     let member_point = |ctx: &mut Ctx, m: &[u8]| -> Result<(f64, f64), CmdError> {
-        let s = zset_of(ctx, src)?.and_then(|z| z.score(m));
+        let s = ctx.ks.read::<ZSet>(src)?.and_then(|z| z.score(m));
         s.map(decode_score).ok_or(CmdError::msg("ERR could not decode requested zset member"))
     };
     let mut center: Option<(f64, f64)> = None;
@@ -701,7 +690,7 @@ fn georadius_generic(ctx: &mut Ctx, kind: Kind, src_idx: usize, nostore: bool) -
     let ((lon, lat), (sk, conv)) = (center.expect("parsed"), shape_kind.expect("parsed"));
     let shape = Shape { lon, lat, conversion: conv, kind: sk };
     let mut points = {
-        let z = zset_of(ctx, src)?.expect("exists");
+        let z = ctx.ks.read::<ZSet>(src)?.expect("exists");
         search(z, &shape, if any { count as usize } else { 0 })
     };
     let cmp = |a: &Point, b: &Point| a.dist.partial_cmp(&b.dist).unwrap_or(std::cmp::Ordering::Equal);

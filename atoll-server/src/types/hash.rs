@@ -33,33 +33,13 @@ impl Limits {
 // Helpers shared by the commands
 // ---------------------------------------------------------------------------------------------
 
-fn hash_read<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v Hash>, CmdError> {
-    match ks.lookup_read(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::Hash(h)) => Ok(Some(h)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
-fn hash_mut<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v mut Hash>, CmdError> {
-    match ks.lookup_write(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::Hash(h)) => Ok(Some(h)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
 /// Redis's `hashTypeLookupWriteOrCreate`: the hash at `key`, created empty if missing. The
 /// caller must leave it non-empty (or delete it) before returning.
 fn hash_or_create<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<&'v mut Hash, CmdError> {
-    if hash_mut(ks, key)?.is_none() {
+    if ks.write::<Hash>(key)?.is_none() {
         ks.insert_new(key, Value::Hash(Hash::default()));
     }
-    Ok(hash_mut(ks, key)?.expect("just created"))
+    Ok(ks.write::<Hash>(key)?.expect("just created"))
 }
 
 /// Deletes `key` if its hash is empty (raising `del`), else just counts the change.
@@ -115,7 +95,7 @@ pub fn hmset(ctx: &mut Ctx) -> CmdResult {
 pub fn hsetnx(ctx: &mut Ctx) -> CmdResult {
     let lim = Limits::from_ctx(ctx);
     let (key, field, value) = (ctx.arg(1), ctx.arg(2), ctx.arg(3));
-    if hash_mut(&mut ctx.ks, key)?.is_some_and(|h| h.contains(field)) {
+    if ctx.ks.write::<Hash>(key)?.is_some_and(|h| h.contains(field)) {
         ctx.reply.int(0);
         return Ok(());
     }
@@ -130,7 +110,7 @@ pub fn hsetnx(ctx: &mut Ctx) -> CmdResult {
 // HDEL key field [field ...]
 pub fn hdel(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
-    let Some(h) = hash_mut(&mut ctx.ks, key)? else {
+    let Some(h) = ctx.ks.write::<Hash>(key)? else {
         ctx.reply.int(0);
         return Ok(());
     };
@@ -207,7 +187,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
 
 // HGET key field
 pub fn hget(ctx: &mut Ctx) -> CmdResult {
-    match hash_read(&mut ctx.ks, ctx.args[1])?.and_then(|h| h.get(ctx.args[2])) {
+    match ctx.ks.read::<Hash>(ctx.args[1])?.and_then(|h| h.get(ctx.args[2])) {
         Some(v) => ctx.reply.bulk(v),
         None => ctx.reply.null(),
     }
@@ -216,7 +196,7 @@ pub fn hget(ctx: &mut Ctx) -> CmdResult {
 
 // HMGET key field [field ...]
 pub fn hmget(ctx: &mut Ctx) -> CmdResult {
-    let h = hash_read(&mut ctx.ks, ctx.args[1])?;
+    let h = ctx.ks.read::<Hash>(ctx.args[1])?.map(|h| &*h);
     let fields = &ctx.args[2..];
     ctx.reply.array(fields.len());
     for f in fields {
@@ -230,28 +210,28 @@ pub fn hmget(ctx: &mut Ctx) -> CmdResult {
 
 // HLEN key
 pub fn hlen(ctx: &mut Ctx) -> CmdResult {
-    let n = hash_read(&mut ctx.ks, ctx.args[1])?.map_or(0, |h| h.len());
+    let n = ctx.ks.read::<Hash>(ctx.args[1])?.map_or(0, |h| h.len());
     ctx.reply.int(n as i64);
     Ok(())
 }
 
 // HSTRLEN key field
 pub fn hstrlen(ctx: &mut Ctx) -> CmdResult {
-    let n = hash_read(&mut ctx.ks, ctx.args[1])?.and_then(|h| h.get(ctx.args[2])).map_or(0, |v| v.len());
+    let n = ctx.ks.read::<Hash>(ctx.args[1])?.and_then(|h| h.get(ctx.args[2])).map_or(0, |v| v.len());
     ctx.reply.int(n as i64);
     Ok(())
 }
 
 // HEXISTS key field
 pub fn hexists(ctx: &mut Ctx) -> CmdResult {
-    let found = hash_read(&mut ctx.ks, ctx.args[1])?.is_some_and(|h| h.contains(ctx.args[2]));
+    let found = ctx.ks.read::<Hash>(ctx.args[1])?.is_some_and(|h| h.contains(ctx.args[2]));
     ctx.reply.int(found as i64);
     Ok(())
 }
 
 /// HKEYS, HVALS and HGETALL.
 fn getall_generic(ctx: &mut Ctx, keys: bool, vals: bool) -> CmdResult {
-    let Some(h) = hash_read(&mut ctx.ks, ctx.args[1])? else {
+    let Some(h) = ctx.ks.read::<Hash>(ctx.args[1])? else {
         if keys && vals {
             ctx.reply.map(0);
         } else {
@@ -295,7 +275,7 @@ pub fn hgetall(ctx: &mut Ctx) -> CmdResult {
 pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
     if args.len() == 2 {
-        let Some(h) = hash_read(&mut ctx.ks, args[1])? else {
+        let Some(h) = ctx.ks.read::<Hash>(args[1])? else {
             ctx.reply.null();
             return Ok(());
         };
@@ -314,7 +294,7 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
     if withvalues && !(-i64::MAX / 2..=i64::MAX / 2).contains(&l) {
         return Err(CmdError::msg("ERR value is out of range"));
     }
-    let Some(h) = hash_read(&mut ctx.ks, args[1])? else {
+    let Some(h) = ctx.ks.read::<Hash>(args[1])? else {
         ctx.reply.array(0);
         return Ok(());
     };
@@ -381,20 +361,26 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
 
 use crate::exec::parse_scan_cursor;
 
-// HSCAN key cursor [MATCH pattern] [COUNT count]
+// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]
 pub fn hscan(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
     let cursor = parse_scan_cursor(args[2])?;
-    let Some(h) = hash_read(&mut ctx.ks, args[1])? else {
+    let Some(h) = ctx.ks.read::<Hash>(args[1])? else {
         ctx.reply.array(2);
         ctx.reply.bulk(b"0");
         ctx.reply.array(0);
         return Ok(());
     };
-    let (mut count, mut pattern) = (10u64, None);
+    let (mut count, mut pattern, mut novalues) = (10u64, None, false);
     let mut i = 3;
     while i < args.len() {
         let has_value = i + 1 < args.len();
+        if eq_ic(args[i], "NOVALUES") {
+            // Valkey 8 and Redis 7.4: fields only.
+            novalues = true;
+            i += 1;
+            continue;
+        }
         if eq_ic(args[i], "COUNT") && has_value {
             let c = parse_int(args[i + 1])?;
             if c < 1 {
@@ -410,13 +396,14 @@ pub fn hscan(ctx: &mut Ctx) -> CmdResult {
     }
     let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut next = cursor;
-    // Redis stops once it collected `count` elements (fields and values both count) or made
-    // ten times that many table steps.
+    // Redis stops once it collected `count` elements (fields and values both count, fields
+    // alone with NOVALUES) or made ten times that many table steps.
+    let per_field = if novalues { 1 } else { 2 };
     let mut steps = count.saturating_mul(10);
     loop {
-        next = h.scan(next, |f, v| found.push((f.to_vec(), v.to_vec())));
+        next = h.scan(next, |f, v| found.push((f.to_vec(), if novalues { Vec::new() } else { v.to_vec() })));
         steps -= 1;
-        if next == 0 || steps == 0 || (found.len() as u64) * 2 >= count {
+        if next == 0 || steps == 0 || (found.len() as u64) * per_field >= count {
             break;
         }
     }
@@ -425,10 +412,12 @@ pub fn hscan(ctx: &mut Ctx) -> CmdResult {
     }
     ctx.reply.array(2);
     ctx.reply.bulk(itoa::Buffer::new().format(next).as_bytes());
-    ctx.reply.array(found.len() * 2);
+    ctx.reply.array(found.len() * per_field as usize);
     for (f, v) in found {
         ctx.reply.bulk(&f);
-        ctx.reply.bulk(&v);
+        if !novalues {
+            ctx.reply.bulk(&v);
+        }
     }
     Ok(())
 }

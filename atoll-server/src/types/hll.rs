@@ -469,7 +469,7 @@ pub fn raw_count(regs: &[u8]) -> u64 {
 // ---------------------------------------------------------------------------------------------
 
 fn sparse_max_bytes(ctx: &Ctx) -> usize {
-    ctx.srv.config.get_i64("hll-sparse-max-bytes").max(0) as usize
+    ctx.srv.config.int(crate::config::p::HLL_SPARSE_MAX_BYTES).max(0) as usize
 }
 
 /// The HLL bytes of an existing value, or the HLL type errors.

@@ -79,28 +79,6 @@ fn cached_fill() -> i64 {
     FILL.load(Ordering::Relaxed)
 }
 
-/// The list at `key` for writing: Ok(None) if missing, WRONGTYPE for other types.
-fn list_mut<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v mut List>, CmdError> {
-    match ks.lookup_write(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::List(l)) => Ok(Some(l)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
-/// The list at `key` for reading.
-fn list_read<'v>(ks: &'v mut KsView<'_, '_>, key: &[u8]) -> Result<Option<&'v List>, CmdError> {
-    match ks.lookup_read(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::List(l)) => Ok(Some(l)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
 /// Redis's `getRangeLongFromObjectOrReply`: an integer in `min..=max`; with `msg`, that text
 /// is the error for both a non-integer and an out-of-range value.
 pub(crate) fn range_long(arg: &[u8], min: i64, max: i64, msg: Option<&'static str>) -> Result<i64, CmdError> {
@@ -199,7 +177,7 @@ fn is_other_type(ks: &mut KsView, key: &[u8]) -> bool {
 
 /// Non-empty list at `key`? (Err for another type.)
 fn has_elements(ks: &mut KsView, key: &[u8]) -> Result<bool, CmdError> {
-    Ok(list_mut(ks, key)?.is_some_and(|l| !l.is_empty()))
+    Ok(ks.write::<List>(key)?.is_some_and(|l| !l.is_empty()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -212,7 +190,7 @@ fn push_generic(ctx: &mut Ctx, end: End, only_existing: bool) -> CmdResult {
     let key = ctx.arg(1);
     let elements = &ctx.args[2..];
     let raw: usize = elements.iter().map(|e| e.len()).sum();
-    let len = match list_mut(&mut ctx.ks, key)? {
+    let len = match ctx.ks.write::<List>(key)? {
         Some(l) => {
             l.before_append(fill, raw, elements.len());
             for e in elements {
@@ -273,7 +251,7 @@ pub fn linsert(ctx: &mut Ctx) -> CmdResult {
     };
     let fill = fill(ctx);
     let (key, pivot, element) = (ctx.arg(1), ctx.arg(3), ctx.arg(4));
-    let Some(l) = list_mut(&mut ctx.ks, key)? else {
+    let Some(l) = ctx.ks.write::<List>(key)? else {
         ctx.reply.int(0);
         return Ok(());
     };
@@ -299,7 +277,7 @@ pub fn linsert(ctx: &mut Ctx) -> CmdResult {
 // LLEN key
 pub fn llen(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
-    let n = list_read(&mut ctx.ks, key)?.map_or(0, |l| l.len());
+    let n = ctx.ks.read::<List>(key)?.map_or(0, |l| l.len());
     ctx.reply.int(n as i64);
     Ok(())
 }
@@ -308,7 +286,7 @@ pub fn llen(ctx: &mut Ctx) -> CmdResult {
 pub fn lindex(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
     // The key is looked up before the index is parsed, as in Redis.
-    let Some(l) = list_read(&mut ctx.ks, key)? else {
+    let Some(l) = ctx.ks.read::<List>(key)? else {
         ctx.reply.null();
         return Ok(());
     };
@@ -325,7 +303,7 @@ pub fn lrange(ctx: &mut Ctx) -> CmdResult {
     let start = ctx.arg_i64(2)?;
     let end = ctx.arg_i64(3)?;
     let key = ctx.arg(1);
-    let Some(l) = list_read(&mut ctx.ks, key)? else {
+    let Some(l) = ctx.ks.read::<List>(key)? else {
         ctx.reply.array(0);
         return Ok(());
     };
@@ -369,7 +347,7 @@ pub fn lpos(ctx: &mut Ctx) -> CmdResult {
         }
         j += 1;
     }
-    let Some(l) = list_read(&mut ctx.ks, args[1])? else {
+    let Some(l) = ctx.ks.read::<List>(args[1])? else {
         match count {
             Some(_) => ctx.reply.array(0),
             None => ctx.reply.null(),
@@ -423,7 +401,7 @@ pub fn lpos(ctx: &mut Ctx) -> CmdResult {
 pub fn lset(ctx: &mut Ctx) -> CmdResult {
     let fill = fill(ctx);
     let (key, element) = (ctx.arg(1), ctx.arg(3));
-    let Some(l) = list_mut(&mut ctx.ks, key)? else { return Err(CmdError::NoSuchKey) };
+    let Some(l) = ctx.ks.write::<List>(key)? else { return Err(CmdError::NoSuchKey) };
     let index = parse_int(ctx.args[2])?;
     l.before_append(fill, element.len(), 1);
     if !l.set(index, element) {
@@ -443,7 +421,7 @@ pub fn lrem(ctx: &mut Ctx) -> CmdResult {
     let count = ctx.arg_i64(2)?;
     let fill = fill(ctx);
     let (key, element) = (ctx.arg(1), ctx.arg(3));
-    let Some(l) = list_mut(&mut ctx.ks, key)? else {
+    let Some(l) = ctx.ks.write::<List>(key)? else {
         ctx.reply.int(0);
         return Ok(());
     };
@@ -461,7 +439,7 @@ pub fn ltrim(ctx: &mut Ctx) -> CmdResult {
     let end = ctx.arg_i64(3)?;
     let fill = fill(ctx);
     let key = ctx.arg(1);
-    let Some(l) = list_mut(&mut ctx.ks, key)? else {
+    let Some(l) = ctx.ks.write::<List>(key)? else {
         ctx.reply.ok();
         return Ok(());
     };
@@ -494,7 +472,7 @@ fn pop_generic(ctx: &mut Ctx, end: End) -> CmdResult {
     };
     let fill = fill(ctx);
     let key = ctx.arg(1);
-    if list_mut(&mut ctx.ks, key)?.is_none() {
+    if ctx.ks.write::<List>(key)?.is_none() {
         match count {
             Some(_) => ctx.reply.null_array(),
             None => ctx.reply.null(),

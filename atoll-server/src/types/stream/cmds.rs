@@ -9,8 +9,8 @@ use crate::exec::*;
 fn node_limits(ctx: &Ctx) -> NodeLimits {
     let c = &ctx.srv.config;
     NodeLimits {
-        max_bytes: c.get_i64("stream-node-max-bytes").max(0) as usize,
-        max_entries: c.get_i64("stream-node-max-entries").max(0) as usize,
+        max_bytes: c.int(crate::config::p::STREAM_NODE_MAX_BYTES).max(0) as usize,
+        max_entries: c.int(crate::config::p::STREAM_NODE_MAX_ENTRIES).max(0) as usize,
     }
 }
 
@@ -109,7 +109,7 @@ fn parse_add_trim(ctx: &Ctx, xadd: bool) -> Result<AddTrim, CmdError> {
         Some(l) => p.trim.limit = l as u64,
         // Approximate trimming without LIMIT is bounded so one command cannot take too long.
         None if p.trim.approx => {
-            let cfg = ctx.srv.config.get_i64("stream-node-max-entries").saturating_mul(100);
+            let cfg = ctx.srv.config.int(crate::config::p::STREAM_NODE_MAX_ENTRIES).saturating_mul(100);
             p.trim.limit = if cfg <= 0 || cfg > 10000 { 10000 } else { cfg as u64 };
         }
         None => p.trim.limit = 0,
@@ -146,7 +146,7 @@ pub fn xadd(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
     let limits = node_limits(ctx);
     let now = ctx.ks.now;
-    let created = match write_stream(&mut ctx.ks, key)? {
+    let created = match ctx.ks.write::<Stream>(key)? {
         Some(_) => false,
         None if p.nomkstream => {
             ctx.reply.null();
@@ -155,7 +155,7 @@ pub fn xadd(ctx: &mut Ctx) -> CmdResult {
         None => true,
     };
     let mut fresh = Stream::default();
-    let s = if created { &mut fresh } else { write_stream(&mut ctx.ks, key)?.unwrap() };
+    let s = if created { &mut fresh } else { ctx.ks.write::<Stream>(key)?.unwrap() };
     if s.last_id == StreamId::MAX {
         return Err(CmdError::msg("ERR The stream has exhausted the last possible ID, unable to add more items"));
     }
@@ -216,7 +216,7 @@ pub fn xadd(ctx: &mut Ctx) -> CmdResult {
 // XLEN key
 pub fn xlen(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
-    let n = read_stream(&mut ctx.ks, key)?.map(|s| s.length).unwrap_or(0);
+    let n = ctx.ks.read::<Stream>(key)?.map(|s| s.length).unwrap_or(0);
     ctx.reply.int(n as i64);
     Ok(())
 }
@@ -240,7 +240,7 @@ fn range_generic(ctx: &mut Ctx, rev: bool) -> CmdResult {
         return Ok(());
     }
     let key = ctx.arg(1);
-    let Some(s) = read_stream(&mut ctx.ks, key)? else {
+    let Some(s) = ctx.ks.read::<Stream>(key)? else {
         ctx.reply.array(0);
         return Ok(());
     };
@@ -262,13 +262,13 @@ pub fn xrevrange(ctx: &mut Ctx) -> CmdResult {
 // XDEL key id [id ...]
 pub fn xdel(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.arg(1);
-    if write_stream(&mut ctx.ks, key)?.is_none() {
+    if ctx.ks.write::<Stream>(key)?.is_none() {
         ctx.reply.int(0);
         return Ok(());
     }
     // All IDs are checked before anything is deleted: no half-done command.
     let ids = ctx.args[2..].iter().map(|a| parse_strict_id(a)).collect::<Result<Vec<_>, _>>()?;
-    let s = write_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.write::<Stream>(key)?.unwrap();
     let deleted = ids.into_iter().filter(|&id| s.xdel(id)).count();
     if deleted > 0 {
         ctx.ks.modified(key);
@@ -283,7 +283,7 @@ pub fn xdel(ctx: &mut Ctx) -> CmdResult {
 pub fn xtrim(ctx: &mut Ctx) -> CmdResult {
     let p = parse_add_trim(ctx, false)?;
     let key = ctx.arg(1);
-    let Some(s) = write_stream(&mut ctx.ks, key)? else {
+    let Some(s) = ctx.ks.write::<Stream>(key)? else {
         ctx.reply.int(0);
         return Ok(());
     };
@@ -326,7 +326,7 @@ pub fn xsetid(ctx: &mut Ctx) -> CmdResult {
         i += 2;
     }
     let key = ctx.arg(1);
-    let s = write_stream(&mut ctx.ks, key)?.ok_or(CmdError::NoSuchKey)?;
+    let s = ctx.ks.write::<Stream>(key)?.ok_or(CmdError::NoSuchKey)?;
     if id < s.max_deleted_id {
         return Err(CmdError::msg("ERR The ID specified in XSETID is smaller than current max_deleted_entry_id"));
     }
@@ -442,7 +442,7 @@ fn parse_read<'a>(
     r.ids_at = streams_at + n;
     for (k, &key) in r.keys.iter().enumerate() {
         let arg = args[r.ids_at + k];
-        let s = read_stream(ks, key)?;
+        let s = ks.read::<Stream>(key)?;
         if let Some((g, _)) = r.group {
             if s.as_ref().and_then(|s| s.groups.get(g)).is_none() {
                 return Err(nogroup_read(key, g));
@@ -488,7 +488,7 @@ fn serve_read(ks: &mut KsView, reply: &mut Reply, r: &ReadArgs) -> usize {
     let mut served = 0;
     for (k, &key) in r.keys.iter().enumerate() {
         let now = ks.now;
-        let Ok(Some(s)) = read_stream(ks, key) else { continue };
+        let Ok(Some(s)) = ks.read::<Stream>(key) else { continue };
         let from = r.ids[k];
         match r.group {
             None => {
@@ -528,7 +528,7 @@ fn serve_read(ks: &mut KsView, reply: &mut Reply, r: &ReadArgs) -> usize {
                         ]);
                     }
                 }
-                let Ok(Some(s)) = read_stream(ks, key) else { continue };
+                let Ok(Some(s)) = ks.read::<Stream>(key) else { continue };
                 let g = s.groups.get_mut(gname).unwrap();
                 g.consumers.get_mut(cname).unwrap().seen_time = now;
                 if !can_serve {

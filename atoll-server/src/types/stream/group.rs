@@ -28,7 +28,7 @@ pub(crate) fn deliver_new(
     noack: bool,
 ) {
     let now = ks.now;
-    let Ok(Some(s)) = read_stream(ks, key) else { return };
+    let Ok(Some(s)) = ks.read::<Stream>(key) else { return };
     let start = s.groups[gname].last_id.incr();
     let ids: Vec<StreamId> = match start {
         Some(start) => s.range(start, StreamId::MAX, false, count).iter().map(|e| e.id).collect(),
@@ -85,7 +85,7 @@ pub(crate) fn reply_history(
     count: usize,
 ) {
     let now = ks.now;
-    let Ok(Some(s)) = read_stream(ks, key) else { return };
+    let Ok(Some(s)) = ks.read::<Stream>(key) else { return };
     let Some(start) = after.incr() else {
         reply.array(0);
         return;
@@ -126,7 +126,7 @@ fn subcommand_syntax(ctx: &Ctx) -> CmdError {
 /// WRONGTYPE, then the key must exist (unless MKSTREAM), then the group (for some).
 fn xgroup_lookup(ctx: &mut Ctx, mkstream: bool, need_group: bool) -> Result<bool, CmdError> {
     let (key, gname) = (ctx.arg(2), ctx.arg(3));
-    let s = write_stream(&mut ctx.ks, key)?;
+    let s = ctx.ks.write::<Stream>(key)?;
     let exists = s.is_some();
     if !exists && !mkstream {
         return Err(CmdError::msg(
@@ -174,7 +174,7 @@ pub fn xgroup_create(ctx: &mut Ctx) -> CmdResult {
     }
     let (key, gname, idarg) = (ctx.arg(2), ctx.arg(3), ctx.arg(4));
     let id = if idarg == b"$" {
-        match write_stream(&mut ctx.ks, key)? {
+        match ctx.ks.write::<Stream>(key)? {
             Some(s) => s.last_id,
             None => StreamId::MIN,
         }
@@ -185,7 +185,7 @@ pub fn xgroup_create(ctx: &mut Ctx) -> CmdResult {
         ctx.ks.insert_new(key, Value::Stream(Box::default()));
         ctx.ks.modified(key);
     }
-    let s = write_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.write::<Stream>(key)?.unwrap();
     if s.groups.contains_key(gname) {
         return Err(CmdError::msg("BUSYGROUP Consumer Group name already exists"));
     }
@@ -204,7 +204,7 @@ pub fn xgroup_setid(ctx: &mut Ctx) -> CmdResult {
         return Err(subcommand_syntax(ctx));
     }
     let (key, gname, idarg) = (ctx.arg(2), ctx.arg(3), ctx.arg(4));
-    let s = write_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.write::<Stream>(key)?.unwrap();
     let id = if idarg == b"$" { s.last_id } else { parse_id(idarg, 0)? };
     let mut entries_read = ENTRIES_READ_INVALID;
     if n == 7 {
@@ -213,7 +213,7 @@ pub fn xgroup_setid(ctx: &mut Ctx) -> CmdResult {
         }
         entries_read = parse_entries_read(ctx.arg(6))?;
     }
-    let s = write_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.write::<Stream>(key)?.unwrap();
     let g = s.groups.get_mut(gname).unwrap();
     g.last_id = id;
     g.entries_read = entries_read;
@@ -227,7 +227,7 @@ pub fn xgroup_setid(ctx: &mut Ctx) -> CmdResult {
 pub fn xgroup_destroy(ctx: &mut Ctx) -> CmdResult {
     xgroup_lookup(ctx, false, false)?;
     let (key, gname) = (ctx.arg(2), ctx.arg(3));
-    let s = write_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.write::<Stream>(key)?.unwrap();
     if s.groups.remove(gname).is_some() {
         ctx.ks.modified(key);
         ctx.ks.note(notify::STREAM, "xgroup-destroy", key);
@@ -245,7 +245,7 @@ pub fn xgroup_createconsumer(ctx: &mut Ctx) -> CmdResult {
     xgroup_lookup(ctx, false, true)?;
     let (key, gname, cname) = (ctx.arg(2), ctx.arg(3), ctx.arg(4));
     let now = ctx.ks.now;
-    let s = write_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.write::<Stream>(key)?.unwrap();
     let created = s.groups.get_mut(gname).unwrap().create_consumer(cname, now);
     if created {
         ctx.ks.modified(key);
@@ -259,7 +259,7 @@ pub fn xgroup_createconsumer(ctx: &mut Ctx) -> CmdResult {
 pub fn xgroup_delconsumer(ctx: &mut Ctx) -> CmdResult {
     xgroup_lookup(ctx, false, true)?;
     let (key, gname, cname) = (ctx.arg(2), ctx.arg(3), ctx.arg(4));
-    let s = write_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.write::<Stream>(key)?.unwrap();
     let g = s.groups.get_mut(gname).unwrap();
     let mut pending = 0;
     if let Some(c) = g.consumers.remove(cname) {
@@ -318,7 +318,7 @@ pub fn xgroup_help(ctx: &mut Ctx) -> CmdResult {
 // XACK key group id [id ...]
 pub fn xack(ctx: &mut Ctx) -> CmdResult {
     let (key, gname) = (ctx.arg(1), ctx.arg(2));
-    let has_group = match write_stream(&mut ctx.ks, key)? {
+    let has_group = match ctx.ks.write::<Stream>(key)? {
         Some(s) => s.groups.contains_key(gname),
         None => false,
     };
@@ -328,7 +328,7 @@ pub fn xack(ctx: &mut Ctx) -> CmdResult {
     }
     // All IDs are checked first: acknowledging is all or nothing.
     let ids = ctx.args[3..].iter().map(|a| parse_strict_id(a)).collect::<Result<Vec<_>, _>>()?;
-    let s = write_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.write::<Stream>(key)?.unwrap();
     let g = s.groups.get_mut(gname).unwrap();
     let acked = ids.into_iter().filter(|&id| g.ack(id)).count();
     if acked > 0 {
@@ -364,7 +364,7 @@ pub fn xpending(ctx: &mut Ctx) -> CmdResult {
         range = Some((minidle, start, end, count, consumer));
     }
     let now = ctx.ks.now;
-    let s = read_stream(&mut ctx.ks, key)?;
+    let s = ctx.ks.read::<Stream>(key)?;
     let Some(g) = s.and_then(|s| s.groups.get(gname)) else { return Err(nogroup(key, gname)) };
     let reply = &mut *ctx.reply;
     match range {
@@ -464,7 +464,7 @@ fn claim_one(g: &mut Group, id: StreamId, cname: &[u8], time: i64, count: Option
 pub fn xclaim(ctx: &mut Ctx) -> CmdResult {
     let (key, gname, cname) = (ctx.arg(1), ctx.arg(2), ctx.arg(3));
     let now = ctx.ks.now;
-    match read_stream(&mut ctx.ks, key)? {
+    match ctx.ks.read::<Stream>(key)? {
         Some(s) if s.groups.contains_key(gname) => {}
         _ => return Err(nogroup(key, gname)),
     }
@@ -516,7 +516,7 @@ pub fn xclaim(ctx: &mut Ctx) -> CmdResult {
         Some(t) if t >= 0 && t <= now => t,
         _ => now,
     };
-    let s = read_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.read::<Stream>(key)?.unwrap();
     let mut propagate_last = false;
     let created;
     {
@@ -532,7 +532,7 @@ pub fn xclaim(ctx: &mut Ctx) -> CmdResult {
         ctx.ks.dirty += 1;
         ctx.ks.note(notify::STREAM, "xgroup-createconsumer", key);
     }
-    let s = read_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.read::<Stream>(key)?.unwrap();
     let mut out: Vec<StreamId> = Vec::new();
     let mut effects: Vec<(StreamId, Nack)> = Vec::new();
     for (id, _) in ids {
@@ -616,7 +616,7 @@ pub fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
         }
         j += 1;
     }
-    let s = match read_stream(&mut ctx.ks, key)? {
+    let s = match ctx.ks.read::<Stream>(key)? {
         Some(s) if s.groups.contains_key(gname) => s,
         _ => return Err(nogroup(key, gname)),
     };
@@ -625,7 +625,7 @@ pub fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
         ctx.ks.dirty += 1;
         ctx.ks.note(notify::STREAM, "xgroup-createconsumer", key);
     }
-    let s = read_stream(&mut ctx.ks, key)?.unwrap();
+    let s = ctx.ks.read::<Stream>(key)?.unwrap();
     let mut attempts = count * 10;
     let mut claimed: Vec<StreamId> = Vec::new();
     let mut deleted: Vec<StreamId> = Vec::new();

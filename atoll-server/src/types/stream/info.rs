@@ -8,7 +8,7 @@ use crate::exec::*;
 /// side by side.
 fn info_stream<'a>(ctx: &'a mut Ctx) -> Result<(&'a mut Stream, &'a mut Reply), CmdError> {
     let key = ctx.arg(2);
-    let s = read_stream(&mut ctx.ks, key)?.ok_or(CmdError::NoSuchKey)?;
+    let s = ctx.ks.read::<Stream>(key)?.ok_or(CmdError::NoSuchKey)?;
     Ok((s, &mut *ctx.reply))
 }
 

@@ -130,28 +130,6 @@ pub fn parse_range_end(arg: &[u8]) -> Result<StreamId, CmdError> {
 // Helpers shared by the command modules
 // ---------------------------------------------------------------------------------------------
 
-/// The stream at `key` for reading: Ok(None) if missing, WRONGTYPE for other types.
-pub(crate) fn read_stream<'a>(ks: &'a mut KsView, key: &[u8]) -> Result<Option<&'a mut Stream>, CmdError> {
-    match ks.lookup_read(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(crate::engine::Value::Stream(s)) => Ok(Some(s)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
-/// The stream at `key` for writing: Ok(None) if missing, WRONGTYPE for other types.
-pub(crate) fn write_stream<'a>(ks: &'a mut KsView, key: &[u8]) -> Result<Option<&'a mut Stream>, CmdError> {
-    match ks.lookup_write(key) {
-        None => Ok(None),
-        Some(o) => match o.into_obj() {
-            Some(crate::engine::Value::Stream(s)) => Ok(Some(s)),
-            _ => Err(CmdError::WrongType),
-        },
-    }
-}
-
 pub(crate) fn reply_id(reply: &mut Reply, id: StreamId) {
     reply.bulk(&id.to_bytes());
 }

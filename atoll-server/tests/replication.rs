@@ -611,3 +611,50 @@ fn implicit_deletions_propagate_as_del_or_unlink_as_redis_does() {
     assert_eq!(seen[1], seen[0], "Atoll's replication stream (right) against Redis's (left)");
     assert!(seen[0].iter().any(|c| c == "UNLINK s") && seen[0].iter().any(|c| c == "DEL r"), "{:?}", seen[0]);
 }
+
+/// What came after 7.2 reaches replicas as Valkey 9.1.2 sends it: SET … IFEQ verbatim (without
+/// GET; as SET … PXAT with an expiry), DELIFEQ as DEL, MSETEX with its absolute time, and
+/// nothing for a condition that failed.
+#[test]
+fn commands_beyond_72_propagate_as_valkey_does() {
+    let atoll = start_atoll(&["--repl-diskless-sync", "no"]);
+    let valkey = start_valkey(&["--repl-diskless-sync", "no"]);
+    let mut seen = Vec::new();
+    for port in [valkey.port, atoll.port] {
+        let mut c = con(port);
+        let mut repl = ReplStream::attach(port);
+        for cmd in [
+            &["SET", "k", "v"][..],
+            &["SET", "k", "v2", "IFEQ", "v"],
+            &["SET", "k", "v3", "IFEQ", "nope"],
+            &["SET", "k", "v4", "IFEQ", "v2", "EX", "100"],
+            &["SET", "k", "v5", "IFEQ", "v4", "GET"],
+            &["SET", "k", "GET", "IFEQ", "v5", "GET"],
+            &["DELIFEQ", "k", "nope"],
+            &["DELIFEQ", "k", "GET"],
+            &["MSETEX", "2", "a", "1", "b", "2", "EX", "100"],
+            &["MSETEX", "1", "a", "1"],
+            &["MSETEX", "2", "a", "1", "c", "2", "NX"],
+            &["MSETEX", "1", "a", "3", "XX", "KEEPTTL"],
+        ] {
+            q(&mut c, cmd);
+        }
+        // Absolute times differ between the two runs: compare their presence, not their value.
+        let stream: Vec<String> = repl
+            .commands()
+            .into_iter()
+            .map(|c| {
+                let words: Vec<&str> = c.split(' ').collect();
+                let mut out = Vec::new();
+                for (i, w) in words.iter().enumerate() {
+                    let after_pxat = i > 0 && words[i - 1].eq_ignore_ascii_case("PXAT");
+                    out.push(if after_pxat { "<ms>".to_string() } else { w.to_string() });
+                }
+                out.join(" ")
+            })
+            .collect();
+        seen.push(stream);
+    }
+    assert_eq!(seen[1], seen[0], "Atoll's replication stream (right) against Valkey 9.1.2's (left)");
+    assert!(seen[0].iter().any(|c| c == "DEL k"), "{:?}", seen[0]);
+}

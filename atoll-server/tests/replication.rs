@@ -636,6 +636,10 @@ fn commands_beyond_72_propagate_as_valkey_does() {
             &["MSETEX", "1", "a", "1"],
             &["MSETEX", "2", "a", "1", "c", "2", "NX"],
             &["MSETEX", "1", "a", "3", "XX", "KEEPTTL"],
+            &["HSET", "h", "a", "1", "b", "2"],
+            &["HGETDEL", "h", "FIELDS", "2", "a", "x"],
+            &["HGETDEL", "h", "FIELDS", "1", "zz"],
+            &["HGETDEL", "h", "FIELDS", "1", "b"],
         ] {
             q(&mut c, cmd);
         }

@@ -268,6 +268,7 @@ static ROWS: &[Row] = &[
     c("hvals", crate::types::hash::hvals, Keys),
     c("hgetall", crate::types::hash::hgetall, Keys),
     c("hrandfield", crate::types::hash::hrandfield, Keys),
+    c("hgetdel", crate::types::hash::hgetdel, Keys),
     c("hscan", crate::types::hash::hscan, Keys),
     // sets (types::set)
     c("sadd", crate::types::set::sadd, Keys),

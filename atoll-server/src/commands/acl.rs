@@ -1,7 +1,7 @@
 //! The ACL command (Redis 7.2's subcommands and replies). The model — rules, checks, the log —
-//! is `exec::acl`; this is its interface to clients.
+//! is `services::acl`; this is its interface to clients.
 
-use crate::exec::acl::{Denied, User};
+use crate::services::acl::{Denied, User};
 use crate::exec::*;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -49,7 +49,7 @@ pub fn setuser(ctx: &mut Ctx) -> CmdResult {
     // Subscribers of the user that lost a channel are disconnected, as in Redis.
     if let Some(old) = old {
         let new = user.rules();
-        if crate::exec::acl::Acl::channels_reduced(&new, &old) {
+        if crate::services::acl::Acl::channels_reduced(&new, &old) {
             for h in srv.pubsub.subscribers_losing(&user, &new) {
                 ctx.client.close(&h);
             }
@@ -91,7 +91,7 @@ pub fn getuser(ctx: &mut Ctx) -> CmdResult {
     for p in &rules.passwords {
         r.bulk(p.as_bytes());
     }
-    let selector = |r: &mut crate::protocol::Reply, s: &crate::exec::acl::Selector| {
+    let selector = |r: &mut crate::protocol::Reply, s: &crate::services::acl::Selector| {
         r.bulk(b"commands");
         r.bulk(s.describe_commands().as_bytes());
         r.bulk(b"keys");
@@ -140,13 +140,13 @@ pub fn whoami(ctx: &mut Ctx) -> CmdResult {
 pub fn cat(ctx: &mut Ctx) -> CmdResult {
     at_most_one_arg(ctx)?;
     let Some(&want) = ctx.args.get(2) else {
-        ctx.reply.array(crate::exec::acl::CATEGORIES.len());
-        for c in crate::exec::acl::CATEGORIES {
+        ctx.reply.array(crate::services::acl::CATEGORIES.len());
+        for c in crate::services::acl::CATEGORIES {
             ctx.reply.bulk(c.as_bytes());
         }
         return Ok(());
     };
-    let Some(bit) = crate::exec::acl::category_bit(want) else {
+    let Some(bit) = crate::services::acl::category_bit(want) else {
         let shown = &want[..want.len().min(128)];
         return Err(CmdError::msg(format!("ERR Unknown category '{}'", String::from_utf8_lossy(shown))));
     };
@@ -253,7 +253,7 @@ pub fn dryrun(ctx: &mut Ctx) -> CmdResult {
         Ok(()) => ctx.reply.ok(),
         Err((d, pos)) => {
             let arg = argv.get(pos).copied().unwrap_or(b"");
-            let text = crate::exec::acl::denial_text(d, &u.name, &cmd, arg, d != Denied::Command);
+            let text = crate::services::acl::denial_text(d, &u.name, &cmd, arg, d != Denied::Command);
             ctx.reply.bulk(text.as_bytes());
         }
     }
@@ -367,7 +367,7 @@ pub fn authenticate(ctx: &mut Ctx, user: &[u8], pass: &[u8]) -> bool {
         }
         None => {
             let context =
-                if ctx.client.in_exec { crate::exec::acl::Context::Multi } else { crate::exec::acl::Context::Toplevel };
+                if ctx.client.in_exec { crate::services::acl::Context::Multi } else { crate::services::acl::Context::Toplevel };
             crate::exec::call::log_acl(srv, ctx.client, Denied::Auth, context, ctx.args[0], user);
             false
         }

@@ -145,14 +145,14 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
         // Permissions are checked again: the user's rules may have changed since queueing.
         if let Some(p) = ctx.client.perms.as_ref().filter(|p| !p.unrestricted) {
             if let Err((d, pos)) = p.check(cmd, &args) {
-                crate::exec::call::acl_denied(srv, ctx.client, cmd, &args, d, pos, crate::exec::acl::Context::Multi);
+                crate::exec::call::acl_denied(srv, ctx.client, cmd, &args, d, pos, crate::services::acl::Context::Multi);
                 let why = match d {
-                    crate::exec::acl::Denied::Command => "no permission to execute the command or subcommand",
-                    crate::exec::acl::Denied::Key => "no permission to touch the specified keys",
-                    crate::exec::acl::Denied::Channel => {
+                    crate::services::acl::Denied::Command => "no permission to execute the command or subcommand",
+                    crate::services::acl::Denied::Key => "no permission to touch the specified keys",
+                    crate::services::acl::Denied::Channel => {
                         "no permission to access one of the channels used as arguments"
                     }
-                    crate::exec::acl::Denied::Auth => "no permission",
+                    crate::services::acl::Denied::Auth => "no permission",
                 };
                 crate::exec::call::error_reply(ctx.ws, ctx.reply, &CmdError::msg(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {why}")));
                 continue;

@@ -2,11 +2,12 @@
 //! generic gates (arity, auth, DEBUG, MULTI queueing), take its locks, run it, then the write
 //! epilogue — dirty count, effects, blocked clients registered and served — and statistics.
 
-use super::acl::{Context, Denied};
+use crate::services::acl::{Context, Denied};
 use super::blocking::{self, WaitState, Waiter};
 use super::client::{Client, ReplyMode};
 use super::table::{flags, Scope};
-use super::{keyspec, CmdError, CmdResult, Command, Ctx, Effect, KsView, Server};
+use crate::spec::keyspec;
+use super::{CmdError, CmdResult, Command, Ctx, Effect, KsView, Server};
 use crate::engine::{LockPlan, Locks};
 use crate::protocol::Reply;
 use crate::services::stats::{self, WorkerStats};
@@ -272,7 +273,7 @@ fn gated(
     if srv.pause_until.load(Ordering::Relaxed) != 0 && must_wait_for_pause(srv, client, cmd, argv) {
         return postpone(srv, client, argv);
     }
-    let plan = match (key_hint, cmd.scope, cmd.single_key) {
+    let plan = match (key_hint, cmd.run.scope, cmd.single_key) {
         // GET, SET, INCR … whose key the look-ahead already hashed to its shard.
         (Some(k), Scope::Keys, Some(1)) => LockPlan::one(client.db, k.shard),
         _ => match lock_plan(cmd, argv, client.db, false, srv.ks.num_dbs()) {
@@ -282,7 +283,7 @@ fn gated(
     };
     // A command that touches only the keys it names waits for a big value a snapshot is
     // still writing only if it is one of them; any other finishes all in its shards.
-    let mut locks = if matches!(cmd.scope, Scope::Keys) {
+    let mut locks = if matches!(cmd.run.scope, Scope::Keys) {
         let mut l = Locks::acquire_keys(&srv.ks, plan);
         if l.deferred {
             finish_deferred_keys(cmd, argv, client.db, &mut l);
@@ -491,7 +492,7 @@ pub fn acl_denied(
         Denied::Key | Denied::Channel => argv[pos],
     };
     log_acl(srv, client, d, context, object, &user);
-    super::acl::denial_text(d, &user, cmd, argv.get(pos).copied().unwrap_or(b""), false)
+    crate::services::acl::denial_text(d, &user, cmd, argv.get(pos).copied().unwrap_or(b""), false)
 }
 
 /// Adds an ACL LOG entry for `client` (the caller of a script, for the script's commands).
@@ -573,7 +574,7 @@ pub fn lock_plan(cmd: &Command, argv: &[&[u8]], db: usize, in_exec: bool, ndbs: 
         }
         Ok(())
     };
-    match cmd.scope {
+    match cmd.run.scope {
         Scope::None => {}
         Scope::Keys => match cmd.single_key {
             // The common case (GET, SET, INCR …): one key at a fixed position.
@@ -672,7 +673,7 @@ pub fn call(
     // half-made change must not live on with memory, AOF and replicas disagreeing.
     let mode = if cmd.has(flags::WRITE) { crate::log::IN_WRITE_HANDLER } else { crate::log::IN_READ_HANDLER };
     let prev = crate::log::enter_handler(mode);
-    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cmd.handler)(&mut ctx)));
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cmd.run.handler)(&mut ctx)));
     crate::log::leave_handler(prev);
     let res: CmdResult = match res {
         Ok(r) => r,

@@ -40,7 +40,7 @@ pub struct WatchState {
 pub struct ClientHandle {
     /// The user the connection runs as (None: `default`): CLIENT LIST `user`, CLIENT KILL USER,
     /// and the connections ACL DELUSER closes.
-    pub user: Mutex<Option<Arc<crate::exec::acl::User>>, { rank::CLIENT }>,
+    pub user: Mutex<Option<Arc<crate::services::acl::User>>, { rank::CLIENT }>,
     pub id: u64,
     pub addr: String,
     pub laddr: String,
@@ -235,10 +235,10 @@ pub struct Client {
     pub proto: Proto,
     pub authenticated: bool,
     /// The user the connection runs as (None: `default`).
-    pub user: Option<Arc<crate::exec::acl::User>>,
+    pub user: Option<Arc<crate::services::acl::User>>,
     /// The user's rules as last read, and the registry's `epoch` then (0: never read): a
     /// command first refreshes them when the epoch moved (see `exec::call`).
-    pub perms: Option<Arc<crate::exec::acl::Rules>>,
+    pub perms: Option<Arc<crate::services::acl::Rules>>,
     pub acl_epoch: u64,
     /// A script's client: the connection that runs the script (ACL LOG shows it).
     pub acl_origin: Option<Arc<ClientHandle>>,
@@ -394,7 +394,7 @@ impl Client {
     }
 
     /// Runs as `user` from now on (AUTH, HELLO AUTH; None: `default`, as RESET does).
-    pub fn set_user(&mut self, user: Option<Arc<crate::exec::acl::User>>) {
+    pub fn set_user(&mut self, user: Option<Arc<crate::services::acl::User>>) {
         *self.handle.user.lock() = user.clone();
         self.perms = None;
         self.acl_epoch = 0;

@@ -10,13 +10,11 @@
 //! Layering: `server` (I/O, workers, sessions) sits above this module; `commands` and `types`
 //! use it; it uses only `engine`, `protocol`, `config` and `log` below it.
 
-pub mod acl;
 pub mod aof;
 pub mod blocking;
 pub mod call;
 pub mod client;
 pub mod evict;
-pub mod keyspec;
 pub mod multi;
 pub mod notify;
 pub mod persistence;
@@ -610,11 +608,7 @@ pub fn parse_float(b: &[u8]) -> Result<f64, CmdError> {
     Ok(v)
 }
 
-/// Case-insensitive comparison of an argument with an ASCII keyword.
-#[inline]
-pub fn eq_ic(a: &[u8], kw: &str) -> bool {
-    a.eq_ignore_ascii_case(kw.as_bytes())
-}
+pub use crate::spec::eq_ic;
 
 /// Parses a SCAN cursor as Redis does with `strtoul`: an optional sign and decimal digits, no
 /// leading space, nothing after; a negative number wraps around; the empty string is 0.

@@ -315,8 +315,8 @@ impl PubSub {
     /// SETUSER closes them, as Redis's `ACLKillPubsubClientsIfNeeded`).
     pub fn subscribers_losing(
         &self,
-        user: &Arc<super::acl::User>,
-        rules: &super::acl::Rules,
+        user: &Arc<crate::services::acl::User>,
+        rules: &crate::services::acl::Rules,
     ) -> Vec<Arc<super::client::ClientHandle>> {
         let mut out: Vec<Arc<super::client::ClientHandle>> = Vec::new();
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {

@@ -65,7 +65,7 @@ pub struct Server {
     pub ks: Keyspace,
     pub table: CommandTable,
     /// Users, permissions and the ACL log.
-    pub acl: super::acl::Acl,
+    pub acl: crate::services::acl::Acl,
     /// The TLS configuration new TLS connections start from (`tls-*`).
     pub tls: crate::services::tls::TlsContext,
     /// maxmemory eviction statistics.
@@ -214,11 +214,11 @@ impl Server {
         let now = unix_ms();
         let persistence = crate::services::persistence::Persistence::new();
         let acl = {
-            let env = super::acl::RuleEnv {
+            let env = crate::services::acl::RuleEnv {
                 table: &table,
                 all_channels_default: config.text(crate::config::p::ACL_PUBSUB_DEFAULT) == "allchannels",
             };
-            let acl = super::acl::Acl::new(&env);
+            let acl = crate::services::acl::Acl::new(&env);
             acl.set_default_password(&env, config.text(crate::config::p::REQUIREPASS).as_bytes());
             acl
         };
@@ -274,8 +274,8 @@ impl Server {
     }
 
     /// What ACL rules are read against: the command table and `acl-pubsub-default`.
-    pub fn acl_env(&self) -> super::acl::RuleEnv<'_> {
-        super::acl::RuleEnv {
+    pub fn acl_env(&self) -> crate::services::acl::RuleEnv<'_, super::table::Run> {
+        crate::services::acl::RuleEnv {
             table: &self.table,
             all_channels_default: self.config.text(crate::config::p::ACL_PUBSUB_DEFAULT) == "allchannels",
         }

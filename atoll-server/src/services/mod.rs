@@ -2,6 +2,7 @@
 //! knows the whole server (`.ci/run` fails when a file in this folder names the server's
 //! struct), so each service can be read, tested and locked on its own.
 
+pub mod acl;
 pub mod freeze;
 pub mod gates;
 pub mod hotkeys;

@@ -9,9 +9,9 @@
 //! the command path, and a user whose root selector allows everything (the default user, unless
 //! restricted) skips the check altogether.
 
-use super::keyspec;
-pub use super::table::{category_bit, Channels, CATEGORIES};
-use super::table::{AclKeys, Command, CommandTable};
+use crate::spec::keyspec;
+pub use crate::spec::{category_bit, Channels, CATEGORIES};
+use crate::spec::{AclKeys, Command, CommandTable};
 use crate::engine::glob::glob_match;
 use crate::lockorder::{rank, Mutex, RwLock};
 use sha2::{Digest, Sha256};
@@ -113,13 +113,13 @@ impl RuleError {
 
 /// What rules need from the server: the command table (ACL rules name commands by their
 /// original names, whatever `rename-command` did) and `acl-pubsub-default`.
-pub struct RuleEnv<'a> {
-    pub table: &'a CommandTable,
+pub struct RuleEnv<'a, R> {
+    pub table: &'a CommandTable<R>,
     pub all_channels_default: bool,
 }
 
-impl<'a> RuleEnv<'a> {
-    fn find(&self, name: &[u8]) -> Option<&'a Arc<Command>> {
+impl<'a, R> RuleEnv<'a, R> {
+    fn find(&self, name: &[u8]) -> Option<&'a Arc<Command<R>>> {
         let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
         self.table.all.iter().find(|c| c.name == lower)
     }
@@ -160,7 +160,7 @@ impl Selector {
     }
 
     /// Allows or denies a command, and with a container every subcommand.
-    fn change(&mut self, cmd: &Command, on: bool) {
+    fn change<R>(&mut self, cmd: &Command<R>, on: bool) {
         self.set_bit(cmd.id, on);
         self.first_args.retain(|(id, _)| *id != cmd.id);
         for sub in &cmd.subcommands {
@@ -180,7 +180,7 @@ impl Selector {
         self.rules.push(format!("{}{rule}", if on { '+' } else { '-' }));
     }
 
-    fn set_category(&mut self, env: &RuleEnv, cat: &[u8], on: bool) -> Result<(), RuleError> {
+    fn set_category<R>(&mut self, env: &RuleEnv<R>, cat: &[u8], on: bool) -> Result<(), RuleError> {
         let bit = category_bit(cat).ok_or(RuleError::Unknown)?;
         self.note_rule(&format!("@{}", String::from_utf8_lossy(cat)), on);
         for cmd in env.table.top_level_original() {
@@ -197,7 +197,7 @@ impl Selector {
     }
 
     /// One selector rule (Redis's `ACLSetSelector`).
-    fn apply(&mut self, env: &RuleEnv, op: &[u8]) -> Result<(), RuleError> {
+    fn apply<R>(&mut self, env: &RuleEnv<R>, op: &[u8]) -> Result<(), RuleError> {
         let is = |s: &str| op.eq_ignore_ascii_case(s.as_bytes());
         if is("allkeys") || is("~*") {
             self.all_keys = true;
@@ -394,8 +394,8 @@ impl Selector {
     }
 
     /// Redis's `ACLSelectorCheckCmd`: Err is the denial and the argument it is about.
-    fn check(&self, cmd: &Command, argv: &[&[u8]], keys: &mut KeyCache) -> Result<(), (Denied, usize)> {
-        if !self.all_commands && !cmd.has(super::table::flags::NO_AUTH) && !self.bit(cmd.id) {
+    fn check<R>(&self, cmd: &Command<R>, argv: &[&[u8]], keys: &mut KeyCache) -> Result<(), (Denied, usize)> {
+        if !self.all_commands && !cmd.has(crate::spec::flags::NO_AUTH) && !self.bit(cmd.id) {
             let idx = if cmd.name.contains('|') { 2 } else { 1 };
             let allowed = argv.len() >= 2
                 && self.first_args.iter().any(|(id, args)| {
@@ -437,7 +437,7 @@ struct KeyCache {
 }
 
 impl KeyCache {
-    fn get(&mut self, cmd: &Command, argv: &[&[u8]]) -> &[(usize, u8)] {
+    fn get<R>(&mut self, cmd: &Command<R>, argv: &[&[u8]]) -> &[(usize, u8)] {
         if !self.done {
             self.done = true;
             acl_keys(cmd, argv, &mut self.keys);
@@ -449,7 +449,7 @@ impl KeyCache {
 /// The keys a command names and the access each needs. The key specs say it, except where
 /// Redis asks the command itself (`getkeys_proc`): SET and BITFIELD, whose access depends on
 /// their options, and SORT and MIGRATE, whose specs cannot express their keys.
-fn acl_keys(cmd: &Command, argv: &[&[u8]], out: &mut SmallVec<[(usize, u8); 8]>) {
+fn acl_keys<R>(cmd: &Command<R>, argv: &[&[u8]], out: &mut SmallVec<[(usize, u8); 8]>) {
     let is = |a: &[u8], s: &str| a.eq_ignore_ascii_case(s.as_bytes());
     match cmd.acl_keys {
         AclKeys::None => {}
@@ -459,10 +459,10 @@ fn acl_keys(cmd: &Command, argv: &[&[u8]], out: &mut SmallVec<[(usize, u8); 8]>)
             }
         }
         AclKeys::Set if argv.len() > 1 => {
-            out.push((1, if super::keyspec::set_reads_its_key(argv) { RW } else { WRITE }));
+            out.push((1, if keyspec::set_reads_its_key(argv) { RW } else { WRITE }));
         }
         AclKeys::Bitfield if argv.len() > 1 => {
-            out.push((1, if super::keyspec::bitfield_is_readonly(argv) { READ } else { RW }));
+            out.push((1, if keyspec::bitfield_is_readonly(argv) { READ } else { RW }));
         }
         AclKeys::Sort | AclKeys::SortRo if argv.len() > 1 => {
             out.push((1, READ));
@@ -570,7 +570,7 @@ fn valid_hash(h: &[u8]) -> bool {
 
 impl Rules {
     /// A new user: off, no passwords, nothing allowed.
-    pub fn new(env: &RuleEnv) -> Rules {
+    pub fn new<R>(env: &RuleEnv<R>) -> Rules {
         Rules {
             enabled: false,
             nopass: false,
@@ -582,7 +582,7 @@ impl Rules {
     }
 
     /// The default user's initial rules: everything, no password.
-    pub fn default_user(env: &RuleEnv) -> Rules {
+    pub fn default_user<R>(env: &RuleEnv<R>) -> Rules {
         let mut r = Rules::new(env);
         for op in ["+@all", "~*", "&*", "on", "nopass"] {
             r.apply(env, op.as_bytes()).expect("default rules are valid");
@@ -596,7 +596,7 @@ impl Rules {
     }
 
     /// One rule (Redis's `ACLSetUser`).
-    pub fn apply(&mut self, env: &RuleEnv, op: &[u8]) -> Result<(), RuleError> {
+    pub fn apply<R>(&mut self, env: &RuleEnv<R>, op: &[u8]) -> Result<(), RuleError> {
         if op.is_empty() {
             return Ok(());
         }
@@ -712,7 +712,7 @@ impl Rules {
     /// Whether the command may run with these arguments (Redis's `ACLCheckAllUserCommandPerm`):
     /// when no selector allows it, the denial to report is the most specific one (a key or
     /// channel over the command), for the last argument any selector stumbled on.
-    pub fn check(&self, cmd: &Command, argv: &[&[u8]]) -> Result<(), (Denied, usize)> {
+    pub fn check<R>(&self, cmd: &Command<R>, argv: &[&[u8]]) -> Result<(), (Denied, usize)> {
         let mut keys = KeyCache::default();
         let mut worst = (Denied::Command, 0);
         for s in &self.selectors {
@@ -730,7 +730,7 @@ impl Rules {
 
     /// Whether the command is allowed by a selector that can also read every key (SORT's BY
     /// and GET options need it).
-    pub fn check_with_all_keys_readable(&self, cmd: &Command, argv: &[&[u8]]) -> bool {
+    pub fn check_with_all_keys_readable<R>(&self, cmd: &Command<R>, argv: &[&[u8]]) -> bool {
         let mut keys = KeyCache::default();
         self.selectors.iter().any(|s| s.check(cmd, argv, &mut keys).is_ok() && s.unrestricted_keys(READ))
     }
@@ -877,7 +877,7 @@ pub struct Acl {
 const LOG_GROUPING_MS: i64 = 60_000;
 
 impl Acl {
-    pub fn new(env: &RuleEnv) -> Acl {
+    pub fn new<R>(env: &RuleEnv<R>) -> Acl {
         let default = User::new(b"default", Rules::default_user(env));
         let mut users = BTreeMap::new();
         users.insert(b"default".to_vec(), default.clone());
@@ -915,9 +915,9 @@ impl Acl {
     /// ACL SETUSER: applies every rule to a copy, then installs it (creating the user) only
     /// when all were valid. Returns the user's previous rules (None: created). Err is Redis's
     /// reply text.
-    pub fn set_user(
+    pub fn set_user<R>(
         &self,
-        env: &RuleEnv,
+        env: &RuleEnv<R>,
         name: &[u8],
         ops: &[Vec<u8>],
     ) -> Result<(Arc<User>, Option<Arc<Rules>>), String> {
@@ -970,7 +970,7 @@ impl Acl {
     }
 
     /// Replaces the default user's password (`requirepass`; empty: nopass).
-    pub fn set_default_password(&self, env: &RuleEnv, pass: &[u8]) {
+    pub fn set_default_password<R>(&self, env: &RuleEnv<R>, pass: &[u8]) {
         let mut ops = vec![b"resetpass".to_vec()];
         if pass.is_empty() {
             ops.push(b"nopass".to_vec());
@@ -1056,7 +1056,7 @@ impl Acl {
     /// The `user` lines of the config file, applied at start-up (Redis's
     /// `ACLLoadConfiguredUsers`): each line is `name rule …`, the default user reset first.
     /// Err is Redis's log line for the first bad rule.
-    pub fn load_configured(&self, env: &RuleEnv, lines: &[Vec<Vec<u8>>]) -> Result<(), String> {
+    pub fn load_configured<R>(&self, env: &RuleEnv<R>, lines: &[Vec<Vec<u8>>]) -> Result<(), String> {
         for line in lines {
             let name = &line[0];
             if has_spaces(name) {
@@ -1113,7 +1113,7 @@ impl Acl {
     /// Replaces every user with those the text defines (an ACL file), all or nothing (Redis's
     /// `ACLLoadFromFile`). Err: Redis's one-line description of every problem. Returns the
     /// users that were replaced or removed (their connections must go).
-    pub fn load_text(&self, env: &RuleEnv, filename: &str, text: &[u8]) -> Result<Vec<Arc<User>>, String> {
+    pub fn load_text<R>(&self, env: &RuleEnv<R>, filename: &str, text: &[u8]) -> Result<Vec<Arc<User>>, String> {
         let mut errors = String::new();
         let mut staged: BTreeMap<Vec<u8>, Rules> = BTreeMap::new();
         for (i, raw) in text.split(|&c| c == b'\n').enumerate() {
@@ -1219,7 +1219,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Redis's NOPERM texts (`getAclErrorMessage`); `verbose` names the key or channel (ACL DRYRUN).
-pub fn denial_text(d: Denied, user: &[u8], cmd: &Command, arg: &[u8], verbose: bool) -> String {
+pub fn denial_text<R>(d: Denied, user: &[u8], cmd: &Command<R>, arg: &[u8], verbose: bool) -> String {
     let user = String::from_utf8_lossy(user);
     let arg = String::from_utf8_lossy(arg);
     match d {

@@ -149,7 +149,7 @@ pub fn reset(ctx: &mut Ctx) -> CmdResult {
     }
     crate::exec::multi::discard_state(ctx.srv, ctx.client);
     crate::exec::multi::unwatch_all(ctx.srv, ctx.client);
-    crate::exec::pubsub::unsubscribe_all(ctx.srv, ctx.client);
+    ctx.client.unsubscribe_all(&ctx.srv.pubsub);
     if ctx.client.tracking.take().is_some() {
         ctx.srv.tracking.disable(ctx.client.id());
         *ctx.client.handle.tracking.lock() = None;
@@ -372,7 +372,7 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
             continue;
         }
         let current = if h.id == ctx.client.id() { Some(running_request(ctx)) } else { None };
-        out.push_str(&crate::exec::client::info_line(ctx.srv, &h, now, current));
+        out.push_str(&crate::exec::client::info_line(&ctx.srv.table, &h, now, current));
         out.push('\n');
     }
     ctx.reply.verbatim("txt", out.as_bytes());
@@ -382,7 +382,7 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
 // CLIENT INFO
 pub fn client_info(ctx: &mut Ctx) -> CmdResult {
     let mut line =
-        crate::exec::client::info_line(ctx.srv, &ctx.client.handle, ctx.srv.now_ms(), Some(running_request(ctx)));
+        crate::exec::client::info_line(&ctx.srv.table, &ctx.client.handle, ctx.srv.now_ms(), Some(running_request(ctx)));
     line.push('\n');
     ctx.reply.verbatim("txt", line.as_bytes());
     Ok(())
@@ -711,7 +711,7 @@ pub fn client_unblock(ctx: &mut Ctx) -> CmdResult {
     };
     let waiter = ctx.srv.clients.get(id.max(0) as u64).and_then(|h| h.waiter.lock().clone());
     // A client postponed by CLIENT PAUSE waits for the pause, not for a key.
-    let done = waiter.filter(|w| !w.postponed).is_some_and(|w| {
+    let done = waiter.filter(|w| !w.postponed()).is_some_and(|w| {
         use crate::exec::blocking::WaitState;
         let ok = w.finish(if error { WaitState::Unblocked } else { WaitState::TimedOut });
         if ok {

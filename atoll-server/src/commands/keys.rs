@@ -102,11 +102,11 @@ fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard,
     for k in expired {
         shard.remove(k);
         shard.touch_watched(k);
-        notify::raise(srv, notify::EXPIRED, "expired", db, k);
+        notify::raise(&srv.reach(), notify::EXPIRED, "expired", db, k);
     }
     if srv.tracking.on() {
         let touched: Vec<crate::exec::tracking::Touched> = expired.iter().map(|k| (k.clone(), true)).collect();
-        crate::exec::tracking::modified(srv, &touched, 0, None);
+        srv.tracking.modified(&srv.reach(), &touched, 0, None);
     }
     stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
     if srv.effects_enabled() {
@@ -401,7 +401,7 @@ pub fn keys(ctx: &mut Ctx) -> CmdResult {
     // The count is only known at the end: the array header is inserted then.
     let header = reply.defer(b'*');
     let mut n = 0;
-    let guard = crate::exec::pubsub::OutputGuard::new(srv, &ctx.client.handle);
+    let guard = crate::exec::pubsub::OutputGuard::new(&srv.config.hot, &ctx.client.handle);
     let mut full = false;
     for_each_live_key(srv, stats, ctx.ks.locks, db, now, |k, _| {
         if !full && (all || glob_match(pattern, k, false)) {

@@ -139,7 +139,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
     }
     ctx.reply.array(cmds.len());
     ctx.client.in_exec = true;
-    ctx.client.fixed_us = Some(crate::exec::state::unix_us());
+    ctx.client.fixed_us = Some(crate::services::clock::unix_us());
     for (cmd, argv) in cmds.iter().zip(&m.queued) {
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         // Permissions are checked again: the user's rules may have changed since queueing.
@@ -163,7 +163,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
     ctx.client.in_exec = false;
     ctx.client.fixed_us = None;
     // BCAST clients learn of the keys it modified in one go, as one event-loop round of Redis.
-    crate::exec::tracking::broadcast(srv, std::mem::take(&mut ctx.client.bcast_batch));
+    srv.tracking.broadcast(&srv.reach(), std::mem::take(&mut ctx.client.bcast_batch));
     // The transaction's effects, as one group while its locks are still held: a log or a
     // replica sees all of it or none (wrapped as Redis wraps them when there are several).
     let mut effects = std::mem::take(&mut ctx.client.exec_effects);
@@ -194,9 +194,9 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             touched: Vec::new(),
         };
         blocking::serve_ready(&mut ks, srv);
-        crate::exec::notify::publish(srv, &ks.notes, ctx.client.id());
+        crate::exec::notify::publish(&srv.reach(), &ks.notes, ctx.client.id());
         if !ks.touched.is_empty() {
-            crate::exec::tracking::modified(srv, &ks.touched, ctx.client.id(), Some(&mut ctx.client.bcast_batch));
+            srv.tracking.modified(&srv.reach(), &ks.touched, ctx.client.id(), Some(&mut ctx.client.bcast_batch));
         }
         if !ks.effects.is_empty() {
             srv.publish_effects(&ks.effects, ks.locks.seen_epoch());

@@ -130,7 +130,7 @@ pub fn sunsubscribe(ctx: &mut Ctx) -> CmdResult {
 
 // PUBLISH channel message
 pub fn publish(ctx: &mut Ctx) -> CmdResult {
-    let n = ctx.srv.pubsub.publish(ctx.srv, false, ctx.args[1], ctx.args[2], ctx.client.id());
+    let n = ctx.srv.pubsub.publish(&ctx.srv.config.hot, false, ctx.args[1], ctx.args[2], ctx.client.id());
     to_replicas(ctx);
     ctx.reply.int(n as i64);
     Ok(())
@@ -138,7 +138,7 @@ pub fn publish(ctx: &mut Ctx) -> CmdResult {
 
 // SPUBLISH shardchannel message
 pub fn spublish(ctx: &mut Ctx) -> CmdResult {
-    let n = ctx.srv.pubsub.publish(ctx.srv, true, ctx.args[1], ctx.args[2], ctx.client.id());
+    let n = ctx.srv.pubsub.publish(&ctx.srv.config.hot, true, ctx.args[1], ctx.args[2], ctx.client.id());
     to_replicas(ctx);
     ctx.reply.int(n as i64);
     Ok(())

@@ -22,7 +22,7 @@ pub fn info(ctx: &mut Ctx) -> CmdResult {
 
 // TIME
 pub fn time(ctx: &mut Ctx) -> CmdResult {
-    let us = ctx.client.fixed_us.unwrap_or_else(crate::exec::state::unix_us);
+    let us = ctx.client.fixed_us.unwrap_or_else(crate::services::clock::unix_us);
     ctx.reply.array(2);
     ctx.reply.bulk_i64(us.div_euclid(1_000_000));
     ctx.reply.bulk_i64(us.rem_euclid(1_000_000));
@@ -104,7 +104,7 @@ pub fn flushdb(ctx: &mut Ctx) -> CmdResult {
     let db = ctx.ks.db;
     let n = empty_db(ctx, db, lazy);
     ctx.ks.dirty += n.max(1) as u64;
-    crate::exec::tracking::flushed(ctx.srv);
+    ctx.srv.tracking.flushed(&ctx.srv.reach());
     ctx.reply.ok();
     Ok(())
 }
@@ -121,7 +121,7 @@ pub fn flushall(ctx: &mut Ctx) -> CmdResult {
     ctx.ks.dirty += n.max(1) as u64;
     // The save it may make holds this command's changes (Redis counts them before it saves).
     crate::exec::persistence::after_flushall(ctx.srv, ctx.ks.locks, ctx.ks.dirty);
-    crate::exec::tracking::flushed(ctx.srv);
+    ctx.srv.tracking.flushed(&ctx.srv.reach());
     ctx.reply.ok();
     Ok(())
 }

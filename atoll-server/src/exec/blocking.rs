@@ -61,20 +61,7 @@ pub struct BlockRequest {
     pub registered: Option<fn(&super::Server, &Arc<Waiter>)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WaitState {
-    Waiting,
-    /// Served: the reply bytes for the client.
-    Served(Vec<u8>),
-    /// CLIENT UNBLOCK … TIMEOUT, or the deadline passed.
-    TimedOut,
-    /// CLIENT UNBLOCK … ERROR.
-    Unblocked,
-    /// The client went away.
-    Cancelled,
-    /// The key is ready but the waiter must re-run its command (see `Served::Retry`).
-    Retry,
-}
+pub use crate::services::clients::WaitState;
 
 /// A blocked client, shared by its worker and the writers that may serve it.
 pub struct Waiter {
@@ -157,6 +144,16 @@ impl Waiter {
         drop(st);
         (self.wake)();
         true
+    }
+}
+
+impl crate::services::clients::Wait for Waiter {
+    fn postponed(&self) -> bool {
+        self.postponed
+    }
+
+    fn finish(&self, end: WaitState) -> bool {
+        Waiter::finish(self, end)
     }
 }
 

@@ -164,7 +164,7 @@ pub fn dispatch_hinted(
 
 #[cold]
 fn tracking_before_command(srv: &Server, client: &Client, out: &mut Reply) {
-    srv.tracking.enforce_limit(srv);
+    srv.tracking.enforce_limit(&srv.reach());
     if client.tracking.is_some() {
         client.handle.take_mail(&mut out.buf);
     }
@@ -499,7 +499,7 @@ pub fn acl_denied(
 pub fn log_acl(srv: &Server, client: &Client, d: Denied, context: Context, object: &[u8], user: &[u8]) {
     let now = srv.now_ms();
     let who = client.acl_origin.as_ref().unwrap_or(&client.handle);
-    let info = super::client::info_line(srv, who, now, None);
+    let info = super::client::info_line(&srv.table, who, now, None);
     let max = srv.config.int(crate::config::p::ACLLOG_MAX_LEN).max(0) as usize;
     srv.acl.log_denial(d, context, object, user, info, now, max);
 }
@@ -739,7 +739,7 @@ pub fn call(
         }
     }
     if !ctx.ks.notes.is_empty() {
-        super::notify::publish(srv, &ctx.ks.notes, ctx.client.id());
+        super::notify::publish(&srv.reach(), &ctx.ks.notes, ctx.client.id());
     }
     if ctx.ks.track {
         track(srv, ctx.client, cmd, argv, &ctx.ks.touched);
@@ -756,7 +756,7 @@ pub fn call(
         && !ctx.client.replaying
         && !ctx.client.retrying
     {
-        super::pubsub::feed_monitors(srv, ctx.client, argv);
+        feed_monitors(srv, ctx.client, argv);
     }
     let st = &ws.cmds[cmd.id];
     let end = srv.clock.instant();
@@ -798,7 +798,7 @@ fn track(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]], touch
         // A script's commands run as another client: NOLOOP is about its caller.
         let by = client.tracking.as_ref().map_or(client.id(), |t| t.handle.id);
         let batch = if client.in_exec { Some(&mut client.bcast_batch) } else { None };
-        super::tracking::modified(srv, touched, by, batch);
+        srv.tracking.modified(&srv.reach(), touched, by, batch);
     }
     if client.tracking.is_some()
         && cmd.has(flags::READONLY)
@@ -808,7 +808,9 @@ fn track(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]], touch
         let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
         if keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_ok() {
             let keys: SmallVec<[&[u8]; 8]> = pos.iter().map(|&i| argv[i]).collect();
-            super::tracking::after_read(srv, client, &keys);
+            if let Some(t) = &client.tracking {
+                srv.tracking.read_by(&srv.reach(), t, client.caching, &keys);
+            }
         }
     }
 }
@@ -848,7 +850,7 @@ pub fn disconnect(srv: &Server, client: &mut Client) {
         srv.repl.remove(client.id());
     }
     super::multi::unwatch_all(srv, client);
-    super::pubsub::unsubscribe_all(srv, client);
+    client.unsubscribe_all(&srv.pubsub);
     if client.tracking.take().is_some() {
         srv.tracking.disable(client.id());
         *client.handle.tracking.lock() = None;
@@ -954,4 +956,20 @@ pub fn script_call(
     locks.add(&plan);
     call(srv, ws, client, out, cmd, argv, locks, None);
     Ok(())
+}
+
+/// Sends a command to the MONITOR clients, with where it came from: the client's address,
+/// `unix:<path>` or `lua`.
+pub fn feed_monitors(srv: &Server, client: &Client, argv: &[&[u8]]) {
+    let h = &client.handle;
+    let unix;
+    let from: &[u8] = if client.in_script {
+        b"lua"
+    } else if h.unix {
+        unix = format!("unix:{}", srv.config.text(crate::config::p::UNIXSOCKET));
+        unix.as_bytes()
+    } else {
+        h.addr.as_bytes()
+    };
+    super::pubsub::feed_monitors(&srv.pubsub, &srv.config.hot, client.db, from, argv);
 }

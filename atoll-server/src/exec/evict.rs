@@ -325,7 +325,7 @@ pub fn evict_clients(srv: &Server) {
         if total <= limit {
             break;
         }
-        let line = super::client::info_line(srv, &h, now, None);
+        let line = super::client::info_line(&srv.table, &h, now, None);
         crate::log_verbose!("Evicting client: {line}");
         h.kill();
         total = total.saturating_sub(mem);
@@ -533,9 +533,9 @@ fn delete(srv: &Server, db: usize, shard: usize, s: &mut crate::engine::Shard, k
     } else {
         drop(obj);
     }
-    notify::raise(srv, notify::EVICTED, "evicted", db, key);
+    notify::raise(&srv.reach(), notify::EVICTED, "evicted", db, key);
     if srv.tracking.on() {
-        super::tracking::modified(srv, &[(key.into(), true)], 0, None);
+        srv.tracking.modified(&srv.reach(), &[(key.into(), true)], 0, None);
     }
     if srv.effects_enabled() {
         let cmd: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };

@@ -16,15 +16,15 @@ pub mod call;
 pub mod client;
 pub mod evict;
 pub mod multi;
-pub mod notify;
+pub use crate::services::notify;
 pub mod persistence;
-pub mod pubsub;
+pub use crate::services::pubsub;
 pub mod replication;
 pub mod state;
 pub mod table;
 #[cfg(test)]
 pub mod testing;
-pub mod tracking;
+pub use crate::services::tracking;
 pub mod upstream;
 
 use crate::engine::keytable::Entry;
@@ -36,7 +36,8 @@ use std::sync::atomic::Ordering;
 
 use crate::services::stats;
 pub use call::{call, dispatch, error_reply, lock_plan, resolve};
-pub use state::{unix_ms, unix_us, Clock, EffectSink, Server, ShutdownMode};
+pub use crate::services::clock::{unix_ms, unix_us, Clock};
+pub use state::{EffectSink, Server, ShutdownMode};
 pub use table::{Command, CommandTable};
 
 /// Errors are values (DESIGN habit 5); [`CmdError::text`] is the one place that words them.
@@ -112,55 +113,7 @@ impl CmdError {
     }
 }
 
-/// A write's deterministic effect, for AOF and replicas (DESIGN §1 "Effects").
-#[derive(Debug, Clone, PartialEq)]
-pub struct Effect {
-    pub db: usize,
-    pub argv: Vec<Vec<u8>>,
-    /// Where it goes: both the AOF and replicas, unless a script said otherwise
-    /// (`redis.set_repl`).
-    pub to: Propagate,
-}
-
-/// The targets of an effect (Redis's `PROPAGATE_AOF` / `PROPAGATE_REPL`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Propagate {
-    Both,
-    Aof,
-    Replicas,
-}
-
-impl Effect {
-    pub fn new(db: usize, argv: Vec<Vec<u8>>) -> Effect {
-        Effect { db, argv, to: Propagate::Both }
-    }
-
-    /// The part of `effects` that goes to `side` (`Aof` or `Replicas`); a MULTI … EXEC left
-    /// empty goes away.
-    pub fn for_side(effects: &[Effect], side: Propagate) -> Vec<Effect> {
-        let kept: Vec<Effect> = effects.iter().filter(|e| e.to == Propagate::Both || e.to == side).cloned().collect();
-        let only_wrap = kept.len() == 2 && kept.iter().all(|e| e.db == Self::NO_DB);
-        if only_wrap {
-            Vec::new()
-        } else {
-            kept
-        }
-    }
-
-    /// The `db` of an effect that belongs to no database: MULTI and EXEC around a group. The
-    /// stream selects no database for it, so a transaction reads `MULTI`, `SELECT`, … as
-    /// Redis writes it. (The AOF's writer, below this layer, knows it as `persist::aof::NO_DB`.)
-    pub const NO_DB: usize = crate::persist::aof::NO_DB;
-
-    /// MULTI … EXEC around `effects` when there are several, as Redis propagates a
-    /// transaction or a script.
-    pub fn wrap(effects: &mut Vec<Effect>) {
-        if effects.len() > 1 {
-            effects.insert(0, Self::new(Self::NO_DB, vec![b"MULTI".to_vec()]));
-            effects.push(Self::new(Self::NO_DB, vec![b"EXEC".to_vec()]));
-        }
-    }
-}
+pub use crate::services::effects::{Effect, Propagate};
 
 /// Data access for one command: the locked shards of the current database, the command's
 /// fixed time (7.2 keeps one time for a whole command), and the write epilogue.

@@ -281,12 +281,12 @@ impl Replication {
             let mut st = r.state.lock();
             if st.link == Link::Online {
                 drop(st);
-                lost |= !srv.pubsub.send_raw(srv, &r.mailbox, bytes);
+                lost |= !srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, bytes);
             } else {
                 st.pending.extend_from_slice(bytes);
                 let pending = st.pending.len() as u64;
                 drop(st);
-                if super::pubsub::over_output_limit(srv, &r.handle, pending) {
+                if super::pubsub::over_output_limit(&srv.config.hot, &r.handle, pending) {
                     st_clear(r);
                     super::pubsub::close_over_limit(&r.handle);
                     lost = true;
@@ -496,7 +496,7 @@ fn try_partial(srv: &Server, r: &Arc<Replica>, id: &[u8], off: &[u8], reply: &mu
     r.ack_offset.store(off - 1, Ordering::Relaxed);
     // Under the feed lock: nothing fed after the backlog's end can come before it.
     if !tail.is_empty() {
-        srv.pubsub.send_raw(srv, &r.mailbox, &tail);
+        srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, &tail);
     }
     f.replicas.push(r.clone());
     repl.count.store(f.replicas.len(), Ordering::Relaxed);
@@ -655,7 +655,7 @@ pub fn run_thread(srv: Arc<Server>) {
             let q = repl.queue.lock();
             if !q.is_empty() && now - repl.queued_at.load(Ordering::Relaxed) >= 1000 {
                 for r in q.iter() {
-                    srv.pubsub.send_raw(&srv, &r.mailbox, b"\n");
+                    srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, b"\n");
                 }
             }
         }
@@ -796,7 +796,7 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
             r.state.lock().link = Link::SendBulk;
             r.ack_offset.store(off, Ordering::Relaxed);
             if !head.is_empty() {
-                srv.pubsub.send_raw(srv, &r.mailbox, &head);
+                srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, &head);
             }
             f.replicas.push(r.clone());
         }
@@ -844,7 +844,7 @@ fn send_all(srv: &Server, batch: &[Arc<Replica>], buf: &[u8]) -> std::io::Result
         std::thread::sleep(Duration::from_millis(1));
     }
     for r in live(batch) {
-        srv.pubsub.send_raw(srv, &r.mailbox, buf);
+        srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, buf);
     }
     Ok(())
 }
@@ -912,7 +912,7 @@ fn put_online(srv: &Server, r: &Replica) {
     st.await_ack = false;
     drop(st);
     if !pending.is_empty() {
-        srv.pubsub.send_raw(srv, &r.mailbox, &pending);
+        srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, &pending);
     }
 }
 

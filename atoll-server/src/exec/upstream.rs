@@ -113,7 +113,7 @@ fn unblock_all(srv: &Server) {
     let err = b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n";
     for h in srv.clients.snapshot() {
         let Some(w) = h.waiter.lock().clone() else { continue };
-        if w.postponed {
+        if w.postponed() {
             continue;
         }
         if w.finish(super::blocking::WaitState::Served(err.to_vec())) {

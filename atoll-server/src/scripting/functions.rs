@@ -329,7 +329,7 @@ fn fcall_generic(ctx: &mut Ctx, ro: bool) -> CmdResult {
     let srv = ctx.srv;
     // MONITOR shows the call before the commands it runs (FCALL is `skip_monitor` for that).
     if srv.pubsub.monitoring() {
-        crate::exec::pubsub::feed_monitors(srv, ctx.client, ctx.args);
+        crate::exec::call::feed_monitors(srv, ctx.client, ctx.args);
     }
     let fname = String::from_utf8_lossy(ctx.args[1]).into_owned();
     let Some((_, info)) = srv.scripts.functions.read().function(&fname) else {

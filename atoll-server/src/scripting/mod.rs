@@ -136,7 +136,7 @@ fn eval_run(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     let srv = ctx.srv;
     // MONITOR shows the script before the commands it runs (EVAL is `skip_monitor` for that).
     if srv.pubsub.monitoring() {
-        crate::exec::pubsub::feed_monitors(srv, ctx.client, ctx.args);
+        crate::exec::call::feed_monitors(srv, ctx.client, ctx.args);
     }
     const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
     if evalsha && ctx.args[1].len() != 40 {
@@ -219,7 +219,7 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, flags: u32, read_only: bool, n
         client.in_exec = true;
         client.in_script = true;
         client.fixed_ms = Some(now);
-        client.fixed_us = Some(ctx.client.fixed_us.unwrap_or_else(crate::exec::state::unix_us));
+        client.fixed_us = Some(ctx.client.fixed_us.unwrap_or_else(crate::services::clock::unix_us));
         client.clock = None;
         client.exec_effects.clear();
         client.ready.clear();
@@ -256,7 +256,7 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, flags: u32, read_only: bool, n
         if ctx.client.in_exec {
             ctx.client.bcast_batch.extend(touched);
         } else {
-            crate::exec::tracking::broadcast(srv, touched);
+            srv.tracking.broadcast(&srv.reach(), touched);
         }
         let script_resp3 = st.client.proto == Proto::Resp3;
         let mark = ctx.reply.buf.len();

@@ -81,11 +81,11 @@ pub fn cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
             for k in &expired {
                 s.remove(k);
                 s.touch_watched(k);
-                crate::exec::notify::raise(srv, crate::exec::notify::EXPIRED, "expired", db, k);
+                crate::exec::notify::raise(&srv.reach(), crate::exec::notify::EXPIRED, "expired", db, k);
             }
             if srv.tracking.on() && !expired.is_empty() {
                 let touched: Vec<crate::exec::tracking::Touched> = expired.iter().map(|k| (k.clone(), true)).collect();
-                crate::exec::tracking::modified(srv, &touched, 0, None);
+                srv.tracking.modified(&srv.reach(), &touched, 0, None);
             }
             stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
             reclaimed += expired.len();

@@ -622,7 +622,7 @@ fn cancel_shutdown(srv: &Server) {
     let callers = std::mem::take(&mut *srv.shutdown_callers.lock());
     srv.blocked_clients.fetch_sub(callers.len(), Ordering::Relaxed);
     for h in callers {
-        srv.pubsub.send_raw(srv, &h.mailbox(), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
+        srv.pubsub.send_raw(&srv.config.hot, &h.mailbox(), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
     }
 }
 

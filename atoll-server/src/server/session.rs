@@ -391,7 +391,7 @@ fn over_batch_limit(srv: &Server, client: &crate::exec::client::Client, buf: &[u
             srv.evict.client_grew();
         }
     }
-    crate::exec::pubsub::OutputGuard::new(srv, h).full(buf.len())
+    crate::exec::pubsub::OutputGuard::new(&srv.config.hot, h).full(buf.len())
 }
 
 /// The protocol limits a client's requests are parsed under.

@@ -70,7 +70,7 @@ pub fn close_over_output_limits(srv: &Server) {
     }
     for h in srv.clients.snapshot() {
         let pending = h.out_pending.load(Ordering::Relaxed);
-        if pending > 0 && crate::exec::pubsub::over_output_limit(srv, &h, pending) {
+        if pending > 0 && crate::exec::pubsub::over_output_limit(&srv.config.hot, &h, pending) {
             crate::exec::pubsub::close_over_limit(&h);
         }
     }
@@ -216,7 +216,7 @@ impl Link {
         }
         // A reader this far behind breaks `client-output-buffer-limit`: it is disconnected.
         if pending > 0 {
-            if crate::exec::pubsub::over_output_limit(srv, h, pending as u64) {
+            if crate::exec::pubsub::over_output_limit(&srv.config.hot, h, pending as u64) {
                 crate::exec::pubsub::close_over_limit(h);
             }
         } else if h.obuf_soft_since.load(Ordering::Relaxed) != 0 {
@@ -521,7 +521,7 @@ impl Core {
             // A subscriber whose socket is full keeps its messages here: all it has not taken
             // yet is weighed against its output limit.
             let h = &mb.handle;
-            if crate::exec::pubsub::over_output_limit(&self.srv, h, l.unsent() as u64) {
+            if crate::exec::pubsub::over_output_limit(&self.srv.config.hot, h, l.unsent() as u64) {
                 crate::exec::pubsub::close_over_limit(h);
             }
             self.queue(l, mb.token, true);
@@ -604,7 +604,7 @@ impl Core {
                 close_over_output_limits(&srv);
                 srv.migrate_sockets.close_idle(srv.now_ms() / 1000);
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
-                srv.tracking.enforce_limit(&srv);
+                srv.tracking.enforce_limit(&srv.reach());
             }
             let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as i64;
             self.next_cron = now + 1000 / hz;

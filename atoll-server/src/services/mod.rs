@@ -3,15 +3,21 @@
 //! struct), so each service can be read, tested and locked on its own.
 
 pub mod acl;
+pub mod clients;
+pub mod clock;
+pub mod effects;
 pub mod freeze;
 pub mod gates;
 pub mod hotkeys;
 pub mod latency;
 pub mod lazyfree;
 pub mod migrate;
+pub mod notify;
 pub mod persistence;
+pub mod pubsub;
 pub mod scripts;
 pub mod slowlog;
 pub mod stats;
+pub mod tracking;
 pub mod tls;
 pub mod watchdog;

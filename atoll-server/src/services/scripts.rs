@@ -174,10 +174,7 @@ pub struct RunState {
     rand48: AtomicU64,
 }
 
-/// Wall-clock milliseconds (not through `state`, which holds this module's `Scripts`).
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
+use super::clock::unix_ms as now_ms;
 
 /// lrand48's starting state and the state `srand48(s)` sets: 0x330E below the seed's 32 bits.
 const RAND48_INIT: u64 = 0x1234_ABCD_330E;

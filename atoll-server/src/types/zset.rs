@@ -846,7 +846,7 @@ pub fn zrandmember(ctx: &mut Ctx) -> CmdResult {
         Some(c) if c < 0 => {
             // Streamed: the reply grows with the data, never sized up front by the count.
             let n = c.unsigned_abs();
-            let guard = crate::exec::pubsub::OutputGuard::new(ctx.srv, &ctx.client.handle);
+            let guard = crate::exec::pubsub::OutputGuard::new(&ctx.srv.config.hot, &ctx.client.handle);
             let reply = &mut *ctx.reply;
             elements_header(reply, n as usize, withscores);
             z.sample(n, &mut rng, |m, s| {

@@ -5,7 +5,7 @@
 //! the key), as Redis's `notifyKeyspaceEvent` does. Expiry raises `expired` from lazy and
 //! active expiry alike; creating a key raises `new`.
 
-use super::Server;
+use super::pubsub::Reach;
 use std::sync::atomic::Ordering;
 
 // The classes and the parsing of `notify-keyspace-events` live with the configuration
@@ -21,8 +21,8 @@ pub struct Note {
 }
 
 /// Publishes the events on their channels. `self_id`: the client whose command raised them.
-pub fn publish(srv: &Server, notes: &[Note], self_id: u64) {
-    let flags = srv.config.hot.notify.load(Ordering::Relaxed);
+pub fn publish(r: &Reach, notes: &[Note], self_id: u64) {
+    let flags = r.hot.notify.load(Ordering::Relaxed);
     let mut chan = Vec::new();
     for n in notes {
         if flags & n.class == 0 {
@@ -36,7 +36,7 @@ pub fn publish(srv: &Server, notes: &[Note], self_id: u64) {
             chan.extend_from_slice(db);
             chan.extend_from_slice(b"__:");
             chan.extend_from_slice(&n.key);
-            srv.pubsub.publish(srv, false, &chan, n.event.as_bytes(), self_id);
+            r.pubsub.publish(r.hot, false, &chan, n.event.as_bytes(), self_id);
         }
         if flags & KEYEVENT != 0 {
             chan.clear();
@@ -44,15 +44,15 @@ pub fn publish(srv: &Server, notes: &[Note], self_id: u64) {
             chan.extend_from_slice(db);
             chan.extend_from_slice(b"__:");
             chan.extend_from_slice(n.event.as_bytes());
-            srv.pubsub.publish(srv, false, &chan, &n.key, self_id);
+            r.pubsub.publish(r.hot, false, &chan, &n.key, self_id);
         }
     }
 }
 
 /// Publishes one event raised outside a command (active expiry).
-pub fn raise(srv: &Server, class: u32, event: &'static str, db: usize, key: &[u8]) {
-    if srv.config.hot.notify.load(Ordering::Relaxed) & class != 0 {
-        publish(srv, &[Note { class, event, db, key: key.into() }], 0);
+pub fn raise(r: &Reach, class: u32, event: &'static str, db: usize, key: &[u8]) {
+    if r.hot.notify.load(Ordering::Relaxed) & class != 0 {
+        publish(r, &[Note { class, event, db, key: key.into() }], 0);
     }
 }
 

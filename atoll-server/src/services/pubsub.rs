@@ -18,9 +18,10 @@
 //! raises a keyspace notification it listens to) stay in its mailbox until the command ends:
 //! they follow the command's reply, and a whole EXEC's or script's, as in Redis 7.2.
 
-use super::client::ClientHandle;
-pub use super::client::{Kind, Mailbox, Subs};
-use super::{unix_us, Server};
+use super::clients::ClientHandle;
+pub use super::clients::{Kind, Mailbox, Subs};
+use super::clock::{unix_ms, unix_us};
+use crate::config::Hot;
 use crate::engine::glob::glob_match;
 use crate::lockorder::{rank, Mutex, RwLock};
 use std::collections::HashMap;
@@ -42,7 +43,7 @@ pub enum OutputClass {
 /// (Redis's `checkClientOutputBufferLimits`): at or over the hard limit, or over the soft one
 /// for longer than its seconds — the first time over the soft limit starts that clock, and
 /// coming back under it stops it.
-pub fn over_output_limit(srv: &Server, h: &ClientHandle, bytes: u64) -> bool {
+pub fn over_output_limit(hot: &Hot, h: &ClientHandle, bytes: u64) -> bool {
     // A MONITOR client is a normal one here, as in Redis's getClientType.
     let class = if h.replica.load(Ordering::Relaxed) {
         OutputClass::Replica
@@ -51,14 +52,14 @@ pub fn over_output_limit(srv: &Server, h: &ClientHandle, bytes: u64) -> bool {
     } else {
         OutputClass::Normal
     } as usize;
-    let lim = &srv.config.hot.obuf[class * 3..class * 3 + 3];
+    let lim = &hot.obuf[class * 3..class * 3 + 3];
     let (hard, soft, secs) =
         (lim[0].load(Ordering::Relaxed), lim[1].load(Ordering::Relaxed), lim[2].load(Ordering::Relaxed));
     if hard > 0 && bytes >= hard {
         return true;
     }
     if soft > 0 && bytes >= soft {
-        let now = srv.now_ms();
+        let now = unix_ms();
         let since = h.obuf_soft_since.load(Ordering::Relaxed);
         if since == 0 {
             h.obuf_soft_since.store(now, Ordering::Relaxed);
@@ -78,21 +79,30 @@ pub fn over_output_limit(srv: &Server, h: &ClientHandle, bytes: u64) -> bool {
 /// then discards the reply and closes the client. Costs a comparison per element below the
 /// smallest limit set.
 pub struct OutputGuard<'a> {
-    srv: &'a Server,
+    hot: &'a Hot,
     h: &'a ClientHandle,
     look: u64,
 }
 
 impl<'a> OutputGuard<'a> {
-    pub fn new(srv: &'a Server, h: &'a ClientHandle) -> Self {
-        OutputGuard { srv, h, look: srv.config.hot.obuf_look.load(Ordering::Relaxed) }
+    pub fn new(hot: &'a Hot, h: &'a ClientHandle) -> Self {
+        OutputGuard { hot, h, look: hot.obuf_look.load(Ordering::Relaxed) }
     }
 
     /// A reply of `len` bytes so far breaks the limit: stop.
     #[inline]
     pub fn full(&self, len: usize) -> bool {
-        len as u64 >= self.look && over_output_limit(self.srv, self.h, len as u64)
+        len as u64 >= self.look && over_output_limit(self.hot, self.h, len as u64)
     }
+}
+
+/// What delivering to a client needs: the output limits, the clients (a redirect's target)
+/// and the mailboxes' posts. Tracking's invalidations and keyspace events go through it.
+#[derive(Clone, Copy)]
+pub struct Reach<'a> {
+    pub hot: &'a Hot,
+    pub clients: &'a super::clients::Registry,
+    pub pubsub: &'a PubSub,
 }
 
 /// Disconnects a client over its output limit, with Redis's log line.
@@ -111,7 +121,7 @@ pub fn close_over_limit(h: &ClientHandle) {
 /// Appends a frame encoded for RESP2 (`*N…`); a RESP3 client gets it as a push (`>N…`)
 /// unless `as_is` (MONITOR's status lines). Returns true if the mailbox must be queued on
 /// its worker (it was not already).
-fn put(mb: &Mailbox, srv: &Server, frame: &[u8], queue: bool, as_is: bool) -> bool {
+fn put(mb: &Mailbox, hot: &Hot, frame: &[u8], queue: bool, as_is: bool) -> bool {
     let h = &mb.handle;
     let mut st = mb.state.lock();
     if h.killed.load(Ordering::Relaxed) {
@@ -123,7 +133,7 @@ fn put(mb: &Mailbox, srv: &Server, frame: &[u8], queue: bool, as_is: bool) -> bo
         st.buf[at] = b'>';
     }
     let total = st.buf.len() as u64 + h.out_pending.load(Ordering::Relaxed);
-    if over_output_limit(srv, h, total) {
+    if over_output_limit(hot, h, total) {
         st.buf = Vec::new();
         drop(st);
         close_over_limit(h);
@@ -317,8 +327,8 @@ impl PubSub {
         &self,
         user: &Arc<crate::services::acl::User>,
         rules: &crate::services::acl::Rules,
-    ) -> Vec<Arc<super::client::ClientHandle>> {
-        let mut out: Vec<Arc<super::client::ClientHandle>> = Vec::new();
+    ) -> Vec<Arc<ClientHandle>> {
+        let mut out: Vec<Arc<ClientHandle>> = Vec::new();
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
             for (name, subs) in self.map(kind).read().iter() {
                 for mb in subs {
@@ -362,7 +372,7 @@ impl PubSub {
     /// PUBLISH / SPUBLISH: delivers `msg` to the channel's subscribers (and, for a plain
     /// channel, to every matching pattern's) and returns how many deliveries were made.
     /// `self_id`: the publishing client, whose own copy waits for its command to end.
-    pub fn publish(&self, srv: &Server, shard: bool, channel: &[u8], msg: &[u8], self_id: u64) -> usize {
+    pub fn publish(&self, hot: &Hot, shard: bool, channel: &[u8], msg: &[u8], self_id: u64) -> usize {
         let mut receivers = 0;
         let mut d = Deliveries::new();
         let kind = if shard { Kind::Shard } else { Kind::Channel };
@@ -372,7 +382,7 @@ impl PubSub {
                 let word: &[u8] = if shard { b"smessage" } else { b"message" };
                 let f = frame(&[word, channel, msg]);
                 for mb in subs {
-                    if put(mb, srv, &f, mb.handle.id != self_id, false) {
+                    if put(mb, hot, &f, mb.handle.id != self_id, false) {
                         d.add(mb);
                     }
                     receivers += 1;
@@ -387,7 +397,7 @@ impl PubSub {
                 }
                 let f = frame(&[b"pmessage", p, channel, msg]);
                 for mb in subs {
-                    if put(mb, srv, &f, mb.handle.id != self_id, false) {
+                    if put(mb, hot, &f, mb.handle.id != self_id, false) {
                         d.add(mb);
                     }
                     receivers += 1;
@@ -400,9 +410,9 @@ impl PubSub {
 
     /// Appends bytes as they are (the replication stream) to a replica's mailbox and wakes
     /// its worker. False if the replica is gone or was closed for its output limit.
-    pub fn send_raw(&self, srv: &Server, mb: &Arc<Mailbox>, bytes: &[u8]) -> bool {
+    pub fn send_raw(&self, hot: &Hot, mb: &Arc<Mailbox>, bytes: &[u8]) -> bool {
         let mut d = Deliveries::new();
-        if put(mb, srv, bytes, true, true) {
+        if put(mb, hot, bytes, true, true) {
             d.add(mb);
         }
         d.send(self);
@@ -411,9 +421,9 @@ impl PubSub {
 
     /// Sends one frame to a client's mailbox from another client (tracking invalidations,
     /// MONITOR lines), waking its worker.
-    pub fn send(&self, srv: &Server, mb: &Arc<Mailbox>, frame: &[u8], self_id: u64) {
+    pub fn send(&self, hot: &Hot, mb: &Arc<Mailbox>, frame: &[u8], self_id: u64) {
         let mut d = Deliveries::new();
-        if put(mb, srv, frame, mb.handle.id != self_id, false) {
+        if put(mb, hot, frame, mb.handle.id != self_id, false) {
             d.add(mb);
         }
         d.send(self);
@@ -481,21 +491,14 @@ fn redactions(argv: &[&[u8]]) -> Vec<bool> {
 }
 
 /// Sends a command to the MONITOR clients, as Redis's `replicationFeedMonitors` words it:
-/// `+<sec>.<usec> [<db> <addr>|unix:<path>|lua] "arg" …`.
-pub fn feed_monitors(srv: &Server, client: &super::client::Client, argv: &[&[u8]]) {
+/// `+<sec>.<usec> [<db> <from>] "arg" …`, `from` being the client's address, `unix:<path>`
+/// or `lua`.
+pub fn feed_monitors(ps: &PubSub, hot: &Hot, db: usize, from: &[u8], argv: &[&[u8]]) {
     let us = unix_us();
-    let mut line = Vec::with_capacity(64 + argv.iter().map(|a| a.len() + 3).sum::<usize>());
+    let mut line = Vec::with_capacity(64 + from.len() + argv.iter().map(|a| a.len() + 3).sum::<usize>());
     line.push(b'+');
-    line.extend_from_slice(format!("{}.{:06} [{} ", us / 1_000_000, us % 1_000_000, client.db).as_bytes());
-    let h = &client.handle;
-    if client.in_script {
-        line.extend_from_slice(b"lua");
-    } else if h.unix {
-        line.extend_from_slice(b"unix:");
-        line.extend_from_slice(srv.config.text(crate::config::p::UNIXSOCKET).as_bytes());
-    } else {
-        line.extend_from_slice(h.addr.as_bytes());
-    }
+    line.extend_from_slice(format!("{}.{:06} [{} ", us / 1_000_000, us % 1_000_000, db).as_bytes());
+    line.extend_from_slice(from);
     line.extend_from_slice(b"] ");
     let hide = redactions(argv);
     for (i, a) in argv.iter().enumerate() {
@@ -507,28 +510,12 @@ pub fn feed_monitors(srv: &Server, client: &super::client::Client, argv: &[&[u8]
     }
     line.extend_from_slice(b"\r\n");
     let mut d = Deliveries::new();
-    for mb in srv.pubsub.monitors.read().iter() {
-        if put(mb, srv, &line, true, true) {
+    for mb in ps.monitors.read().iter() {
+        if put(mb, hot, &line, true, true) {
             d.add(mb);
         }
     }
-    d.send(&srv.pubsub);
-}
-
-/// Every subscription of the client ends, without confirmations, and MONITOR mode with them
-/// (RESET, disconnect).
-pub fn unsubscribe_all(srv: &Server, client: &mut super::client::Client) {
-    if let Some(mb) = client.monitor.take() {
-        srv.pubsub.remove_monitor(&mb);
-        client.handle.monitor.store(false, Ordering::Relaxed);
-    }
-    let Some(mut subs) = client.subs.take() else { return };
-    for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
-        for name in std::mem::take(subs.set(kind)) {
-            srv.pubsub.remove(kind, &name, &subs.mailbox);
-        }
-    }
-    subs.show();
+    d.send(ps);
 }
 
 #[cfg(test)]

@@ -13,10 +13,8 @@
 //! its RESP3 redirect target) gets `>2 invalidate [keys]`; a RESP2 redirect target in Pub/Sub
 //! mode gets a message on `__redis__:invalidate`; anyone else gets nothing, as in Redis.
 
-use super::client::Client;
-pub use super::client::{Batch, Tracker};
-use super::pubsub::{frame, Mailbox};
-use super::Server;
+pub use super::clients::{Batch, Tracker};
+use super::pubsub::{frame, Mailbox, Reach};
 use crate::lockorder::{rank, Mutex, RwLock};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap};
@@ -108,7 +106,7 @@ impl Tracking {
 
     /// Remembers that client `id` read `keys` (default mode), then keeps the table within
     /// `tracking-table-max-keys` by invalidating keys it forgets.
-    pub fn remember(&self, srv: &Server, id: u64, keys: &[&[u8]]) {
+    pub fn remember(&self, r: &Reach, id: u64, keys: &[&[u8]]) {
         for k in keys {
             let mut t = self.table[stripe(k)].lock();
             let ids = match t.get_mut(*k) {
@@ -123,21 +121,21 @@ impl Tracking {
                 self.items.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.enforce_limit(srv);
+        self.enforce_limit(r);
     }
 
     /// Keeps the table within `tracking-table-max-keys` (after reads, and from the cron).
-    pub fn enforce_limit(&self, srv: &Server) {
-        let max = srv.config.hot.tracking_max_keys.load(Ordering::Relaxed);
+    pub fn enforce_limit(&self, r: &Reach) {
+        let max = r.hot.tracking_max_keys.load(Ordering::Relaxed);
         if max > 0 && self.keys.load(Ordering::Relaxed) > max {
-            self.evict(srv, max);
+            self.evict(r, max);
         }
     }
 
     /// Forgets keys until the table holds `max`, telling their clients (Redis's
     /// `trackingLimitUsedSlots`: the key did not change, but it is no longer tracked).
     #[cold]
-    fn evict(&self, srv: &Server, max: usize) {
+    fn evict(&self, r: &Reach, max: usize) {
         // A bounded effort per call, as Redis's (100 keys per call and more when far over):
         // lowering the limit a lot must not stall this command's shards.
         let over = self.keys.load(Ordering::Relaxed).saturating_sub(max);
@@ -147,7 +145,7 @@ impl Tracking {
             let victim = self.table[s % STRIPES].lock().keys().next().cloned();
             if let Some(k) = victim {
                 budget -= 1;
-                self.invalidate_table(srv, &k, 0);
+                self.invalidate_table(r, &k, 0);
             } else {
                 s += 1;
             }
@@ -156,7 +154,7 @@ impl Tracking {
 
     /// `key` was modified (by client `by`, 0 for none): its default-mode clients are told and
     /// it leaves the table.
-    fn invalidate_table(&self, srv: &Server, key: &[u8], by: u64) {
+    fn invalidate_table(&self, r: &Reach, key: &[u8], by: u64) {
         let Some(ids) = self.table[stripe(key)].lock().remove(key) else { return };
         self.keys.fetch_sub(1, Ordering::Relaxed);
         self.items.fetch_sub(ids.len(), Ordering::Relaxed);
@@ -166,7 +164,7 @@ impl Tracking {
             if t.bcast || (t.noloop && id == by) {
                 continue;
             }
-            send(srv, t, Keys::List(&[key]));
+            send(r, t, Keys::List(&[key]));
         }
     }
 }
@@ -179,11 +177,11 @@ enum Keys<'a> {
 }
 
 /// Sends one invalidation to `t` (or its redirect target).
-fn send(srv: &Server, t: &Tracker, keys: Keys) {
+fn send(r: &Reach, t: &Tracker, keys: Keys) {
     let target: Arc<Mailbox>;
     let redirected = t.redirect != 0;
     let handle = if redirected {
-        match srv.clients.get(t.redirect).filter(|h| !h.quitting.load(Ordering::Relaxed)) {
+        match r.clients.get(t.redirect).filter(|h| !h.quitting.load(Ordering::Relaxed)) {
             Some(h) => h,
             None => {
                 t.broken.store(true, Ordering::Relaxed);
@@ -193,7 +191,7 @@ fn send(srv: &Server, t: &Tracker, keys: Keys) {
                     // [name, id]: the id is an integer.
                     f[1] = b'2';
                     f.extend_from_slice(format!(":{id}\r\n").as_bytes());
-                    srv.pubsub.send(srv, &t.handle.mailbox(), &f, 0);
+                    r.pubsub.send(r.hot, &t.handle.mailbox(), &f, 0);
                 }
                 return;
             }
@@ -231,101 +229,103 @@ fn send(srv: &Server, t: &Tracker, keys: Keys) {
     // command's reply (and may follow later pipelined replies, which only makes a cache drop
     // a value early).
     target = handle.mailbox();
-    srv.pubsub.send(srv, &target, &f, 0);
-}
-
-/// After a read-only command: remember what the tracking client read (default mode, with the
-/// OPTIN/OPTOUT rules of CLIENT CACHING). `keys`: the keys the command named.
-pub fn after_read(srv: &Server, client: &Client, keys: &[&[u8]]) {
-    let Some(t) = &client.tracking else { return };
-    if t.bcast || keys.is_empty() {
-        return;
-    }
-    if (t.optin && !client.caching) || (t.optout && client.caching) {
-        return;
-    }
-    // The tracker's own id: a script's commands run as another client, for their caller.
-    srv.tracking.remember(srv, t.handle.id, keys);
+    r.pubsub.send(r.hot, &target, &f, 0);
 }
 
 /// A key a write touched, and whether expiry deleted it (then no client modified it: NOLOOP
 /// does not hide it from BCAST clients, as in Redis).
 pub type Touched = (Box<[u8]>, bool);
 
-/// Keys a command modified: default-mode clients are told at once; BCAST prefixes get them
-/// now, or into `batch` (a transaction's or script's, broadcast when it ends, as Redis
-/// broadcasts once per event-loop round). `by`: the client whose command modified them
-/// (NOLOOP skips it).
-pub fn modified(srv: &Server, keys: &[Touched], by: u64, batch: Option<&mut Batch>) {
-    let tr = &srv.tracking;
-    for (k, _) in keys {
-        tr.invalidate_table(srv, k, by);
-    }
-    if tr.prefixes.read().is_empty() {
-        return;
-    }
-    let who = |expired: bool| if expired { 0 } else { by };
-    match batch {
-        Some(b) => b.extend(keys.iter().map(|(k, e)| (k.clone(), who(*e)))),
-        None => {
-            let keys: Batch = keys.iter().map(|(k, e)| (k.clone(), who(*e))).collect();
-            broadcast(srv, keys);
+impl Tracking {
+    /// After a read-only command of tracking client `t`: remember what it read (default
+    /// mode, with the OPTIN/OPTOUT rules of CLIENT CACHING; `caching`: CLIENT CACHING YES/NO
+    /// was given). `keys`: the keys the command named.
+    pub fn read_by(&self, r: &Reach, t: &Tracker, caching: bool, keys: &[&[u8]]) {
+        if t.bcast || keys.is_empty() {
+            return;
         }
+        if (t.optin && !caching) || (t.optout && caching) {
+            return;
+        }
+        // The tracker's own id: a script's commands run as another client, for their caller.
+        self.remember(r, t.handle.id, keys);
     }
-}
 
-/// Sends BCAST clients the keys under their prefixes: one message per prefix, keys in order
-/// and each once (the last to modify a key is who NOLOOP compares with), as Redis's
-/// `trackingBroadcastInvalidationMessages` does.
-pub fn broadcast(srv: &Server, mut keys: Batch) {
-    if keys.is_empty() {
-        return;
-    }
-    // Sorted by key, the last modification of each kept.
-    keys.reverse();
-    keys.sort_by(|a, b| a.0.cmp(&b.0));
-    keys.dedup_by(|a, b| a.0 == b.0);
-    let prefixes = srv.tracking.prefixes.read();
-    let mut out: Vec<(Arc<Tracker>, Vec<&[u8]>)> = Vec::new();
-    for (p, b) in prefixes.iter() {
-        let under: Vec<&(Box<[u8]>, u64)> = keys.iter().filter(|(k, _)| k.starts_with(p)).collect();
-        if under.is_empty() {
-            continue;
+    /// Keys a command modified: default-mode clients are told at once; BCAST prefixes get them
+    /// now, or into `batch` (a transaction's or script's, broadcast when it ends, as Redis
+    /// broadcasts once per event-loop round). `by`: the client whose command modified them
+    /// (NOLOOP skips it).
+    pub fn modified(&self, r: &Reach, keys: &[Touched], by: u64, batch: Option<&mut Batch>) {
+        let tr = self;
+        for (k, _) in keys {
+            tr.invalidate_table(r, k, by);
         }
-        for t in &b.clients {
-            let ks: Vec<&[u8]> =
-                under.iter().filter(|(_, by)| !(t.noloop && *by == t.handle.id)).map(|(k, _)| &k[..]).collect();
-            if !ks.is_empty() {
-                out.push((t.clone(), ks));
+        if tr.prefixes.read().is_empty() {
+            return;
+        }
+        let who = |expired: bool| if expired { 0 } else { by };
+        match batch {
+            Some(b) => b.extend(keys.iter().map(|(k, e)| (k.clone(), who(*e)))),
+            None => {
+                let keys: Batch = keys.iter().map(|(k, e)| (k.clone(), who(*e))).collect();
+                self.broadcast(r, keys);
             }
         }
     }
-    drop(prefixes);
-    for (t, ks) in out {
-        send(srv, &t, Keys::List(&ks));
-    }
-}
 
-/// FLUSHDB / FLUSHALL: every tracking client learns that all its keys are invalid.
-pub fn flushed(srv: &Server) {
-    let tr = &srv.tracking;
-    // Each stripe's entries are counted out under its lock: a concurrent read in another
-    // database may be adding to the table meanwhile.
-    for s in &tr.table {
-        let mut t = s.lock();
-        if t.is_empty() {
-            continue;
+    /// Sends BCAST clients the keys under their prefixes: one message per prefix, keys in order
+    /// and each once (the last to modify a key is who NOLOOP compares with), as Redis's
+    /// `trackingBroadcastInvalidationMessages` does.
+    pub fn broadcast(&self, r: &Reach, mut keys: Batch) {
+        if keys.is_empty() {
+            return;
         }
-        let items: usize = t.values().map(|ids| ids.len()).sum();
-        tr.keys.fetch_sub(t.len(), Ordering::Relaxed);
-        tr.items.fetch_sub(items, Ordering::Relaxed);
-        *t = HashMap::new();
+        // Sorted by key, the last modification of each kept.
+        keys.reverse();
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        keys.dedup_by(|a, b| a.0 == b.0);
+        let prefixes = self.prefixes.read();
+        let mut out: Vec<(Arc<Tracker>, Vec<&[u8]>)> = Vec::new();
+        for (p, b) in prefixes.iter() {
+            let under: Vec<&(Box<[u8]>, u64)> = keys.iter().filter(|(k, _)| k.starts_with(p)).collect();
+            if under.is_empty() {
+                continue;
+            }
+            for t in &b.clients {
+                let ks: Vec<&[u8]> =
+                    under.iter().filter(|(_, by)| !(t.noloop && *by == t.handle.id)).map(|(k, _)| &k[..]).collect();
+                if !ks.is_empty() {
+                    out.push((t.clone(), ks));
+                }
+            }
+        }
+        drop(prefixes);
+        for (t, ks) in out {
+            send(r, &t, Keys::List(&ks));
+        }
     }
-    if !tr.on() {
-        return;
-    }
-    let clients: Vec<Arc<Tracker>> = tr.clients.read().values().cloned().collect();
-    for t in clients {
-        send(srv, &t, Keys::All);
+
+    /// FLUSHDB / FLUSHALL: every tracking client learns that all its keys are invalid.
+    pub fn flushed(&self, r: &Reach) {
+        let tr = self;
+        // Each stripe's entries are counted out under its lock: a concurrent read in another
+        // database may be adding to the table meanwhile.
+        for s in &tr.table {
+            let mut t = s.lock();
+            if t.is_empty() {
+                continue;
+            }
+            let items: usize = t.values().map(|ids| ids.len()).sum();
+            tr.keys.fetch_sub(t.len(), Ordering::Relaxed);
+            tr.items.fetch_sub(items, Ordering::Relaxed);
+            *t = HashMap::new();
+        }
+        if !tr.on() {
+            return;
+        }
+        let clients: Vec<Arc<Tracker>> = tr.clients.read().values().cloned().collect();
+        for t in clients {
+            send(r, &t, Keys::All);
+        }
     }
 }

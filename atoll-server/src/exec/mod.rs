@@ -14,7 +14,7 @@ pub mod aof;
 pub mod blocking;
 pub mod call;
 pub mod client;
-pub mod evict;
+pub use crate::services::evict;
 pub mod multi;
 pub use crate::services::notify;
 pub mod persistence;

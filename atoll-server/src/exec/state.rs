@@ -366,3 +366,63 @@ impl Server {
         }
     }
 }
+
+/// Eviction's view of the server: what it reads, and the call path's consequences of an
+/// evicted key.
+impl crate::services::evict::Host for Server {
+    fn keyspace(&self) -> &crate::engine::Keyspace {
+        &self.ks
+    }
+
+    fn hot(&self) -> &crate::config::Hot {
+        &self.config.hot
+    }
+
+    fn state(&self) -> &crate::services::evict::Evict {
+        &self.evict
+    }
+
+    fn clients(&self) -> &crate::services::clients::Registry {
+        &self.clients
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    fn lru_clock(&self, now_ms: i64) -> u32 {
+        Server::lru_clock(self, now_ms)
+    }
+
+    fn not_counted(&self) -> u64 {
+        self.repl.replica_buffers()
+    }
+
+    fn writes_paused(&self) -> bool {
+        Server::writes_paused(self)
+    }
+
+    fn replica_ignores_maxmemory(&self) -> bool {
+        self.repl.upstream.following() && self.config.flag(crate::config::p::REPLICA_IGNORE_MAXMEMORY)
+    }
+
+    fn client_line(&self, c: &crate::services::clients::ClientHandle, now_ms: i64) -> String {
+        crate::services::clients::info_line(&self.table, c, now_ms, None)
+    }
+
+    fn evicted(&self, db: usize, key: &[u8], obj: crate::engine::Obj, lazy: bool, saved_epoch: u64) {
+        if lazy {
+            self.lazyfree.free(obj);
+        } else {
+            drop(obj);
+        }
+        super::notify::raise(&self.reach(), super::notify::EVICTED, "evicted", db, key);
+        if self.tracking.on() {
+            self.tracking.modified(&self.reach(), &[(key.into(), true)], 0, None);
+        }
+        if self.effects_enabled() {
+            let cmd: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
+            self.publish_effects(&[super::Effect::new(db, vec![cmd.to_vec(), key.to_vec()])], self.ks.snapshots.seen(saved_epoch));
+        }
+    }
+}

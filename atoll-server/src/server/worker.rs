@@ -566,7 +566,7 @@ impl Core {
         // hostile sender's query buffer): Redis checks in every beforeSleep. Scans are at most
         // one a millisecond across workers.
         if self.srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
-            crate::exec::evict::evict_clients(&self.srv);
+            crate::exec::evict::evict_clients(&*self.srv);
         }
         self.tick(conns);
     }

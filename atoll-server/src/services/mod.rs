@@ -6,6 +6,7 @@ pub mod acl;
 pub mod clients;
 pub mod clock;
 pub mod effects;
+pub mod evict;
 pub mod freeze;
 pub mod gates;
 pub mod hotkeys;

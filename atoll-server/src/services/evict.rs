@@ -13,12 +13,36 @@
 //! is the 32-bit `lru` field every key already has (seconds of the LRU clock, or under an LFU
 //! policy Redis's 16-bit minutes + 8-bit logarithmic counter).
 
-use super::{notify, Effect, Server};
+use crate::config::Hot;
+use crate::engine::{Keyspace, Obj};
 use crate::engine::SHARDS;
 use rand::Rng;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
+
+/// What eviction needs from around it: the keyspace it evicts from, the settings, the
+/// clients it may close, and the consequences of an evicted key (the call path's).
+pub trait Host {
+    fn keyspace(&self) -> &Keyspace;
+    fn hot(&self) -> &Hot;
+    /// Eviction's own state and figures.
+    fn state(&self) -> &Evict;
+    fn clients(&self) -> &super::clients::Registry;
+    fn now_ms(&self) -> i64;
+    fn lru_clock(&self, now_ms: i64) -> u32;
+    /// What the replicas have not been sent yet (not counted for `maxmemory`).
+    fn not_counted(&self) -> u64;
+    /// CLIENT PAUSE holds writes back: nothing is evicted meanwhile.
+    fn writes_paused(&self) -> bool;
+    /// A replica with `replica-ignore-maxmemory`: its master evicts for it.
+    fn replica_ignores_maxmemory(&self) -> bool;
+    /// A client's CLIENT LIST line (logged when it is evicted).
+    fn client_line(&self, c: &super::clients::ClientHandle, now_ms: i64) -> String;
+    /// `key` of `db` was evicted (its value `obj`, to free now or lazily): notify, invalidate,
+    /// propagate. `saved_epoch`: its shard's snapshot epoch.
+    fn evicted(&self, db: usize, key: &[u8], obj: Obj, lazy: bool, saved_epoch: u64);
+}
 
 /// `maxmemory-policy`, numbered as `config::MAXMEMORY_POLICIES` lists them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -211,14 +235,14 @@ fn fast_rng() -> rand::rngs::SmallRng {
 const EMPTY_FOR_MS: i64 = 100;
 
 /// `some_shard`, skipping databases recently found empty and starting where keys were found.
-fn shard_of_db<'a>(
-    srv: &'a Server,
+fn shard_of_db<'a, H: Host>(
+    host: &'a H,
     db: usize,
     volatile: bool,
     now_ms: i64,
     rng: &mut impl Rng,
 ) -> Option<(usize, parking_lot::MutexGuard<'a, crate::engine::Shard>)> {
-    let d = srv.ks.db_if_exists(db)?;
+    let d = host.keyspace().db_if_exists(db)?;
     let (empty_until, last) = DB_HINTS.with(|h| h.borrow().get(db).copied().unwrap_or((0, 0)));
     if now_ms < empty_until {
         return None;
@@ -252,27 +276,27 @@ fn time_limit_us(tenacity: u32) -> u64 {
 /// replication buffer beyond the backlog): a slow replica's growing buffer must not make the
 /// master evict keys, whose deletions would only grow it more. (Atoll has no AOF buffer
 /// between commands; its receive rings are outside the allocator altogether.)
-pub fn not_counted(srv: &Server) -> u64 {
-    srv.repl.replica_buffers()
+pub fn not_counted<H: Host>(host: &H) -> u64 {
+    host.not_counted()
 }
 
 /// Memory `maxmemory` is compared with: the allocator's count, less, with client eviction, the
 /// buffers of clients it closed that their workers have not freed yet (Redis frees them at
 /// once), and — only once that is over the limit, so the common case reads no replica — what
 /// is not counted for eviction.
-pub fn used_for_limit(srv: &Server) -> u64 {
-    let used = crate::alloc::used_memory().saturating_sub(srv.evict.dying_mem.load(Ordering::Relaxed));
-    let limit = srv.config.hot.maxmemory.load(Ordering::Relaxed);
+pub fn used_for_limit<H: Host>(host: &H) -> u64 {
+    let used = crate::alloc::used_memory().saturating_sub(host.state().dying_mem.load(Ordering::Relaxed));
+    let limit = host.hot().maxmemory.load(Ordering::Relaxed);
     if limit != 0 && used > limit {
-        used.saturating_sub(not_counted(srv))
+        used.saturating_sub(not_counted(host))
     } else {
         used
     }
 }
 
 /// `maxmemory-clients` in bytes (0: off).
-pub fn clients_limit(srv: &Server) -> u64 {
-    let hot = &srv.config.hot;
+pub fn clients_limit<H: Host>(host: &H) -> u64 {
+    let hot = host.hot();
     match hot.maxmemory_clients.load(Ordering::Relaxed) {
         v if v >= 0 => v as u64,
         pct => hot.maxmemory.load(Ordering::Relaxed).saturating_mul(pct.unsigned_abs()) / 100,
@@ -282,17 +306,17 @@ pub fn clients_limit(srv: &Server) -> u64 {
 /// Client eviction (Redis's `evictClients`): while the clients together hold more than
 /// `maxmemory-clients`, the one holding most is closed (clients with CLIENT NO-EVICT on are
 /// spared). Clients are scanned at most once a millisecond; between scans the figure is kept.
-pub fn evict_clients(srv: &Server) {
-    let limit = clients_limit(srv);
+pub fn evict_clients<H: Host>(host: &H) {
+    let limit = clients_limit(host);
     if limit == 0 {
         return;
     }
-    let now = srv.now_ms();
-    let e = &srv.evict;
+    let now = host.now_ms();
+    let e = host.state();
     let stale = e.scanned_ms.swap(now, Ordering::Relaxed) != now;
     if stale | e.clients_dirty.swap(false, Ordering::Relaxed) {
         let (mut live, mut dying) = (0u64, 0u64);
-        srv.clients.for_each(|h| {
+        host.clients().for_each(|h| {
             if h.killed.load(Ordering::Relaxed) {
                 dying += h.memory();
             } else {
@@ -305,8 +329,8 @@ pub fn evict_clients(srv: &Server) {
     if e.clients_mem.load(Ordering::Relaxed) <= limit {
         return;
     }
-    let mut candidates: Vec<(u64, std::sync::Arc<super::client::ClientHandle>)> = Vec::new();
-    srv.clients.for_each(|h| {
+    let mut candidates: Vec<(u64, std::sync::Arc<super::clients::ClientHandle>)> = Vec::new();
+    host.clients().for_each(|h| {
         // Clients under 32 KB are never evicted (Redis's smallest memory bucket), nor are
         // replicas or the master's link (only normal and Pub/Sub clients are, in Redis).
         let mem = h.memory();
@@ -325,7 +349,7 @@ pub fn evict_clients(srv: &Server) {
         if total <= limit {
             break;
         }
-        let line = super::client::info_line(&srv.table, &h, now, None);
+        let line = host.client_line(&h, now);
         crate::log_verbose!("Evicting client: {line}");
         h.kill();
         total = total.saturating_sub(mem);
@@ -337,31 +361,31 @@ pub fn evict_clients(srv: &Server) {
 
 /// Frees memory until it is under `maxmemory`, as the policy allows. Called before commands
 /// while over the limit; takes shard locks only with `try_lock`, one at a time.
-pub fn perform(srv: &Server) -> Outcome {
-    let hot = &srv.config.hot;
+pub fn perform<H: Host>(host: &H) -> Outcome {
+    let hot = host.hot();
     let limit = hot.maxmemory.load(Ordering::Relaxed);
     if limit == 0 {
         return Outcome::Ok;
     }
-    let now_ms = srv.now_ms();
-    let mut used = used_for_limit(srv);
+    let now_ms = host.now_ms();
+    let mut used = used_for_limit(host);
     if used > limit && hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
         // Fat clients go before keys do (Redis's processCommand: evictClients, then
         // performEvictions): the memory over the limit may be theirs.
-        evict_clients(srv);
-        used = used_for_limit(srv);
+        evict_clients(host);
+        used = used_for_limit(host);
     }
     if used <= limit {
-        srv.evict.exceeded(false, now_ms);
+        host.state().exceeded(false, now_ms);
         return Outcome::Ok;
     }
     let policy = Policy::from_u32(hot.maxmemory_policy.load(Ordering::Relaxed));
     // A replica ignores maxmemory (`replica-ignore-maxmemory`): its master evicts for it.
     if policy == Policy::NoEviction
-        || srv.writes_paused()
-        || (srv.repl.upstream.following() && srv.config.flag(crate::config::p::REPLICA_IGNORE_MAXMEMORY))
+        || host.writes_paused()
+        || host.replica_ignores_maxmemory()
     {
-        srv.evict.exceeded(true, now_ms);
+        host.state().exceeded(true, now_ms);
         return Outcome::Fail;
     }
     let start = Instant::now();
@@ -369,16 +393,16 @@ pub fn perform(srv: &Server) -> Outcome {
     let mut evicted = 0u64;
     let mut misses = 0u32;
     let outcome = loop {
-        if used_for_limit(srv) <= limit {
+        if used_for_limit(host) <= limit {
             break Outcome::Ok;
         }
-        let picked = if policy.random() { pick_random(srv, policy) } else { pick_pooled(srv, policy, now_ms) };
+        let picked = if policy.random() { pick_random(host, policy) } else { pick_pooled(host, policy, now_ms) };
         match picked {
             Some(true) => {
                 evicted += 1;
                 misses = 0;
                 if evicted.is_multiple_of(16) && start.elapsed().as_micros() as u64 > budget {
-                    break if used_for_limit(srv) <= limit { Outcome::Ok } else { Outcome::Running };
+                    break if used_for_limit(host) <= limit { Outcome::Ok } else { Outcome::Running };
                 }
             }
             // A candidate's shard was busy: try again, a bounded number of times.
@@ -388,23 +412,23 @@ pub fn perform(srv: &Server) -> Outcome {
                     break Outcome::Running;
                 }
             }
-            None => break if used_for_limit(srv) <= limit { Outcome::Ok } else { Outcome::Fail },
+            None => break if used_for_limit(host) <= limit { Outcome::Ok } else { Outcome::Fail },
         }
     };
-    srv.evict.exceeded(outcome != Outcome::Ok, now_ms);
+    host.state().exceeded(outcome != Outcome::Ok, now_ms);
     outcome
 }
 
 /// The score of a sampled key for a pooled policy (idle seconds, 255 − LFU counter, or how
 /// soon it expires).
-fn score(srv: &Server, policy: Policy, lru: u32, expire_at: Option<i64>, now_ms: i64) -> u64 {
+fn score<H: Host>(host: &H, policy: Policy, lru: u32, expire_at: Option<i64>, now_ms: i64) -> u64 {
     match policy {
         Policy::VolatileTtl => u64::MAX - expire_at.unwrap_or(i64::MAX).max(0) as u64,
         Policy::VolatileLfu | Policy::AllkeysLfu => {
-            let decay = srv.config.hot.lfu_decay_time.load(Ordering::Relaxed);
+            let decay = host.hot().lfu_decay_time.load(Ordering::Relaxed);
             255 - lfu_decayed(lru, now_ms, decay) as u64
         }
-        _ => srv.lru_clock(now_ms).saturating_sub(lru) as u64,
+        _ => host.lru_clock(now_ms).saturating_sub(lru) as u64,
     }
 }
 
@@ -443,17 +467,17 @@ fn some_shard<'a>(
 
 /// Samples every database into the pool, then evicts its best candidate. None: nothing to
 /// evict; Some(false): the candidate could not be evicted now.
-fn pick_pooled(srv: &Server, policy: Policy, now_ms: i64) -> Option<bool> {
-    let samples = srv.config.hot.maxmemory_samples.load(Ordering::Relaxed).max(1);
+fn pick_pooled<H: Host>(host: &H, policy: Policy, now_ms: i64) -> Option<bool> {
+    let samples = host.hot().maxmemory_samples.load(Ordering::Relaxed).max(1);
     let volatile = policy.volatile();
     let mut rng = fast_rng();
     POOL_ENTRIES.with(|pool| {
         let mut pool = pool.borrow_mut();
-        for db in 0..srv.ks.num_dbs() {
-            let Some((_, s)) = shard_of_db(srv, db, volatile, now_ms, &mut rng) else { continue };
+        for db in 0..host.keyspace().num_dbs() {
+            let Some((_, s)) = shard_of_db(host, db, volatile, now_ms, &mut rng) else { continue };
             // Redis's dictGetSomeKeys: keys near a random place of the shard's table.
             let mut offer = |key: &[u8], lru: u32, expire_at: Option<i64>| {
-                let sc = score(srv, policy, lru, expire_at, now_ms);
+                let sc = score(host, policy, lru, expire_at, now_ms);
                 if pool.iter().any(|c| c.db == db && *c.key == *key) {
                     return;
                 }
@@ -479,7 +503,7 @@ fn pick_pooled(srv: &Server, policy: Policy, now_ms: i64) -> Option<bool> {
         while !pool.is_empty() {
             let best = pool.iter().enumerate().max_by_key(|(_, c)| c.score).map(|(i, _)| i)?;
             let c = pool.swap_remove(best);
-            match evict_key(srv, c.db, &c.key, volatile) {
+            match evict_key(host, c.db, &c.key, volatile) {
                 Some(done) => return Some(done),
                 None => continue,
             }
@@ -489,20 +513,20 @@ fn pick_pooled(srv: &Server, policy: Policy, now_ms: i64) -> Option<bool> {
 }
 
 /// A random key of the next database that has one.
-fn pick_random(srv: &Server, policy: Policy) -> Option<bool> {
+fn pick_random<H: Host>(host: &H, policy: Policy) -> Option<bool> {
     let volatile = policy.volatile();
     let mut rng = fast_rng();
-    let n = srv.ks.num_dbs();
+    let n = host.keyspace().num_dbs();
     for _ in 0..n {
-        let db = srv.evict.next_db.fetch_add(1, Ordering::Relaxed) % n;
-        let Some((shard, mut s)) = shard_of_db(srv, db, volatile, srv.now_ms(), &mut rng) else { continue };
+        let db = host.state().next_db.fetch_add(1, Ordering::Relaxed) % n;
+        let Some((shard, mut s)) = shard_of_db(host, db, volatile, host.now_ms(), &mut rng) else { continue };
         let key: Option<Box<[u8]>> = if volatile {
             s.expires.random(&mut rng).map(|(k, _)| k.into())
         } else {
             s.keys.random(&mut rng).map(Into::into)
         };
         let Some(key) = key else { continue };
-        delete(srv, db, shard, &mut s, &key);
+        delete(host, db, shard, &mut s, &key);
         return Some(true);
     }
     None
@@ -510,38 +534,27 @@ fn pick_random(srv: &Server, policy: Policy) -> Option<bool> {
 
 /// Evicts one pooled key if it still exists (and still has a TTL for a volatile policy). None:
 /// it is gone; Some(false): its shard is busy.
-fn evict_key(srv: &Server, db: usize, key: &[u8], volatile: bool) -> Option<bool> {
-    let d = srv.ks.db_if_exists(db)?;
+fn evict_key<H: Host>(host: &H, db: usize, key: &[u8], volatile: bool) -> Option<bool> {
+    let d = host.keyspace().db_if_exists(db)?;
     let shard = crate::engine::key_shard(key);
     let Some(mut s) = d.shards[shard].try_lock() else { return Some(false) };
     if s.keys.get(key).is_none() || (volatile && s.expires.get(key).is_none()) {
         return None;
     }
-    delete(srv, db, shard, &mut s, key);
+    delete(host, db, shard, &mut s, key);
     Some(true)
 }
 
-/// Deletes an evicted key as Redis does: `evicted` notification, invalidation for tracking
-/// clients, WATCH dirtied, DEL (UNLINK with `lazyfree-lazy-eviction`) in the effects.
-fn delete(srv: &Server, db: usize, shard: usize, s: &mut crate::engine::Shard, key: &[u8]) {
-    srv.ks.snapshots.before_use(db, shard, s);
+/// Deletes an evicted key as Redis does: WATCH dirtied here, then the host's consequences
+/// (freed lazily with `lazyfree-lazy-eviction`, the `evicted` notification, invalidation for
+/// tracking clients, DEL or UNLINK in the effects).
+fn delete<H: Host>(host: &H, db: usize, shard: usize, s: &mut crate::engine::Shard, key: &[u8]) {
+    host.keyspace().snapshots.before_use(db, shard, s);
     let Some(obj) = s.remove(key) else { return };
     s.touch_watched(key);
-    let lazy = srv.config.hot.lazy_eviction.load(Ordering::Relaxed);
-    if lazy {
-        srv.lazyfree.free(obj);
-    } else {
-        drop(obj);
-    }
-    notify::raise(&srv.reach(), notify::EVICTED, "evicted", db, key);
-    if srv.tracking.on() {
-        srv.tracking.modified(&srv.reach(), &[(key.into(), true)], 0, None);
-    }
-    if srv.effects_enabled() {
-        let cmd: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
-        srv.publish_effects(&[Effect::new(db, vec![cmd.to_vec(), key.to_vec()])], srv.ks.snapshots.seen(s.saved_epoch));
-    }
-    srv.evict.evicted_keys.fetch_add(1, Ordering::Relaxed);
+    let lazy = host.hot().lazy_eviction.load(Ordering::Relaxed);
+    host.evicted(db, key, obj, lazy, s.saved_epoch);
+    host.state().evicted_keys.fetch_add(1, Ordering::Relaxed);
 }
 
 #[cfg(test)]

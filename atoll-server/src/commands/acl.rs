@@ -1,8 +1,8 @@
 //! The ACL command (Redis 7.2's subcommands and replies). The model — rules, checks, the log —
 //! is `services::acl`; this is its interface to clients.
 
-use crate::services::acl::{Denied, User};
 use crate::exec::*;
+use crate::services::acl::{Denied, User};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -366,8 +366,11 @@ pub fn authenticate(ctx: &mut Ctx, user: &[u8], pass: &[u8]) -> bool {
             true
         }
         None => {
-            let context =
-                if ctx.client.in_exec { crate::services::acl::Context::Multi } else { crate::services::acl::Context::Toplevel };
+            let context = if ctx.client.in_exec {
+                crate::services::acl::Context::Multi
+            } else {
+                crate::services::acl::Context::Toplevel
+            };
             crate::exec::call::log_acl(srv, ctx.client, Denied::Auth, context, ctx.args[0], user);
             false
         }

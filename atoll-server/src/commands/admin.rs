@@ -2,7 +2,7 @@
 //! WAIT; see `exec::replication`), REPLICAOF/SLAVEOF (following a master: `exec::upstream`), MODULE (no
 //! modules: LIST is empty, LOAD is refused), and LOLWUT, with our own art.
 
-use crate::exec::replication as repl;
+use crate::daemons::replication as repl;
 use crate::exec::*;
 use std::sync::atomic::Ordering;
 
@@ -11,7 +11,7 @@ pub fn role(ctx: &mut Ctx) -> CmdResult {
     let srv = ctx.srv;
     let up = &srv.repl.upstream;
     if let Some((host, port)) = up.master.lock().clone() {
-        use crate::exec::upstream::{CONNECTED, CONNECTING, HANDSHAKE, SYNC};
+        use crate::daemons::replica_link::{CONNECTED, CONNECTING, HANDSHAKE, SYNC};
         ctx.reply.array(5);
         ctx.reply.bulk(b"slave");
         ctx.reply.bulk(host.as_bytes());
@@ -99,7 +99,7 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
     }
     let up = &ctx.srv.repl.upstream;
     if up.following() {
-        if up.state.load(Ordering::Relaxed) != crate::exec::upstream::CONNECTED {
+        if up.state.load(Ordering::Relaxed) != crate::daemons::replica_link::CONNECTED {
             return Err(CmdError::msg("NOMASTERLINK Can't SYNC while not connected with my master"));
         }
         return Err(CmdError::msg("ERR Atoll does not chain replicas yet: this server follows a master"));
@@ -123,7 +123,7 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
 pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
     if eq_ic(ctx.arg(1), "no") && eq_ic(ctx.arg(2), "one") {
         if ctx.srv.repl.upstream.following() {
-            crate::exec::upstream::unfollow(ctx.srv);
+            crate::daemons::replica_link::unfollow(ctx.srv);
         }
         ctx.reply.ok();
         return Ok(());
@@ -134,10 +134,10 @@ pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
         _ => return Err(CmdError::msg("ERR Invalid master port")),
     };
     let host = String::from_utf8_lossy(ctx.arg(1)).into_owned();
-    if let Some(e) = crate::exec::upstream::cannot_follow(ctx.srv) {
+    if let Some(e) = crate::daemons::replica_link::cannot_follow(ctx.srv) {
         return Err(CmdError::msg(e));
     }
-    if crate::exec::upstream::follow(ctx.srv, &host, port) {
+    if crate::daemons::replica_link::follow(ctx.srv, &host, port) {
         crate::log_notice!("REPLICAOF {host}:{port} enabled (user request from 'id={}')", ctx.client.id());
         ctx.reply.ok();
     } else {

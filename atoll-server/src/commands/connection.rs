@@ -381,8 +381,12 @@ pub fn client_list(ctx: &mut Ctx) -> CmdResult {
 
 // CLIENT INFO
 pub fn client_info(ctx: &mut Ctx) -> CmdResult {
-    let mut line =
-        crate::exec::client::info_line(&ctx.srv.table, &ctx.client.handle, ctx.srv.now_ms(), Some(running_request(ctx)));
+    let mut line = crate::exec::client::info_line(
+        &ctx.srv.table,
+        &ctx.client.handle,
+        ctx.srv.now_ms(),
+        Some(running_request(ctx)),
+    );
     line.push('\n');
     ctx.reply.verbatim("txt", line.as_bytes());
     Ok(())

@@ -463,11 +463,11 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
         ("replicate", n) if n >= 3 => {
             // Into the replication stream only, with no SELECT before it (Redis's dictid -1).
             let argv: Vec<&[u8]> = ctx.args[2..].to_vec();
-            ctx.srv.repl.feed_command(ctx.srv, &argv);
+            ctx.srv.repl.feed_command(&ctx.srv.reach(), &argv);
             ctx.reply.ok();
         }
         ("change-repl-id", 2) => {
-            *ctx.srv.replid.lock() = crate::exec::replication::new_replid();
+            *ctx.srv.replid.lock() = crate::daemons::replication::new_replid();
             crate::log_notice!("Changing replication IDs after receiving DEBUG change-repl-id");
             ctx.reply.ok();
         }
@@ -630,7 +630,7 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
                 }
             }
             // Every shard is locked (`reload_locks_all`): the dataset is replaced atomically.
-            if let Err(e) = crate::exec::persistence::reload(ctx.srv, ctx.ks.locks, save, flush, merge) {
+            if let Err(e) = crate::daemons::persistence::reload(ctx.srv, ctx.ks.locks, save, flush, merge) {
                 crate::log_warning!("DEBUG RELOAD: {e}");
                 return Err(CmdError::msg("ERR Error trying to load the RDB dump, check server logs."));
             }
@@ -642,7 +642,7 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
                 // It locks every shard; inside EXEC this client already holds some.
                 return Err(CmdError::msg("ERR DEBUG LOADAOF is not allowed inside MULTI/EXEC in Atoll"));
             }
-            if let Err(e) = crate::exec::aof::debug_loadaof(ctx.srv) {
+            if let Err(e) = crate::daemons::aof::debug_loadaof(ctx.srv) {
                 crate::log_warning!("DEBUG LOADAOF: {e}");
                 return Err(CmdError::msg("ERR Error trying to load the AOF files, check server logs."));
             }

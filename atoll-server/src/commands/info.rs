@@ -331,7 +331,7 @@ fn persistence(o: &mut String, cx: &mut Cx) {
     f!(o, "current_fork_perc:{perc:.2}");
     f!(o, "current_save_keys_processed:{done}");
     f!(o, "current_save_keys_total:{total}");
-    f!(o, "rdb_changes_since_last_save:{}", crate::exec::persistence::changes_since_save(srv));
+    f!(o, "rdb_changes_since_last_save:{}", crate::daemons::persistence::changes_since_save(srv));
     f!(o, "rdb_bgsave_in_progress:{}", running as u8);
     f!(o, "rdb_last_save_time:{}", srv.lastsave.load(Ordering::Relaxed));
     f!(o, "rdb_last_bgsave_status:{}", if p.failed() { "err" } else { "ok" });
@@ -458,7 +458,7 @@ fn replication(o: &mut String, cx: &mut Cx) {
     let master = up.master.lock().clone();
     let now = srv.now_ms();
     if let Some((host, port)) = &master {
-        use crate::exec::upstream::CONNECTED;
+        use crate::daemons::replica_link::CONNECTED;
         let state = up.state.load(Ordering::Relaxed);
         f!(o, "role:slave");
         f!(o, "master_host:{host}");
@@ -466,7 +466,7 @@ fn replication(o: &mut String, cx: &mut Cx) {
         f!(o, "master_link_status:{}", if state == CONNECTED { "up" } else { "down" });
         let io = up.last_io_ms.load(Ordering::Relaxed);
         f!(o, "master_last_io_seconds_ago:{}", if io == 0 { -1 } else { (now - io) / 1000 });
-        f!(o, "master_sync_in_progress:{}", (state == crate::exec::upstream::SYNC) as u8);
+        f!(o, "master_sync_in_progress:{}", (state == crate::daemons::replica_link::SYNC) as u8);
         f!(o, "slave_read_repl_offset:{}", up.read_offset.load(Ordering::Relaxed));
         f!(o, "slave_repl_offset:{}", up.offset.load(Ordering::Relaxed));
         if state != CONNECTED {
@@ -483,9 +483,9 @@ fn replication(o: &mut String, cx: &mut Cx) {
     f!(o, "connected_slaves:{}", replicas.len());
     for (i, r) in replicas.iter().enumerate() {
         let state = match r.link() {
-            crate::exec::replication::Link::WaitBgsave => "wait_bgsave",
-            crate::exec::replication::Link::SendBulk => "send_bulk",
-            crate::exec::replication::Link::Online => "online",
+            crate::daemons::replication::Link::WaitBgsave => "wait_bgsave",
+            crate::daemons::replication::Link::SendBulk => "send_bulk",
+            crate::daemons::replication::Link::Online => "online",
         };
         f!(
             o,
@@ -504,7 +504,7 @@ fn replication(o: &mut String, cx: &mut Cx) {
     let offset = if master.is_some() { up.offset.load(Ordering::Relaxed) } else { srv.repl.offset() };
     f!(o, "master_repl_offset:{offset}");
     f!(o, "second_repl_offset:{second}");
-    let (active, size, first, histlen) = srv.repl.backlog_info(srv);
+    let (active, size, first, histlen) = srv.repl.backlog_info(crate::daemons::replication::backlog_size(srv));
     f!(o, "repl_backlog_active:{}", active as u8);
     f!(o, "repl_backlog_size:{size}");
     f!(o, "repl_backlog_first_byte_offset:{first}");

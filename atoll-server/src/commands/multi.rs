@@ -145,7 +145,15 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
         // Permissions are checked again: the user's rules may have changed since queueing.
         if let Some(p) = ctx.client.perms.as_ref().filter(|p| !p.unrestricted) {
             if let Err((d, pos)) = p.check(cmd, &args) {
-                crate::exec::call::acl_denied(srv, ctx.client, cmd, &args, d, pos, crate::services::acl::Context::Multi);
+                crate::exec::call::acl_denied(
+                    srv,
+                    ctx.client,
+                    cmd,
+                    &args,
+                    d,
+                    pos,
+                    crate::services::acl::Context::Multi,
+                );
                 let why = match d {
                     crate::services::acl::Denied::Command => "no permission to execute the command or subcommand",
                     crate::services::acl::Denied::Key => "no permission to touch the specified keys",

@@ -1,8 +1,8 @@
 //! Persistence commands: DUMP and RESTORE (Redis's payloads), SAVE, BGSAVE and LASTSAVE.
 //! The formats live in `persist`; this module parses arguments and applies the results.
 
+use crate::daemons::persistence;
 use crate::exec::notify;
-use crate::exec::persistence;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx};
 use crate::persist;
 use crate::services::migrate::MigrateSockets;
@@ -150,7 +150,7 @@ pub fn bgsave(ctx: &mut Ctx) -> CmdResult {
 
 // BGREWRITEAOF: runs on the persistence thread while clients go on (see `exec::aof`).
 pub fn bgrewriteaof(ctx: &mut Ctx) -> CmdResult {
-    let reply = crate::exec::aof::request_rewrite(ctx.srv, ctx.client.in_exec).map_err(CmdError::msg)?;
+    let reply = crate::daemons::aof::request_rewrite(ctx.srv, ctx.client.in_exec).map_err(CmdError::msg)?;
     ctx.reply.simple(reply);
     Ok(())
 }

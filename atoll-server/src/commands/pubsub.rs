@@ -149,7 +149,7 @@ pub fn spublish(ctx: &mut Ctx) -> CmdResult {
 fn to_replicas(ctx: &mut Ctx) {
     if ctx.srv.repl.on() {
         let argv: Vec<Vec<u8>> = ctx.args.iter().map(|a| a.to_vec()).collect();
-        ctx.srv.repl.feed(ctx.srv, &[Effect::new(ctx.ks.db, argv)]);
+        ctx.srv.repl.feed(&ctx.srv.reach(), &[Effect::new(ctx.ks.db, argv)]);
     }
 }
 

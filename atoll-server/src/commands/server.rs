@@ -120,7 +120,7 @@ pub fn flushall(ctx: &mut Ctx) -> CmdResult {
     }
     ctx.ks.dirty += n.max(1) as u64;
     // The save it may make holds this command's changes (Redis counts them before it saves).
-    crate::exec::persistence::after_flushall(ctx.srv, ctx.ks.locks, ctx.ks.dirty);
+    crate::daemons::persistence::after_flushall(ctx.srv, ctx.ks.locks, ctx.ks.dirty);
     ctx.srv.tracking.flushed(&ctx.srv.reach());
     ctx.reply.ok();
     Ok(())
@@ -281,7 +281,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     }
     let any = |ns: &[&str]| ns.iter().any(|n| names(n));
     if any(&["min-replicas-to-write", "min-slaves-to-write", "min-replicas-max-lag", "min-slaves-max-lag"]) {
-        crate::exec::replication::refresh_good(ctx.srv);
+        crate::daemons::replication::refresh_good(ctx.srv);
     }
     if names("rdb-key-save-delay") {
         crate::persist::rdbfile::set_save_delay(
@@ -289,20 +289,20 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         );
     }
     if any(&["replica-serve-stale-data", "slave-serve-stale-data"]) {
-        crate::exec::upstream::stale_changed(ctx.srv);
+        crate::daemons::replica_link::stale_changed(ctx.srv);
     }
     if any(&["replica-read-only", "slave-read-only"]) {
-        crate::exec::upstream::read_only_changed(ctx.srv);
+        crate::daemons::replica_link::read_only_changed(ctx.srv);
     }
     if names("repl-backlog-size") {
-        ctx.srv.repl.resize_backlog(ctx.srv);
+        ctx.srv.repl.resize_backlog(crate::daemons::replication::backlog_size(ctx.srv));
     }
     if names("appendfsync") || names("aof-timestamp-enabled") || names("aof-preallocate") {
-        crate::exec::aof::set_policy(ctx.srv);
+        crate::daemons::aof::set_policy(ctx.srv);
     }
     let on = ctx.srv.config.flag(crate::config::p::APPENDONLY);
     if aof_switch && on != was_on {
-        if let Err(e) = crate::exec::aof::set_enabled(ctx.srv, on, ctx.client.in_exec) {
+        if let Err(e) = crate::daemons::aof::set_enabled(ctx.srv, on, ctx.client.in_exec) {
             let what = if on { "turn on" } else { "turn off" };
             crate::log_warning!("Unable to {what} AOF: {e}");
             let back: &[u8] = if was_on { b"yes" } else { b"no" };
@@ -713,7 +713,9 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
         // A key count of 0 is a spec Redis calls invalid here (its last key before its
         // first): then the command's own key finder answers, which finds no key either.
         let keynum = cmd.spec["key_specs"][i]["find_keys"].get("keynum").is_some();
-        if crate::spec::keyspec::key_positions(std::slice::from_ref(spec), argv, &mut pos).is_err() || (keynum && pos.is_empty()) {
+        if crate::spec::keyspec::key_positions(std::slice::from_ref(spec), argv, &mut pos).is_err()
+            || (keynum && pos.is_empty())
+        {
             return none();
         }
         let flags: Vec<String> = cmd.spec["key_specs"][i]["flags"]
@@ -830,13 +832,13 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     {
         return Err(crate::exec::call::busy_error(ctx.srv));
     }
-    if crate::exec::aof::writing_initial(ctx.srv) {
+    if crate::daemons::aof::writing_initial(ctx.srv) {
         if !force {
             crate::log_warning!("Writing initial AOF, can't exit.");
             return Err(CmdError::msg("ERR Errors trying to SHUTDOWN. Check logs."));
         }
         crate::log_warning!("Writing initial AOF. Exit anyway.");
-        crate::exec::aof::give_up_initial(ctx.srv);
+        crate::daemons::aof::give_up_initial(ctx.srv);
     }
     // Replicas that have not acknowledged everything: the main thread gives them up to
     // `shutdown-timeout` seconds, writes paused, before the final save (Redis's
@@ -860,7 +862,7 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
     drop(callers);
     // The final save happens here, so its failure is this command's error reply (FORCE
     // exits anyway); the exit itself then has nothing left to save.
-    if crate::exec::persistence::shutdown_save(ctx.srv, mode).is_err() && !force {
+    if crate::daemons::persistence::shutdown_save(ctx.srv, mode).is_err() && !force {
         return Err(CmdError::msg("ERR Errors trying to SHUTDOWN. Check logs."));
     }
     ctx.client.shutdown = Some(ShutdownMode::NoSave);

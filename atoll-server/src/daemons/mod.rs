@@ -2,5 +2,8 @@
 //! client's — the RDB scheduler, the watchdog. They sit above `exec` and may take the whole
 //! server; the state they keep lives in `services`.
 
+pub mod aof;
 pub mod persistence;
+pub mod replica_link;
+pub mod replication;
 pub mod watchdog;

@@ -1,11 +1,312 @@
-//! The RDB scheduler: the persistence thread. It runs BGSAVEs when asked (BGSAVE,
-//! SCHEDULE) and when a `save <seconds> <changes>` point is reached, and the AOF rewrites the
-//! AOF asks for; the saving itself is `exec::persistence`'s and `exec::aof`'s.
+//! RDB snapshots as operators drive them: SAVE, BGSAVE (and SCHEDULE), `save <seconds>
+//! <changes>` points, the start-up load, SHUTDOWN's save, and INFO persistence's figures.
+//!
+//! Snapshots are fork-less and point-in-time (`engine::Snapshots`): BGSAVE runs on the
+//! persistence thread (started with the server) while the workers go on serving, and a shard
+//! about to change is serialized first. SAVE runs the same snapshot on the calling worker.
+//! The persistence thread (`run_thread`) also runs the AOF rewrites `daemons::aof` asks for.
 
-use crate::exec::{persistence, Server};
+use crate::engine::{Locks, SHARDS};
+use crate::exec::Server;
+use crate::persist::rdbfile;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The RDB file's path: `dbfilename` in the working directory (`dir` changes it).
+pub fn rdb_path(srv: &Server) -> PathBuf {
+    PathBuf::from(srv.config.text(crate::config::p::DBFILENAME))
+}
+
+fn dirty(srv: &Server) -> u64 {
+    srv.stats.sum(|c| &c.dirty)
+}
+
+/// The aux fields Redis 7.2 writes at the top of a file.
+/// (`aof_base`: the file is an AOF's base.)
+pub(super) fn header(srv: &Server, aof_base: bool) -> rdbfile::Header<'static> {
+    header_with(srv, aof_base, &srv.scripts.functions.read())
+}
+
+/// `header`, with the function libraries as the caller holds them.
+pub(super) fn header_with(
+    srv: &Server,
+    aof_base: bool,
+    functions: &crate::services::scripts::FunctionsState,
+) -> rdbfile::Header<'static> {
+    let (allocated, _, _) = crate::services::stats::allocated_bytes();
+    let aux = vec![
+        ("redis-ver", crate::REDIS_VERSION.to_string()),
+        ("redis-bits", "64".into()),
+        ("ctime", (srv.now_ms() / 1000).to_string()),
+        ("used-mem", allocated.to_string()),
+        ("aof-base", (aof_base as u8).to_string()),
+    ];
+    let functions = functions.libraries.values().map(|l| l.code.to_vec()).collect();
+    rdbfile::Header { aux, functions }
+}
+
+/// Installs the FUNCTION libraries a load found (through the scripting layer's loader, which
+/// the server registers at start). `replace`: a library of the same name is replaced (DEBUG
+/// RELOAD MERGE); otherwise it is an error, as in Redis.
+pub fn install_functions(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
+    if codes.is_empty() {
+        return Ok(());
+    }
+    match srv.functions_loader.get() {
+        Some(load) => load(srv, codes, replace),
+        None => Err("The RDB file contains function libraries and no scripting engine is installed".into()),
+    }
+}
+
+/// Calls `f` on every shard of every database in use, all of them held in `locks` (writers
+/// that need no snapshot because nothing can change: DEBUG RELOAD, FLUSHALL, AOF rewrite).
+pub(super) fn each_locked_shard(srv: &Server, locks: &mut Locks, f: &mut dyn FnMut(usize, &crate::engine::Shard)) {
+    for db in 0..srv.ks.num_dbs() {
+        if srv.ks.db_if_exists(db).is_none() {
+            continue;
+        }
+        for i in 0..SHARDS {
+            f(db, locks.shard(db, i));
+        }
+    }
+}
+
+/// Why a snapshot could not be taken, as Redis replies it.
+pub const ERR_BGSAVE_RUNNING: &str = "ERR Background save already in progress";
+
+/// Writes a snapshot to the RDB file now, on this thread (SAVE, SHUTDOWN, DEBUG RELOAD's
+/// first half). Records the outcome as Redis does.
+pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
+    let p = &srv.persistence;
+    if p.in_progress.swap(true, Ordering::AcqRel) {
+        return Err(ERR_BGSAVE_RUNNING.into());
+    }
+    // Redis saves while its AOF child rewrites; here both are snapshots, one at a time, so
+    // SAVE waits for the rewrite's to end.
+    while srv.ks.snapshots.running() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let r = write(srv);
+    p.in_progress.store(false, Ordering::Release);
+    r
+}
+
+pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
+    let p = &srv.persistence;
+    let start_dirty = dirty(srv);
+    let now = srv.now_ms();
+    p.last_try_ms.store(now, Ordering::Relaxed);
+    let path = rdb_path(srv);
+    let opts = crate::persist::save_opts(&srv.config);
+    let checksum = srv.config.flag(crate::config::p::RDBCHECKSUM);
+    let mut head = rdbfile::FixedHeader(Some(header(srv, false)));
+    let r = rdbfile::save_file(&srv.ks, &path, &mut head, opts, rdbfile::Form::Rdb { checksum }, &p.progress);
+    p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+    match r {
+        Ok(info) => {
+            p.dirty_at_save.store(start_dirty, Ordering::Relaxed);
+            srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
+            p.saves.fetch_add(1, Ordering::Relaxed);
+            p.set_failed(false);
+            crate::log_notice!("DB saved on disk");
+            Ok(info)
+        }
+        Err(e) if e.to_string() == rdbfile::CANCELLED => {
+            crate::log_notice!("Background saving cancelled (FLUSHALL)");
+            Err(e.to_string())
+        }
+        Err(e) => {
+            p.set_failed(true);
+            crate::log_warning!(
+                "Failed opening the temp RDB file {} (in server root dir {}) for saving: {e}",
+                path.display(),
+                cwd()
+            );
+            Err(format!("{e}"))
+        }
+    }
+}
+
+fn cwd() -> String {
+    std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
+}
+
+/// Starts a BGSAVE on the persistence thread. Err: a snapshot is already being written.
+/// `rdb_bgsave_in_progress` is 1 from here on, so a client polling INFO never sees the
+/// request as done before it ran.
+pub fn bgsave(srv: &Server, schedule: bool, keys_total: u64) -> Result<(), &'static str> {
+    let p = &srv.persistence;
+    if srv.persistence.aof.rewrite_in_progress.load(Ordering::Acquire) && !schedule {
+        return Err("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
+    }
+    if p.in_progress.swap(true, Ordering::AcqRel) {
+        return Err(ERR_BGSAVE_RUNNING);
+    }
+    p.bgsave_started_ms.store(srv.now_ms(), Ordering::Relaxed);
+    // Progress is visible from the reply on (the walk sets the same total when it starts).
+    p.progress.keys_total.store(keys_total, Ordering::Relaxed);
+    p.progress.keys_processed.store(0, Ordering::Relaxed);
+    p.progress.cow_bytes.store(0, Ordering::Relaxed);
+    p.scheduled.store(true, Ordering::Release);
+    wake_thread(srv);
+    Ok(())
+}
+
+/// Wakes the persistence thread (a BGSAVE or rewrite was asked for).
+pub fn wake_thread(srv: &Server) {
+    srv.persistence.wake();
+}
+
+/// Changes since the last successful snapshot (`rdb_changes_since_last_save`).
+pub fn changes_since_save(srv: &Server) -> u64 {
+    dirty(srv).saturating_sub(srv.persistence.dirty_at_save.load(Ordering::Relaxed))
+}
+
+/// Loads the RDB file at start-up, if there is one. Err: the file exists but cannot be
+/// loaded (the server must not start with a partial dataset).
+pub fn load_at_startup(srv: &Server) -> Result<(), String> {
+    let path = rdb_path(srv);
+    if !path.exists() {
+        return Ok(());
+    }
+    let start = std::time::Instant::now();
+    let opts = crate::persist::load_opts(&srv.config);
+    let now = srv.now_ms();
+    let p = &srv.persistence;
+    p.loading_total_bytes.store(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
+    let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)
+        // Redis logs the corruption where it finds it, then why it stops.
+        .inspect_err(|e| crate::log_warning!("Internal error in RDB reading -> {e}"))?;
+    install_functions(srv, &info.functions, false)?;
+    p.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
+    p.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
+    if let Some((_, v)) = info.aux.iter().find(|(k, _)| k == "redis-ver") {
+        crate::log_notice!("Loading RDB produced by version {v}");
+    }
+    if info.empty_keys_skipped > 0 {
+        crate::log_notice!(
+            "Done loading RDB, keys loaded: {}, keys expired: {}, empty keys skipped: {}.",
+            info.keys_loaded,
+            info.keys_expired,
+            info.empty_keys_skipped
+        );
+    } else {
+        crate::log_notice!("Done loading RDB, keys loaded: {}, keys expired: {}.", info.keys_loaded, info.keys_expired);
+    }
+    crate::log_notice!("DB loaded from disk: {:.3} seconds", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Saves the dataset from shards the caller holds locked, all of them (DEBUG RELOAD, and
+/// FLUSHALL with save points): nothing changes meanwhile, so no snapshot is needed.
+pub fn save_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<rdbfile::SaveInfo> {
+    save_locked_counting(srv, locks, 0)
+}
+
+/// [`save_locked`], the save also holding `pending_dirty` changes not counted yet.
+fn save_locked_counting(srv: &Server, locks: &mut Locks, pending_dirty: u64) -> std::io::Result<rdbfile::SaveInfo> {
+    let path = rdb_path(srv);
+    let start_dirty = dirty(srv) + pending_dirty;
+    let opts = crate::persist::save_opts(&srv.config);
+    let checksum = srv.config.flag(crate::config::p::RDBCHECKSUM);
+    let head = header(srv, false);
+    let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| each_locked_shard(srv, locks, f);
+    let info = rdbfile::save_with(&path, |w| {
+        rdbfile::write_locked(&mut visit, w, &head, opts, rdbfile::Form::Rdb { checksum })
+    })?;
+    srv.persistence.dirty_at_save.store(start_dirty, Ordering::Relaxed);
+    srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
+    Ok(info)
+}
+
+/// FLUSHALL's part (Redis's `flushAllDataAndResetRDB`), with every shard locked and the
+/// data already emptied: a running BGSAVE is abandoned, and with save points the now empty
+/// dataset is saved at once.
+/// `pending_dirty`: changes of the running command not counted yet (they are in the save).
+pub fn after_flushall(srv: &Server, locks: &mut Locks, pending_dirty: u64) {
+    if srv.persistence.in_progress.load(Ordering::Acquire) {
+        srv.persistence.progress.cancel.store(true, Ordering::Relaxed);
+    }
+    if !srv.config.text(crate::config::p::SAVE).is_empty() {
+        if let Err(e) = save_locked_counting(srv, locks, pending_dirty) {
+            crate::log_warning!("Error saving the DB after FLUSHALL: {e}");
+        }
+    }
+}
+
+/// DEBUG RELOAD, with every shard of every database locked by the caller: saves the dataset
+/// (unless `save` is false), empties it (unless `flush` is false) and loads the file back.
+/// With `merge`, a loaded key replaces one already there; without it that is an error.
+pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: bool) -> Result<(), String> {
+    let path = rdb_path(srv);
+    let ndbs = srv.ks.num_dbs();
+    if save {
+        save_locked(srv, locks).map_err(|e| format!("{e}"))?;
+    }
+    if flush {
+        // Emptying the whole dataset takes the function libraries too (FLUSHALL does not).
+        srv.scripts.functions.update(|st| *st = Default::default());
+        for db in 0..ndbs {
+            if srv.ks.db_if_exists(db).is_none() {
+                continue;
+            }
+            for i in 0..SHARDS {
+                locks.shard(db, i).empty();
+            }
+        }
+    }
+    let f = std::fs::File::open(&path).map_err(|e| format!("{e}"))?;
+    let opts = crate::persist::load_opts(&srv.config);
+    let now = srv.now_ms();
+    let lru = srv.lru_clock(now);
+    let hooks = rdbfile::LoadHooks::default();
+    let info =
+        rdbfile::load(std::io::BufReader::with_capacity(1 << 20, f), &opts, ndbs, now, &hooks, |db, key, val, exp| {
+            let s = crate::engine::key_shard(&key);
+            let sh = locks.shard(db, s);
+            if merge {
+                sh.remove(&key);
+            }
+            rdbfile::insert_into(sh, db, &key, val, exp, lru)?;
+            if exp.is_some() {
+                srv.ks.db(db).mark_volatile(s);
+            }
+            Ok(())
+        })?;
+    install_functions(srv, &info.functions, merge)?;
+    srv.persistence.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
+    srv.persistence.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The save SHUTDOWN (or SIGTERM/SIGINT) makes before exiting: with SAVE always, by default
+/// when `save` points are configured, never with NOSAVE. A BGSAVE still running is waited
+/// for first (Redis kills its child; here it is a thread of ours). Err after logging why.
+pub fn shutdown_save(srv: &Server, mode: crate::exec::ShutdownMode) -> Result<(), String> {
+    let wanted = match mode {
+        crate::exec::ShutdownMode::NoSave => false,
+        crate::exec::ShutdownMode::Save => true,
+        crate::exec::ShutdownMode::Default => !srv.config.text(crate::config::p::SAVE).is_empty(),
+    };
+    if !wanted {
+        return Ok(());
+    }
+    crate::log_notice!("Saving the final RDB snapshot before exiting.");
+    crate::config::supervise::notify("Saving the final RDB snapshot", false, false);
+    loop {
+        match save(srv) {
+            Ok(_) => return Ok(()),
+            Err(e) if e == ERR_BGSAVE_RUNNING => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => {
+                crate::log_warning!("Error trying to save the DB, can't exit.");
+                crate::config::supervise::notify("Error trying to save the DB, can't exit.", false, false);
+                return Err(e);
+            }
+        }
+    }
+}
 
 /// The persistence thread: runs BGSAVEs when asked and when a `save` point is reached.
 pub fn run_thread(srv: Arc<Server>) {
@@ -19,10 +320,10 @@ pub fn run_thread(srv: Arc<Server>) {
         if p.loading() {
             continue;
         }
-        if crate::exec::aof::run_requested(&srv) {
+        if crate::daemons::aof::run_requested(&srv) {
             continue;
         }
-        crate::exec::aof::maybe_auto_rewrite(&srv);
+        crate::daemons::aof::maybe_auto_rewrite(&srv);
         // A BGSAVE request arrives with `in_progress` already set; a save point sets it here.
         let requested = p.scheduled.swap(false, Ordering::AcqRel);
         if !requested {
@@ -33,7 +334,7 @@ pub fn run_thread(srv: Arc<Server>) {
         }
         let start = p.bgsave_started_ms.load(Ordering::Relaxed);
         crate::log_notice!("Background saving started");
-        let ok = persistence::write(&srv).is_ok();
+        let ok = write(&srv).is_ok();
         p.last_bgsave_secs.store((srv.now_ms() - start) / 1000, Ordering::Relaxed);
         p.in_progress.store(false, Ordering::Release);
         if ok {
@@ -65,7 +366,7 @@ fn save_point_reached(srv: &Server) -> bool {
     }
     let p = &srv.persistence;
     let now = srv.now_ms();
-    let changes = persistence::changes_since_save(srv);
+    let changes = changes_since_save(srv);
     let since = now / 1000 - srv.lastsave.load(Ordering::Relaxed);
     if p.failed() && now - p.last_try_ms.load(Ordering::Relaxed) < 5000 {
         return false;

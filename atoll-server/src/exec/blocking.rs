@@ -155,6 +155,10 @@ impl crate::services::clients::Wait for Waiter {
     fn finish(&self, end: WaitState) -> bool {
         Waiter::finish(self, end)
     }
+
+    fn waiting(&self) -> bool {
+        *self.state.lock() == WaitState::Waiting
+    }
 }
 
 /// Parses a blocking timeout in seconds (BLPOP, BZPOPMIN …; fractions allowed, 0 = forever) into

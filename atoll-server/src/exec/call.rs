@@ -2,15 +2,15 @@
 //! generic gates (arity, auth, DEBUG, MULTI queueing), take its locks, run it, then the write
 //! epilogue — dirty count, effects, blocked clients registered and served — and statistics.
 
-use crate::services::acl::{Context, Denied};
 use super::blocking::{self, WaitState, Waiter};
 use super::client::{Client, ReplyMode};
 use super::table::{flags, Scope};
-use crate::spec::keyspec;
 use super::{CmdError, CmdResult, Command, Ctx, Effect, KsView, Server};
 use crate::engine::{LockPlan, Locks};
 use crate::protocol::Reply;
+use crate::services::acl::{Context, Denied};
 use crate::services::stats::{self, WorkerStats};
+use crate::spec::keyspec;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -379,7 +379,7 @@ fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], ga
         return Some(CmdError::ReadOnly);
     }
     // stop-writes-on-bgsave-error.
-    if gates & GATE_SAVE_FAILED != 0 && (writes || cmd.name == "ping") && super::persistence::writes_refused(srv) {
+    if gates & GATE_SAVE_FAILED != 0 && (writes || cmd.name == "ping") && srv.persistence.writes_refused(&srv.config) {
         return Some(CmdError::Misconf);
     }
     None
@@ -926,7 +926,7 @@ pub fn script_call(
         if gates & crate::services::gates::GATE_READONLY != 0 {
             return refuse(&format!("-{}", CmdError::ReadOnly.text()));
         }
-        if srv.persistence.failed() && super::persistence::writes_refused(srv) {
+        if srv.persistence.failed() && srv.persistence.writes_refused(&srv.config) {
             return refuse(&format!("-{}", CmdError::Misconf.text()));
         }
         if gates & crate::services::gates::GATE_NO_REPLICAS != 0 {

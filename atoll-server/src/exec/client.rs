@@ -3,8 +3,8 @@
 //! kept in the [`Registry`].
 
 use crate::engine::WatchFlag;
-pub use crate::services::clients::*;
 use crate::protocol::Proto;
+pub use crate::services::clients::*;
 
 use std::sync::Arc;
 

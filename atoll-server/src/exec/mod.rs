@@ -10,22 +10,18 @@
 //! Layering: `server` (I/O, workers, sessions) sits above this module; `commands` and `types`
 //! use it; it uses only `engine`, `protocol`, `config` and `log` below it.
 
-pub mod aof;
 pub mod blocking;
 pub mod call;
 pub mod client;
 pub use crate::services::evict;
 pub mod multi;
 pub use crate::services::notify;
-pub mod persistence;
 pub use crate::services::pubsub;
-pub mod replication;
 pub mod state;
 pub mod table;
 #[cfg(test)]
 pub mod testing;
 pub use crate::services::tracking;
-pub mod upstream;
 
 use crate::engine::keytable::Entry;
 use crate::engine::{Locks, Obj, Shard, Value};
@@ -34,9 +30,9 @@ use client::Client;
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
+pub use crate::services::clock::{unix_ms, unix_us, Clock};
 use crate::services::stats;
 pub use call::{call, dispatch, error_reply, lock_plan, resolve};
-pub use crate::services::clock::{unix_ms, unix_us, Clock};
 pub use state::{EffectSink, Server, ShutdownMode};
 pub use table::{Command, CommandTable};
 

@@ -1,12 +1,12 @@
 //! The server's shared state ([`Server`]): configuration, keyspace, command table, clients,
 //! statistics and the clock every command reads.
 
-use crate::services::clock::{unix_ms, Clock};
 use super::client;
 use super::{CommandTable, Effect};
 use crate::config::Config;
 use crate::engine::Keyspace;
 use crate::lockorder::{rank, Mutex};
+use crate::services::clock::{unix_ms, Clock};
 use crate::services::lazyfree;
 use crate::services::stats;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -113,7 +113,7 @@ pub struct Server {
     /// RDB snapshots: SAVE/BGSAVE state and INFO persistence figures.
     pub persistence: crate::services::persistence::Persistence,
     /// Replicas, the replication stream and its backlog.
-    pub repl: super::replication::Replication,
+    pub repl: crate::services::replication::Replication,
     pub shutting_down: AtomicBool,
     /// A shutdown waits for lagging replicas until this unix ms (0: none; INFO's
     /// `shutdown_in_milliseconds`, SHUTDOWN ABORT).
@@ -352,7 +352,7 @@ impl Server {
                 s(&aof, epoch);
             }
             if self.repl.on() && !repl.is_empty() {
-                self.repl.feed(self, &repl);
+                self.repl.feed(&self.reach(), &repl);
             }
             return;
         }
@@ -362,7 +362,7 @@ impl Server {
         }
         // Under the same lock: the replication stream and the AOF see one order.
         if self.repl.on() {
-            self.repl.feed(self, effects);
+            self.repl.feed(&self.reach(), effects);
         }
     }
 }
@@ -422,7 +422,10 @@ impl crate::services::evict::Host for Server {
         }
         if self.effects_enabled() {
             let cmd: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
-            self.publish_effects(&[super::Effect::new(db, vec![cmd.to_vec(), key.to_vec()])], self.ks.snapshots.seen(saved_epoch));
+            self.publish_effects(
+                &[super::Effect::new(db, vec![cmd.to_vec(), key.to_vec()])],
+                self.ks.snapshots.seen(saved_epoch),
+            );
         }
     }
 }

@@ -537,7 +537,7 @@ pub fn refuse_writable(srv: &Server, obey: bool, ro: bool) -> Result<(), CmdErro
     if gates & crate::services::gates::GATE_READONLY != 0 && !obey {
         return Err(CmdError::msg("READONLY Can not run script with write flag on readonly replica"));
     }
-    if srv.persistence.failed() && crate::exec::persistence::writes_refused(srv) && !obey {
+    if srv.persistence.failed() && srv.persistence.writes_refused(&srv.config) && !obey {
         return Err(CmdError::msg("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts."));
     }
     if ro {

@@ -159,7 +159,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     srv.persistence.loading_start_s.store(srv.now_ms() / 1000, Ordering::Relaxed);
     if !srv.config.flag(crate::config::p::APPENDONLY) {
         // Known before the first client can ask (INFO loading_total_bytes).
-        let size = std::fs::metadata(crate::exec::persistence::rdb_path(&srv)).map_or(0, |m| m.len());
+        let size = std::fs::metadata(crate::daemons::persistence::rdb_path(&srv)).map_or(0, |m| m.len());
         srv.persistence.loading_total_bytes.store(size, Ordering::Relaxed);
     }
     let loader = {
@@ -170,9 +170,9 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                 .key_delay_us
                 .store(srv.config.text(crate::config::p::KEY_LOAD_DELAY).parse().unwrap_or(0), Ordering::Relaxed);
             let loaded = if srv.config.flag(crate::config::p::APPENDONLY) {
-                crate::exec::aof::start(&srv)
+                crate::daemons::aof::start(&srv)
             } else {
-                crate::exec::persistence::load_at_startup(&srv)
+                crate::daemons::persistence::load_at_startup(&srv)
             };
             if let Err(e) = loaded {
                 log_warning!("Terminating server after rdb file reading failure.");
@@ -191,7 +191,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let srv3 = srv.clone();
         std::thread::Builder::new()
             .name("atoll-repl".into())
-            .spawn(move || crate::exec::replication::run_thread(srv3))
+            .spawn(move || crate::daemons::replication::run_thread(srv3))
             .expect("spawn the replication thread");
         crate::daemons::watchdog::spawn(srv.clone());
         // A crash report names the crashing worker's command and client.
@@ -204,11 +204,11 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let of = srv.config.text(crate::config::p::REPLICAOF);
         let mut it = of.split_whitespace();
         if let (Some(host), Some(port)) = (it.next(), it.next().and_then(|p| p.parse::<u16>().ok())) {
-            if let Some(e) = crate::exec::upstream::cannot_follow(&srv) {
+            if let Some(e) = crate::daemons::replica_link::cannot_follow(&srv) {
                 log_warning!("Can't follow {host}:{port}: {}. Exiting.", e.trim_start_matches("ERR "));
                 std::process::exit(1);
             }
-            crate::exec::upstream::follow(&srv, host, port);
+            crate::daemons::replica_link::follow(&srv, host, port);
         }
     }
     let (sd_tx, mut sd_rx) = tokio::sync::watch::channel(None);
@@ -593,7 +593,7 @@ async fn wait_for_replicas(srv: &Server) -> bool {
         return true;
     }
     if !srv.writes_paused() {
-        srv.repl.feed_command(srv, &[b"REPLCONF", b"GETACK", b"*"]);
+        srv.repl.feed_command(&srv.reach(), &[b"REPLCONF", b"GETACK", b"*"]);
     }
     let start = srv.now_ms();
     srv.pause(start, i64::MAX, false);
@@ -642,13 +642,13 @@ fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
             replicas.saturating_sub(lagging.len())
         );
     }
-    if crate::exec::aof::writing_initial(srv) {
+    if crate::daemons::aof::writing_initial(srv) {
         log_warning!("Writing initial AOF, can't exit.");
         crate::config::supervise::notify("Writing initial AOF, can't exit.", false, false);
         return None;
     }
-    crate::exec::aof::stop_rewrite(srv);
-    if crate::exec::persistence::shutdown_save(srv, mode).is_err() {
+    crate::daemons::aof::stop_rewrite(srv);
+    if crate::daemons::persistence::shutdown_save(srv, mode).is_err() {
         return None;
     }
     srv.shutting_down.store(true, Ordering::Release);

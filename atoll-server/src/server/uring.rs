@@ -439,7 +439,7 @@ impl Worker {
             self.hand_overs();
             let srv = &self.core.srv;
             self.pacing.tick(|| {
-                if crate::exec::aof::fsync_always(srv) {
+                if crate::daemons::aof::fsync_always(srv) {
                     0
                 } else {
                     srv.config.hot.io_batch_wait.load(Ordering::Relaxed)

@@ -465,7 +465,7 @@ impl Core {
     /// brings fewer than two (a look costs about what a request does) or after eight, so that
     /// a flood of arrivals cannot keep the round's replies from going out.
     pub fn top_up(&self, looks: &mut usize, got: usize) -> bool {
-        if *looks >= TOP_UP_LOOKS || got < 2 || !crate::exec::aof::round_awaits_fsync(&self.srv) {
+        if *looks >= TOP_UP_LOOKS || got < 2 || !crate::daemons::aof::round_awaits_fsync(&self.srv) {
             return false;
         }
         *looks += 1;
@@ -480,7 +480,7 @@ impl Core {
         self.deliver(conns);
         // `appendfsync always`: this round's writes are on disk before any reply goes out —
         // this worker's, and those of clients it served that wait on other workers.
-        let aof_ns = crate::exec::aof::before_replies(&self.srv);
+        let aof_ns = crate::daemons::aof::before_replies(&self.srv);
         if aof_ns > 0 {
             bump(&self.srv.stats.workers[self.id].counters.eventloop_aof_ns, aof_ns);
         }

@@ -9,11 +9,11 @@
 //! the command path, and a user whose root selector allows everything (the default user, unless
 //! restricted) skips the check altogether.
 
+use crate::engine::glob::glob_match;
+use crate::lockorder::{rank, Mutex, RwLock};
 use crate::spec::keyspec;
 pub use crate::spec::{category_bit, Channels, CATEGORIES};
 use crate::spec::{AclKeys, Command, CommandTable};
-use crate::engine::glob::glob_match;
-use crate::lockorder::{rank, Mutex, RwLock};
 use sha2::{Digest, Sha256};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, VecDeque};

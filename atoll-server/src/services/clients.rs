@@ -33,6 +33,8 @@ pub trait Wait: Send + Sync {
     fn postponed(&self) -> bool;
     /// Ends the wait with `end` and wakes the client's worker; false if it had ended already.
     fn finish(&self, end: WaitState) -> bool;
+    /// It has not ended yet.
+    fn waiting(&self) -> bool;
 }
 
 /// Information other threads can see about a client.
@@ -418,7 +420,12 @@ pub type Batch = Vec<(Box<[u8]>, u64)>;
 /// A CLIENT LIST / CLIENT INFO line. `current`: the arguments of the command running now (only
 /// the caller is running one): Redis counts them in argv-mem, and the request itself in qbuf,
 /// since its query buffer is trimmed after the command.
-pub fn info_line<R>(table: &crate::spec::CommandTable<R>, h: &ClientHandle, now: i64, current: Option<&[&[u8]]>) -> String {
+pub fn info_line<R>(
+    table: &crate::spec::CommandTable<R>,
+    h: &ClientHandle,
+    now: i64,
+    current: Option<&[&[u8]]>,
+) -> String {
     let argv_mem: usize = current.map_or(0, |a| a.iter().map(|x| x.len()).sum());
     let request: usize = current.map_or(0, |a| {
         let len = |n: usize| itoa::Buffer::new().format(n).len();

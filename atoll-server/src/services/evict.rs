@@ -14,8 +14,8 @@
 //! policy Redis's 16-bit minutes + 8-bit logarithmic counter).
 
 use crate::config::Hot;
-use crate::engine::{Keyspace, Obj};
 use crate::engine::SHARDS;
+use crate::engine::{Keyspace, Obj};
 use rand::Rng;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -381,10 +381,7 @@ pub fn perform<H: Host>(host: &H) -> Outcome {
     }
     let policy = Policy::from_u32(hot.maxmemory_policy.load(Ordering::Relaxed));
     // A replica ignores maxmemory (`replica-ignore-maxmemory`): its master evicts for it.
-    if policy == Policy::NoEviction
-        || host.writes_paused()
-        || host.replica_ignores_maxmemory()
-    {
+    if policy == Policy::NoEviction || host.writes_paused() || host.replica_ignores_maxmemory() {
         host.state().exceeded(true, now_ms);
         return Outcome::Fail;
     }

@@ -48,6 +48,14 @@ pub struct Persistence {
 }
 
 impl Persistence {
+    /// `stop-writes-on-bgsave-error`: writes are refused while the last save failed and save
+    /// points are configured (Redis's `-MISCONF`).
+    pub fn writes_refused(&self, config: &crate::config::Config) -> bool {
+        self.failed()
+            && config.flag(crate::config::p::STOP_WRITES_ON_BGSAVE_ERROR)
+            && !config.text(crate::config::p::SAVE).is_empty()
+    }
+
     pub fn set_loading(&self, on: bool) {
         self.set_gate(GATE_LOADING, on);
     }

@@ -385,7 +385,6 @@ impl<R: Copy> CommandTable<R> {
         assert!(subs_of.is_empty(), "subcommands without a container row");
         CommandTable { map, all }
     }
-
 }
 
 impl<R> CommandTable<R> {

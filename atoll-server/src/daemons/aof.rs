@@ -11,8 +11,8 @@
 //! file only. Turning AOF on at runtime runs the same rewrite (`enable`); creating the
 //! directory at start-up writes the (empty) first base with every shard locked.
 
-use super::{Effect, Server};
 use crate::engine::{LockPlan, Locks};
+use crate::exec::{Effect, Server};
 use crate::lockorder::rank;
 use crate::persist::aof::{self, AofFile, AofLog, CommandReader, Fsync, Manifest, Next};
 use crate::persist::rdbfile;
@@ -299,12 +299,12 @@ pub fn request_rewrite(srv: &Server, in_exec: bool) -> Result<&'static str, &'st
     }
     if in_exec || srv.persistence.in_progress.load(Ordering::Acquire) {
         a.rewrite_scheduled.store(true, Ordering::Release);
-        super::persistence::wake_thread(srv);
+        crate::daemons::persistence::wake_thread(srv);
         return Ok("Background append only file rewriting scheduled");
     }
     a.rewrite_in_progress.store(true, Ordering::Release);
     a.rewrite_requested.store(true, Ordering::Release);
-    super::persistence::wake_thread(srv);
+    crate::daemons::persistence::wake_thread(srv);
     Ok("Background append only file rewriting started")
 }
 
@@ -388,7 +388,7 @@ impl RewriteHooks<'_> {
 impl rdbfile::SnapshotHooks for RewriteHooks<'_> {
     fn header(&mut self, ks: &crate::engine::Keyspace) -> std::io::Result<rdbfile::Header<'static>> {
         let f = self.srv.scripts.functions.read();
-        let head = super::persistence::header_with(self.srv, true, &f);
+        let head = crate::daemons::persistence::header_with(self.srv, true, &f);
         if let Some(log) = &self.log {
             // Nothing can begin a snapshot meanwhile (the caller holds the script gate).
             log.split(&self.incr, ks.snapshots.epoch() + 1)?;
@@ -501,9 +501,9 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let base = AofFile { name: aof::base_name(&name, seq, preamble), seq };
     let incr = AofFile { name: aof::incr_name(&name, seq), seq };
     let opts = crate::persist::save_opts(&srv.config);
-    let head = super::persistence::header(srv, true);
+    let head = crate::daemons::persistence::header(srv, true);
     let mut visit =
-        |f: &mut dyn FnMut(usize, &crate::engine::Shard)| super::persistence::each_locked_shard(srv, locks, f);
+        |f: &mut dyn FnMut(usize, &crate::engine::Shard)| crate::daemons::persistence::each_locked_shard(srv, locks, f);
     let form = base_form(srv);
     let info = rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &head, opts, form))?;
     // With AOF off (BGREWRITEAOF anyway, as Redis allows) only the base is written.
@@ -581,7 +581,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> 
             let now = srv.now_ms();
             let info = rdbfile::load_into(&srv.ks, &mut r, &opts, now, srv.lru_clock(now), &srv.persistence.loading)
                 .map_err(|e| format!("{e} (in {})", f.name))?;
-            super::persistence::install_functions(srv, &info.functions, false)?;
+            crate::daemons::persistence::install_functions(srv, &info.functions, false)?;
             keys += info.keys_loaded;
             crate::log_notice!("Reading RDB base file on AOF loading...");
         }
@@ -653,12 +653,12 @@ fn truncate(path: &Path, len: u64) -> std::io::Result<()> {
 
 /// Runs logged commands as a client that is never answered (Redis's AOF fake client).
 struct Replay {
-    client: super::client::Client,
+    client: crate::exec::client::Client,
 }
 
 impl Replay {
     fn new(srv: &Server) -> Replay {
-        let h = Arc::new(super::client::ClientHandle::new(
+        let h = Arc::new(crate::exec::client::ClientHandle::new(
             srv.clients.next_id(),
             "aof:0".into(),
             String::new(),
@@ -666,7 +666,7 @@ impl Replay {
             true,
             0,
         ));
-        let mut client = super::client::Client::new(h, 0, false);
+        let mut client = crate::exec::client::Client::new(h, 0, false);
         client.replaying = true;
         Replay { client }
     }
@@ -679,7 +679,7 @@ impl Replay {
         let mut out = crate::protocol::Reply::new(self.client.proto);
         self.client.clock = None;
         // In a transaction a blocking command does not block; logged effects never block.
-        super::dispatch(srv, &srv.stats.workers[0], &mut self.client, &args, &mut out);
+        crate::exec::dispatch(srv, &srv.stats.workers[0], &mut self.client, &args, &mut out);
         Ok(())
     }
 }

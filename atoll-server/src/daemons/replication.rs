@@ -1,408 +1,26 @@
-//! Replication, the master's half (Redis's replication.c): replicas connect as clients,
-//! PSYNC or SYNC, get a point-in-time snapshot in RDB form and then the stream of every
-//! write's effects, the same bytes a Redis 7.2 master would send, so a stock `redis-server
-//! --replicaof` follows Atoll.
-//!
-//! * **The stream** is the effects of writes (DESIGN §1 "Effects") as RESP commands, with a
-//!   SELECT whenever the database changes, fed under the server's effect lock, so its order is
-//!   the order the writes held their shards in. Every byte also goes to the **backlog**
-//!   (`repl-backlog-size`), a ring whose first byte has offset `first`; `offset` counts every
-//!   byte ever fed (`master_repl_offset`). A replica that lost its link asks for the bytes
-//!   after its offset (PSYNC replid offset) and gets them from the backlog (+CONTINUE) while
-//!   they are still there.
-//! * **A full resync** (+FULLRESYNC) is a fork-less snapshot (`rdbfile::write_snapshot`) whose
-//!   instant is taken with every shard locked (`SnapshotHooks::quiesce`): at that instant no
-//!   write is between its change and its effect, so the snapshot holds exactly the stream
-//!   before `offset` and the replica gets exactly the bytes after it. Effects fed while the
-//!   RDB is on its way wait in the replica's own buffer and follow the RDB. One snapshot
-//!   serves every replica waiting when it starts (`repl-diskless-sync-delay` lets more
-//!   gather). Diskless (`$EOF:<mark>` framing, when the replica said `capa eof`) or through a
-//!   temporary file (`$<length>` framing) as `repl-diskless-sync` says.
-//! * **The replica's link** is its client connection: the stream goes through the client's
-//!   mailbox (as Pub/Sub messages do) on its own worker, under the `replica` class of
-//!   `client-output-buffer-limit`. The replica's REPLCONF ACKs arrive as commands.
-//! * **The replication thread** pings replicas every `repl-ping-replica-period`, drops those
-//!   silent past `repl-timeout`, ends WAITs, starts full resyncs and frees the backlog
-//!   `repl-backlog-ttl` seconds after the last replica left.
+//! Replication, the master's half as a daemon: PSYNC and SYNC make a client a replica, the
+//! replication thread pings replicas, ends WAITs, runs full resyncs (fork-less snapshots sent
+//! diskless or through a file) and frees the backlog when nobody follows. The stream, the
+//! backlog and the replicas' state are `services::replication`'s (see there for the design).
 
-use super::blocking::{WaitState, Waiter};
-use super::client::{ClientHandle, Mailbox};
-use super::{Effect, Server};
-use crate::lockorder::{rank, Mutex};
-use crate::persist::{aof::encode, rdbfile};
-use parking_lot::Condvar;
-use std::collections::VecDeque;
+use crate::exec::blocking::{WaitState, Waiter};
+use crate::exec::Server;
+use crate::lockorder::Mutex;
+use crate::persist::rdbfile;
+use crate::services::clients::ClientHandle;
+pub use crate::services::replication::*;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicI64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Where a replica's link is (INFO's `state=`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Link {
-    /// Waiting for its snapshot to begin.
-    WaitBgsave,
-    /// Its snapshot is being sent; the stream waits in `pending`.
-    SendBulk,
-    /// Fed the stream as it happens.
-    Online,
+pub use crate::services::clients::Handshake;
+
+/// The backlog's capacity as `repl-backlog-size` says now.
+pub fn backlog_size(srv: &Server) -> usize {
+    backlog_cap(&srv.config.text(crate::config::p::REPL_BACKLOG_SIZE))
 }
-
-/// A replica of this server.
-pub struct Replica {
-    pub handle: Arc<ClientHandle>,
-    mailbox: Arc<Mailbox>,
-    /// REPLCONF listening-port (0: not said).
-    pub port: u16,
-    /// REPLCONF ip-address, or the connection's address.
-    pub ip: String,
-    /// Said `capa eof`: can take a diskless RDB of unknown length.
-    pub capa_eof: bool,
-    /// Came with PSYNC (gets +FULLRESYNC first), not the old SYNC.
-    pub psync: bool,
-    state: Mutex<ReplicaState, { rank::REPLICA }>,
-    /// The last offset the replica acknowledged (REPLCONF ACK), and when (unix ms).
-    pub ack_offset: AtomicI64,
-    /// The offset the replica's own AOF has fsync'd (REPLCONF ACK … FACK), for WAITAOF.
-    pub aof_ack_offset: AtomicI64,
-    pub ack_ms: AtomicI64,
-}
-
-struct ReplicaState {
-    link: Link,
-    /// The snapshot went out diskless: the stream starts with the replica's first ACK.
-    await_ack: bool,
-    /// The stream fed while the snapshot is sent.
-    pending: Vec<u8>,
-}
-
-impl Replica {
-    pub fn link(&self) -> Link {
-        self.state.lock().link
-    }
-}
-
-/// The stream's recent past: the last `cap` bytes fed.
-struct Backlog {
-    buf: VecDeque<u8>,
-    cap: usize,
-    /// Offset of `buf[0]` (`repl_backlog_first_byte_offset`).
-    first: i64,
-}
-
-#[derive(Default)]
-struct Feed {
-    backlog: Option<Backlog>,
-    /// The database the stream last selected (None: the next effect selects its own).
-    db: Option<usize>,
-    replicas: Vec<Arc<Replica>>,
-    scratch: Vec<u8>,
-}
-
-/// A client in WAIT: done once `n` replicas acknowledged `target`.
-struct Wait {
-    w: Arc<Waiter>,
-    target: i64,
-    n: usize,
-    /// Unix ms (0: none).
-    deadline: i64,
-    /// WAITAOF: the local copies asked for (0 or 1) and the AOF bytes that must be fsync'd.
-    aof: Option<(usize, u64)>,
-}
-
-#[derive(Default)]
-pub struct Replication {
-    feed: Mutex<Feed, { rank::REPL_FEED }>,
-    /// `master_repl_offset`: bytes ever fed.
-    offset: AtomicI64,
-    /// The backlog exists: writes produce effects for it.
-    on: AtomicBool,
-    /// Unix ms the last replica left (for `repl-backlog-ttl`; 0 while some are connected).
-    alone_since: AtomicI64,
-    /// Replicas counted for INFO without the feed lock.
-    count: AtomicUsize,
-    /// Replicas waiting for a full resync to begin.
-    queue: Mutex<Vec<Arc<Replica>>, { rank::REPLICAS }>,
-    /// Unix ms the oldest queued replica arrived.
-    queued_at: AtomicI64,
-    waits: Mutex<Vec<Wait>, { rank::WAITS }>,
-    /// A WAIT is waiting: the thread asks replicas for an ACK.
-    getack: AtomicBool,
-    /// Wakes the replication thread.
-    wake: (parking_lot::Mutex<bool>, Condvar),
-    /// Full resyncs done (`sync_full`), partial ones accepted and refused.
-    pub sync_full: AtomicU64,
-    pub sync_partial_ok: AtomicU64,
-    pub sync_partial_err: AtomicU64,
-    /// The history this server continued when it stopped following a master
-    /// (`master_replid2`, `second_repl_offset`; -1 when none).
-    pub replid2: Mutex<Option<(String, i64)>, { rank::LEAF }>,
-    /// The replica's half: the master this server follows, if any.
-    pub upstream: super::upstream::Upstream,
-}
-
-thread_local! {
-    /// The stream's offset after the last effects this thread fed. A client's writes are fed
-    /// by its worker's thread, so this is at or past the client's last write: what WAIT waits
-    /// for (Redis keeps it per client, `woff`; this may wait for a few more bytes, never fewer).
-    static FED: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
-}
-
-/// The offset WAIT on this thread waits for (see `FED`).
-pub fn fed_here() -> i64 {
-    FED.with(|f| f.get())
-}
-
-fn backlog_cap(srv: &Server) -> usize {
-    srv.config.text(crate::config::p::REPL_BACKLOG_SIZE).parse::<usize>().unwrap_or(1 << 20).max(16 * 1024)
-}
-
-impl Replication {
-    /// The backlog exists: writes emit effects for the stream.
-    #[inline]
-    pub fn on(&self) -> bool {
-        self.on.load(Ordering::Acquire)
-    }
-
-    pub fn offset(&self) -> i64 {
-        self.offset.load(Ordering::Acquire)
-    }
-
-    /// Replicas that have not acknowledged the whole stream, with how far behind they are
-    /// (`Lagging replica …` at shutdown): (ip:port, bytes behind, seconds since their last ACK
-    /// when online, state).
-    pub fn lagging(&self, now_ms: i64) -> Vec<(String, i64, i64, &'static str)> {
-        let offset = self.offset();
-        self.all_replicas()
-            .into_iter()
-            .filter(|r| r.ack_offset.load(Ordering::Acquire) != offset)
-            .map(|r| {
-                let link = r.link();
-                let lag = if link == Link::Online { (now_ms - r.ack_ms.load(Ordering::Relaxed)) / 1000 } else { 0 };
-                let state = match link {
-                    Link::WaitBgsave => "wait_bgsave",
-                    Link::SendBulk => "send_bulk",
-                    Link::Online => "online",
-                };
-                (format!("{}:{}", r.ip, r.port), offset - r.ack_offset.load(Ordering::Acquire), lag, state)
-            })
-            .collect()
-    }
-
-    /// The backlog's bytes (INFO `mem_replication_backlog`).
-    pub fn backlog_bytes(&self) -> u64 {
-        self.feed.lock().backlog.as_ref().map_or(0, |b| b.buf.len()) as u64
-    }
-
-    /// What the replicas have not been sent yet: their connections' buffers, their mailboxes,
-    /// the stream held while their snapshot goes out (INFO `mem_clients_slaves`; not
-    /// counted for `maxmemory`, as Redis leaves its replication buffer beyond the backlog out).
-    pub fn replica_buffers(&self) -> u64 {
-        if self.count.load(Ordering::Relaxed) == 0 && self.queue.lock().is_empty() {
-            return 0;
-        }
-        self.all_replicas()
-            .iter()
-            // The connection's buffers (holding what the socket has not taken), its mailbox,
-            // and the stream kept while its snapshot goes out.
-            .map(|r| {
-                // Each big buffer as the allocator counts it (its size class).
-                let reply = r.handle.reply_cap.load(Ordering::Relaxed);
-                let held = crate::alloc::usable_size(reply as usize) + r.handle.memory() - reply;
-                held + crate::alloc::usable_size(r.mailbox.held())
-                    + crate::alloc::usable_size(r.state.lock().pending.capacity())
-            })
-            .sum()
-    }
-
-    /// Replicas fed the stream (or about to receive their snapshot).
-    pub fn replicas(&self) -> Vec<Arc<Replica>> {
-        self.feed.lock().replicas.clone()
-    }
-
-    /// Every replica, those still waiting for their snapshot to begin included (INFO).
-    pub fn all_replicas(&self) -> Vec<Arc<Replica>> {
-        let mut v = self.replicas();
-        v.extend(self.queue.lock().iter().cloned());
-        v
-    }
-
-    /// (active, size, first byte offset, bytes held) for INFO.
-    pub fn backlog_info(&self, srv: &Server) -> (bool, usize, i64, usize) {
-        match &self.feed.lock().backlog {
-            Some(b) => (true, b.cap, b.first, b.buf.len()),
-            None => (false, backlog_cap(srv), 0, 0),
-        }
-    }
-
-    /// Feeds a command's effects to the stream. Called under the server's effect lock (see
-    /// `Server::publish_effects`), so the stream's order is the writes' order.
-    pub fn feed(&self, srv: &Server, effects: &[Effect]) {
-        let mut f = self.feed.lock();
-        let f = &mut *f;
-        let mut out = std::mem::take(&mut f.scratch);
-        out.clear();
-        for e in effects {
-            if f.db != Some(e.db) && e.db != Effect::NO_DB {
-                encode(&mut out, &[b"SELECT".to_vec(), e.db.to_string().into_bytes()]);
-                f.db = Some(e.db);
-            }
-            encode(&mut out, &e.argv);
-        }
-        self.append(srv, f, &out);
-        f.scratch = out;
-        FED.with(|c| c.set(self.offset()));
-    }
-
-    /// Feeds a command no write caused (PING, REPLCONF GETACK, DEBUG REPLICATE): no SELECT
-    /// before it.
-    pub fn feed_command(&self, srv: &Server, argv: &[&[u8]]) {
-        let mut f = self.feed.lock();
-        if f.backlog.is_none() {
-            return;
-        }
-        let argv: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
-        let mut out = Vec::new();
-        encode(&mut out, &argv);
-        self.append(srv, &mut f, &out);
-    }
-
-    fn append(&self, srv: &Server, f: &mut Feed, bytes: &[u8]) {
-        let Some(b) = f.backlog.as_mut() else { return };
-        b.buf.extend(bytes);
-        if b.buf.len() > b.cap {
-            let cut = b.buf.len() - b.cap;
-            b.buf.drain(..cut);
-            b.first += cut as i64;
-        }
-        self.offset.fetch_add(bytes.len() as i64, Ordering::AcqRel);
-        let mut lost = false;
-        for r in &f.replicas {
-            let mut st = r.state.lock();
-            if st.link == Link::Online {
-                drop(st);
-                lost |= !srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, bytes);
-            } else {
-                st.pending.extend_from_slice(bytes);
-                let pending = st.pending.len() as u64;
-                drop(st);
-                if super::pubsub::over_output_limit(&srv.config.hot, &r.handle, pending) {
-                    st_clear(r);
-                    super::pubsub::close_over_limit(&r.handle);
-                    lost = true;
-                }
-            }
-        }
-        if lost {
-            self.forget_dead(f);
-        }
-    }
-
-    fn forget_dead(&self, f: &mut Feed) {
-        f.replicas.retain(|r| !r.handle.killed.load(Ordering::Relaxed));
-        self.count.store(f.replicas.len(), Ordering::Relaxed);
-        if f.replicas.is_empty() {
-            self.alone_since.store(super::unix_ms(), Ordering::Relaxed);
-        }
-    }
-
-    /// The backlog is created when the first replica arrives (Redis's
-    /// createReplicationBacklog): from then on writes produce effects.
-    fn ensure_backlog(&self, srv: &Server) {
-        let mut f = self.feed.lock();
-        if f.backlog.is_none() {
-            let off = self.offset();
-            f.backlog = Some(Backlog { buf: VecDeque::new(), cap: backlog_cap(srv), first: off + 1 });
-            // A new backlog starts a new history: the stream selects its database afresh.
-            f.db = None;
-        }
-        drop(f);
-        self.on.store(true, Ordering::Release);
-        srv.refresh_effects();
-    }
-
-    /// CONFIG SET repl-backlog-size: keeps the newest bytes that fit.
-    pub fn resize_backlog(&self, srv: &Server) {
-        let cap = backlog_cap(srv);
-        if let Some(b) = self.feed.lock().backlog.as_mut() {
-            b.cap = cap;
-            if b.buf.len() > cap {
-                let cut = b.buf.len() - cap;
-                b.buf.drain(..cut);
-                b.first += cut as i64;
-            }
-        }
-    }
-
-    /// A replica left (its connection closed).
-    pub fn remove(&self, id: u64) {
-        let mut f = self.feed.lock();
-        let before = f.replicas.len();
-        f.replicas.retain(|r| r.handle.id != id);
-        if f.replicas.len() != before {
-            self.count.store(f.replicas.len(), Ordering::Relaxed);
-            if f.replicas.is_empty() {
-                self.alone_since.store(super::unix_ms(), Ordering::Relaxed);
-            }
-        }
-        drop(f);
-        self.queue.lock().retain(|r| r.handle.id != id);
-    }
-
-    pub fn connected(&self) -> usize {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    pub fn wake(&self) {
-        self.wake_thread();
-    }
-
-    /// Becoming a replica: our replicas are disconnected and the backlog goes (the history
-    /// they followed ends here).
-    pub fn drop_all_replicas(&self) {
-        let mut f = self.feed.lock();
-        for r in f.replicas.drain(..) {
-            r.handle.kill();
-        }
-        self.count.store(0, Ordering::Relaxed);
-        for r in self.queue.lock().drain(..) {
-            r.handle.kill();
-        }
-        f.backlog = None;
-        drop(f);
-        self.on.store(false, Ordering::Release);
-    }
-
-    /// REPLICAOF NO ONE: a new history that continues the followed one at `offset`, which
-    /// replicas of the old master may still continue (`replid2`).
-    pub fn become_master(&self, srv: &Server, offset: i64) {
-        let old = std::mem::replace(&mut *srv.replid.lock(), new_replid());
-        *self.replid2.lock() = Some((old, offset + 1));
-        self.offset.store(offset, Ordering::Release);
-    }
-
-    fn wake_thread(&self) {
-        let (m, cv) = &self.wake;
-        *m.lock() = true;
-        cv.notify_one();
-    }
-
-    /// Replicas that acknowledged `target` or more.
-    pub fn acked(&self, target: i64) -> usize {
-        self.feed.lock().replicas.iter().filter(|r| r.ack_offset.load(Ordering::Relaxed) >= target).count()
-    }
-
-    /// Replicas whose AOF has fsync'd `target` or more (WAITAOF).
-    pub fn aof_acked(&self, target: i64) -> usize {
-        self.feed.lock().replicas.iter().filter(|r| r.aof_ack_offset.load(Ordering::Relaxed) >= target).count()
-    }
-}
-
-fn st_clear(r: &Replica) {
-    r.state.lock().pending = Vec::new();
-}
-
-pub use super::client::Handshake;
 
 /// PSYNC replid offset / SYNC: makes the client a replica. A partial resync is answered at
 /// once from the backlog (`+CONTINUE`; `reply` gets that line); a full one is queued for the
@@ -432,7 +50,8 @@ pub fn attach(
         aof_ack_offset: AtomicI64::new(0),
         ack_ms: AtomicI64::new(now),
     });
-    repl.ensure_backlog(srv);
+    repl.ensure_backlog(backlog_size(srv));
+    srv.refresh_effects();
     if let Some((id, off)) = psync {
         if try_partial(srv, &r, id, off, reply) {
             return r;
@@ -571,7 +190,7 @@ fn end_waits(srv: &Server, expired: bool) {
     let log = srv.persistence.aof.log();
     let mut waits = srv.repl.waits.lock();
     waits.retain(|wt| {
-        if *wt.w.state.lock() != WaitState::Waiting {
+        if !wt.w.waiting() {
             return false;
         }
         let late = expired && wt.deadline > 0 && now >= wt.deadline;
@@ -624,11 +243,11 @@ pub fn run_thread(srv: Arc<Server>) {
         if srv.shutting_down.load(Ordering::Acquire) {
             return;
         }
-        super::upstream::maybe_start(&srv);
+        crate::daemons::replica_link::maybe_start(&srv);
         let now = srv.now_ms();
         // Not while writes are paused: the stream must not move then (Redis's beforeSleep).
         if repl.connected() > 0 && !srv.writes_paused() && repl.getack.swap(false, Ordering::AcqRel) {
-            repl.feed_command(&srv, &[b"REPLCONF", b"GETACK", b"*"]);
+            repl.feed_command(&srv.reach(), &[b"REPLCONF", b"GETACK", b"*"]);
         }
         if !repl.waits.lock().is_empty() {
             end_waits(&srv, true);
@@ -643,7 +262,7 @@ pub fn run_thread(srv: Arc<Server>) {
             last_ping = now;
         } else if now - last_ping >= period && !srv.writes_paused() {
             last_ping = now;
-            repl.feed_command(&srv, &[b"PING"]);
+            repl.feed_command(&srv.reach(), &[b"PING"]);
         }
         drop_timed_out(&srv, now);
         refresh_good(&srv);
@@ -718,13 +337,6 @@ fn free_idle_backlog(srv: &Server, now: i64) {
     crate::log_notice!("Replication backlog freed after {ttl} seconds without connected replicas.");
 }
 
-/// A new random replication ID (40 hex digits).
-pub fn new_replid() -> String {
-    use rand::Rng;
-    let mut r = rand::thread_rng();
-    (0..40).map(|_| char::from_digit(r.gen_range(0..16), 16).unwrap()).collect()
-}
-
 /// Starts a full resync for the queued replicas once `repl-diskless-sync-delay` has let
 /// others gather (a disk-based one starts at once), on a thread of its own.
 fn start_syncs(srv: &Arc<Server>, now: i64) {
@@ -762,7 +374,7 @@ struct SyncHooks<'a> {
 
 impl rdbfile::SnapshotHooks for SyncHooks<'_> {
     fn header(&mut self, _: &crate::engine::Keyspace) -> std::io::Result<rdbfile::Header<'static>> {
-        Ok(super::persistence::header(self.srv, false))
+        Ok(crate::daemons::persistence::header(self.srv, false))
     }
 
     fn quiesce(&self) -> bool {
@@ -926,7 +538,8 @@ fn to_file(
     form: rdbfile::Form,
     progress: &Arc<rdbfile::Progress>,
 ) -> std::io::Result<()> {
-    let path = std::path::PathBuf::from(format!("temp-repl-{}-{}.rdb", std::process::id(), super::unix_us()));
+    let path =
+        std::path::PathBuf::from(format!("temp-repl-{}-{}.rdb", std::process::id(), crate::services::clock::unix_us()));
     let result = (|| {
         let f = std::fs::File::create(&path)?;
         let w = std::io::BufWriter::with_capacity(1 << 20, f);

@@ -18,60 +18,16 @@
 //! deleted, the server does not evict (`replica-ignore-maxmemory`), and it does not feed
 //! replicas of its own (chaining is not supported yet: PSYNC is refused).
 
-use super::Server;
+use crate::exec::Server;
 use crate::lockorder::{rank, Mutex};
 use crate::persist::aof::{CommandReader, Next};
 use crate::services::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA, GATE_STALE};
+pub use crate::services::replication::{Upstream, CONNECT, CONNECTED, CONNECTING, HANDSHAKE, SYNC};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The link's state, as ROLE and INFO name it.
-pub const CONNECT: u8 = 0;
-pub const CONNECTING: u8 = 1;
-pub const SYNC: u8 = 2;
-pub const CONNECTED: u8 = 3;
-/// Connected, and not yet told how the master will sync (PING to the PSYNC reply).
-pub const HANDSHAKE: u8 = 4;
-
-#[derive(Default)]
-pub struct Upstream {
-    /// The master (host, port) while following one.
-    pub master: Mutex<Option<(String, u16)>, { rank::LEAF }>,
-    /// Bumped by every REPLICAOF: a link thread of an older generation stops.
-    generation: AtomicU64,
-    pub state: AtomicU8,
-    /// The master's replication ID this replica follows, and the stream's offset applied
-    /// (`slave_repl_offset`) and read (`slave_read_repl_offset`).
-    pub master_replid: Mutex<String, { rank::LEAF }>,
-    pub offset: AtomicI64,
-    pub read_offset: AtomicI64,
-    /// Unix ms of the last byte from the master, and when the link went down (0: up).
-    pub last_io_ms: AtomicI64,
-    pub down_since_ms: AtomicI64,
-    /// A full sync has been completed at least once (its data may serve reads).
-    pub synced: AtomicBool,
-    /// The database the stream selected last: a continued stream does not select it again.
-    db: AtomicUsize,
-    /// The link's socket, to cut it from another thread (REPLICAOF NO ONE, a new master).
-    sock: Mutex<Option<TcpStream>, { rank::LEAF }>,
-    /// A link thread is to be started (the replication thread has the server's Arc).
-    start_wanted: AtomicBool,
-}
-
-impl Upstream {
-    pub fn following(&self) -> bool {
-        self.master.lock().is_some()
-    }
-
-    fn cut(&self) {
-        if let Some(s) = self.sock.lock().take() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
 
 /// Why this server cannot follow a master now, if it cannot: with `tls-replication yes` the
 /// link would have to be TLS, which Atoll's replica side does not make yet.
@@ -116,7 +72,7 @@ fn unblock_all(srv: &Server) {
         if w.postponed() {
             continue;
         }
-        if w.finish(super::blocking::WaitState::Served(err.to_vec())) {
+        if w.finish(crate::exec::blocking::WaitState::Served(err.to_vec())) {
             srv.blocked_clients.fetch_sub(1, Ordering::Relaxed);
             h.quitting.store(true, Ordering::Relaxed);
         }
@@ -136,7 +92,7 @@ pub fn unfollow(srv: &Server) {
     srv.persistence.set_gate(GATE_READONLY, false);
     srv.persistence.set_gate(GATE_STALE, false);
     let off = up.offset.load(Ordering::Relaxed);
-    srv.repl.become_master(srv, off);
+    srv.repl.become_master(&srv.replid, off);
     crate::log_notice!("MASTER MODE enabled");
 }
 
@@ -349,12 +305,12 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
     let Some(len) = head.strip_prefix('$') else {
         return Err(format!("Bad protocol from MASTER, the first byte is not '$' (we received '{head}')"));
     };
-    let path = super::persistence::rdb_path(srv);
+    let path = crate::daemons::persistence::rdb_path(srv);
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    let tmp = dir.join(format!("temp-{}.{}.rdb", super::unix_ms(), std::process::id()));
+    let tmp = dir.join(format!("temp-{}.{}.rdb", crate::services::clock::unix_ms(), std::process::id()));
     let got = (|| {
         let mut f = std::io::BufWriter::with_capacity(1 << 20, io(std::fs::File::create(&tmp))?);
         if let Some(mark) = len.strip_prefix("EOF:") {
@@ -419,15 +375,15 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
     crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
     srv.persistence.set_gate(GATE_LOADING, true);
     let loaded = (|| {
-        let mut locks = super::aof::lock_all(srv);
-        let r = super::persistence::reload(srv, &mut locks, false, true, false);
+        let mut locks = crate::daemons::aof::lock_all(srv);
+        let r = crate::daemons::persistence::reload(srv, &mut locks, false, true, false);
         // Loaded: clients are no longer told -LOADING (Redis's loading ends with rdbLoad).
         // What needs the data waits for the AOF's rewrite below, as behind a busy thread.
         srv.persistence.set_gate(GATE_LOADING, false);
         r?;
         // The AOF must hold the new dataset, which came without effects.
         if srv.persistence.aof.log().is_some() {
-            super::aof::rewrite_locked(srv, &mut locks).map_err(|e| e.to_string())?;
+            crate::daemons::aof::rewrite_locked(srv, &mut locks).map_err(|e| e.to_string())?;
         }
         Ok::<(), String>(())
     })();
@@ -513,7 +469,7 @@ fn apply_stream(
             let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
             let mut out = crate::protocol::Reply::new(client.proto);
             client.clock = None;
-            super::dispatch(srv, &srv.stats.workers[0], &mut client, &args, &mut out);
+            crate::exec::dispatch(srv, &srv.stats.workers[0], &mut client, &args, &mut out);
             up.db.store(client.db, Ordering::Relaxed);
             if out.buf.first() == Some(&b'-') {
                 replied_error(srv, &args, &out.buf);
@@ -601,11 +557,11 @@ fn send_ack(
 /// it (as Redis's master client sees keys).
 /// It is listed as a client (CLIENT LIST flag `M`, TYPE master) with the master's address;
 /// CLIENT KILL on it cuts the link, which then reconnects and continues (as in Redis).
-fn master_client(srv: &Server, sock: &TcpStream) -> super::client::Client {
+fn master_client(srv: &Server, sock: &TcpStream) -> crate::exec::client::Client {
     use std::os::fd::AsRawFd;
     let addr = sock.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "master".into());
     let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let h = Arc::new(super::client::ClientHandle::new(
+    let h = Arc::new(crate::exec::client::ClientHandle::new(
         srv.clients.next_id(),
         addr,
         laddr,
@@ -616,7 +572,7 @@ fn master_client(srv: &Server, sock: &TcpStream) -> super::client::Client {
     h.master.store(true, Ordering::Relaxed);
     *h.closed.lock() = false;
     srv.clients.add(h.clone());
-    let mut c = super::client::Client::new(h, 0, false);
+    let mut c = crate::exec::client::Client::new(h, 0, false);
     c.replaying = true;
     c
 }

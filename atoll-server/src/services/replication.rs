@@ -1,0 +1,459 @@
+//! Replication, the master's half (Redis's replication.c): replicas connect as clients,
+//! PSYNC or SYNC, get a point-in-time snapshot in RDB form and then the stream of every
+//! write's effects, the same bytes a Redis 7.2 master would send, so a stock `redis-server
+//! --replicaof` follows Atoll.
+//!
+//! * **The stream** is the effects of writes (DESIGN §1 "Effects") as RESP commands, with a
+//!   SELECT whenever the database changes, fed under the server's effect lock, so its order is
+//!   the order the writes held their shards in. Every byte also goes to the **backlog**
+//!   (`repl-backlog-size`), a ring whose first byte has offset `first`; `offset` counts every
+//!   byte ever fed (`master_repl_offset`). A replica that lost its link asks for the bytes
+//!   after its offset (PSYNC replid offset) and gets them from the backlog (+CONTINUE) while
+//!   they are still there.
+//! * **A full resync** (+FULLRESYNC) is a fork-less snapshot (`rdbfile::write_snapshot`) whose
+//!   instant is taken with every shard locked (`SnapshotHooks::quiesce`): at that instant no
+//!   write is between its change and its effect, so the snapshot holds exactly the stream
+//!   before `offset` and the replica gets exactly the bytes after it. Effects fed while the
+//!   RDB is on its way wait in the replica's own buffer and follow the RDB. One snapshot
+//!   serves every replica waiting when it starts (`repl-diskless-sync-delay` lets more
+//!   gather). Diskless (`$EOF:<mark>` framing, when the replica said `capa eof`) or through a
+//!   temporary file (`$<length>` framing) as `repl-diskless-sync` says.
+//! * **The replica's link** is its client connection: the stream goes through the client's
+//!   mailbox (as Pub/Sub messages do) on its own worker, under the `replica` class of
+//!   `client-output-buffer-limit`. The replica's REPLCONF ACKs arrive as commands.
+//! * **The replication thread** pings replicas every `repl-ping-replica-period`, drops those
+//!   silent past `repl-timeout`, ends WAITs, starts full resyncs and frees the backlog
+//!   `repl-backlog-ttl` seconds after the last replica left.
+
+//!
+//! This module holds the state both halves share and the feed; the threads and the protocol
+//! (PSYNC, full resyncs, ACKs, WAIT, the replica's link) are `daemons::replication` and
+//! `daemons::replica_link`.
+
+use super::clients::{ClientHandle, Mailbox, Wait as ClientWait};
+use super::effects::Effect;
+use super::pubsub::Reach;
+use crate::lockorder::{rank, Mutex};
+use crate::persist::aof::encode;
+use parking_lot::Condvar;
+use std::collections::VecDeque;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Where a replica's link is (INFO's `state=`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Link {
+    /// Waiting for its snapshot to begin.
+    WaitBgsave,
+    /// Its snapshot is being sent; the stream waits in `pending`.
+    SendBulk,
+    /// Fed the stream as it happens.
+    Online,
+}
+
+/// A replica of this server.
+pub struct Replica {
+    pub handle: Arc<ClientHandle>,
+    pub mailbox: Arc<Mailbox>,
+    /// REPLCONF listening-port (0: not said).
+    pub port: u16,
+    /// REPLCONF ip-address, or the connection's address.
+    pub ip: String,
+    /// Said `capa eof`: can take a diskless RDB of unknown length.
+    pub capa_eof: bool,
+    /// Came with PSYNC (gets +FULLRESYNC first), not the old SYNC.
+    pub psync: bool,
+    pub state: Mutex<ReplicaState, { rank::REPLICA }>,
+    /// The last offset the replica acknowledged (REPLCONF ACK), and when (unix ms).
+    pub ack_offset: AtomicI64,
+    /// The offset the replica's own AOF has fsync'd (REPLCONF ACK … FACK), for WAITAOF.
+    pub aof_ack_offset: AtomicI64,
+    pub ack_ms: AtomicI64,
+}
+
+pub struct ReplicaState {
+    pub link: Link,
+    /// The snapshot went out diskless: the stream starts with the replica's first ACK.
+    pub await_ack: bool,
+    /// The stream fed while the snapshot is sent.
+    pub pending: Vec<u8>,
+}
+
+impl Replica {
+    pub fn link(&self) -> Link {
+        self.state.lock().link
+    }
+}
+
+/// The stream's recent past: the last `cap` bytes fed.
+pub struct Backlog {
+    pub buf: VecDeque<u8>,
+    pub cap: usize,
+    /// Offset of `buf[0]` (`repl_backlog_first_byte_offset`).
+    pub first: i64,
+}
+
+#[derive(Default)]
+pub struct Feed {
+    pub backlog: Option<Backlog>,
+    /// The database the stream last selected (None: the next effect selects its own).
+    pub db: Option<usize>,
+    pub replicas: Vec<Arc<Replica>>,
+    scratch: Vec<u8>,
+}
+
+/// A client in WAIT: done once `n` replicas acknowledged `target`.
+pub struct Wait {
+    pub w: Arc<dyn ClientWait>,
+    pub target: i64,
+    pub n: usize,
+    /// Unix ms (0: none).
+    pub deadline: i64,
+    /// WAITAOF: the local copies asked for (0 or 1) and the AOF bytes that must be fsync'd.
+    pub aof: Option<(usize, u64)>,
+}
+
+#[derive(Default)]
+pub struct Replication {
+    pub feed: Mutex<Feed, { rank::REPL_FEED }>,
+    /// `master_repl_offset`: bytes ever fed.
+    pub offset: AtomicI64,
+    /// The backlog exists: writes produce effects for it.
+    pub on: AtomicBool,
+    /// Unix ms the last replica left (for `repl-backlog-ttl`; 0 while some are connected).
+    pub alone_since: AtomicI64,
+    /// Replicas counted for INFO without the feed lock.
+    pub count: AtomicUsize,
+    /// Replicas waiting for a full resync to begin.
+    pub queue: Mutex<Vec<Arc<Replica>>, { rank::REPLICAS }>,
+    /// Unix ms the oldest queued replica arrived.
+    pub queued_at: AtomicI64,
+    pub waits: Mutex<Vec<Wait>, { rank::WAITS }>,
+    /// A WAIT is waiting: the thread asks replicas for an ACK.
+    pub getack: AtomicBool,
+    /// Wakes the replication thread.
+    pub wake: (parking_lot::Mutex<bool>, Condvar),
+    /// Full resyncs done (`sync_full`), partial ones accepted and refused.
+    pub sync_full: AtomicU64,
+    pub sync_partial_ok: AtomicU64,
+    pub sync_partial_err: AtomicU64,
+    /// The history this server continued when it stopped following a master
+    /// (`master_replid2`, `second_repl_offset`; -1 when none).
+    pub replid2: Mutex<Option<(String, i64)>, { rank::LEAF }>,
+    /// The replica's half: the master this server follows, if any.
+    pub upstream: Upstream,
+}
+
+thread_local! {
+    /// The stream's offset after the last effects this thread fed. A client's writes are fed
+    /// by its worker's thread, so this is at or past the client's last write: what WAIT waits
+    /// for (Redis keeps it per client, `woff`; this may wait for a few more bytes, never fewer).
+    static FED: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+/// The offset WAIT on this thread waits for (see `FED`).
+pub fn fed_here() -> i64 {
+    FED.with(|f| f.get())
+}
+
+/// The backlog's capacity for `repl-backlog-size` (at least 16 KB, as Redis).
+pub fn backlog_cap(setting: &str) -> usize {
+    setting.parse::<usize>().unwrap_or(1 << 20).max(16 * 1024)
+}
+
+impl Replication {
+    /// The backlog exists: writes emit effects for the stream.
+    #[inline]
+    pub fn on(&self) -> bool {
+        self.on.load(Ordering::Acquire)
+    }
+
+    pub fn offset(&self) -> i64 {
+        self.offset.load(Ordering::Acquire)
+    }
+
+    /// Replicas that have not acknowledged the whole stream, with how far behind they are
+    /// (`Lagging replica …` at shutdown): (ip:port, bytes behind, seconds since their last ACK
+    /// when online, state).
+    pub fn lagging(&self, now_ms: i64) -> Vec<(String, i64, i64, &'static str)> {
+        let offset = self.offset();
+        self.all_replicas()
+            .into_iter()
+            .filter(|r| r.ack_offset.load(Ordering::Acquire) != offset)
+            .map(|r| {
+                let link = r.link();
+                let lag = if link == Link::Online { (now_ms - r.ack_ms.load(Ordering::Relaxed)) / 1000 } else { 0 };
+                let state = match link {
+                    Link::WaitBgsave => "wait_bgsave",
+                    Link::SendBulk => "send_bulk",
+                    Link::Online => "online",
+                };
+                (format!("{}:{}", r.ip, r.port), offset - r.ack_offset.load(Ordering::Acquire), lag, state)
+            })
+            .collect()
+    }
+
+    /// The backlog's bytes (INFO `mem_replication_backlog`).
+    pub fn backlog_bytes(&self) -> u64 {
+        self.feed.lock().backlog.as_ref().map_or(0, |b| b.buf.len()) as u64
+    }
+
+    /// What the replicas have not been sent yet: their connections' buffers, their mailboxes,
+    /// the stream held while their snapshot goes out (INFO `mem_clients_slaves`; not
+    /// counted for `maxmemory`, as Redis leaves its replication buffer beyond the backlog out).
+    pub fn replica_buffers(&self) -> u64 {
+        if self.count.load(Ordering::Relaxed) == 0 && self.queue.lock().is_empty() {
+            return 0;
+        }
+        self.all_replicas()
+            .iter()
+            // The connection's buffers (holding what the socket has not taken), its mailbox,
+            // and the stream kept while its snapshot goes out.
+            .map(|r| {
+                // Each big buffer as the allocator counts it (its size class).
+                let reply = r.handle.reply_cap.load(Ordering::Relaxed);
+                let held = crate::alloc::usable_size(reply as usize) + r.handle.memory() - reply;
+                held + crate::alloc::usable_size(r.mailbox.held())
+                    + crate::alloc::usable_size(r.state.lock().pending.capacity())
+            })
+            .sum()
+    }
+
+    /// Replicas fed the stream (or about to receive their snapshot).
+    pub fn replicas(&self) -> Vec<Arc<Replica>> {
+        self.feed.lock().replicas.clone()
+    }
+
+    /// Every replica, those still waiting for their snapshot to begin included (INFO).
+    pub fn all_replicas(&self) -> Vec<Arc<Replica>> {
+        let mut v = self.replicas();
+        v.extend(self.queue.lock().iter().cloned());
+        v
+    }
+
+    /// (active, size, first byte offset, bytes held) for INFO.
+    pub fn backlog_info(&self, cap: usize) -> (bool, usize, i64, usize) {
+        match &self.feed.lock().backlog {
+            Some(b) => (true, b.cap, b.first, b.buf.len()),
+            None => (false, cap, 0, 0),
+        }
+    }
+
+    /// Feeds a command's effects to the stream. Called under the server's effect lock (see
+    /// `publish_effects` in the call path), so the stream's order is the writes' order.
+    pub fn feed(&self, r: &Reach, effects: &[Effect]) {
+        let mut f = self.feed.lock();
+        let f = &mut *f;
+        let mut out = std::mem::take(&mut f.scratch);
+        out.clear();
+        for e in effects {
+            if f.db != Some(e.db) && e.db != Effect::NO_DB {
+                encode(&mut out, &[b"SELECT".to_vec(), e.db.to_string().into_bytes()]);
+                f.db = Some(e.db);
+            }
+            encode(&mut out, &e.argv);
+        }
+        self.append(r, f, &out);
+        f.scratch = out;
+        FED.with(|c| c.set(self.offset()));
+    }
+
+    /// Feeds a command no write caused (PING, REPLCONF GETACK, DEBUG REPLICATE): no SELECT
+    /// before it.
+    pub fn feed_command(&self, r: &Reach, argv: &[&[u8]]) {
+        let mut f = self.feed.lock();
+        if f.backlog.is_none() {
+            return;
+        }
+        let argv: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
+        let mut out = Vec::new();
+        encode(&mut out, &argv);
+        self.append(r, &mut f, &out);
+    }
+
+    fn append(&self, r: &Reach, f: &mut Feed, bytes: &[u8]) {
+        let Some(b) = f.backlog.as_mut() else { return };
+        b.buf.extend(bytes);
+        if b.buf.len() > b.cap {
+            let cut = b.buf.len() - b.cap;
+            b.buf.drain(..cut);
+            b.first += cut as i64;
+        }
+        self.offset.fetch_add(bytes.len() as i64, Ordering::AcqRel);
+        let mut lost = false;
+        for rep in &f.replicas {
+            let mut st = rep.state.lock();
+            if st.link == Link::Online {
+                drop(st);
+                lost |= !r.pubsub.send_raw(r.hot, &rep.mailbox, bytes);
+            } else {
+                st.pending.extend_from_slice(bytes);
+                let pending = st.pending.len() as u64;
+                drop(st);
+                if super::pubsub::over_output_limit(r.hot, &rep.handle, pending) {
+                    st_clear(rep);
+                    super::pubsub::close_over_limit(&rep.handle);
+                    lost = true;
+                }
+            }
+        }
+        if lost {
+            self.forget_dead(f);
+        }
+    }
+
+    fn forget_dead(&self, f: &mut Feed) {
+        f.replicas.retain(|r| !r.handle.killed.load(Ordering::Relaxed));
+        self.count.store(f.replicas.len(), Ordering::Relaxed);
+        if f.replicas.is_empty() {
+            self.alone_since.store(super::clock::unix_ms(), Ordering::Relaxed);
+        }
+    }
+
+    /// The backlog is created when the first replica arrives (Redis's
+    /// createReplicationBacklog): from then on writes produce effects.
+    /// The caller then refreshes whether writes produce effects (`refresh_effects`).
+    pub fn ensure_backlog(&self, cap: usize) {
+        let mut f = self.feed.lock();
+        if f.backlog.is_none() {
+            let off = self.offset();
+            f.backlog = Some(Backlog { buf: VecDeque::new(), cap, first: off + 1 });
+            // A new backlog starts a new history: the stream selects its database afresh.
+            f.db = None;
+        }
+        drop(f);
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// CONFIG SET repl-backlog-size: keeps the newest bytes that fit.
+    pub fn resize_backlog(&self, cap: usize) {
+        if let Some(b) = self.feed.lock().backlog.as_mut() {
+            b.cap = cap;
+            if b.buf.len() > cap {
+                let cut = b.buf.len() - cap;
+                b.buf.drain(..cut);
+                b.first += cut as i64;
+            }
+        }
+    }
+
+    /// A replica left (its connection closed).
+    pub fn remove(&self, id: u64) {
+        let mut f = self.feed.lock();
+        let before = f.replicas.len();
+        f.replicas.retain(|r| r.handle.id != id);
+        if f.replicas.len() != before {
+            self.count.store(f.replicas.len(), Ordering::Relaxed);
+            if f.replicas.is_empty() {
+                self.alone_since.store(super::clock::unix_ms(), Ordering::Relaxed);
+            }
+        }
+        drop(f);
+        self.queue.lock().retain(|r| r.handle.id != id);
+    }
+
+    pub fn connected(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    pub fn wake(&self) {
+        self.wake_thread();
+    }
+
+    /// Becoming a replica: our replicas are disconnected and the backlog goes (the history
+    /// they followed ends here).
+    pub fn drop_all_replicas(&self) {
+        let mut f = self.feed.lock();
+        for r in f.replicas.drain(..) {
+            r.handle.kill();
+        }
+        self.count.store(0, Ordering::Relaxed);
+        for r in self.queue.lock().drain(..) {
+            r.handle.kill();
+        }
+        f.backlog = None;
+        drop(f);
+        self.on.store(false, Ordering::Release);
+    }
+
+    /// REPLICAOF NO ONE: a new history that continues the followed one at `offset`, which
+    /// replicas of the old master may still continue (`replid2`).
+    pub fn become_master(&self, replid: &Mutex<String, { rank::LEAF }>, offset: i64) {
+        let old = std::mem::replace(&mut *replid.lock(), new_replid());
+        *self.replid2.lock() = Some((old, offset + 1));
+        self.offset.store(offset, Ordering::Release);
+    }
+
+    pub fn wake_thread(&self) {
+        let (m, cv) = &self.wake;
+        *m.lock() = true;
+        cv.notify_one();
+    }
+
+    /// Replicas that acknowledged `target` or more.
+    pub fn acked(&self, target: i64) -> usize {
+        self.feed.lock().replicas.iter().filter(|r| r.ack_offset.load(Ordering::Relaxed) >= target).count()
+    }
+
+    /// Replicas whose AOF has fsync'd `target` or more (WAITAOF).
+    pub fn aof_acked(&self, target: i64) -> usize {
+        self.feed.lock().replicas.iter().filter(|r| r.aof_ack_offset.load(Ordering::Relaxed) >= target).count()
+    }
+}
+
+fn st_clear(r: &Replica) {
+    r.state.lock().pending = Vec::new();
+}
+
+/// A new random replication ID (40 hex digits).
+pub fn new_replid() -> String {
+    use rand::Rng;
+    let mut r = rand::thread_rng();
+    (0..40).map(|_| char::from_digit(r.gen_range(0..16), 16).unwrap()).collect()
+}
+
+/// The link's state, as ROLE and INFO name it.
+pub const CONNECT: u8 = 0;
+pub const CONNECTING: u8 = 1;
+pub const SYNC: u8 = 2;
+pub const CONNECTED: u8 = 3;
+/// Connected, and not yet told how the master will sync (PING to the PSYNC reply).
+pub const HANDSHAKE: u8 = 4;
+
+#[derive(Default)]
+pub struct Upstream {
+    /// The master (host, port) while following one.
+    pub master: Mutex<Option<(String, u16)>, { rank::LEAF }>,
+    /// Bumped by every REPLICAOF: a link thread of an older generation stops.
+    pub generation: AtomicU64,
+    pub state: AtomicU8,
+    /// The master's replication ID this replica follows, and the stream's offset applied
+    /// (`slave_repl_offset`) and read (`slave_read_repl_offset`).
+    pub master_replid: Mutex<String, { rank::LEAF }>,
+    pub offset: AtomicI64,
+    pub read_offset: AtomicI64,
+    /// Unix ms of the last byte from the master, and when the link went down (0: up).
+    pub last_io_ms: AtomicI64,
+    pub down_since_ms: AtomicI64,
+    /// A full sync has been completed at least once (its data may serve reads).
+    pub synced: AtomicBool,
+    /// The database the stream selected last: a continued stream does not select it again.
+    pub db: AtomicUsize,
+    /// The link's socket, to cut it from another thread (REPLICAOF NO ONE, a new master).
+    pub sock: Mutex<Option<TcpStream>, { rank::LEAF }>,
+    /// A link thread is to be started (the replication thread has the server's Arc).
+    pub start_wanted: AtomicBool,
+}
+
+impl Upstream {
+    pub fn following(&self) -> bool {
+        self.master.lock().is_some()
+    }
+
+    pub fn cut(&self) {
+        if let Some(s) = self.sock.lock().take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}

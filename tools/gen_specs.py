@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Extracts the command facts Atoll implements from shared/reference/commands.json into
-atoll-server/src/spec/specs.json (embedded in the binary for COMMAND INFO/DOCS, arity and
+atoll-server/src/cmdspec/specs.json (embedded in the binary for COMMAND INFO/DOCS, arity and
 key positions). Facts only: arity, flags, ACL categories, key specs, argument structure.
 
 Commands Redis 7.2 lacks come from tools/beyond72.json (facts read from Valkey 9.1.2 by
@@ -46,7 +46,7 @@ for name in sorted(names):
         parent = name.split(" ")[0]
         if parent not in names:
             sys.exit(f"container {parent} must be in the table too")
-dst = os.path.join(root, "atoll-server/src/spec/specs.json")
+dst = os.path.join(root, "atoll-server/src/cmdspec/specs.json")
 with open(dst, "w") as f:
     json.dump(out, f, indent=1, sort_keys=True)
     f.write("\n")

@@ -13,6 +13,7 @@
 //! * `alloc` — the counting allocator (`used_memory`).
 
 pub mod alloc;
+pub mod cmdspec;
 pub mod commands;
 pub mod config;
 pub mod daemons;
@@ -25,7 +26,6 @@ pub mod protocol;
 pub mod scripting;
 pub mod server;
 pub mod services;
-pub mod spec;
 pub mod types;
 
 /// The Redis version Atoll reports (tools gate features on it; DESIGN §3).

@@ -665,7 +665,7 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
     // setGetKeys and bitfieldGetKeys decide them.
     let fixed = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     if cmd.name == "set" {
-        let flags = if crate::spec::keyspec::set_reads_its_key(argv) {
+        let flags = if crate::cmdspec::keyspec::set_reads_its_key(argv) {
             fixed(&["RW", "ACCESS", "UPDATE"])
         } else {
             fixed(&["OW", "UPDATE"])
@@ -673,7 +673,7 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
         return Ok(vec![(argv[1].to_vec(), flags)]);
     }
     if cmd.name == "bitfield" {
-        let flags = if crate::spec::keyspec::bitfield_is_readonly(argv) {
+        let flags = if crate::cmdspec::keyspec::bitfield_is_readonly(argv) {
             fixed(&["RO", "ACCESS"])
         } else {
             fixed(&["RW", "ACCESS", "UPDATE"])
@@ -713,7 +713,7 @@ fn getkeys_of(ctx: &Ctx) -> Result<Vec<KeyWithFlags>, CmdError> {
         // A key count of 0 is a spec Redis calls invalid here (its last key before its
         // first): then the command's own key finder answers, which finds no key either.
         let keynum = cmd.spec["key_specs"][i]["find_keys"].get("keynum").is_some();
-        if crate::spec::keyspec::key_positions(std::slice::from_ref(spec), argv, &mut pos).is_err()
+        if crate::cmdspec::keyspec::key_positions(std::slice::from_ref(spec), argv, &mut pos).is_err()
             || (keynum && pos.is_empty())
         {
             return none();

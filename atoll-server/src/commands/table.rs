@@ -1,5 +1,5 @@
 //! The command table's rows (DESIGN habit 1): each names a command, its function and its lock
-//! scope. Arity, flags, ACL categories, key specs and arguments come from `spec/specs.json`
+//! scope. Arity, flags, ACL categories, key specs and arguments come from `cmdspec/specs.json`
 //! (see `exec::table`); `tools/gen_specs.py` reads this file for the list of names.
 
 use super::{

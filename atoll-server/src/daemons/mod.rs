@@ -6,4 +6,5 @@ pub mod aof;
 pub mod persistence;
 pub mod replica_link;
 pub mod replication;
+pub mod scheduler;
 pub mod watchdog;

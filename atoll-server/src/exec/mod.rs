@@ -557,7 +557,7 @@ pub fn parse_float(b: &[u8]) -> Result<f64, CmdError> {
     Ok(v)
 }
 
-pub use crate::spec::eq_ic;
+pub use crate::cmdspec::eq_ic;
 
 /// Parses a SCAN cursor as Redis does with `strtoul`: an optional sign and decimal digits, no
 /// leading space, nothing after; a negative number wraps around; the empty string is 0.

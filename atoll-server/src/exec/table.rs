@@ -4,7 +4,7 @@
 use super::{CmdResult, Ctx};
 use crate::engine::LockPlan;
 
-pub use crate::spec::{flags, AclKeys, Channels};
+pub use crate::cmdspec::{flags, AclKeys, Channels};
 
 pub type Handler = for<'c, 'a, 'k> fn(&mut Ctx<'c, 'a, 'k>) -> CmdResult;
 /// Builds a lock plan for commands whose key specs do not say everything (MOVE, COPY … DB,
@@ -42,9 +42,9 @@ pub struct Run {
     pub scope: Scope,
 }
 
-pub type Command = crate::spec::Command<Run>;
-pub type CommandTable = crate::spec::CommandTable<Run>;
-pub type Row = crate::spec::Row<Run>;
+pub type Command = crate::cmdspec::Command<Run>;
+pub type CommandTable = crate::cmdspec::CommandTable<Run>;
+pub type Row = crate::cmdspec::Row<Run>;
 
 pub const fn row(name: &'static str, handler: Handler, scope: Scope) -> Row {
     Row::new(name, Run { handler, scope })

@@ -186,7 +186,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let srv2 = srv.clone();
         std::thread::Builder::new()
             .name("atoll-persist".into())
-            .spawn(move || crate::daemons::persistence::run_thread(srv2))
+            .spawn(move || crate::daemons::scheduler::run_thread(srv2))
             .expect("spawn the persistence thread");
         let srv3 = srv.clone();
         std::thread::Builder::new()

@@ -9,11 +9,11 @@
 //! the command path, and a user whose root selector allows everything (the default user, unless
 //! restricted) skips the check altogether.
 
+use crate::cmdspec::keyspec;
+pub use crate::cmdspec::{category_bit, Channels, CATEGORIES};
+use crate::cmdspec::{AclKeys, Command, CommandTable};
 use crate::engine::glob::glob_match;
 use crate::lockorder::{rank, Mutex, RwLock};
-use crate::spec::keyspec;
-pub use crate::spec::{category_bit, Channels, CATEGORIES};
-use crate::spec::{AclKeys, Command, CommandTable};
 use sha2::{Digest, Sha256};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, VecDeque};
@@ -395,7 +395,7 @@ impl Selector {
 
     /// Redis's `ACLSelectorCheckCmd`: Err is the denial and the argument it is about.
     fn check<R>(&self, cmd: &Command<R>, argv: &[&[u8]], keys: &mut KeyCache) -> Result<(), (Denied, usize)> {
-        if !self.all_commands && !cmd.has(crate::spec::flags::NO_AUTH) && !self.bit(cmd.id) {
+        if !self.all_commands && !cmd.has(crate::cmdspec::flags::NO_AUTH) && !self.bit(cmd.id) {
             let idx = if cmd.name.contains('|') { 2 } else { 1 };
             let allowed = argv.len() >= 2
                 && self.first_args.iter().any(|(id, args)| {

@@ -421,7 +421,7 @@ pub type Batch = Vec<(Box<[u8]>, u64)>;
 /// the caller is running one): Redis counts them in argv-mem, and the request itself in qbuf,
 /// since its query buffer is trimmed after the command.
 pub fn info_line<R>(
-    table: &crate::spec::CommandTable<R>,
+    table: &crate::cmdspec::CommandTable<R>,
     h: &ClientHandle,
     now: i64,
     current: Option<&[&[u8]]>,

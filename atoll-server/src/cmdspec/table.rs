@@ -217,6 +217,22 @@ impl<R> Command<R> {
     }
 }
 
+/// Why `rename-command` was refused; its text is Redis's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RenameError {
+    NoSuchCommand,
+    TargetExists,
+}
+
+impl std::fmt::Display for RenameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RenameError::NoSuchCommand => "No such command in rename-command",
+            RenameError::TargetExists => "Target command name already exists",
+        })
+    }
+}
+
 pub struct CommandTable<R> {
     /// Keyed by the lowercase name's bytes: a lookup neither allocates nor validates UTF-8.
     /// foldhash, not ahash: names are a few bytes, where it takes about half the instructions
@@ -402,17 +418,17 @@ impl<R> CommandTable<R> {
     }
 
     /// `rename-command from to`: the command answers to `to` instead (nothing, if `to` is
-    /// empty); its own name (COMMAND INFO, errors) stays. `Err` is Redis's text.
-    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), String> {
+    /// empty); its own name (COMMAND INFO, errors) stays.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), RenameError> {
         let Some(cmd) = self.map.remove(from.to_ascii_lowercase().as_bytes()) else {
-            return Err("No such command in rename-command".into());
+            return Err(RenameError::NoSuchCommand);
         };
         if to.is_empty() {
             return Ok(());
         }
         let key: Box<[u8]> = to.to_ascii_lowercase().into_bytes().into();
         if self.map.contains_key(&key) {
-            return Err("Target command name already exists".into());
+            return Err(RenameError::TargetExists);
         }
         self.map.insert(key, cmd);
         Ok(())

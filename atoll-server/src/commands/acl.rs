@@ -377,26 +377,46 @@ pub fn authenticate(ctx: &mut Ctx, user: &[u8], pass: &[u8]) -> bool {
     }
 }
 
+/// Why the users could not be loaded at start-up; its text is what Redis logs before exiting.
+#[derive(Debug)]
+pub enum StartupError {
+    /// `user` lines and an `aclfile` both.
+    Both,
+    /// A `user` line of the configuration.
+    Configured(crate::services::acl::AclError),
+    /// The ACL file could not be read.
+    Open { file: String, why: String },
+    /// The ACL file's problems.
+    File(crate::services::acl::AclError),
+}
+
+impl std::fmt::Display for StartupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartupError::Both => f.write_str("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both."),
+            StartupError::Configured(e) => write!(f, "{e}\nCritical error while loading ACLs. Exiting."),
+            StartupError::Open { file, why } => write!(
+                f,
+                "Aborting Redis startup because of ACL errors: Error loading ACLs, opening file '{file}': {why}"
+            ),
+            StartupError::File(e) => write!(f, "Aborting Redis startup because of ACL errors: {e}"),
+        }
+    }
+}
+
 /// Loads the users at start-up, from the config file's `user` lines or from `aclfile` (Redis's
-/// `ACLLoadUsersAtStartup`). Err: what to log before exiting.
-pub fn load_at_startup(srv: &Server) -> Result<(), String> {
+/// `ACLLoadUsersAtStartup`).
+pub fn load_at_startup(srv: &Server) -> Result<(), StartupError> {
     let file = srv.config.text(crate::config::p::ACLFILE);
     if !file.is_empty() && !srv.config.users.is_empty() {
-        return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());
+        return Err(StartupError::Both);
     }
     let env = srv.acl_env();
     let lines: Vec<Vec<Vec<u8>>> = srv.config.users.iter().map(|u| u.argv.clone()).collect();
-    srv.acl.load_configured(&env, &lines).map_err(|e| format!("{e}\nCritical error while loading ACLs. Exiting."))?;
+    srv.acl.load_configured(&env, &lines).map_err(StartupError::Configured)?;
     if !file.is_empty() {
-        let text = std::fs::read(&file).map_err(|e| {
-            format!(
-                "Aborting Redis startup because of ACL errors: Error loading ACLs, opening file '{file}': {}",
-                io_text(&e)
-            )
-        })?;
-        srv.acl
-            .load_text(&env, &file, &text)
-            .map_err(|e| format!("Aborting Redis startup because of ACL errors: {e}"))?;
+        let text = std::fs::read(&file).map_err(|e| StartupError::Open { file: file.to_string(), why: io_text(&e) })?;
+        srv.acl.load_text(&env, &file, &text).map_err(StartupError::File)?;
     }
     Ok(())
 }

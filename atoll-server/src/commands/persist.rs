@@ -124,7 +124,7 @@ pub fn save(ctx: &mut Ctx) -> CmdResult {
             ctx.reply.ok();
             Ok(())
         }
-        Err(e) if e == persistence::ERR_BGSAVE_RUNNING => Err(CmdError::msg(persistence::ERR_BGSAVE_RUNNING)),
+        Err(crate::persist::PersistError::Running) => Err(CmdError::msg(persistence::ERR_BGSAVE_RUNNING)),
         Err(_) => Err(CmdError::msg("ERR")),
     }
 }

@@ -253,8 +253,9 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         .map(|(k, _)| String::from_utf8_lossy(k).to_ascii_lowercase())
         .filter(|k| k.starts_with("tls-"))
         .collect();
-    let tls_before: Vec<(String, String)> = tls_names.iter().map(|k| (k.clone(), ctx.srv.config.get(k))).collect();
-    ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(CmdError::msg)?;
+    let tls_before: Vec<(String, String)> =
+        tls_names.iter().map(|k| (k.clone(), ctx.srv.config.lookup(k).unwrap_or_default())).collect();
+    ctx.srv.config.set_many(&pairs, ctx.client.handle.is_local()).map_err(|e| CmdError::msg(e.to_string()))?;
     if !tls_names.is_empty() && crate::services::tls::wanted(&ctx.srv.config) {
         if let Err(e) = ctx.srv.tls.reconfigure(&ctx.srv.config) {
             crate::log_warning!("{e}");
@@ -337,9 +338,9 @@ pub fn config_rewrite(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// Rewrites the config file (`force_all`: every parameter, defaults included).
-pub fn rewrite_config(srv: &crate::exec::Server, force_all: bool) -> Result<(), String> {
+pub fn rewrite_config(srv: &crate::exec::Server, force_all: bool) -> std::io::Result<()> {
     let Some(path) = srv.config.config_file.clone() else {
-        return Err("The server is running without a config file".into());
+        return Err(std::io::Error::other("The server is running without a config file"));
     };
     // Users go to the config file unless an ACL file keeps them (Redis's rewriteConfigUserOption).
     let users: Vec<String> = if srv.config.text(crate::config::p::ACLFILE).is_empty() {
@@ -347,7 +348,7 @@ pub fn rewrite_config(srv: &crate::exec::Server, force_all: bool) -> Result<(), 
     } else {
         Vec::new()
     };
-    srv.config.rewrite(&path, &users, force_all).map_err(|e| e.to_string())
+    srv.config.rewrite(&path, &users, force_all)
 }
 
 /// The command's ACL categories (those Redis derives from its flags included), in the order

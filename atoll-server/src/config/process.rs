@@ -19,7 +19,7 @@ static OOM_BASE: Mutex<Option<i64>, { rank::LEAF }> = Mutex::new(None);
 
 /// Applies `oom-score-adj` (`no`, `yes` or `absolute`) with `oom-score-adj-values` (three
 /// numbers, the primary's first). `Err` is Redis's CONFIG SET text; the reason is logged.
-pub fn set_oom_score(mode: &str, values: &str) -> Result<(), String> {
+pub fn set_oom_score(mode: &str, values: &str) -> Result<(), super::ConfigError> {
     const FAILED: &str = "Failed to set current oom_score_adj. Check server logs.";
     let mut base = OOM_BASE.lock();
     let val = if mode != "no" {
@@ -33,7 +33,7 @@ pub fn set_oom_score(mode: &str, values: &str) -> Result<(), String> {
                 }
                 Err(e) => {
                     crate::log_warning!("Unable to read oom_score_adj: {e}");
-                    return Err(FAILED.into());
+                    return Err(super::ConfigError::Apply(FAILED.into()));
                 }
             },
         };
@@ -48,7 +48,7 @@ pub fn set_oom_score(mode: &str, values: &str) -> Result<(), String> {
     };
     std::fs::write(OOM_FILE, val.to_string()).map_err(|e| {
         crate::log_warning!("Unable to write oom_score_adj: {e}");
-        FAILED.to_string()
+        super::ConfigError::Apply(FAILED.into())
     })
 }
 

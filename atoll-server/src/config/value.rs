@@ -7,6 +7,7 @@
 //! CONFIG SET value into that string.
 
 use super::table::{Def, Kind, ENUM_SYNONYMS};
+use super::ConfigError;
 
 /// Parses a byte count as Redis's `memtoull`: digits then an optional unit — `b`, `k` = 1000,
 /// `kb` = 1024, `m`, `mb`, `g`, `gb`, any case — and nothing else (no sign, no spaces). Its
@@ -41,14 +42,14 @@ pub fn format_memory(v: u64) -> String {
     v.to_string()
 }
 
-fn range_err(min: i128, max: i128) -> String {
-    format!("argument must be between {min} and {max} inclusive")
+fn range_err(min: i128, max: i128) -> ConfigError {
+    ConfigError::BadValue(format!("argument must be between {min} and {max} inclusive").into())
 }
 
-fn one<'a>(args: &[&'a str]) -> Result<&'a str, String> {
+fn one<'a>(args: &[&'a str]) -> Result<&'a str, ConfigError> {
     match args {
         [v] => Ok(v),
-        _ => Err("wrong number of arguments".into()),
+        _ => Err(ConfigError::BadValue("wrong number of arguments".into())),
     }
 }
 
@@ -64,14 +65,15 @@ fn strict_int(s: &str) -> Option<i128> {
 
 /// Turns the words of a value into its canonical form. `current` is the value now (output
 /// limits change only the classes named).
-pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> {
+pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, ConfigError> {
     match def.kind {
         Kind::Bool => match one(args)?.to_ascii_lowercase().as_str() {
             v @ ("yes" | "no") => Ok(v.into()),
-            _ => Err("argument must be 'yes' or 'no'".into()),
+            _ => Err(ConfigError::BadValue("argument must be 'yes' or 'no'".into())),
         },
         Kind::Int { min, max } => {
-            let v = strict_int(one(args)?).ok_or("argument couldn't be parsed into an integer")?;
+            let v = strict_int(one(args)?)
+                .ok_or(ConfigError::BadValue("argument couldn't be parsed into an integer".into()))?;
             if v < min || v > max {
                 return Err(range_err(min, max));
             }
@@ -83,7 +85,7 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
             Ok(v.to_string())
         }
         Kind::Memory { min, max } => {
-            let u = parse_memory(one(args)?).ok_or("argument must be a memory value")?;
+            let u = parse_memory(one(args)?).ok_or(ConfigError::BadValue("argument must be a memory value".into()))?;
             // A signed parameter sees the unsigned result as Redis's C cast does.
             let v = if max <= i64::MAX as i128 { u as i64 as i128 } else { u as i128 };
             if v < min || v > max {
@@ -103,7 +105,7 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
                 }
                 return Ok(if v < 0 { format!("{}%", -v) } else { v.to_string() });
             }
-            let bad = || "argument must be a memory or percent value".to_string();
+            let bad = || ConfigError::BadValue("argument must be a memory or percent value".into());
             let p = a.strip_suffix('%').ok_or_else(bad)?;
             if p.is_empty() || !p.bytes().all(|c| c.is_ascii_digit()) {
                 return Err(bad());
@@ -111,14 +113,15 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
             match p.parse::<u64>() {
                 Ok(0) => Ok("0".into()),
                 Ok(n) if n <= 100 => Ok(format!("{n}%")),
-                _ => Err("percentage argument must be less or equal to 100".into()),
+                _ => Err(ConfigError::BadValue("percentage argument must be less or equal to 100".into())),
             }
         }
         Kind::Octal { max } => {
             let a = one(args)?;
-            let v = i64::from_str_radix(a, 8).map_err(|_| "argument couldn't be parsed as an octal number")?;
+            let v = i64::from_str_radix(a, 8)
+                .map_err(|_| ConfigError::BadValue("argument couldn't be parsed as an octal number".into()))?;
             if !(0..=max).contains(&v) {
-                return Err(format!("argument must be between 0 and {max:o} inclusive"));
+                return Err(ConfigError::BadValue(format!("argument must be between 0 and {max:o} inclusive").into()));
             }
             Ok(format!("{v:o}"))
         }
@@ -130,7 +133,9 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
         Kind::Enum(names) => {
             let l = one(args)?.to_ascii_lowercase();
             if !names.contains(&l.as_str()) {
-                return Err(format!("argument(s) must be one of the following: {}", names.join(", ")));
+                return Err(ConfigError::BadValue(
+                    format!("argument(s) must be one of the following: {}", names.join(", ")).into(),
+                ));
             }
             let canon = ENUM_SYNONYMS.iter().find(|(n, syn, _)| *n == def.name && *syn == l).map(|s| s.2);
             Ok(canon.map(String::from).unwrap_or(l))
@@ -140,18 +145,23 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
             // several, `--shutdown-on-sigint "now force"`).
             let mut set = vec![false; names.len()];
             if args.is_empty() {
-                return Err(format!("argument(s) must be one of the following: {}", names.join(", ")));
+                return Err(ConfigError::BadValue(
+                    format!("argument(s) must be one of the following: {}", names.join(", ")).into(),
+                ));
             }
             for a in args {
                 let l = a.to_ascii_lowercase();
-                let i = names
-                    .iter()
-                    .position(|n| *n == l)
-                    .ok_or_else(|| format!("argument(s) must be one of the following: {}", names.join(", ")))?;
+                let i = names.iter().position(|n| *n == l).ok_or_else(|| {
+                    ConfigError::BadValue(
+                        format!("argument(s) must be one of the following: {}", names.join(", ")).into(),
+                    )
+                })?;
                 set[i] = true;
             }
             if def.name.starts_with("shutdown-on-") && set[1] && set[2] {
-                return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+                return Err(ConfigError::BadValue(
+                    "shutdown options SAVE and NOSAVE can't be used simultaneously".into(),
+                ));
             }
             // Index 0 is the empty set's name ("default").
             let on: Vec<&str> = names.iter().zip(&set).skip(1).filter(|(_, s)| **s).map(|(n, _)| *n).collect();
@@ -162,7 +172,7 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
             if args.is_empty() || args == [""] {
                 return Ok(String::new());
             }
-            let bad = || "Invalid save parameters".to_string();
+            let bad = || ConfigError::BadValue("Invalid save parameters".into());
             if !args.len().is_multiple_of(2) {
                 return Err(bad());
             }
@@ -199,20 +209,24 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
                 args
             };
             if args.len() != 3 {
-                return Err("wrong number of arguments".into());
+                return Err(ConfigError::BadValue("wrong number of arguments".into()));
             }
             let mut out = Vec::new();
             for a in args {
                 match a.parse::<i64>() {
                     Ok(v) if (-2000..=2000).contains(&v) => out.push(v.to_string()),
-                    _ => return Err("Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into()),
+                    _ => {
+                        return Err(ConfigError::BadValue(
+                            "Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into(),
+                        ))
+                    }
                 }
             }
             Ok(out.join(" "))
         }
         Kind::Bind => {
             if args.len() > 16 {
-                return Err("Too many bind addresses specified.".into());
+                return Err(ConfigError::BadValue("Too many bind addresses specified.".into()));
             }
             if args == [""] {
                 return Ok(String::new());
@@ -221,14 +235,14 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
         }
         Kind::Replicaof => {
             if args.len() != 2 {
-                return Err("wrong number of arguments".into());
+                return Err(ConfigError::BadValue("wrong number of arguments".into()));
             }
             if args[0].eq_ignore_ascii_case("no") && args[1].eq_ignore_ascii_case("one") {
                 return Ok(String::new());
             }
             match args[1].parse::<u16>() {
                 Ok(_) if args[1].bytes().all(|c| c.is_ascii_digit()) => Ok(format!("{} {}", args[0], args[1])),
-                _ => Err("Invalid master port".into()),
+                _ => Err(ConfigError::BadValue("Invalid master port".into())),
             }
         }
         Kind::Percentiles => {
@@ -237,9 +251,13 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
             }
             let mut out = Vec::new();
             for a in args {
-                let v: f64 = a.parse().map_err(|_| "Invalid latency-tracking-info-percentiles parameters")?;
+                let v: f64 = a.parse().map_err(|_| {
+                    ConfigError::BadValue("Invalid latency-tracking-info-percentiles parameters".into())
+                })?;
                 if !(0.0..=100.0).contains(&v) {
-                    return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into());
+                    return Err(ConfigError::BadValue(
+                        "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into(),
+                    ));
                 }
                 out.push(format_percentile(v));
             }
@@ -249,18 +267,20 @@ pub fn parse(def: &Def, args: &[&str], current: &str) -> Result<String, String> 
 }
 
 /// The validations Redis applies to particular string parameters.
-fn check_string(name: &str, v: &str) -> Result<(), String> {
+fn check_string(name: &str, v: &str) -> Result<(), ConfigError> {
     match name {
         "cluster-announce-hostname" => {
             if v.len() >= 256 {
-                return Err("Hostnames must be less than 256 characters".into());
+                return Err(ConfigError::BadValue("Hostnames must be less than 256 characters".into()));
             }
             if !v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.') {
-                return Err("Hostnames may only contain alphanumeric characters, hyphens or dots".into());
+                return Err(ConfigError::BadValue(
+                    "Hostnames may only contain alphanumeric characters, hyphens or dots".into(),
+                ));
             }
         }
         "cluster-announce-human-nodename" if v.bytes().any(|c| b"!#$%&()*+:;<>?@[]^{|}~".contains(&c)) => {
-            return Err("Announced human node name contained invalid character".into());
+            return Err(ConfigError::BadValue("Announced human node name contained invalid character".into()));
         }
         _ => {}
     }
@@ -277,12 +297,12 @@ pub fn format_percentile(v: f64) -> String {
 const CLASSES: [&str; 3] = ["normal", "slave", "pubsub"];
 
 /// Parses `<class> <hard> <soft> <seconds>` groups over the current limits.
-fn parse_output_limits(args: &[&str], current: &str) -> Result<String, String> {
+fn parse_output_limits(args: &[&str], current: &str) -> Result<String, ConfigError> {
     if args == [""] {
         return Ok(current.to_string());
     }
     if args.is_empty() || !args.len().is_multiple_of(4) {
-        return Err("Wrong number of arguments in buffer limit configuration.".into());
+        return Err(ConfigError::BadValue("Wrong number of arguments in buffer limit configuration.".into()));
     }
     let mut limits: Vec<[u64; 3]> = output_limits(current);
     for g in args.chunks(4) {
@@ -290,9 +310,15 @@ fn parse_output_limits(args: &[&str], current: &str) -> Result<String, String> {
             "normal" => 0,
             "slave" | "replica" => 1,
             "pubsub" => 2,
-            _ => return Err("Invalid client class specified in buffer limit configuration.".into()),
+            _ => {
+                return Err(ConfigError::BadValue(
+                    "Invalid client class specified in buffer limit configuration.".into(),
+                ))
+            }
         };
-        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.".to_string();
+        let bad = || {
+            ConfigError::BadValue("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into())
+        };
         let hard = parse_memory(g[1]).ok_or_else(bad)?;
         let soft = parse_memory(g[2]).ok_or_else(bad)?;
         let secs = g[3].parse::<u64>().map_err(|_| bad())?;
@@ -322,7 +348,7 @@ fn format_output_limits(l: &[[u64; 3]]) -> String {
 /// `notify-keyspace-events` in Redis's canonical order: `A` when all of `g$lshzxetd` are on
 /// (and then, as in Redis, `n` is not printed though it stays on), else the classes present
 /// in the order `g$lshzxetdn`; then `K`, `E`, `m`.
-fn events_canonical(v: &str) -> Result<String, String> {
+fn events_canonical(v: &str) -> Result<String, ConfigError> {
     const ALL: &str = "g$lshzxetd";
     let mut on = std::collections::BTreeSet::new();
     for c in v.chars() {
@@ -331,7 +357,7 @@ fn events_canonical(v: &str) -> Result<String, String> {
             'g' | '$' | 'l' | 's' | 'h' | 'z' | 'x' | 'e' | 't' | 'd' | 'n' | 'K' | 'E' | 'm' => {
                 on.insert(c);
             }
-            _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+            _ => return Err(ConfigError::BadValue("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())),
         }
     }
     let mut out = String::new();

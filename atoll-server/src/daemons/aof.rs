@@ -15,7 +15,7 @@ use crate::engine::{LockPlan, Locks};
 use crate::exec::{Effect, Server};
 use crate::lockorder::rank;
 use crate::persist::aof::{self, AofFile, AofLog, CommandReader, Fsync, Manifest, Next};
-use crate::persist::rdbfile;
+use crate::persist::{rdbfile, PersistError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -100,11 +100,11 @@ fn open_log(srv: &Server, path: &Path) -> std::io::Result<Arc<AofLog>> {
 
 /// Start-up with `appendonly yes`: loads the AOF directory named by the manifest, or creates
 /// one from the (empty) dataset; then logs every write.
-pub fn start(srv: &Server) -> Result<(), String> {
+pub fn start(srv: &Server) -> Result<(), PersistError> {
     let d = dir(srv);
     let manifest_path = d.join(aof::manifest_name(&fname(srv)));
     let manifest = if manifest_path.exists() {
-        let text = std::fs::read_to_string(&manifest_path).map_err(|e| e.to_string())?;
+        let text = std::fs::read_to_string(&manifest_path)?;
         Some(Manifest::parse(&text)?)
     } else {
         None
@@ -135,7 +135,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
                 let f = AofFile { name: aof::incr_name(&fname(srv), seq), seq };
                 let mut m2 = m.clone();
                 m2.incr.push(f.clone());
-                aof::write_manifest(&d, &fname(srv), &m2).map_err(|e| e.to_string())?;
+                aof::write_manifest(&d, &fname(srv), &m2)?;
                 f
             }
         };
@@ -148,7 +148,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
         let base_size = m.base.as_ref().map_or(0, size);
         let earlier: u64 = m.incr.iter().filter(|f| **f != last).map(size).sum();
         *srv.persistence.aof.manifest.lock() = m;
-        let log = open_log(srv, &d.join(&last.name)).map_err(|e| e.to_string())?;
+        let log = open_log(srv, &d.join(&last.name))?;
         log.file_size.fetch_add(earlier, Ordering::Relaxed);
         let a = &srv.persistence.aof;
         a.base_size.store(base_size, Ordering::Relaxed);
@@ -157,22 +157,26 @@ pub fn start(srv: &Server) -> Result<(), String> {
         Ok(())
     } else {
         let mut locks = lock_all(srv);
-        rewrite_locked(srv, &mut locks).map_err(|e| format!("Can't create the AOF directory: {e}"))
+        rewrite_locked(srv, &mut locks).map_err(|e| {
+            let text = format!("Can't create the AOF directory: {e}");
+            PersistError::io(e, text)
+        })
     }
 }
 
 /// An AOF of Redis before 7.0 — one file, `appendfilename` in `dir` — becomes the base of a
 /// multi-part AOF, as Redis 7 upgrades it: moved into the directory under its name, with an
 /// empty incremental file and a manifest naming both.
-fn upgrade(srv: &Server, d: &Path) -> Result<(), String> {
+fn upgrade(srv: &Server, d: &Path) -> Result<(), PersistError> {
     let name = fname(srv);
-    std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(d)?;
     // The manifest first, as Redis: a crash before the move leaves a state the next start
     // recognises (the third case above) and completes; loading adds the incremental file.
     let m = Manifest { base: Some(AofFile { name: name.clone(), seq: 1 }), history: Vec::new(), incr: Vec::new() };
-    aof::write_manifest(d, &name, &m).map_err(|e| e.to_string())?;
+    aof::write_manifest(d, &name, &m)?;
     std::fs::rename(&name, d.join(&name)).map_err(|e| {
-        format!("Error trying to move the old AOF file {name} into dir {}: {}", d.display(), io_text(&e))
+        let text = format!("Error trying to move the old AOF file {name} into dir {}: {}", d.display(), io_text(&e));
+        PersistError::io(e, text)
     })?;
     crate::log_notice!(
         "Successfully migrated an old-style AOF file ({name}) into the AOF directory ({}).",
@@ -195,10 +199,12 @@ pub(super) fn lock_all(srv: &Server) -> Locks<'_> {
 /// the switch is made only if no file replacer runs (`Err(BUSY_INSIDE_EXEC)` otherwise) —
 /// the common case, in which nothing is waited for: the first base is written by the
 /// persistence thread afterwards, as Redis schedules it.
-pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), String> {
+pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), PersistError> {
     let running = srv.persistence.aof.log().is_some();
     let _files = if in_exec {
-        let Some(g) = srv.persistence.aof.files_lock.try_lock() else { return Err(BUSY_INSIDE_EXEC.into()) };
+        let Some(g) = srv.persistence.aof.files_lock.try_lock() else {
+            return Err(PersistError::Refused(BUSY_INSIDE_EXEC.into()));
+        };
         if on && !running {
             crate::log_notice!(
                 "AOF was enabled during a transaction. An AOF background was scheduled to start when possible."
@@ -216,7 +222,7 @@ pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), String> 
         g
     };
     if on && !running {
-        enable(srv).map_err(|e| e.to_string())?;
+        enable(srv)?;
     } else if !on && running {
         if let Some(l) = srv.persistence.aof.log.write().take() {
             srv.set_effect_sink(None);
@@ -552,7 +558,7 @@ fn adopt(srv: &Server, d: &Path, m: Manifest, base_bytes: u64) {
 /// `aof-load-truncated` allows (as Redis, with a warning); anywhere else it is an error.
 /// Incremental files are read up to their padding (`aof::content_end`); with `trim` (at
 /// start-up) the padding a crash left is cut off too.
-fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> {
+fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), PersistError> {
     let start = std::time::Instant::now();
     let mut files: Vec<(&AofFile, bool)> = Vec::new();
     if let Some(b) = &m.base {
@@ -566,12 +572,16 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> 
     for (f, last) in files {
         let path = d.join(&f.name);
         let file = std::fs::File::open(&path).map_err(|e| {
-            format!("Fatal error: can't open the append log file {} for reading: {}", f.name, io_text(&e))
+            let text = format!("Fatal error: can't open the append log file {} for reading: {}", f.name, io_text(&e));
+            PersistError::io(e, text)
         })?;
         let size = file.metadata().map_or(0, |x| x.len());
-        let end = if Some(f) == m.base.as_ref() { size } else { aof::content_end(&file).map_err(|e| e.to_string())? };
+        let end = if Some(f) == m.base.as_ref() { size } else { aof::content_end(&file)? };
         if trim && end < size {
-            truncate(&path, end).map_err(|e| format!("Can't cut the padding off {}: {}", f.name, io_text(&e)))?;
+            truncate(&path, end).map_err(|e| {
+                let text = format!("Can't cut the padding off {}: {}", f.name, io_text(&e));
+                PersistError::io(e, text)
+            })?;
         }
         let mut r = std::io::BufReader::with_capacity(1 << 20, std::io::Read::take(file, end));
         let is_rdb = std::io::BufRead::fill_buf(&mut r).is_ok_and(|b| b.starts_with(b"REDIS"));
@@ -580,7 +590,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> 
             let opts = crate::persist::load_opts(&srv.config);
             let now = srv.now_ms();
             let info = rdbfile::load_into(&srv.ks, &mut r, &opts, now, srv.lru_clock(now), &srv.persistence.loading)
-                .map_err(|e| format!("{e} (in {})", f.name))?;
+                .map_err(|e| e.map_text(|m| format!("{m} (in {})", f.name)))?;
             crate::daemons::persistence::install_functions(srv, &info.functions, false)?;
             keys += info.keys_loaded;
             crate::log_notice!("Reading RDB base file on AOF loading...");
@@ -590,7 +600,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> 
         let mut multi_at: Option<u64> = None;
         loop {
             let at = reader.offset();
-            match reader.read_next().map_err(|e| format!("{e} ({})", f.name))? {
+            match reader.read_next().map_err(|e| e.map_text(|m| format!("{m} ({})", f.name)))? {
                 Next::Command(argv) => {
                     let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
                     if name == "multi" {
@@ -598,7 +608,7 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> 
                     } else if name == "exec" {
                         multi_at = None;
                     }
-                    replay.run(srv, &argv).map_err(|e| format!("{e} ({})", f.name))?;
+                    replay.run(srv, &argv).map_err(|e| e.map_text(|m| format!("{m} ({})", f.name)))?;
                 }
                 Next::End => {
                     if let Some(at) = multi_at {
@@ -629,19 +639,19 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), String> 
 use crate::log::strerror as io_text;
 
 /// Cuts a torn tail off the last incremental file (`aof-load-truncated yes`).
-fn cut(srv: &Server, path: &Path, at: u64, last: bool, what: &str) -> Result<(), String> {
+fn cut(srv: &Server, path: &Path, at: u64, last: bool, what: &str) -> Result<(), PersistError> {
     if !last || !srv.config.flag(crate::config::p::AOF_LOAD_TRUNCATED) {
-        return Err(format!(
+        return Err(PersistError::Corrupt(format!(
             "Unexpected end of file reading the append only file {} at offset {at}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
             path.display()
-        ));
+        )));
     }
     crate::log_warning!("{what}");
     crate::log_warning!(
         "AOF {} loaded anyway because aof-load-truncated is enabled (truncated at offset {at})",
         path.display()
     );
-    truncate(path, at).map_err(|e| e.to_string())
+    Ok(truncate(path, at)?)
 }
 
 /// Cuts a file to `len` bytes, durably.
@@ -671,10 +681,13 @@ impl Replay {
         Replay { client }
     }
 
-    fn run(&mut self, srv: &Server, argv: &[Vec<u8>]) -> Result<(), String> {
+    fn run(&mut self, srv: &Server, argv: &[Vec<u8>]) -> Result<(), PersistError> {
         let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         if srv.table.lookup(args[0]).is_none() {
-            return Err(format!("Unknown command '{}' reading the append only file", String::from_utf8_lossy(args[0])));
+            return Err(PersistError::Refused(format!(
+                "Unknown command '{}' reading the append only file",
+                String::from_utf8_lossy(args[0])
+            )));
         }
         let mut out = crate::protocol::Reply::new(self.client.proto);
         self.client.clock = None;
@@ -687,14 +700,14 @@ impl Replay {
 /// DEBUG LOADAOF: the dataset is replaced by what the AOF directory holds (after writing what
 /// is pending). Runs without holding locks across the replay, so it is not atomic with
 /// respect to other clients, and the replay itself is not logged again.
-pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
+pub fn debug_loadaof(srv: &Server) -> Result<(), PersistError> {
     let _files = srv.persistence.aof.files_lock.lock();
     let log = srv.persistence.aof.log();
     if let Some(l) = &log {
         l.write_pending();
     }
     let d = dir(srv);
-    let text = std::fs::read_to_string(d.join(aof::manifest_name(&fname(srv)))).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(d.join(aof::manifest_name(&fname(srv))))?;
     let m = Manifest::parse(&text)?;
     srv.set_effect_sink(None);
     srv.scripts.functions.update(|st| *st = Default::default());

@@ -7,7 +7,7 @@
 
 use crate::engine::{Locks, SHARDS};
 use crate::exec::Server;
-use crate::persist::rdbfile;
+use crate::persist::{rdbfile, PersistError};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -48,13 +48,15 @@ pub(super) fn header_with(
 /// Installs the FUNCTION libraries a load found (through the scripting layer's loader, which
 /// the server registers at start). `replace`: a library of the same name is replaced (DEBUG
 /// RELOAD MERGE); otherwise it is an error, as in Redis.
-pub fn install_functions(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
+pub fn install_functions(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Result<(), PersistError> {
     if codes.is_empty() {
         return Ok(());
     }
     match srv.functions_loader.get() {
         Some(load) => load(srv, codes, replace),
-        None => Err("The RDB file contains function libraries and no scripting engine is installed".into()),
+        None => Err(PersistError::Unsupported(
+            "The RDB file contains function libraries and no scripting engine is installed".into(),
+        )),
     }
 }
 
@@ -72,14 +74,14 @@ pub(super) fn each_locked_shard(srv: &Server, locks: &mut Locks, f: &mut dyn FnM
 }
 
 /// Why a snapshot could not be taken, as Redis replies it.
-pub const ERR_BGSAVE_RUNNING: &str = "ERR Background save already in progress";
+pub const ERR_BGSAVE_RUNNING: &str = crate::persist::ERR_SNAPSHOT_RUNNING;
 
 /// Writes a snapshot to the RDB file now, on this thread (SAVE, SHUTDOWN, DEBUG RELOAD's
 /// first half). Records the outcome as Redis does.
-pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
+pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, PersistError> {
     let p = &srv.persistence;
     if p.in_progress.swap(true, Ordering::AcqRel) {
-        return Err(ERR_BGSAVE_RUNNING.into());
+        return Err(PersistError::Running);
     }
     // Redis saves while its AOF child rewrites; here both are snapshots, one at a time, so
     // SAVE waits for the rewrite's to end.
@@ -91,7 +93,7 @@ pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
     r
 }
 
-pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
+pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, PersistError> {
     let p = &srv.persistence;
     let start_dirty = dirty(srv);
     let now = srv.now_ms();
@@ -113,7 +115,7 @@ pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
         }
         Err(e) if e.to_string() == rdbfile::CANCELLED => {
             crate::log_notice!("Background saving cancelled (FLUSHALL)");
-            Err(e.to_string())
+            Err(PersistError::Io(e))
         }
         Err(e) => {
             p.set_failed(true);
@@ -122,7 +124,7 @@ pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, String> {
                 path.display(),
                 cwd()
             );
-            Err(format!("{e}"))
+            Err(PersistError::Io(e))
         }
     }
 }
@@ -164,7 +166,7 @@ pub fn changes_since_save(srv: &Server) -> u64 {
 
 /// Loads the RDB file at start-up, if there is one. Err: the file exists but cannot be
 /// loaded (the server must not start with a partial dataset).
-pub fn load_at_startup(srv: &Server) -> Result<(), String> {
+pub fn load_at_startup(srv: &Server) -> Result<(), PersistError> {
     let path = rdb_path(srv);
     if !path.exists() {
         return Ok(());
@@ -237,11 +239,11 @@ pub fn after_flushall(srv: &Server, locks: &mut Locks, pending_dirty: u64) {
 /// DEBUG RELOAD, with every shard of every database locked by the caller: saves the dataset
 /// (unless `save` is false), empties it (unless `flush` is false) and loads the file back.
 /// With `merge`, a loaded key replaces one already there; without it that is an error.
-pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: bool) -> Result<(), String> {
+pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: bool) -> Result<(), PersistError> {
     let path = rdb_path(srv);
     let ndbs = srv.ks.num_dbs();
     if save {
-        save_locked(srv, locks).map_err(|e| format!("{e}"))?;
+        save_locked(srv, locks)?;
     }
     if flush {
         // Emptying the whole dataset takes the function libraries too (FLUSHALL does not).
@@ -255,7 +257,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
             }
         }
     }
-    let f = std::fs::File::open(&path).map_err(|e| format!("{e}"))?;
+    let f = std::fs::File::open(&path)?;
     let opts = crate::persist::load_opts(&srv.config);
     let now = srv.now_ms();
     let lru = srv.lru_clock(now);
@@ -282,7 +284,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
 /// The save SHUTDOWN (or SIGTERM/SIGINT) makes before exiting: with SAVE always, by default
 /// when `save` points are configured, never with NOSAVE. A BGSAVE still running is waited
 /// for first (Redis kills its child; here it is a thread of ours). Err after logging why.
-pub fn shutdown_save(srv: &Server, mode: crate::exec::ShutdownMode) -> Result<(), String> {
+pub fn shutdown_save(srv: &Server, mode: crate::exec::ShutdownMode) -> Result<(), PersistError> {
     let wanted = match mode {
         crate::exec::ShutdownMode::NoSave => false,
         crate::exec::ShutdownMode::Save => true,
@@ -296,7 +298,7 @@ pub fn shutdown_save(srv: &Server, mode: crate::exec::ShutdownMode) -> Result<()
     loop {
         match save(srv) {
             Ok(_) => return Ok(()),
-            Err(e) if e == ERR_BGSAVE_RUNNING => std::thread::sleep(Duration::from_millis(10)),
+            Err(PersistError::Running) => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => {
                 crate::log_warning!("Error trying to save the DB, can't exit.");
                 crate::config::supervise::notify("Error trying to save the DB, can't exit.", false, false);

@@ -29,6 +29,27 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Why the link to the master broke or a sync failed: logged, and the link reconnects.
+#[derive(Debug)]
+enum LinkError {
+    /// The connection or a local file failed.
+    Io(std::io::Error),
+    /// The master said something this replica cannot go on from, or went away.
+    Master(String),
+    /// What the master sent did not load.
+    Load(crate::persist::PersistError),
+}
+
+impl std::fmt::Display for LinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkError::Io(e) => write!(f, "{e}"),
+            LinkError::Master(m) => f.write_str(m),
+            LinkError::Load(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// Why this server cannot follow a master now, if it cannot: with `tls-replication yes` the
 /// link would have to be TLS, which Atoll's replica side does not make yet.
 pub fn cannot_follow(srv: &Server) -> Option<&'static str> {
@@ -171,18 +192,18 @@ fn link_state(srv: &Server, gen: u64, state: u8) {
     }
 }
 
-fn io<T>(r: std::io::Result<T>) -> Result<T, String> {
-    r.map_err(|e| e.to_string())
+fn io<T>(r: std::io::Result<T>) -> Result<T, LinkError> {
+    r.map_err(LinkError::Io)
 }
 
 /// A line from the master, without its CRLF; the newlines a master sends while it prepares
 /// a snapshot (keep-alives) are skipped.
-fn read_line(r: &mut impl BufRead) -> Result<String, String> {
+fn read_line(r: &mut impl BufRead) -> Result<String, LinkError> {
     loop {
         let mut l = Vec::new();
         let n = io(r.take(1024).read_until(b'\n', &mut l))?;
         if n == 0 {
-            return Err("connection closed by master".into());
+            return Err(LinkError::Master("connection closed by master".into()));
         }
         if l == b"\n" {
             continue;
@@ -194,7 +215,7 @@ fn read_line(r: &mut impl BufRead) -> Result<String, String> {
     }
 }
 
-fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<(), String> {
+fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<(), LinkError> {
     let argv: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
     let mut out = Vec::new();
     crate::persist::aof::encode(&mut out, &argv);
@@ -202,13 +223,13 @@ fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<(), String> {
 }
 
 /// One connection to the master, from the handshake to the link's end.
-fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> {
+fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
     let timeout =
         Duration::from_secs(srv.config.text(crate::config::p::REPL_TIMEOUT).parse::<u64>().unwrap_or(60).max(1));
     let addr = io(std::net::ToSocketAddrs::to_socket_addrs(&(host, port)))?
         .next()
-        .ok_or_else(|| format!("can't resolve {host}"))?;
+        .ok_or_else(|| LinkError::Master(format!("can't resolve {host}")))?;
     let sock = io(TcpStream::connect_timeout(&addr, timeout))?;
     let _ = sock.set_nodelay(true);
     io(sock.set_read_timeout(Some(timeout)))?;
@@ -227,7 +248,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
     send(&mut w, &[b"PING"])?;
     let pong = read_line(&mut r)?;
     if pong.starts_with('-') && !pong.starts_with("-NOAUTH") && !pong.starts_with("-NOPERM") {
-        return Err(format!("Error reply to PING from master: '{pong}'"));
+        return Err(LinkError::Master(format!("Error reply to PING from master: '{pong}'")));
     }
     crate::log_notice!("Master replied to PING, replication can continue...");
     let auth = srv.config.text(crate::config::p::MASTERAUTH);
@@ -240,7 +261,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
         }
         let l = read_line(&mut r)?;
         if l.starts_with('-') {
-            return Err(format!("Unable to AUTH to MASTER: {l}"));
+            return Err(LinkError::Master(format!("Unable to AUTH to MASTER: {l}")));
         }
     }
     // What the master shows and hands out for this replica (`replica-announce-*`).
@@ -273,7 +294,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut it = rest.split(' ');
         let replid = it.next().unwrap_or_default().to_string();
-        let offset: i64 = it.next().and_then(|o| o.parse().ok()).ok_or("bad +FULLRESYNC")?;
+        let offset: i64 = it.next().and_then(|o| o.parse().ok()).ok_or(LinkError::Master("bad +FULLRESYNC".into()))?;
         crate::log_notice!("Full resync from master: {replid}:{offset}");
         link_state(srv, gen, SYNC);
         full_sync(srv, &mut r, gen)?;
@@ -292,7 +313,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
         }
         crate::log_notice!("Successful partial resynchronization with master.");
     } else {
-        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+        return Err(LinkError::Master(format!("Unexpected reply to PSYNC from master: {reply}")));
     }
     link_state(srv, gen, CONNECTED);
     up.down_since_ms.store(0, Ordering::Relaxed);
@@ -300,10 +321,12 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), String> 
 }
 
 /// Receives the snapshot into `dbfilename` and loads it in place of the dataset.
-fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(), String> {
+fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(), LinkError> {
     let head = read_line(r)?;
     let Some(len) = head.strip_prefix('$') else {
-        return Err(format!("Bad protocol from MASTER, the first byte is not '$' (we received '{head}')"));
+        return Err(LinkError::Master(format!(
+            "Bad protocol from MASTER, the first byte is not '$' (we received '{head}')"
+        )));
     };
     let path = crate::daemons::persistence::rdb_path(srv);
     let dir = match path.parent() {
@@ -316,7 +339,7 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
         if let Some(mark) = len.strip_prefix("EOF:") {
             let mark = mark.as_bytes();
             if mark.len() != 40 {
-                return Err("bad EOF mark".to_string());
+                return Err(LinkError::Master("bad EOF mark".into()));
             }
             crate::log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk");
             // Everything up to the mark; the last 40 bytes read are kept back until more come.
@@ -325,7 +348,7 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
             loop {
                 let n = io(r.read(&mut buf))?;
                 if n == 0 {
-                    return Err("connection closed during the transfer".into());
+                    return Err(LinkError::Master("connection closed during the transfer".into()));
                 }
                 tail.extend_from_slice(&buf[..n]);
                 if tail.ends_with(mark) {
@@ -340,21 +363,21 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
                 srv.repl.upstream.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
             }
         } else {
-            let mut left: u64 = len.parse().map_err(|_| format!("bad bulk length '{len}'"))?;
+            let mut left: u64 = len.parse().map_err(|_| LinkError::Master(format!("bad bulk length '{len}'")))?;
             crate::log_notice!("MASTER <-> REPLICA sync: receiving {left} bytes from master to disk");
             let mut buf = vec![0u8; 64 << 10];
             while left > 0 {
                 let want = buf.len().min(left as usize);
                 let n = io(r.read(&mut buf[..want]))?;
                 if n == 0 {
-                    return Err("connection closed during the transfer".into());
+                    return Err(LinkError::Master("connection closed during the transfer".into()));
                 }
                 io(f.write_all(&buf[..n]))?;
                 left -= n as u64;
                 srv.repl.upstream.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
             }
         }
-        let f = f.into_inner().map_err(|e| e.to_string())?;
+        let f = f.into_inner().map_err(|e| LinkError::Io(e.into_error()))?;
         io(f.sync_all())?;
         Ok(())
     })();
@@ -364,7 +387,7 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
     }
     if !current(srv, gen) {
         let _ = std::fs::remove_file(&tmp);
-        return Err("REPLICAOF changed during the transfer".into());
+        return Err(LinkError::Master("REPLICAOF changed during the transfer".into()));
     }
     io(std::fs::rename(&tmp, &path))?;
     // The new name survives a power cut too (the file itself was fsync'd above).
@@ -380,19 +403,19 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
         // Loaded: clients are no longer told -LOADING (Redis's loading ends with rdbLoad).
         // What needs the data waits for the AOF's rewrite below, as behind a busy thread.
         srv.persistence.set_gate(GATE_LOADING, false);
-        r?;
+        r.map_err(LinkError::Load)?;
         // The AOF must hold the new dataset, which came without effects.
         if srv.persistence.aof.log().is_some() {
-            crate::daemons::aof::rewrite_locked(srv, &mut locks).map_err(|e| e.to_string())?;
+            crate::daemons::aof::rewrite_locked(srv, &mut locks).map_err(LinkError::Io)?;
         }
-        Ok::<(), String>(())
+        Ok::<(), LinkError>(())
     })();
     srv.persistence.set_gate(GATE_LOADING, false);
     loaded
 }
 
 /// Applies the master's stream until the link ends.
-fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> Result<(), String> {
+fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
     let w: Mutex<TcpStream, { rank::LEAF }> = Mutex::new(w);
     // What the AOF holds at the start is durable (a full sync rewrote it).
@@ -420,7 +443,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
             }
         });
         if let Err(e) = spawned {
-            return Err(format!("can't start the ACK thread: {e}"));
+            return Err(LinkError::Io(std::io::Error::new(e.kind(), format!("can't start the ACK thread: {e}"))));
         }
         let result = apply_stream(srv, &mut r, &w, &acks, gen);
         stop.store(true, Ordering::Release);
@@ -435,7 +458,7 @@ fn apply_stream(
     w: &Mutex<TcpStream, { rank::LEAF }>,
     acks: &Acks,
     gen: u64,
-) -> Result<(), String> {
+) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
     let mut client = master_client(srv, r.get_ref());
     client.db = up.db.load(Ordering::Relaxed);
@@ -452,8 +475,10 @@ fn apply_stream(
         up.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
         let argv = match next {
             Ok(Next::Command(a)) => a,
-            Ok(Next::End) | Ok(Next::Truncated(_)) => break Err("connection with master closed".to_string()),
-            Err(e) => break Err(e),
+            Ok(Next::End) | Ok(Next::Truncated(_)) => {
+                break Err(LinkError::Master("connection with master closed".into()))
+            }
+            Err(e) => break Err(LinkError::Load(e)),
         };
         if !current(srv, gen) {
             break Ok(());
@@ -545,7 +570,7 @@ fn send_ack(
     w: &Mutex<TcpStream, { rank::LEAF }>,
     acks: &Acks,
     log: Option<&crate::persist::aof::AofLog>,
-) -> Result<(), String> {
+) -> Result<(), LinkError> {
     let o = acks.offset.load(Ordering::Acquire).to_string();
     match acks.fsynced(log) {
         Some(f) => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes(), b"FACK", f.to_string().as_bytes()]),

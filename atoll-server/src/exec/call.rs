@@ -202,12 +202,12 @@ fn gated(
     // DEBUG and MODULE LOAD/UNLOAD are PROTECTED: allowed by their `enable-*-command`
     // setting (immutable, so read only here, off the common path).
     if cmd.has(flags::PROTECTED) {
-        let (setting, what) = if cmd.name.starts_with("module") {
-            ("enable-module-command", "MODULE")
+        let (param, setting, what) = if cmd.name.starts_with("module") {
+            (crate::config::p::ENABLE_MODULE_COMMAND, "enable-module-command", "MODULE")
         } else {
-            ("enable-debug-command", "DEBUG")
+            (crate::config::p::ENABLE_DEBUG_COMMAND, "enable-debug-command", "DEBUG")
         };
-        let v = srv.config.get(setting);
+        let v = srv.config.text(param);
         if !(v == "yes" || (v == "local" && client.handle.is_local())) {
             return reject(srv, ws, client, out, Some(cmd), CmdError::msg(format!(
                 "ERR {what} command not allowed. If the {setting} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
@@ -867,12 +867,29 @@ pub fn disconnect(srv: &Server, client: &mut Client) {
     }
 }
 
+/// Why `redis.call` refused a command; its text is the script's error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// A rule for scripts, in Redis's words (the script's error gives it the `ERR` code).
+    Rule(std::borrow::Cow<'static, str>),
+    /// A gate's refusal, keeping its own code (`-READONLY …`).
+    Gate(CmdError),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Rule(m) => f.write_str(m),
+            Refusal::Gate(e) => write!(f, "-{}", e.text()),
+        }
+    }
+}
+
 /// A command called by a running script (`redis.call`/`redis.pcall`; Redis's `scriptCall`):
 /// the script's own checks — the command exists with the right arity, may run from a script,
 /// is no write in a read-only script, may write now — then its shards are added to the
 /// script's locks (it keeps them until it ends) and it runs through [`call`] like any other,
-/// its reply in `out`. `Err` is Redis's text for a refused call: a bare message (the caller
-/// gives it the `ERR` code) or `-CODE message`.
+/// its reply in `out`. `Err`: why the call was refused.
 pub fn script_call(
     srv: &Server,
     ws: &WorkerStats,
@@ -881,42 +898,46 @@ pub fn script_call(
     argv: &[&[u8]],
     locks: &mut Locks<'_>,
     read_only: bool,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     // A refusal is a rejected call of the command (if it exists) and an error reply of its own
     // in the error statistics, as Redis's scriptCall counts it (the script's error that may
     // follow is not counted again).
-    let refused = |cmd: Option<&Command>, e: &str| {
+    let refused = |cmd: Option<&Command>, e: Refusal| {
         if let Some(c) = cmd {
             ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
         }
-        count_error(ws, e.strip_prefix('-').unwrap_or("ERR"));
-        Err(e.to_string())
+        match &e {
+            Refusal::Rule(_) => count_error(ws, "ERR"),
+            Refusal::Gate(g) => count_error(ws, &g.text()),
+        }
+        Err(e)
     };
+    let rule = |m: &'static str| Refusal::Rule(m.into());
     let cmd = match resolve(srv, argv) {
         Ok(c) => c,
-        Err((Some(c), _)) => return refused(Some(c), "Wrong number of args calling Redis command from script"),
-        Err((None, _)) => return refused(None, "Unknown Redis command called from script"),
+        Err((Some(c), _)) => return refused(Some(c), rule("Wrong number of args calling Redis command from script")),
+        Err((None, _)) => return refused(None, rule("Unknown Redis command called from script")),
     };
-    let refuse = |e: &str| refused(Some(cmd), e);
+    let refuse = |e: Refusal| refused(Some(cmd), e);
     if cmd.has(flags::NOSCRIPT) && !srv.deny_scripts_disabled.load(Ordering::Relaxed) {
-        return refuse("This Redis command is not allowed from script");
+        return refuse(rule("This Redis command is not allowed from script"));
     }
     // A stale replica (an `allow-stale` script got this far): only commands flagged `stale`.
     if srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_STALE != 0
         && !cmd.has(flags::STALE)
         && !client.replaying
     {
-        return refuse("Can not execute the command on a stale replica");
+        return refuse(rule("Can not execute the command on a stale replica"));
     }
     if let Some(p) = client.perms.as_ref().filter(|p| !p.unrestricted) {
         if let Err((d, pos)) = p.check(cmd, argv) {
             let e = acl_denied(srv, client, cmd, argv, d, pos, Context::Lua);
-            return refuse(&format!("ACL failure in script: {e}"));
+            return refuse(Refusal::Rule(format!("ACL failure in script: {e}").into()));
         }
     }
     let writes = cmd.has(flags::WRITE);
     if read_only && (writes || cmd.has(flags::MAY_REPLICATE)) {
-        return refuse("Write commands are not allowed from read-only scripts.");
+        return refuse(rule("Write commands are not allowed from read-only scripts."));
     }
     // A read-only replica, a failed save, too few good replicas: writes are refused, unless
     // the script already wrote (it cannot stop half-way), as Redis's
@@ -924,13 +945,13 @@ pub fn script_call(
     if writes && !srv.scripts.run.wrote.load(Ordering::Relaxed) && !client.replaying {
         let gates = srv.persistence.gates.load(Ordering::Relaxed);
         if gates & crate::services::gates::GATE_READONLY != 0 {
-            return refuse(&format!("-{}", CmdError::ReadOnly.text()));
+            return refuse(Refusal::Gate(CmdError::ReadOnly));
         }
         if srv.persistence.failed() && srv.persistence.writes_refused(&srv.config) {
-            return refuse(&format!("-{}", CmdError::Misconf.text()));
+            return refuse(Refusal::Gate(CmdError::Misconf));
         }
         if gates & crate::services::gates::GATE_NO_REPLICAS != 0 {
-            return refuse(&format!("-{}", CmdError::NoReplicas.text()));
+            return refuse(Refusal::Gate(CmdError::NoReplicas));
         }
     }
     // Out of memory when the script started: no command that may grow memory, unless the
@@ -941,7 +962,7 @@ pub fn script_call(
         && srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0
         && !client.allow_oom
     {
-        return refuse(&format!("-{}", CmdError::Oom.text()));
+        return refuse(Refusal::Gate(CmdError::Oom));
     }
     if writes {
         srv.scripts.run.wrote.store(true, Ordering::Relaxed);

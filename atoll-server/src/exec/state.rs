@@ -59,7 +59,7 @@ impl Default for Sample {
 pub type EffectSink = Box<dyn Fn(&[Effect], u64) + Send + Sync>;
 
 /// What installs FUNCTION libraries found by a load (see `Server::functions_loader`).
-pub type FunctionsLoader = fn(&Server, &[Vec<u8>], bool) -> Result<(), String>;
+pub type FunctionsLoader = fn(&Server, &[Vec<u8>], bool) -> Result<(), crate::persist::PersistError>;
 
 pub struct Server {
     pub config: Config,

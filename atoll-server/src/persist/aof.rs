@@ -3,6 +3,7 @@
 //! (`file appendonly.aof.1.base.rdb seq 1 type b`). This module has the formats — manifest,
 //! the commands as RESP, reading them back — and the log writer with its fsync policies.
 
+use super::PersistError;
 use crate::engine::rdb::Input;
 use crate::lockorder::{rank, Mutex};
 use parking_lot::Condvar;
@@ -34,7 +35,7 @@ pub struct Manifest {
 impl Manifest {
     /// Parses a manifest as Redis writes it; a line it cannot read is an error (Redis refuses
     /// to start on an invalid manifest).
-    pub fn parse(text: &str) -> Result<Manifest, String> {
+    pub fn parse(text: &str) -> Result<Manifest, PersistError> {
         let mut m = Manifest::default();
         let mut last_incr = 0;
         for (n, raw) in text.split_inclusive('\n').enumerate() {
@@ -42,10 +43,10 @@ impl Manifest {
                 continue;
             }
             if raw.len() > 1024 || !raw.ends_with('\n') && raw.len() == 1024 {
-                return Err("The AOF manifest file contains too long line".into());
+                return Err(PersistError::Corrupt("The AOF manifest file contains too long line".into()));
             }
             let line = raw.trim_matches(|c| c == ' ' || c == '\t' || c == '\r' || c == '\n');
-            let bad = || Err(format!("Invalid AOF manifest file format (line {})", n + 1));
+            let bad = || Err(PersistError::Corrupt(format!("Invalid AOF manifest file format (line {})", n + 1)));
             if line.is_empty() {
                 return bad();
             }
@@ -72,29 +73,29 @@ impl Manifest {
                 return bad();
             };
             if name.contains('/') {
-                return Err(format!("File can't be a path, just a filename (line {})", n + 1));
+                return Err(PersistError::Corrupt(format!("File can't be a path, just a filename (line {})", n + 1)));
             }
             let f = AofFile { name, seq };
             match kind.as_str() {
                 "b" => {
                     if m.base.is_some() {
-                        return Err("Found duplicate base file information".into());
+                        return Err(PersistError::Corrupt("Found duplicate base file information".into()));
                     }
                     m.base = Some(f)
                 }
                 "h" => m.history.push(f),
                 "i" => {
                     if f.seq <= last_incr {
-                        return Err("Found a non-monotonic sequence number".into());
+                        return Err(PersistError::Corrupt("Found a non-monotonic sequence number".into()));
                     }
                     last_incr = f.seq;
                     m.incr.push(f)
                 }
-                _ => return Err(format!("Unknown AOF file type {kind}")),
+                _ => return Err(PersistError::Corrupt(format!("Unknown AOF file type {kind}"))),
             }
         }
         if m.base.is_none() && m.incr.is_empty() {
-            return Err("Found an empty AOF manifest".into());
+            return Err(PersistError::Corrupt("Found an empty AOF manifest".into()));
         }
         Ok(m)
     }
@@ -204,14 +205,14 @@ impl<R: Read> CommandReader<R> {
     }
 
     /// A `\r\n`-terminated line of at most 128 bytes (its terminator removed); None at EOF.
-    fn line(&mut self) -> Result<Option<Vec<u8>>, String> {
+    fn line(&mut self) -> Result<Option<Vec<u8>>, Torn> {
         let mut l = Vec::new();
         loop {
             let mut b = [0u8; 1];
             match self.inp.fill(&mut b) {
                 Ok(()) => {}
                 Err(_) if l.is_empty() => return Ok(None),
-                Err(_) => return Err("truncated".into()),
+                Err(_) => return Err(Torn),
             }
             if b[0] == b'\n' {
                 if l.last() == Some(&b'\r') {
@@ -221,13 +222,13 @@ impl<R: Read> CommandReader<R> {
             }
             l.push(b[0]);
             if l.len() > 128 {
-                return Err("line too long".into());
+                return Err(Torn);
             }
         }
     }
 
     /// The next command. Err: malformed content (not a torn tail), with the offset.
-    pub fn read_next(&mut self) -> Result<Next, String> {
+    pub fn read_next(&mut self) -> Result<Next, PersistError> {
         loop {
             let start = self.inp.pos;
             let torn = || Ok(Next::Truncated(start));
@@ -240,8 +241,11 @@ impl<R: Read> CommandReader<R> {
             if l.first() == Some(&b'#') {
                 continue;
             }
-            let bad =
-                |what: &str| Err(format!("Bad file format reading the append only file at offset {start}: {what}"));
+            let bad = |what: &str| {
+                Err(PersistError::Corrupt(format!(
+                    "Bad file format reading the append only file at offset {start}: {what}"
+                )))
+            };
             if l.first() != Some(&b'*') {
                 return bad("expected '*'");
             }
@@ -273,6 +277,9 @@ impl<R: Read> CommandReader<R> {
         }
     }
 }
+
+/// A line cut short (the file ends inside it) or too long to be one: the log's torn tail.
+struct Torn;
 
 // ---------------------------------------------------------------------------------------------
 // The log writer
@@ -979,7 +986,7 @@ pub fn value_commands(out: &mut Vec<u8>, key: &[u8], v: &crate::engine::Value, e
 mod tests {
     use super::*;
 
-    fn read_all(bytes: &[u8]) -> (Vec<Vec<Vec<u8>>>, Result<Next, String>) {
+    fn read_all(bytes: &[u8]) -> (Vec<Vec<Vec<u8>>>, Result<Next, PersistError>) {
         let mut r = CommandReader::new(bytes, 1 << 20);
         let mut cmds = Vec::new();
         loop {
@@ -1127,13 +1134,16 @@ mod tests {
         );
         assert_eq!(Manifest::parse(&text).unwrap(), m);
         assert_eq!(
-            Manifest::parse("file a seq 1 type b\n\n").unwrap_err(),
+            Manifest::parse("file a seq 1 type b\n\n").unwrap_err().to_string(),
             "Invalid AOF manifest file format (line 2)"
         );
         assert_eq!(
-            Manifest::parse("file a seq 2 type i\nfile b seq 1 type i\n").unwrap_err(),
+            Manifest::parse("file a seq 2 type i\nfile b seq 1 type i\n").unwrap_err().to_string(),
             "Found a non-monotonic sequence number"
         );
-        assert!(Manifest::parse("file a seq 1\n").unwrap_err().starts_with("Invalid AOF manifest file format"));
+        assert!(Manifest::parse("file a seq 1\n")
+            .unwrap_err()
+            .to_string()
+            .starts_with("Invalid AOF manifest file format"));
     }
 }

@@ -11,6 +11,93 @@ use crate::engine::rdb::{self, load::LoadOpts, save::SaveOpts, Input, RdbError, 
 use crate::engine::Value;
 use std::sync::atomic::Ordering;
 
+/// Why loading or saving failed. Its text (`Display`) is what the log and the replies say, in
+/// Redis's words where Redis has some; the kind says what a caller may do about it.
+#[derive(Debug)]
+pub enum PersistError {
+    /// Reading or writing a file, directory or socket failed.
+    Io(std::io::Error),
+    /// The data breaks its format (RDB, AOF, manifest): what was wrong, and where.
+    Corrupt(String),
+    /// Well-formed data this server does not load (module data, a newer format).
+    Unsupported(String),
+    /// Sound data that was refused: a duplicated key, a database past `databases`, a function
+    /// library or a logged command that fails, a setting that forbids the step.
+    Refused(String),
+    /// Another snapshot is being written (SAVE while a BGSAVE runs): Redis's reply for it.
+    Running,
+}
+
+/// Redis's reply when a snapshot is asked for while one is being written.
+pub const ERR_SNAPSHOT_RUNNING: &str = "ERR Background save already in progress";
+
+impl PersistError {
+    /// The same kind of error, its text rewritten by `f` (a note of which file, say).
+    pub fn map_text(self, f: impl FnOnce(String) -> String) -> PersistError {
+        match self {
+            PersistError::Io(e) => PersistError::Io(std::io::Error::new(e.kind(), f(e.to_string()))),
+            PersistError::Corrupt(m) => PersistError::Corrupt(f(m)),
+            PersistError::Unsupported(m) => PersistError::Unsupported(f(m)),
+            PersistError::Refused(m) => PersistError::Refused(f(m)),
+            PersistError::Running => PersistError::Running,
+        }
+    }
+
+    /// An I/O error, its text saying what was being done (Redis's words for the step).
+    pub fn io(e: std::io::Error, text: String) -> PersistError {
+        PersistError::Io(std::io::Error::new(e.kind(), text))
+    }
+
+    /// The same error, saying where in the stream it was found.
+    pub fn at(self, offset: u64) -> PersistError {
+        match self {
+            PersistError::Io(e) => PersistError::Corrupt(format!("{e} (at offset {offset})")),
+            PersistError::Corrupt(m) => PersistError::Corrupt(format!("{m} (at offset {offset})")),
+            PersistError::Unsupported(m) => PersistError::Unsupported(format!("{m} (at offset {offset})")),
+            PersistError::Refused(m) => PersistError::Refused(format!("{m} (at offset {offset})")),
+            PersistError::Running => PersistError::Running,
+        }
+    }
+}
+
+impl std::fmt::Display for PersistError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PersistError::Io(e) => write!(f, "{e}"),
+            PersistError::Corrupt(m) | PersistError::Unsupported(m) | PersistError::Refused(m) => f.write_str(m),
+            PersistError::Running => f.write_str(ERR_SNAPSHOT_RUNNING),
+        }
+    }
+}
+
+impl std::error::Error for PersistError {}
+
+/// The first error of several threads is kept and handed on (a parallel load's).
+impl Clone for PersistError {
+    fn clone(&self) -> Self {
+        match self {
+            PersistError::Io(e) => PersistError::Io(std::io::Error::new(e.kind(), e.to_string())),
+            PersistError::Corrupt(m) => PersistError::Corrupt(m.clone()),
+            PersistError::Unsupported(m) => PersistError::Unsupported(m.clone()),
+            PersistError::Refused(m) => PersistError::Refused(m.clone()),
+            PersistError::Running => PersistError::Running,
+        }
+    }
+}
+
+impl From<std::io::Error> for PersistError {
+    fn from(e: std::io::Error) -> Self {
+        PersistError::Io(e)
+    }
+}
+
+/// A value or record that does not decode.
+impl From<RdbError> for PersistError {
+    fn from(e: RdbError) -> Self {
+        PersistError::Corrupt(e.0)
+    }
+}
+
 /// Saving options from the configuration.
 pub fn save_opts(c: &Config) -> SaveOpts {
     SaveOpts {

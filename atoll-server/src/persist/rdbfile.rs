@@ -4,7 +4,7 @@
 //! TTL), EOF and a CRC-64 of everything before it. Shards are emitted in whatever order
 //! they were serialized, each chunk opening with its own SELECTDB — RDB allows repeating it.
 
-use super::bigvalue;
+use super::{bigvalue, PersistError};
 use crate::engine::rdb::{self, load::LoadOpts, save::SaveOpts, Input};
 use crate::engine::{key_shard, Keyspace, Shard, SnapshotSink, Value};
 use crate::lockorder::{rank, Mutex};
@@ -589,8 +589,8 @@ pub fn load<R: Read>(
     num_dbs: usize,
     now_ms: i64,
     hooks: &LoadHooks,
-    insert: impl FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>,
-) -> Result<LoadInfo, String> {
+    insert: impl FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), PersistError>,
+) -> Result<LoadInfo, PersistError> {
     load_stream(r, num_dbs, hooks, &mut Inline { opts, now_ms, insert })
 }
 
@@ -606,17 +606,17 @@ trait OnKey<R: Read> {
         exp: Option<i64>,
         inp: &mut Input<R>,
         info: &mut LoadInfo,
-    ) -> Result<(), String>;
+    ) -> Result<(), PersistError>;
 
     /// The stream is read: waits for what is still being stored. Err: the whole message.
-    fn finish(&mut self, _info: &mut LoadInfo) -> Result<(), String> {
+    fn finish(&mut self, _info: &mut LoadInfo) -> Result<(), PersistError> {
         Ok(())
     }
 }
 
 /// A value's error, naming its key (the caller adds where).
-fn key_error(x: rdb::RdbError, key: &[u8]) -> String {
-    format!("{} loading key '{}'", x.0, String::from_utf8_lossy(key))
+fn key_error(x: rdb::RdbError, key: &[u8]) -> PersistError {
+    PersistError::Corrupt(format!("{} loading key '{}'", x.0, String::from_utf8_lossy(key)))
 }
 
 /// Where a decoded value goes, as Redis's loader decides: an empty aggregate (written by old
@@ -628,8 +628,8 @@ fn place<K: AsRef<[u8]>>(
     exp: Option<i64>,
     now_ms: i64,
     info: &mut LoadInfo,
-    insert: impl FnOnce(K, Value) -> Result<(), String>,
-) -> Result<(), String> {
+    insert: impl FnOnce(K, Value) -> Result<(), PersistError>,
+) -> Result<(), PersistError> {
     match v {
         None => {
             // As Redis: the first ten are named.
@@ -654,7 +654,7 @@ struct Inline<'a, F> {
     insert: F,
 }
 
-impl<R: Read, F: FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>> OnKey<R> for Inline<'_, F> {
+impl<R: Read, F: FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), PersistError>> OnKey<R> for Inline<'_, F> {
     fn key(
         &mut self,
         db: usize,
@@ -663,72 +663,82 @@ impl<R: Read, F: FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), String>
         exp: Option<i64>,
         inp: &mut Input<R>,
         info: &mut LoadInfo,
-    ) -> Result<(), String> {
+    ) -> Result<(), PersistError> {
         let v = rdb::load::value(t, inp, self.opts).map_err(|x| key_error(x, &key))?;
         place(key, v, exp, self.now_ms, info, |key, v| (self.insert)(db, key, v, exp))
     }
 }
 
-fn load_stream<R: Read, K: OnKey<R>>(r: R, num_dbs: usize, hooks: &LoadHooks, on: &mut K) -> Result<LoadInfo, String> {
+fn load_stream<R: Read, K: OnKey<R>>(
+    r: R,
+    num_dbs: usize,
+    hooks: &LoadHooks,
+    on: &mut K,
+) -> Result<LoadInfo, PersistError> {
     let mut inp = Input::new(r, true);
-    let magic: [u8; 9] = inp.array().map_err(|e| e.0)?;
+    let magic: [u8; 9] = inp.array()?;
     if magic.starts_with(b"VALKEY") {
-        return Err(format!(
+        return Err(PersistError::Unsupported(format!(
             "Can't handle RDB format version {}: a Valkey 8.1+ file, newer than Redis 7.2's RDB 11",
             String::from_utf8_lossy(&magic[6..])
-        ));
+        )));
     }
     if &magic[..5] != b"REDIS" {
-        return Err("Wrong signature trying to load DB from file".into());
+        return Err(PersistError::Corrupt("Wrong signature trying to load DB from file".into()));
     }
     let version: u16 = std::str::from_utf8(&magic[5..]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     if !(1..=rdb::RDB_VERSION).contains(&version) {
-        return Err(format!("Can't handle RDB format version {version}"));
+        return Err(PersistError::Unsupported(format!("Can't handle RDB format version {version}")));
     }
     let mut info = LoadInfo { version, ..LoadInfo::default() };
     let mut db = 0usize;
     let mut expire: Option<i64> = None;
-    let e = |inp: &Input<R>, m: String| format!("{m} (at offset {})", inp.pos);
+    let e = |inp: &Input<R>, m: PersistError| m.at(inp.pos);
     loop {
-        let t = inp.u8().map_err(|x| x.0)?;
+        let t = inp.u8()?;
         match t {
-            rdb::OP_EXPIRETIME_MS => expire = Some(inp.ms().map_err(|x| x.0)?),
+            rdb::OP_EXPIRETIME_MS => expire = Some(inp.ms()?),
             rdb::OP_EXPIRETIME => {
-                let b: [u8; 4] = inp.array().map_err(|x| x.0)?;
+                let b: [u8; 4] = inp.array()?;
                 expire = Some(i32::from_le_bytes(b) as i64 * 1000);
             }
             rdb::OP_FREQ => {
-                inp.u8().map_err(|x| x.0)?;
+                inp.u8()?;
             }
             rdb::OP_IDLE => {
-                inp.length().map_err(|x| x.0)?;
+                inp.length()?;
             }
             rdb::OP_SELECTDB => {
-                let d = inp.length().map_err(|x| x.0)?;
+                let d = inp.length()?;
                 if d >= num_dbs as u64 {
-                    return Err(format!(
+                    return Err(PersistError::Refused(format!(
                         "FATAL: Data file was created with a Redis server configured to handle more than {num_dbs} databases. Exiting"
-                    ));
+                    )));
                 }
                 db = d as usize;
             }
             rdb::OP_RESIZEDB => {
-                inp.length().map_err(|x| x.0)?;
-                inp.length().map_err(|x| x.0)?;
+                inp.length()?;
+                inp.length()?;
             }
             rdb::OP_AUX => {
-                let k = inp.string().map_err(|x| x.0)?;
-                let v = inp.string().map_err(|x| x.0)?;
+                let k = inp.string()?;
+                let v = inp.string()?;
                 info.aux.push((String::from_utf8_lossy(&k).into(), String::from_utf8_lossy(&v).into()));
             }
             rdb::OP_MODULE_AUX => {
-                return Err(e(&inp, "The RDB file contains module data; Atoll loads no modules".into()))
+                return Err(e(
+                    &inp,
+                    PersistError::Unsupported("The RDB file contains module data; Atoll loads no modules".into()),
+                ))
             }
-            rdb::OP_FUNCTION2 => info.functions.push(inp.string().map_err(|x| e(&inp, x.0))?),
-            rdb::OP_FUNCTION_PRE_GA => return Err(e(&inp, "Pre-GA function format not supported".into())),
+            rdb::OP_FUNCTION2 => info.functions.push(inp.string().map_err(|x| e(&inp, x.into()))?),
+            rdb::OP_FUNCTION_PRE_GA => {
+                return Err(e(&inp, PersistError::Unsupported("Pre-GA function format not supported".into())))
+            }
             rdb::OP_EOF => break,
             t if rdb::load::is_value_type(t) => {
-                let key = inp.string().map_err(|x| e(&inp, x.0))?;
+                let key = inp.string().map_err(|x| e(&inp, x.into()))?;
                 let exp = expire.take();
                 on.key(db, key, t, exp, &mut inp, &mut info).map_err(|m| e(&inp, m))?;
                 hooks.loaded_bytes.store(inp.pos, Ordering::Relaxed);
@@ -737,16 +747,16 @@ fn load_stream<R: Read, K: OnKey<R>>(r: R, num_dbs: usize, hooks: &LoadHooks, on
                     key_delay(delay, 1);
                 }
             }
-            t => return Err(e(&inp, format!("Unknown RDB opcode or type {t}"))),
+            t => return Err(e(&inp, PersistError::Corrupt(format!("Unknown RDB opcode or type {t}")))),
         }
     }
     if version >= 5 {
         let computed = inp.checksum();
-        let stored = u64::from_le_bytes(inp.array().map_err(|x| x.0)?);
+        let stored = u64::from_le_bytes(inp.array()?);
         if stored != 0 && stored != computed {
-            return Err(format!(
+            return Err(PersistError::Corrupt(format!(
                 "Wrong RDB checksum expected: ({computed:x}) but got ({stored:x}). Aborting now. RDB CRC error"
-            ));
+            )));
         }
     }
     on.finish(&mut info)?;
@@ -762,8 +772,8 @@ pub fn load_file(
     now_ms: i64,
     lru: u32,
     hooks: &LoadHooks,
-) -> Result<LoadInfo, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{e}"))?;
+) -> Result<LoadInfo, PersistError> {
+    let f = std::fs::File::open(path)?;
     let mut r = std::io::BufReader::with_capacity(1 << 20, f);
     load_into(ks, &mut r, opts, now_ms, lru, hooks)
 }
@@ -777,7 +787,7 @@ pub fn load_into<R: Read>(
     now_ms: i64,
     lru: u32,
     hooks: &LoadHooks,
-) -> Result<LoadInfo, String> {
+) -> Result<LoadInfo, PersistError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_LOADERS);
     let store = Store { ks, lru };
     if threads < 2 {
@@ -812,7 +822,7 @@ struct Store<'a> {
 }
 
 impl Store<'_> {
-    fn insert(&self, db: usize, key: &[u8], val: Value, exp: Option<i64>) -> Result<(), String> {
+    fn insert(&self, db: usize, key: &[u8], val: Value, exp: Option<i64>) -> Result<(), PersistError> {
         let s = key_shard(key);
         let d = self.ks.db(db);
         crate::lockorder::before_wait(crate::lockorder::Rank::Shard);
@@ -857,7 +867,7 @@ struct Decoders<'a> {
     opts: LoadOpts,
     now_ms: i64,
     store: Store<'a>,
-    error: Mutex<Option<String>, { rank::LEAF }>,
+    error: Mutex<Option<PersistError>, { rank::LEAF }>,
     stop: AtomicBool,
 }
 
@@ -880,28 +890,26 @@ impl Decoders<'_> {
         c
     }
 
-    fn one(&self, arena: &[u8], rec: Record, c: &mut LoadInfo) -> Result<(), String> {
+    fn one(&self, arena: &[u8], rec: Record, c: &mut LoadInfo) -> Result<(), PersistError> {
         let key = &arena[rec.key.clone()];
         let name = || String::from_utf8_lossy(key).into_owned();
         let v = match rec.body {
             Body::Value(v) => Some(v),
-            Body::Lzf(len, range) => Some(Value::from_bytes(
-                &rdb::lzf_value(&arena[range], len)
-                    .map_err(|x| format!("{} (at offset {})", key_error(x, key), rec.pos))?,
-            )),
+            Body::Lzf(len, range) => {
+                Some(Value::from_bytes(&rdb::lzf_value(&arena[range], len).map_err(|x| key_error(x, key).at(rec.pos))?))
+            }
             Body::Raw(t, range) => {
                 let bytes = &arena[range];
                 let mut inp = Input::at(bytes, rec.pos);
-                let v = rdb::load::value(t, &mut inp, &self.opts)
-                    .map_err(|x| format!("{} (at offset {})", key_error(x, key), inp.pos))?;
+                let v = rdb::load::value(t, &mut inp, &self.opts).map_err(|x| key_error(x, key).at(inp.pos))?;
                 if inp.pos != rec.pos + bytes.len() as u64 {
-                    return Err(format!("Trailing bytes loading key '{}' (at offset {})", name(), inp.pos));
+                    return Err(PersistError::Corrupt(format!("Trailing bytes loading key '{}'", name())).at(inp.pos));
                 }
                 v
             }
         };
         place(key, v, rec.exp, self.now_ms, c, |key, v| {
-            self.store.insert(rec.db, key, v, rec.exp).map_err(|m| format!("{m} (at offset {})", rec.pos))
+            self.store.insert(rec.db, key, v, rec.exp).map_err(|m| m.at(rec.pos))
         })
     }
 }
@@ -920,7 +928,7 @@ const BATCH_KEYS: usize = 512;
 const BATCH_BYTES: usize = 1 << 20;
 
 impl<'a, 's> Parallel<'a, 's> {
-    fn sent_if_full(&mut self, i: usize) -> Result<(), String> {
+    fn sent_if_full(&mut self, i: usize) -> Result<(), PersistError> {
         let b = &self.batches[i];
         if b.recs.len() >= BATCH_KEYS || b.arena.len() >= BATCH_BYTES {
             self.send(i)?;
@@ -928,10 +936,15 @@ impl<'a, 's> Parallel<'a, 's> {
         Ok(())
     }
 
-    fn send(&mut self, i: usize) -> Result<(), String> {
+    fn send(&mut self, i: usize) -> Result<(), PersistError> {
         let b = std::mem::take(&mut self.batches[i]);
         if self.senders[i].send(b).is_err() || self.shared.stop.load(Ordering::Relaxed) {
-            return Err(self.shared.error.lock().clone().unwrap_or_else(|| "A loader thread stopped".into()));
+            return Err(self
+                .shared
+                .error
+                .lock()
+                .clone()
+                .unwrap_or_else(|| PersistError::Refused("A loader thread stopped".into())));
         }
         Ok(())
     }
@@ -946,7 +959,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
         exp: Option<i64>,
         inp: &mut Input<R>,
         info: &mut LoadInfo,
-    ) -> Result<(), String> {
+    ) -> Result<(), PersistError> {
         let pos = inp.pos;
         let i = key_shard(&key) % self.senders.len();
         let b = &mut self.batches[i];
@@ -994,7 +1007,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
         self.sent_if_full(i)
     }
 
-    fn finish(&mut self, info: &mut LoadInfo) -> Result<(), String> {
+    fn finish(&mut self, info: &mut LoadInfo) -> Result<(), PersistError> {
         for i in 0..self.senders.len() {
             if !self.batches[i].recs.is_empty() {
                 let _ = self.send(i);
@@ -1002,7 +1015,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
         }
         self.senders.clear();
         for h in self.handles.drain(..) {
-            let c = h.join().map_err(|_| "A loader thread panicked".to_string())?;
+            let c = h.join().map_err(|_| PersistError::Refused("A loader thread panicked".into()))?;
             info.keys_loaded += c.keys_loaded;
             info.keys_expired += c.keys_expired;
             info.empty_keys_skipped += c.empty_keys_skipped;
@@ -1022,9 +1035,12 @@ pub fn insert_into(
     val: Value,
     exp: Option<i64>,
     lru: u32,
-) -> Result<(), String> {
+) -> Result<(), PersistError> {
     if sh.keys.contains_key(key) {
-        return Err(format!("RDB has duplicated key '{}' in DB {db}", String::from_utf8_lossy(key)));
+        return Err(PersistError::Corrupt(format!(
+            "RDB has duplicated key '{}' in DB {db}",
+            String::from_utf8_lossy(key)
+        )));
     }
     sh.keys.insert_new(key, crate::engine::Obj { val, lru });
     if let Some(t) = exp {

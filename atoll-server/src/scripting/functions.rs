@@ -7,25 +7,26 @@
 
 use super::{run, vm, FunctionInfo, Library, Target};
 use crate::exec::*;
-use crate::services::scripts::{parse_library_meta, sflags, valid_name};
+use crate::persist::PersistError;
+use crate::services::scripts::{parse_library_meta, sflags, valid_name, ScriptError};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A library's name and where its Lua code starts, from its metadata line, checked in
 /// Redis's order (metadata, name, engine); `Err` is the reply.
-fn library_meta(code: &[u8]) -> Result<(String, usize), String> {
-    let (engine, name, shebang_len) = parse_library_meta(code).map_err(|e| format!("ERR {e}"))?;
+fn library_meta(code: &[u8]) -> Result<(String, usize), CmdError> {
+    let (engine, name, shebang_len) = parse_library_meta(code).map_err(|e| CmdError::msg(format!("ERR {e}")))?;
     if !valid_name(&name) {
-        return Err("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
+        return Err(CmdError::msg("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
     }
     if !engine.eq_ignore_ascii_case("lua") {
-        return Err(format!("ERR Engine '{engine}' not found"));
+        return Err(CmdError::msg(format!("ERR Engine '{engine}' not found")));
     }
     Ok((name, shebang_len))
 }
 
 /// Loads a library's code into this thread's interpreter and describes it; `Err` is the reply.
-pub fn prepare_library(srv: &Server, code: &[u8]) -> Result<Arc<Library>, String> {
+pub fn prepare_library(srv: &Server, code: &[u8]) -> Result<Arc<Library>, CmdError> {
     let (name, shebang_len) = library_meta(code)?;
     let generation = srv.scripts.generation.load(Ordering::Acquire);
     let regs = vm::with_vm(generation, &srv.scripts.run, |vm| vm.load_library(&code[shebang_len..]))?;
@@ -37,10 +38,11 @@ pub fn prepare_library(srv: &Server, code: &[u8]) -> Result<Arc<Library>, String
 /// Installs libraries found in an RDB file or an AOF's preamble (registered as the server's
 /// `functions_loader`); with `replace` a library of the same name is replaced, else it is an
 /// error (Redis's "Library already exists" load failure).
-pub fn install_libraries(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
+pub fn install_libraries(srv: &Server, codes: &[Vec<u8>], replace: bool) -> Result<(), PersistError> {
+    let failed = |e: String| PersistError::Refused(format!("Failed loading library: {e}"));
     for code in codes {
-        let lib = prepare_library(srv, code).map_err(|e| format!("Failed loading library: {e}"))?;
-        srv.scripts.functions.update(|st| st.add(lib, replace)).map_err(|e| format!("Failed loading library: {e}"))?;
+        let lib = prepare_library(srv, code).map_err(|e| failed(e.text().into_owned()))?;
+        srv.scripts.functions.update(|st| st.add(lib, replace)).map_err(|e| failed(e.to_string()))?;
     }
     Ok(())
 }
@@ -89,11 +91,11 @@ pub fn function_load(ctx: &mut Ctx) -> CmdResult {
     let code = ctx.args[n - 1];
     let srv = ctx.srv;
     // Redis refuses an existing library before running the new code.
-    let (name, _) = library_meta(code).map_err(CmdError::msg)?;
+    let (name, _) = library_meta(code)?;
     if !replace && srv.scripts.functions.read().libraries.contains_key(&name) {
         return Err(CmdError::msg(format!("ERR Library '{name}' already exists")));
     }
-    let lib = prepare_library(srv, code).map_err(CmdError::msg)?;
+    let lib = prepare_library(srv, code)?;
     let name = lib.name.clone();
     // A change of the dataset Redis counts and logs (the AOF replays the command).
     change(ctx, |st| st.add(lib, replace)).map_err(|e| CmdError::msg(format!("ERR {e}")))?;
@@ -301,19 +303,17 @@ pub fn function_restore(ctx: &mut Ctx) -> CmdResult {
     let codes = crate::persist::restore_functions(ctx.args[2]).map_err(|e| CmdError::msg(format!("ERR {e}")))?;
     let mut libs = Vec::with_capacity(codes.len());
     for code in &codes {
-        libs.push(prepare_library(srv, code).map_err(CmdError::msg)?);
+        libs.push(prepare_library(srv, code)?);
     }
     // All or nothing: the new set is built aside and swapped in only if every library fits.
     change(ctx, |st| {
         let mut next = if policy == Policy::Flush { Default::default() } else { st.clone() };
         for lib in libs {
             let name = lib.name.clone();
-            next.add(lib, policy == Policy::Replace).map_err(|e| {
-                if e.starts_with("Library") {
-                    format!("ERR Library {name} already exists")
-                } else {
-                    format!("ERR {e}")
-                }
+            next.add(lib, policy == Policy::Replace).map_err(|e| match e {
+                // FUNCTION RESTORE words it without quotes.
+                ScriptError::LibraryExists(_) => format!("ERR Library {name} already exists"),
+                e => format!("ERR {e}"),
             })?;
         }
         *st = next;

@@ -76,17 +76,17 @@ thread_local! {
 }
 
 /// Adds `body` to the script cache after compiling it in this thread's interpreter (SCRIPT
-/// LOAD, and EVAL of a script not seen before). `Err` is the reply's error text.
-pub fn load_script(srv: &Server, body: &[u8]) -> Result<Arc<Script>, String> {
+/// LOAD, and EVAL of a script not seen before). `Err` is the reply.
+pub fn load_script(srv: &Server, body: &[u8]) -> Result<Arc<Script>, CmdError> {
     let sha = sha1_hex(body);
     if let Some(s) = srv.scripts.get(&sha) {
         return Ok(s);
     }
-    let (flags, shebang_len) = parse_shebang(body).map_err(|e| format!("ERR {e}"))?;
+    let (flags, shebang_len) = parse_shebang(body).map_err(|e| CmdError::msg(format!("ERR {e}")))?;
     let script = Arc::new(Script { sha, body: body.into(), flags, shebang_len });
     let generation = srv.scripts.generation.load(Ordering::Acquire);
     vm::with_vm(generation, &srv.scripts.run, |vm| vm.compile(&script))
-        .map_err(|e| format!("ERR Error compiling script (new function): {e}"))?;
+        .map_err(|e| CmdError::msg(format!("ERR Error compiling script (new function): {e}")))?;
     srv.scripts.insert(script.clone());
     Ok(script)
 }
@@ -153,7 +153,7 @@ fn eval_run(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
     let script = if evalsha {
         srv.scripts.get(ctx.args[1]).ok_or_else(|| CmdError::msg(NOSCRIPT))?
     } else {
-        load_script(srv, ctx.args[1]).map_err(CmdError::msg)?
+        load_script(srv, ctx.args[1])?
     };
     let compat = script.flags & sflags::EVAL_COMPAT != 0;
     if !compat {
@@ -345,7 +345,7 @@ fn run_in_vm(
     };
     let f = match target {
         Target::Eval(script) => {
-            let f = vm.compile(script).map_err(mlua::Error::RuntimeError)?;
+            let f = vm.compile(script).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
             // EVAL's keys and arguments are globals.
             vm.backing.raw_set("KEYS", list(&vm.lua, keys)?)?;
             vm.backing.raw_set("ARGV", list(&vm.lua, argv)?)?;
@@ -456,7 +456,7 @@ pub fn evalsha_ro(ctx: &mut Ctx) -> CmdResult {
 
 // SCRIPT LOAD script
 pub fn script_load(ctx: &mut Ctx) -> CmdResult {
-    let s = load_script(ctx.srv, ctx.args[2]).map_err(CmdError::msg)?;
+    let s = load_script(ctx.srv, ctx.args[2])?;
     ctx.reply.bulk(&s.sha);
     Ok(())
 }

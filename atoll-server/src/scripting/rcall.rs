@@ -159,7 +159,8 @@ unsafe fn run(l: *mut ffi::lua_State, raise: bool, s: &mut Scratch) -> bool {
             unsafe { push_error(l, "redis.call can only be called from a running script", false) };
             raise
         }
-        Some(Err(text)) => {
+        Some(Err(refusal)) => {
+            let text = refusal.to_string();
             if logged {
                 super::ldb::log_error(text.as_bytes());
             }

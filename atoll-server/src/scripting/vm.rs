@@ -15,6 +15,8 @@
 //! serialized by the keyspace's script gate, so interpreters never run at the same time.
 
 use super::libs;
+use crate::exec::CmdError;
+use crate::services::scripts::ScriptError;
 use crate::services::scripts::{RunState, Script};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 use std::collections::HashMap;
@@ -430,7 +432,7 @@ impl Vm {
 
     /// Compiles `body` (its Lua code after the shebang) unless it already is. `Err` is the
     /// compiler's message (`user_script:1: …`).
-    pub fn compile(&mut self, script: &Script) -> Result<Function, String> {
+    pub fn compile(&mut self, script: &Script) -> Result<Function, ScriptError> {
         if let Some(f) = self.funcs.get(&script.sha) {
             return Ok(f.clone());
         }
@@ -442,18 +444,20 @@ impl Vm {
             .set_mode(mlua::ChunkMode::Text)
             .set_environment(self.env.clone())
             .into_function()
-            .map_err(|e| match e {
-                mlua::Error::SyntaxError { message, .. } => message,
-                e => e.to_string(),
+            .map_err(|e| {
+                ScriptError::Compile(match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    e => e.to_string(),
+                })
             })?;
         self.funcs.insert(script.sha, f.clone());
         Ok(f)
     }
 
     /// Loads a FUNCTION library's code (after its shebang) and returns what it registered;
-    /// `Err` is Redis's reply text. The code runs with only the library API in sight, and at
+    /// `Err` is Redis's reply. The code runs with only the library API in sight, and at
     /// most 500 ms (Redis's load timeout).
-    pub fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
+    pub fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, CmdError> {
         let f = self
             .lua
             .load(code)
@@ -462,8 +466,10 @@ impl Vm {
             .set_environment(self.fenv.clone())
             .into_function()
             .map_err(|e| match e {
-                mlua::Error::SyntaxError { message, .. } => format!("ERR Error compiling function: {message}"),
-                e => format!("ERR Error compiling function: {e}"),
+                mlua::Error::SyntaxError { message, .. } => {
+                    CmdError::msg(format!("ERR Error compiling function: {message}"))
+                }
+                e => CmdError::msg(format!("ERR Error compiling function: {e}")),
             })?;
         *self.collector.borrow_mut() = Some(Vec::new());
         self.fenv_meta.raw_set("__index", self.load_index.clone()).expect("table set");
@@ -486,12 +492,12 @@ impl Vm {
                     Some(Value::String(s)) => s.to_string_lossy(),
                     _ => "unknown error".into(),
                 };
-                return Err(format!("ERR Error registering functions: {msg}"));
+                return Err(CmdError::msg(format!("ERR Error registering functions: {msg}")));
             }
-            Err(e) => return Err(format!("ERR Error registering functions: {e}")),
+            Err(e) => return Err(CmdError::msg(format!("ERR Error registering functions: {e}"))),
         }
         if registered.is_empty() {
-            return Err("ERR No functions registered".into());
+            return Err(CmdError::msg("ERR No functions registered"));
         }
         Ok(registered)
     }

@@ -11,7 +11,7 @@
 //!
 //! Steps shared with the io_uring backend live in `worker.rs`.
 
-use super::worker::{Accepted, Core, HasLink, Inbox, IoHome, Link, Wake};
+use super::worker::{Accepted, Conn, Core, HasLink, Inbox, IoHome, Link, Wake};
 use super::Server;
 use crate::services::scripts::{register_busy_poll, BusyPoll};
 use crate::services::stats::bump;
@@ -121,6 +121,34 @@ fn sys(n: isize) -> io::Result<usize> {
     }
 }
 
+impl super::worker::Backend for Worker {
+    fn core(&mut self) -> &mut Core {
+        &mut self.core
+    }
+
+    fn add_connection(&mut self, c: Conn) {
+        let io = self.io.get();
+        io.add_connection(c);
+        io.conns.reserve(super::worker::SPARE_SLOTS);
+    }
+
+    fn link_ptr(&mut self, t: usize) -> Option<*mut Link> {
+        // SAFETY: `running`'s pointer is `t`'s live boxed entry; only the field's address is taken.
+        self.running(t).map(|c| unsafe { &raw mut (*c).link })
+    }
+
+    fn busy_poll(&mut self, t: usize) -> crate::services::scripts::BusyPollGuard {
+        // SAFETY: the poll makes its `&mut Io` from the `IoHome`'s pointer and touches every
+        // connection but `t`, whose boxed entry it never covers; the guard is dropped before
+        // the backend takes a reference into the `Io` again.
+        unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: self.io.ptr().cast(), current: t }) }
+    }
+
+    fn after_busy(&mut self, t: usize) {
+        Worker::after_busy(self, t);
+    }
+}
+
 impl Worker {
     fn main_loop(&mut self) {
         let mut events = Events::with_capacity(1024);
@@ -146,7 +174,7 @@ impl Worker {
             }
             // A busy script's poll took the inbox's wake-up.
             if std::mem::take(&mut self.io.get().busy.woken) {
-                self.drain_inbox();
+                super::worker::take_inbox(self);
             }
             self.hand_overs();
             // beforeSleep: write everything this round produced.
@@ -155,7 +183,7 @@ impl Worker {
                 self.io.get().flush(t);
             }
             self.core.end_round(pending, &mut self.io.get().conns);
-            self.resume_waiting();
+            super::worker::resume_waiting(self);
             self.hand_overs();
         }
     }
@@ -180,7 +208,7 @@ impl Worker {
     fn run_events(&mut self, events: &Events) {
         for ev in events.iter() {
             match ev.token() {
-                WAKER => self.drain_inbox(),
+                WAKER => super::worker::take_inbox(self),
                 Token(t) => {
                     if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                         self.peer_closed = ev.is_read_closed() || ev.is_error();
@@ -195,28 +223,6 @@ impl Worker {
                     }
                 }
             }
-        }
-    }
-
-    fn drain_inbox(&mut self) {
-        for c in self.core.drain_inbox() {
-            self.io.get().add_connection(c);
-        }
-        self.io.get().conns.reserve(super::worker::SPARE_SLOTS);
-        self.resume_waiting();
-    }
-
-    /// Resumes the clients whose wait ended (`Core::to_resume`), each as its own input is run.
-    fn resume_waiting(&mut self) {
-        for (t, id) in std::mem::take(&mut self.core.to_resume) {
-            let Some(c) = self.running(t) else { continue };
-            // SAFETY: as in `on_readable`.
-            let busy =
-                unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: self.io.ptr().cast(), current: t }) };
-            // SAFETY: `running`'s: `t`'s entry, and no `&mut Io` is held while it is used.
-            self.core.resume_one(unsafe { &mut (*c).link }, t, id);
-            drop(busy);
-            self.after_busy(t);
         }
     }
 

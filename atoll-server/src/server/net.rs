@@ -131,7 +131,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let mut table = crate::commands::table::build();
     for r in &config.renames {
         if let Err(e) = table.rename(&r.from, &r.to) {
-            eprintln!("{}{e}", r.at);
+            eprintln!("{}", r.at.because(e));
             return 1;
         }
     }
@@ -275,12 +275,14 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     log_notice!("Server initialized");
     std::thread::Builder::new().name("atoll-load".into()).spawn(loader).expect("spawn the loader");
     // CONFIG SET port asks the main thread, which owns the listeners, and waits for its answer.
-    type Rebind = (u16, std::sync::mpsc::Sender<Result<(), String>>);
+    type Rebind = (u16, std::sync::mpsc::Sender<Result<(), crate::config::ConfigError>>);
     let (rebind_tx, mut rebind_rx) = tokio::sync::mpsc::unbounded_channel::<Rebind>();
     let _ = crate::config::LISTEN.set(Box::new(move |port| {
         let (tx, rx) = std::sync::mpsc::channel();
-        rebind_tx.send((port, tx)).map_err(|_| "the server is shutting down".to_string())?;
-        rx.recv_timeout(std::time::Duration::from_secs(5)).map_err(|_| "the listeners did not answer".to_string())?
+        use crate::config::ConfigError;
+        rebind_tx.send((port, tx)).map_err(|_| ConfigError::Apply("the server is shutting down".into()))?;
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .map_err(|_| ConfigError::Apply("the listeners did not answer".into()))?
     }));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("main runtime");
     let code = rt.block_on(async move {
@@ -347,7 +349,12 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                         Ok(Vec::new())
                     } else {
                         try_bind_all(&srv.config.text(crate::config::p::BIND), port, srv.config.int(crate::config::p::TCP_BACKLOG) as i32)
-                            .map_err(|(_, e)| format!("Unable to listen on this port: {}", crate::log::strerror(&e)))
+                            .map_err(|(_, e)| {
+                                crate::config::ConfigError::Apply(format!(
+                                    "Unable to listen on this port: {}",
+                                    crate::log::strerror(&e)
+                                ))
+                            })
                     };
                     let r = r.map(|ls| {
                         for t in tcp_tasks.drain(..) {
@@ -412,8 +419,8 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                 let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).unwrap();
                 loop {
                     let (mode, signalled) = tokio::select! {
-                        _ = term.recv() => { log_warning!("Received SIGTERM scheduling shutdown..."); (signal_mode(&srv, "shutdown-on-sigterm"), true) }
-                        _ = int.recv() => { log_warning!("Received SIGINT scheduling shutdown..."); (signal_mode(&srv, "shutdown-on-sigint"), true) }
+                        _ = term.recv() => { log_warning!("Received SIGTERM scheduling shutdown..."); (signal_mode(&srv, crate::config::p::SHUTDOWN_ON_SIGTERM), true) }
+                        _ = int.recv() => { log_warning!("Received SIGINT scheduling shutdown..."); (signal_mode(&srv, crate::config::p::SHUTDOWN_ON_SIGINT), true) }
                         _ = async {
                             loop {
                                 if sd_rx.changed().await.is_err() {
@@ -573,8 +580,8 @@ fn tcp_keepalive(s: &std::net::TcpStream, secs: i64) -> io::Result<()> {
 }
 
 /// `shutdown-on-sigterm` / `shutdown-on-sigint`: whether a signal's shutdown saves.
-fn signal_mode(srv: &Server, param: &str) -> ShutdownMode {
-    let v = srv.config.get(param);
+fn signal_mode(srv: &Server, param: crate::config::table::Param<String>) -> ShutdownMode {
+    let v = srv.config.text(param);
     if v.split(' ').any(|f| f == "nosave") {
         ShutdownMode::NoSave
     } else if v.split(' ').any(|f| f == "save") {

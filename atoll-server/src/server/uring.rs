@@ -370,6 +370,33 @@ pub fn run(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>, ready: Arc<AtomicUsiz
     w.main_loop();
 }
 
+impl super::worker::Backend for Worker {
+    fn core(&mut self) -> &mut Core {
+        &mut self.core
+    }
+
+    fn add_connection(&mut self, c: Conn) {
+        let io = self.io.get();
+        io.add_connection(c);
+        io.conns.reserve(super::worker::SPARE_SLOTS);
+    }
+
+    fn link_ptr(&mut self, t: usize) -> Option<*mut Link> {
+        self.io.get().conns.get_mut(t).map(|c| &raw mut c.link)
+    }
+
+    fn busy_poll(&mut self, t: usize) -> crate::services::scripts::BusyPollGuard {
+        // SAFETY: the poll makes its `&mut Io` from the `IoHome`'s pointer and touches every
+        // connection but `t`, whose boxed entry it never covers; the guard is dropped before
+        // the backend takes a reference into the `Io` again.
+        unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: self.io.ptr().cast(), current: t }) }
+    }
+
+    fn after_busy(&mut self, t: usize) {
+        Worker::after_busy(self, t);
+    }
+}
+
 impl Worker {
     fn main_loop(&mut self) {
         // `prefetch_round`'s scans, reused round after round (filled in place: a few hundred
@@ -424,7 +451,7 @@ impl Worker {
             }
             // A busy script's poll took the inbox's wake-up.
             if std::mem::take(&mut self.io.get().busy.woken) {
-                self.drain_inbox();
+                super::worker::take_inbox(self);
             }
             self.io.get().bufs.publish();
             self.hand_overs();
@@ -435,7 +462,7 @@ impl Worker {
                 self.io.get().flush(t);
             }
             self.core.end_round(pending, &mut self.io.get().conns);
-            self.resume_waiting();
+            super::worker::resume_waiting(self);
             self.hand_overs();
             let srv = &self.core.srv;
             self.pacing.tick(|| {
@@ -465,7 +492,7 @@ impl Worker {
                 continue;
             }
             if ud == WAKE {
-                self.drain_inbox();
+                super::worker::take_inbox(self);
                 self.io.get().post_wake_read();
                 continue;
             }
@@ -537,29 +564,6 @@ impl Worker {
     fn hand_overs(&mut self) {
         for (t, id) in std::mem::take(&mut self.core.hand_overs) {
             self.io.get().begin_hand_over(t, id);
-        }
-    }
-
-    fn drain_inbox(&mut self) {
-        for c in self.core.drain_inbox() {
-            self.io.get().add_connection(c);
-        }
-        self.io.get().conns.reserve(super::worker::SPARE_SLOTS);
-        self.resume_waiting();
-    }
-
-    /// Resumes the clients whose wait ended (`Core::to_resume`), each as its own input is run.
-    fn resume_waiting(&mut self) {
-        for (t, id) in std::mem::take(&mut self.core.to_resume) {
-            let Some(c) = self.io.get().conns.get_mut(t).map(|c| &mut **c as *mut Connection) else { continue };
-            // SAFETY: as in `on_recv`.
-            let busy =
-                unsafe { register_busy_poll(BusyPoll { poll: busy_poll, ctx: self.io.ptr().cast(), current: t }) };
-            // SAFETY: `t`'s boxed entry, which the poll leaves alone; no `&mut Io` is held
-            // while the command path uses it.
-            self.core.resume_one(unsafe { &mut (*c).link }, t, id);
-            drop(busy);
-            self.after_busy(t);
         }
     }
 

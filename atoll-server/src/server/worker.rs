@@ -253,6 +253,46 @@ impl Link {
 }
 
 /// Gives the core access to the link inside a backend's connection type.
+/// What the worker core asks of a backend (epoll, io_uring) to take in new connections and to
+/// resume clients whose wait ended — the glue both backends share ([`take_inbox`],
+/// [`resume_waiting`]).
+pub trait Backend {
+    fn core(&mut self) -> &mut Core;
+    /// Adds a connection the acceptor handed over.
+    fn add_connection(&mut self, c: Conn);
+    /// Connection `t`'s link, in its boxed slab entry: valid until `t` is closed by the
+    /// backend, for the command path to use while no other reference into the connections is
+    /// held (a busy script's poll leaves `t`'s entry alone).
+    fn link_ptr(&mut self, t: usize) -> Option<*mut Link>;
+    /// Registers the backend's busy-script poll while `t`'s commands run.
+    fn busy_poll(&mut self, t: usize) -> crate::services::scripts::BusyPollGuard;
+    /// After `t`'s commands, which may have run a busy script.
+    fn after_busy(&mut self, t: usize);
+}
+
+/// Takes the inbox: adds the new connections, then resumes the clients whose wait ended.
+pub fn take_inbox<B: Backend>(b: &mut B) {
+    for c in b.core().drain_inbox() {
+        b.add_connection(c);
+    }
+    resume_waiting(b);
+}
+
+/// Resumes the clients whose wait ended (`Core::to_resume`), each as its own input is run:
+/// with the busy poll registered, since the requests that queued behind the wait may run a
+/// script.
+pub fn resume_waiting<B: Backend>(b: &mut B) {
+    for (t, id) in std::mem::take(&mut b.core().to_resume) {
+        let Some(link) = b.link_ptr(t) else { continue };
+        let busy = b.busy_poll(t);
+        // SAFETY: `link_ptr`'s: `t`'s boxed entry, which the poll leaves alone; nothing else
+        // refers into the connections while the command path uses it.
+        b.core().resume_one(unsafe { &mut *link }, t, id);
+        drop(busy);
+        b.after_busy(t);
+    }
+}
+
 pub trait HasLink {
     fn link(&mut self) -> &mut Link;
 }

@@ -85,6 +85,35 @@ pub struct Selector {
     rules: Vec<String>,
 }
 
+/// Why users could not be set or loaded; its text is Redis's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AclError {
+    /// A selector's parenthesis is not closed: the argument it starts at.
+    Unmatched(String),
+    /// ACL SETUSER: a rule (modifier) was refused.
+    Modifier { op: String, why: RuleError },
+    /// A `user` line of the configuration: a rule was refused.
+    Configured { op: String, user: String, why: RuleError },
+    /// A `user` line of the configuration names a user with spaces.
+    SpacesInName,
+    /// An ACL file: every problem it has, in Redis's words, one after the other.
+    File(String),
+}
+
+impl std::fmt::Display for AclError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AclError::Unmatched(arg) => write!(f, "Unmatched parenthesis in acl selector starting at '{arg}'."),
+            AclError::Modifier { op, why } => write!(f, "Error in ACL SETUSER modifier '{op}': {}", why.text()),
+            AclError::Configured { op, user, why } => {
+                write!(f, "Error loading ACL rule '{op}' for the user named '{user}': {}", why.text())
+            }
+            AclError::SpacesInName => f.write_str("Spaces not allowed in ACL usernames"),
+            AclError::File(problems) => f.write_str(problems),
+        }
+    }
+}
+
 /// Why a rule was refused (Redis's `ACLSetUserStringError`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RuleError {
@@ -913,17 +942,14 @@ impl Acl {
     }
 
     /// ACL SETUSER: applies every rule to a copy, then installs it (creating the user) only
-    /// when all were valid. Returns the user's previous rules (None: created). Err is Redis's
-    /// reply text.
+    /// when all were valid. Returns the user's previous rules (None: created).
     pub fn set_user<R>(
         &self,
         env: &RuleEnv<R>,
         name: &[u8],
         ops: &[Vec<u8>],
-    ) -> Result<(Arc<User>, Option<Arc<Rules>>), String> {
-        let merged = merge_selectors(ops).map_err(|j| {
-            format!("Unmatched parenthesis in acl selector starting at '{}'.", String::from_utf8_lossy(&ops[j]))
-        })?;
+    ) -> Result<(Arc<User>, Option<Arc<Rules>>), AclError> {
+        let merged = merge_selectors(ops).map_err(|j| AclError::Unmatched(String::from_utf8_lossy(&ops[j]).into()))?;
         let mut users = self.users.write();
         let existing = users.get(name).cloned();
         let mut rules = match &existing {
@@ -931,9 +957,7 @@ impl Acl {
             None => Rules::new(env),
         };
         for op in &merged {
-            rules.apply(env, op).map_err(|e| {
-                format!("Error in ACL SETUSER modifier '{}': {}", String::from_utf8_lossy(op), e.text())
-            })?;
+            rules.apply(env, op).map_err(|why| AclError::Modifier { op: String::from_utf8_lossy(op).into(), why })?;
         }
         rules.finish();
         let result = match existing {
@@ -1055,28 +1079,21 @@ impl Acl {
 
     /// The `user` lines of the config file, applied at start-up (Redis's
     /// `ACLLoadConfiguredUsers`): each line is `name rule …`, the default user reset first.
-    /// Err is Redis's log line for the first bad rule.
-    pub fn load_configured<R>(&self, env: &RuleEnv<R>, lines: &[Vec<Vec<u8>>]) -> Result<(), String> {
+    /// Err: the first bad rule.
+    pub fn load_configured<R>(&self, env: &RuleEnv<R>, lines: &[Vec<Vec<u8>>]) -> Result<(), AclError> {
         for line in lines {
             let name = &line[0];
             if has_spaces(name) {
-                return Err("Spaces not allowed in ACL usernames".into());
+                return Err(AclError::SpacesInName);
             }
-            let ops = merge_selectors(&line[1..]).map_err(|j| {
-                format!(
-                    "Unmatched parenthesis in acl selector starting at '{}'.",
-                    String::from_utf8_lossy(&line[1 + j])
-                )
-            })?;
+            let ops = merge_selectors(&line[1..])
+                .map_err(|j| AclError::Unmatched(String::from_utf8_lossy(&line[1 + j]).into()))?;
             let mut rules = Rules::new(env);
             for op in &ops {
-                rules.apply(env, op).map_err(|e| {
-                    format!(
-                        "Error loading ACL rule '{}' for the user named '{}': {}",
-                        String::from_utf8_lossy(op),
-                        String::from_utf8_lossy(name),
-                        e.text()
-                    )
+                rules.apply(env, op).map_err(|why| AclError::Configured {
+                    op: String::from_utf8_lossy(op).into(),
+                    user: String::from_utf8_lossy(name).into(),
+                    why,
                 })?;
             }
             rules.finish();
@@ -1111,9 +1128,9 @@ impl Acl {
     }
 
     /// Replaces every user with those the text defines (an ACL file), all or nothing (Redis's
-    /// `ACLLoadFromFile`). Err: Redis's one-line description of every problem. Returns the
+    /// `ACLLoadFromFile`). Err: every problem, described as Redis does. Returns the
     /// users that were replaced or removed (their connections must go).
-    pub fn load_text<R>(&self, env: &RuleEnv<R>, filename: &str, text: &[u8]) -> Result<Vec<Arc<User>>, String> {
+    pub fn load_text<R>(&self, env: &RuleEnv<R>, filename: &str, text: &[u8]) -> Result<Vec<Arc<User>>, AclError> {
         let mut errors = String::new();
         let mut staged: BTreeMap<Vec<u8>, Rules> = BTreeMap::new();
         for (i, raw) in text.split(|&c| c == b'\n').enumerate() {
@@ -1174,7 +1191,7 @@ impl Acl {
         }
         if !errors.is_empty() {
             errors.push_str("WARNING: ACL errors detected, no change to the previously active ACL rules was performed");
-            return Err(errors);
+            return Err(AclError::File(errors));
         }
         let default_rules = staged.remove(b"default".as_slice()).unwrap_or_else(|| Rules::default_user(env));
         let mut users = self.users.write();

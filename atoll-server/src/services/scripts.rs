@@ -90,17 +90,42 @@ pub struct FunctionsState {
     pub functions: HashMap<String, String>,
 }
 
+/// Why a script or a library was refused; its text is Redis's (the caller adds the code).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScriptError {
+    /// FUNCTION LOAD of a library that exists, without REPLACE.
+    LibraryExists(String),
+    /// A function name another library registered.
+    FunctionExists(String),
+    /// The library's first line (`#!lua name=…`) is wrong: why.
+    Metadata(String),
+    /// The script's shebang (`#!lua flags=…`) is wrong: why.
+    Shebang(String),
+    /// The Lua compiler's message.
+    Compile(String),
+}
+
+impl std::fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScriptError::LibraryExists(name) => write!(f, "Library '{name}' already exists"),
+            ScriptError::FunctionExists(name) => write!(f, "Function {name} already exists"),
+            ScriptError::Metadata(m) | ScriptError::Shebang(m) | ScriptError::Compile(m) => f.write_str(m),
+        }
+    }
+}
+
 impl FunctionsState {
-    /// Adds `lib`; with `replace` a library of the same name is replaced. `Err` is Redis's text.
-    pub fn add(&mut self, lib: Arc<Library>, replace: bool) -> Result<(), String> {
+    /// Adds `lib`; with `replace` a library of the same name is replaced.
+    pub fn add(&mut self, lib: Arc<Library>, replace: bool) -> Result<(), ScriptError> {
         let old = self.libraries.get(&lib.name).cloned();
         if old.is_some() && !replace {
-            return Err(format!("Library '{}' already exists", lib.name));
+            return Err(ScriptError::LibraryExists(lib.name.clone()));
         }
         for f in &lib.functions {
             if let Some(owner) = self.functions.get(&f.name.to_ascii_lowercase()) {
                 if *owner != lib.name {
-                    return Err(format!("Function {} already exists", f.name));
+                    return Err(ScriptError::FunctionExists(f.name.clone()));
                 }
             }
         }
@@ -327,35 +352,37 @@ pub fn valid_name(name: &str) -> bool {
 
 /// Reads a library's metadata line (`#!lua name=mylib`), as Redis does. Returns the engine,
 /// the library name and the length of the line; `Err` is Redis's text.
-pub fn parse_library_meta(code: &[u8]) -> Result<(String, String, usize), String> {
+pub fn parse_library_meta(code: &[u8]) -> Result<(String, String, usize), ScriptError> {
     if !code.starts_with(b"#!") {
-        return Err("Missing library metadata".into());
+        return Err(ScriptError::Metadata("Missing library metadata".into()));
     }
     let Some(end) = code.iter().position(|&c| c == b'\n') else {
-        return Err("Invalid library metadata".into());
+        return Err(ScriptError::Metadata("Invalid library metadata".into()));
     };
     let mut raw = Vec::new();
     if !crate::protocol::parser::split_args(&code[..end], &mut raw) || raw.is_empty() {
-        return Err("Invalid library metadata".into());
+        return Err(ScriptError::Metadata("Invalid library metadata".into()));
     }
     let parts: Vec<String> = raw.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     let Some(engine) = parts[0].strip_prefix("#!") else {
-        return Err("Invalid library metadata".into());
+        return Err(ScriptError::Metadata("Invalid library metadata".into()));
     };
     let mut name = None;
     for p in &parts[1..] {
         match p.strip_prefix("name=") {
             Some(n) => {
                 if name.is_some() {
-                    return Err("Invalid metadata value, name argument was given multiple times".into());
+                    return Err(ScriptError::Metadata(
+                        "Invalid metadata value, name argument was given multiple times".into(),
+                    ));
                 }
                 name = Some(n.to_string());
             }
-            None => return Err(format!("Invalid metadata value given: {p}")),
+            None => return Err(ScriptError::Metadata(format!("Invalid metadata value given: {p}"))),
         }
     }
     let Some(name) = name else {
-        return Err("Library name was not given".into());
+        return Err(ScriptError::Metadata("Library name was not given".into()));
     };
     Ok((engine.to_string(), name, end))
 }
@@ -376,26 +403,26 @@ pub fn sha1_hex(body: &[u8]) -> [u8; 40] {
 /// Reads the shebang line of a script body, as Redis does: none means compatibility mode;
 /// `#!lua` with `flags=a,b` options; anything else is an error with Redis's text. Returns
 /// the flags and the shebang's length.
-pub fn parse_shebang(body: &[u8]) -> Result<(u32, usize), String> {
+pub fn parse_shebang(body: &[u8]) -> Result<(u32, usize), ScriptError> {
     if !body.starts_with(b"#!") {
         return Ok((sflags::EVAL_COMPAT, 0));
     }
     let Some(end) = body.iter().position(|&c| c == b'\n') else {
-        return Err("Invalid script shebang".into());
+        return Err(ScriptError::Shebang("Invalid script shebang".into()));
     };
     let mut raw = Vec::new();
     if !crate::protocol::parser::split_args(&body[..end], &mut raw) || raw.is_empty() {
-        return Err("Invalid engine in script shebang".into());
+        return Err(ScriptError::Shebang("Invalid engine in script shebang".into()));
     }
     let parts: Vec<String> = raw.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     let engine = &parts[0];
     if engine != "#!lua" {
-        return Err(format!("Unexpected engine in script shebang: {engine}"));
+        return Err(ScriptError::Shebang(format!("Unexpected engine in script shebang: {engine}")));
     }
     let mut flags = 0;
     for p in &parts[1..] {
         let Some(list) = p.strip_prefix("flags=") else {
-            return Err(format!("Unknown lua shebang option: {p}"));
+            return Err(ScriptError::Shebang(format!("Unknown lua shebang option: {p}")));
         };
         // Redis splits on commas keeping empty parts: `flags=` alone names no flag.
         if list.is_empty() {
@@ -404,7 +431,7 @@ pub fn parse_shebang(body: &[u8]) -> Result<(u32, usize), String> {
         for f in list.split(',') {
             match sflags::NAMES.iter().find(|(n, _)| *n == f) {
                 Some((_, bit)) => flags |= bit,
-                None => return Err(format!("Unexpected flag in script shebang: {f}")),
+                None => return Err(ScriptError::Shebang(format!("Unexpected flag in script shebang: {f}"))),
             }
         }
     }
@@ -423,10 +450,19 @@ mod tests {
             parse_shebang(b"#!lua flags=no-writes,allow-oom\nx"),
             Ok((sflags::NO_WRITES | sflags::ALLOW_OOM, 31))
         );
-        assert_eq!(parse_shebang(b"#!lua"), Err("Invalid script shebang".into()));
-        assert_eq!(parse_shebang(b"#!py\n"), Err("Unexpected engine in script shebang: #!py".into()));
-        assert_eq!(parse_shebang(b"#!lua foo=bar\n"), Err("Unknown lua shebang option: foo=bar".into()));
-        assert_eq!(parse_shebang(b"#!lua flags=bad\n"), Err("Unexpected flag in script shebang: bad".into()));
+        assert_eq!(parse_shebang(b"#!lua"), Err(ScriptError::Shebang("Invalid script shebang".into())));
+        assert_eq!(
+            parse_shebang(b"#!py\n"),
+            Err(ScriptError::Shebang("Unexpected engine in script shebang: #!py".into()))
+        );
+        assert_eq!(
+            parse_shebang(b"#!lua foo=bar\n"),
+            Err(ScriptError::Shebang("Unknown lua shebang option: foo=bar".into()))
+        );
+        assert_eq!(
+            parse_shebang(b"#!lua flags=bad\n"),
+            Err(ScriptError::Shebang("Unexpected flag in script shebang: bad".into()))
+        );
     }
 
     #[test]

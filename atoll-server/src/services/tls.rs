@@ -37,12 +37,42 @@ impl TlsContext {
 
     /// Builds the configuration from the `tls-*` parameters and puts it in use. On error
     /// (Redis's log line) the one in use stays.
-    pub fn reconfigure(&self, config: &Config) -> Result<(), String> {
+    pub fn reconfigure(&self, config: &Config) -> Result<(), TlsError> {
         let built = build(config)?;
         *self.current.write() = Some(Arc::new(built));
         Ok(())
     }
 }
+
+/// Why the TLS configuration could not be built; its text is Redis's log line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TlsError {
+    /// A setting is missing, or asks for what rustls does not do.
+    Setting(String),
+    /// A certificate file does not load.
+    Certificate { path: String, why: String },
+    /// A private key file does not load.
+    Key { path: String, why: String },
+    /// The CA certificates (`tls-ca-cert-file`, `tls-ca-cert-dir`) do not load.
+    Roots(String),
+    /// `tls-dh-params-file` does not hold DH parameters.
+    DhParams(String),
+}
+
+impl std::fmt::Display for TlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TlsError::Setting(m) | TlsError::DhParams(m) => f.write_str(m),
+            TlsError::Certificate { path, why } => write!(f, "Failed to load certificate: {path}: {why}"),
+            TlsError::Key { path, why } => write!(f, "Failed to load private key: {path}: {why}"),
+            TlsError::Roots(why) => write!(f, "Failed to configure CA certificate(s) file/directory: {why}"),
+        }
+    }
+}
+
+/// A helper's reason, for the caller to place in a `TlsError`.
+#[derive(Debug)]
+struct Why(String);
 
 /// True if the settings ask for TLS at all (Redis configures it only then).
 pub fn wanted(config: &Config) -> bool {
@@ -59,47 +89,51 @@ enum ClientAuth {
     Optional,
 }
 
-fn build(config: &Config) -> Result<ServerConfig, String> {
-    let opt = |name: &str| Some(config.get(name)).filter(|v| !v.is_empty());
-    let cert_file = opt("tls-cert-file").ok_or("No tls-cert-file configured!")?;
-    let key_file = opt("tls-key-file").ok_or("No tls-key-file configured!")?;
+fn build(config: &Config) -> Result<ServerConfig, TlsError> {
+    let opt = |p: crate::config::table::Param<String>| Some(config.text(p)).filter(|v| !v.is_empty());
+    let cert_file =
+        opt(crate::config::p::TLS_CERT_FILE).ok_or_else(|| TlsError::Setting("No tls-cert-file configured!".into()))?;
+    let key_file =
+        opt(crate::config::p::TLS_KEY_FILE).ok_or_else(|| TlsError::Setting("No tls-key-file configured!".into()))?;
     let auth = match config.text(crate::config::p::TLS_AUTH_CLIENTS).as_str() {
         "no" => ClientAuth::No,
         "optional" => ClientAuth::Optional,
         _ => ClientAuth::Yes,
     };
-    let (ca_file, ca_dir) = (opt("tls-ca-cert-file"), opt("tls-ca-cert-dir"));
+    let (ca_file, ca_dir) = (opt(crate::config::p::TLS_CA_CERT_FILE), opt(crate::config::p::TLS_CA_CERT_DIR));
     if (auth != ClientAuth::No
         || config.flag(crate::config::p::TLS_CLUSTER)
         || config.flag(crate::config::p::TLS_REPLICATION))
         && ca_file.is_none()
         && ca_dir.is_none()
     {
-        return Err("Either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-cluster, tls-replication or tls-auth-clients are enabled!".into());
+        return Err(TlsError::Setting("Either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-cluster, tls-replication or tls-auth-clients are enabled!".into()));
     }
-    let versions = protocols(&config.text(crate::config::p::TLS_PROTOCOLS))?;
+    let versions = protocols(&config.text(crate::config::p::TLS_PROTOCOLS)).map_err(|w| TlsError::Setting(w.0))?;
     let mut provider = rustls::crypto::ring::default_provider();
     provider.cipher_suites = cipher_suites(
         &provider,
         &config.text(crate::config::p::TLS_CIPHERS),
         &config.text(crate::config::p::TLS_CIPHERSUITES),
-    )?;
+    )
+    .map_err(|w| TlsError::Setting(w.0))?;
     let provider = Arc::new(provider);
 
-    let chain = load_certs(&cert_file).map_err(|e| format!("Failed to load certificate: {cert_file}: {e}"))?;
+    let chain = load_certs(&cert_file).map_err(|w| TlsError::Certificate { path: cert_file.clone(), why: w.0 })?;
     let key = load_key(&key_file, &config.text(crate::config::p::TLS_KEY_FILE_PASS))
-        .map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
-    let roots = load_roots(ca_file.as_deref(), ca_dir.as_deref())
-        .map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?;
-    if let Some(f) = opt("tls-dh-params-file") {
+        .map_err(|w| TlsError::Key { path: key_file.clone(), why: w.0 })?;
+    let roots = load_roots(ca_file.as_deref(), ca_dir.as_deref()).map_err(|w| TlsError::Roots(w.0))?;
+    if let Some(f) = opt(crate::config::p::TLS_DH_PARAMS_FILE) {
         check_dh_params(&f)?;
     }
     // The certificate used when Atoll connects out (replication, cluster): checked now, as
     // Redis builds its client context with the server's; Atoll makes no such connection yet.
-    if let (Some(c), Some(k)) = (opt("tls-client-cert-file"), opt("tls-client-key-file")) {
-        load_certs(&c).map_err(|e| format!("Failed to load certificate: {c}: {e}"))?;
+    if let (Some(c), Some(k)) =
+        (opt(crate::config::p::TLS_CLIENT_CERT_FILE), opt(crate::config::p::TLS_CLIENT_KEY_FILE))
+    {
+        load_certs(&c).map_err(|w| TlsError::Certificate { path: c.clone(), why: w.0 })?;
         load_key(&k, &config.text(crate::config::p::TLS_CLIENT_KEY_FILE_PASS))
-            .map_err(|e| format!("Failed to load private key: {k}: {e}"))?;
+            .map_err(|w| TlsError::Key { path: k.clone(), why: w.0 })?;
     }
 
     let verifier = match auth {
@@ -107,24 +141,24 @@ fn build(config: &Config) -> Result<ServerConfig, String> {
         _ => {
             let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
             let b = if auth == ClientAuth::Optional { b.allow_unauthenticated() } else { b };
-            b.build().map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?
+            b.build().map_err(|e| TlsError::Roots(e.to_string()))?
         }
     };
     let mut sc = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("Failed to configure ciphers: {e}"))?
+        .map_err(|e| TlsError::Setting(format!("Failed to configure ciphers: {e}")))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
         .map_err(|e| match e {
-            rustls::Error::InconsistentKeys(_) => format!("Failed to load private key: {key_file}: {e}"),
+            rustls::Error::InconsistentKeys(_) => TlsError::Key { path: key_file.clone(), why: e.to_string() },
             // webpki reads X.509 v3 only; OpenSSL also takes the v1 certificates `openssl x509
             // -req` makes without `-extfile`.
             rustls::Error::InvalidCertificate(rustls::CertificateError::Other(o))
                 if format!("{o:?}").contains("UnsupportedCertVersion") =>
             {
-                format!("Failed to load certificate: {cert_file}: an X.509 v1 certificate (Atoll needs v3: sign it with extensions, e.g. openssl x509 -req -extfile)")
+                TlsError::Certificate { path: cert_file.clone(), why: "an X.509 v1 certificate (Atoll needs v3: sign it with extensions, e.g. openssl x509 -req -extfile)".into() }
             }
-            _ => format!("Failed to load certificate: {cert_file}: {e}"),
+            _ => TlsError::Certificate { path: cert_file.clone(), why: e.to_string() },
         })?;
     sc.ignore_client_order = config.flag(crate::config::p::TLS_PREFER_SERVER_CIPHERS);
     if config.flag(crate::config::p::TLS_SESSION_CACHING) {
@@ -140,7 +174,7 @@ fn build(config: &Config) -> Result<ServerConfig, String> {
 }
 
 /// `tls-protocols`: "" is Redis's default (TLSv1.2 and TLSv1.3).
-fn protocols(v: &str) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, String> {
+fn protocols(v: &str) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, Why> {
     if v.is_empty() {
         return Ok(vec![&rustls::version::TLS13, &rustls::version::TLS12]);
     }
@@ -150,13 +184,13 @@ fn protocols(v: &str) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, 
             "tlsv1.2" => &rustls::version::TLS12,
             "tlsv1.3" => &rustls::version::TLS13,
             "tlsv1" | "tlsv1.1" => {
-                return Err(format!("{tok} is specified in tls-protocols but not supported by Atoll (rustls speaks TLSv1.2 and TLSv1.3 only)."))
+                return Err(Why(format!("{tok} is specified in tls-protocols but not supported by Atoll (rustls speaks TLSv1.2 and TLSv1.3 only).")))
             }
             _ => {
-                return Err(
+                return Err(Why(
                     "Invalid tls-protocols specified. Use a combination of 'TLSv1', 'TLSv1.1', 'TLSv1.2' and 'TLSv1.3'."
                         .into(),
-                )
+                ))
             }
         };
         if !out.iter().any(|q| q.version == p.version) {
@@ -189,7 +223,7 @@ const TLS13_NAMES: &[(&str, CipherSuite)] = &[
 /// (every suite here qualifies), and `!name` / `-name` removing one. Names of suites rustls
 /// does not implement select nothing, as unknown names do in OpenSSL; a list that ends up
 /// selecting nothing is refused.
-fn cipher_suites(p: &CryptoProvider, ciphers: &str, suites13: &str) -> Result<Vec<SupportedCipherSuite>, String> {
+fn cipher_suites(p: &CryptoProvider, ciphers: &str, suites13: &str) -> Result<Vec<SupportedCipherSuite>, Why> {
     let find = |cs: CipherSuite| p.cipher_suites.iter().copied().find(|s| s.suite() == cs);
     let mut out: Vec<SupportedCipherSuite> = Vec::new();
     if suites13.is_empty() {
@@ -197,7 +231,7 @@ fn cipher_suites(p: &CryptoProvider, ciphers: &str, suites13: &str) -> Result<Ve
     } else {
         for name in suites13.split(':').filter(|n| !n.is_empty()) {
             let Some(s) = TLS13_NAMES.iter().find(|(n, _)| *n == name).and_then(|&(_, cs)| find(cs)) else {
-                return Err(format!("Failed to configure ciphersuites: {suites13}"));
+                return Err(Why(format!("Failed to configure ciphersuites: {suites13}")));
             };
             out.push(s);
         }
@@ -229,65 +263,65 @@ fn cipher_suites(p: &CryptoProvider, ciphers: &str, suites13: &str) -> Result<Ve
             }
         }
         if chosen.is_empty() {
-            return Err(format!("Failed to configure ciphers: {ciphers}"));
+            return Err(Why(format!("Failed to configure ciphers: {ciphers}")));
         }
     }
     out.extend(chosen);
     Ok(out)
 }
 
-fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, Why> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
         .map_err(|e| pem_error(&e))?
         .collect::<Result<_, _>>()
         .map_err(|e| pem_error(&e))?;
     if certs.is_empty() {
-        return Err("no certificate found".into());
+        return Err(Why("no certificate found".into()));
     }
     Ok(certs)
 }
 
 /// A PEM private key: PKCS#8, PKCS#1 (RSA) or SEC1 (EC), or an encrypted PKCS#8 key
 /// (`BEGIN ENCRYPTED PRIVATE KEY`, what `openssl rsa -aes256` writes) opened with `pass`.
-fn load_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String> {
-    let pem = std::fs::read(path).map_err(|e| crate::log::strerror(&e))?;
+fn load_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, Why> {
+    let pem = std::fs::read(path).map_err(|e| Why(crate::log::strerror(&e)))?;
     let text = String::from_utf8_lossy(&pem);
     if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
         if pass.is_empty() {
-            return Err("the key is encrypted and no password is configured".into());
+            return Err(Why("the key is encrypted and no password is configured".into()));
         }
-        let (label, doc) = pkcs8::SecretDocument::from_pem(&text).map_err(|e| e.to_string())?;
+        let (label, doc) = pkcs8::SecretDocument::from_pem(&text).map_err(|e| Why(e.to_string()))?;
         if label != "ENCRYPTED PRIVATE KEY" {
-            return Err(format!("unexpected PEM section {label}"));
+            return Err(Why(format!("unexpected PEM section {label}")));
         }
-        let info = pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes()).map_err(|e| e.to_string())?;
-        let plain = info.decrypt(pass).map_err(|_| "bad decrypt (wrong password?)".to_string())?;
+        let info = pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes()).map_err(|e| Why(e.to_string()))?;
+        let plain = info.decrypt(pass).map_err(|_| Why("bad decrypt (wrong password?)".into()))?;
         return Ok(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(plain.as_bytes().to_vec())));
     }
     if text.contains("Proc-Type: 4,ENCRYPTED") {
-        return Err(
-            "legacy PEM encryption (Proc-Type) is not supported: convert the key with `openssl pkcs8 -topk8`".into()
-        );
+        return Err(Why(
+            "legacy PEM encryption (Proc-Type) is not supported: convert the key with `openssl pkcs8 -topk8`".into(),
+        ));
     }
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| pem_error(&e))
 }
 
-fn pem_error(e: &rustls_pki_types::pem::Error) -> String {
-    match e {
+fn pem_error(e: &rustls_pki_types::pem::Error) -> Why {
+    Why(match e {
         rustls_pki_types::pem::Error::Io(io) => crate::log::strerror(io),
         rustls_pki_types::pem::Error::NoItemsFound => "no PEM section of the expected kind found".into(),
         other => format!("{other:?}"),
-    }
+    })
 }
 
 /// The CAs client certificates are checked against: every certificate of `file`, and of
 /// every file in `dir` that holds PEM certificates (OpenSSL's hashed-name directory works,
 /// as does any directory of PEM files).
-fn load_roots(file: Option<&str>, dir: Option<&str>) -> Result<RootCertStore, String> {
+fn load_roots(file: Option<&str>, dir: Option<&str>) -> Result<RootCertStore, Why> {
     let mut roots = RootCertStore::empty();
-    let mut add = |certs: Vec<CertificateDer<'static>>| -> Result<(), String> {
+    let mut add = |certs: Vec<CertificateDer<'static>>| -> Result<(), Why> {
         for c in certs {
-            roots.add(c).map_err(|e| e.to_string())?;
+            roots.add(c).map_err(|e| Why(e.to_string()))?;
         }
         Ok(())
     };
@@ -295,7 +329,7 @@ fn load_roots(file: Option<&str>, dir: Option<&str>) -> Result<RootCertStore, St
         add(load_certs(f)?)?;
     }
     if let Some(d) = dir {
-        let entries = std::fs::read_dir(d).map_err(|e| crate::log::strerror(&e))?;
+        let entries = std::fs::read_dir(d).map_err(|e| Why(crate::log::strerror(&e)))?;
         for e in entries.flatten() {
             if e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink()) {
                 if let Ok(certs) = load_certs(&e.path().to_string_lossy()) {
@@ -309,11 +343,11 @@ fn load_roots(file: Option<&str>, dir: Option<&str>) -> Result<RootCertStore, St
 
 /// `tls-dh-params-file` must name a file of DH parameters (Redis fails otherwise). They
 /// configure nothing here: rustls has no DHE suites (see the module comment).
-fn check_dh_params(path: &str) -> Result<(), String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("Failed to load {path}: {}", crate::log::strerror(&e)))?;
+fn check_dh_params(path: &str) -> Result<(), TlsError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| TlsError::DhParams(format!("Failed to load {path}: {}", crate::log::strerror(&e))))?;
     if !text.contains("-----BEGIN DH PARAMETERS-----") {
-        return Err(format!("{path}: failed to read DH params."));
+        return Err(TlsError::DhParams(format!("{path}: failed to read DH params.")));
     }
     Ok(())
 }
@@ -395,8 +429,8 @@ mod tests {
         assert_eq!(protocols("").unwrap().len(), 2);
         assert_eq!(protocols("TLSv1.2").unwrap().len(), 1);
         assert_eq!(protocols("tlsv1.2 TLSv1.3").unwrap().len(), 2);
-        assert!(protocols("TLSv1.1 TLSv1.2").unwrap_err().contains("not supported by Atoll"));
-        assert!(protocols("SSLv3").unwrap_err().starts_with("Invalid tls-protocols"));
+        assert!(protocols("TLSv1.1 TLSv1.2").unwrap_err().0.contains("not supported by Atoll"));
+        assert!(protocols("SSLv3").unwrap_err().0.starts_with("Invalid tls-protocols"));
         let p = rustls::crypto::ring::default_provider();
         let all = cipher_suites(&p, "", "").unwrap();
         assert_eq!(all.len(), p.cipher_suites.len());

@@ -511,3 +511,83 @@ fn a_lua_debugging_session_runs_over_tls_as_in_redis() {
         assert_eq!(show(a), show(r), "step {i}");
     }
 }
+
+/// An X.509 v1 server certificate — what `openssl x509 -req` writes without `-extfile`, common
+/// in internal PKIs — is served by both, and redis-cli connects to both through it; a key that
+/// is not the certificate's stops both at start-up, v1 or not.
+#[test]
+fn an_x509_v1_server_certificate_is_served_as_redis_serves_it() {
+    let dir = pki_dir("v1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let openssl = |a: &[&str]| {
+        let out = std::process::Command::new("openssl").args(a).output().expect("openssl (apt: openssl) is needed");
+        assert!(out.status.success(), "openssl {a:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (ca_key, ca_crt) = (p("ca.key"), p("ca.crt"));
+    let rsa = ["-newkey", "rsa:2048", "-nodes", "-sha256"];
+    openssl(
+        &[
+            &["req", "-x509"],
+            &rsa[..],
+            &["-days", "2", "-subj", "/CN=Atoll v1 CA", "-keyout", &ca_key, "-out", &ca_crt],
+        ]
+        .concat(),
+    );
+    for who in ["server", "other"] {
+        let (key, csr) = (p(&format!("{who}.key")), p(&format!("{who}.csr")));
+        openssl(&[&["req"], &rsa[..], &["-subj", "/CN=localhost", "-keyout", &key, "-out", &csr]].concat());
+    }
+    let (csr, crt) = (p("server.csr"), p("server.crt"));
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca_crt,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-sha256",
+        "-out",
+        &crt,
+    ]);
+    let text = openssl(&["x509", "-in", &p("server.crt"), "-noout", "-text"]);
+    assert!(text.contains("Version: 1 (0x0)"), "not a v1 certificate: {text}");
+    let tls_args = |port: u16, key: &str| -> Vec<String> {
+        [
+            ("--tls-port", port.to_string()),
+            ("--tls-cert-file", p("server.crt")),
+            ("--tls-key-file", p(key)),
+            ("--tls-ca-cert-file", p("ca.crt")),
+            ("--tls-auth-clients", "no".into()),
+        ]
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_string(), v])
+        .collect()
+    };
+    let (rt, at) = (free_port(), free_port());
+    let _redis = start_redis(&args(&tls_args(rt, "server.key")));
+    let _atoll = start_atoll(&args(&tls_args(at, "server.key")));
+    for port in [rt, at] {
+        let cli = |cmd: &[&str]| {
+            let out = std::process::Command::new("redis-cli")
+                .args(["-p", &port.to_string(), "--tls", "--cacert", &p("ca.crt")])
+                .args(cmd)
+                .output()
+                .expect("redis-cli (apt: redis-tools) is needed");
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        };
+        assert_eq!(cli(&["SET", "v1", "served"]), "OK\n", "redis-cli on {port}");
+        assert_eq!(cli(&["GET", "v1"]), "served\n", "redis-cli on {port}");
+    }
+    let mut wrong = vec!["--port".to_string(), "0".into(), "--save".into(), "".into()];
+    wrong.extend(tls_args(free_port(), "other.key"));
+    let atoll = env!("CARGO_BIN_EXE_atoll-server").to_string();
+    assert_eq!(exit_code(&atoll, &wrong), exit_code(&redis_bin(), &wrong));
+    assert_eq!(exit_code(&atoll, &wrong), Some(1));
+}

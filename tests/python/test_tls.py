@@ -98,3 +98,24 @@ def test_server_name_is_checked_by_the_client(certs, server):
                            ssl_check_hostname=True, socket_connect_timeout=2)
     with pytest.raises((redis.ConnectionError, ssl.SSLError)):
         ctx_fail.ping()
+
+
+def test_an_x509_v1_server_certificate_is_served(certs):
+    """What `openssl x509 -req` writes without `-extfile` (X.509 v1, no extensions) serves
+    redis-py, as Redis serves it."""
+    p = certs
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-subj", "/CN=localhost",
+            "-keyout", p("v1.key"), "-out", p("v1.csr"))
+    openssl("x509", "-req", "-in", p("v1.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+            "-CAcreateserial", "-days", "2", "-sha256", "-out", p("v1.crt"))
+    text = subprocess.run(["openssl", "x509", "-in", p("v1.crt"), "-noout", "-text"], check=True,
+                          capture_output=True, text=True).stdout
+    assert "Version: 1 (0x0)" in text
+    port, tls_port = free_port(), free_port()
+    with atoll(port, "--tls-port", str(tls_port), "--tls-cert-file", p("v1.crt"),
+               "--tls-key-file", p("v1.key"), "--tls-ca-cert-file", p("ca.crt"),
+               "--tls-auth-clients", "no"):
+        # A v1 certificate carries no subjectAltName to check a name against.
+        r = redis.Redis(host="localhost", port=tls_port, ssl=True, ssl_ca_certs=p("ca.crt"),
+                        ssl_cert_reqs="required", ssl_check_hostname=False)
+        assert r.set("v1", "served") and r.get("v1") == b"served"

@@ -6,8 +6,8 @@
 
 use super::string::{max_bulk_len, reserve_sds};
 use crate::engine::Value;
-use crate::exec::notify;
 use crate::exec::*;
+use crate::services::notify;
 
 // ---------------------------------------------------------------------------------------------
 // Argument parsing

@@ -526,7 +526,7 @@ pub fn client_no_touch(ctx: &mut Ctx) -> CmdResult {
 // CLIENT TRACKING <ON | OFF> [REDIRECT client-id] [PREFIX prefix ...] [BCAST] [OPTIN] [OPTOUT]
 //   [NOLOOP]
 pub fn client_tracking(ctx: &mut Ctx) -> CmdResult {
-    use crate::exec::tracking::Tracker;
+    use crate::services::tracking::Tracker;
     let args = ctx.args;
     let (mut redirect, mut bcast, mut optin, mut optout, mut noloop) = (0u64, false, false, false, false);
     let mut prefixes: Vec<Box<[u8]>> = Vec::new();

@@ -402,7 +402,7 @@ fn stats(o: &mut String, cx: &mut Cx) {
     f!(o, "keyspace_hits:{}", st.sum(|c| &c.keyspace_hits));
     f!(o, "keyspace_misses:{}", st.sum(|c| &c.keyspace_misses));
     {
-        use crate::exec::pubsub::Kind;
+        use crate::services::pubsub::Kind;
         f!(o, "pubsub_channels:{}", srv.pubsub.len(Kind::Channel));
         f!(o, "pubsub_patterns:{}", srv.pubsub.len(Kind::Pattern));
         f!(o, "pubsubshard_channels:{}", srv.pubsub.len(Kind::Shard));

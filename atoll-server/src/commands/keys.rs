@@ -13,8 +13,8 @@ use crate::engine::keytable::Entry;
 use crate::engine::{LockPlan, Locks, SHARDS};
 use crate::engine::{Shard, Value};
 use crate::exec::help_reply;
-use crate::exec::notify;
 use crate::exec::*;
+use crate::services::notify;
 use crate::services::stats::Counters;
 use rand::Rng;
 use std::sync::atomic::Ordering;
@@ -105,7 +105,7 @@ fn reclaim_expired(srv: &Server, stats: &Counters, db: usize, shard: &mut Shard,
         notify::raise(&srv.reach(), notify::EXPIRED, "expired", db, k);
     }
     if srv.tracking.on() {
-        let touched: Vec<crate::exec::tracking::Touched> = expired.iter().map(|k| (k.clone(), true)).collect();
+        let touched: Vec<crate::services::tracking::Touched> = expired.iter().map(|k| (k.clone(), true)).collect();
         srv.tracking.modified(&srv.reach(), &touched, 0, None);
     }
     stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
@@ -401,7 +401,7 @@ pub fn keys(ctx: &mut Ctx) -> CmdResult {
     // The count is only known at the end: the array header is inserted then.
     let header = reply.defer(b'*');
     let mut n = 0;
-    let guard = crate::exec::pubsub::OutputGuard::new(&srv.config.hot, &ctx.client.handle);
+    let guard = crate::services::pubsub::OutputGuard::new(&srv.config.hot, &ctx.client.handle);
     let mut full = false;
     for_each_live_key(srv, stats, ctx.ks.locks, db, now, |k, _| {
         if !full && (all || glob_match(pattern, k, false)) {
@@ -858,7 +858,7 @@ pub fn object_freq(ctx: &mut Ctx) -> CmdResult {
             "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ));
     };
-    ctx.reply.int(crate::exec::evict::lfu_decayed(lru, ctx.ks.now, decay) as i64);
+    ctx.reply.int(crate::services::evict::lfu_decayed(lru, ctx.ks.now, decay) as i64);
     Ok(())
 }
 

@@ -202,7 +202,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             touched: Vec::new(),
         };
         blocking::serve_ready(&mut ks, srv);
-        crate::exec::notify::publish(&srv.reach(), &ks.notes, ctx.client.id());
+        crate::services::notify::publish(&srv.reach(), &ks.notes, ctx.client.id());
         if !ks.touched.is_empty() {
             srv.tracking.modified(&srv.reach(), &ks.touched, ctx.client.id(), Some(&mut ctx.client.bcast_batch));
         }

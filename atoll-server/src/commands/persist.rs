@@ -2,10 +2,10 @@
 //! The formats live in `persist`; this module parses arguments and applies the results.
 
 use crate::daemons::persistence;
-use crate::exec::notify;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx};
 use crate::persist;
 use crate::services::migrate::MigrateSockets;
+use crate::services::notify;
 
 // DUMP key
 pub fn dump(ctx: &mut Ctx) -> CmdResult {
@@ -104,7 +104,7 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
     let now = ctx.ks.now;
     let set = match (lfu, idle, freq) {
         (false, Some(secs), _) => Some(ctx.ks.lru_clock.saturating_sub(secs.min(u32::MAX as i64) as u32)),
-        (true, _, Some(f)) => Some((crate::exec::evict::lfu_minutes(now) << 8) | f.clamp(0, 255) as u32),
+        (true, _, Some(f)) => Some((crate::services::evict::lfu_minutes(now) << 8) | f.clamp(0, 255) as u32),
         _ => None,
     };
     if let Some(v) = set {

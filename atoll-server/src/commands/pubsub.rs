@@ -5,8 +5,8 @@
 //! name, and CLIENT REPLY OFF does not silence them (Redis sends them as pushes).
 
 use crate::exec::client::Client;
-use crate::exec::pubsub::{Kind, Subs};
 use crate::exec::{help_reply, CmdError, CmdResult, Ctx, Effect};
+use crate::services::pubsub::{Kind, Subs};
 use indexmap::IndexSet;
 
 /// The client's subscription state, made on its first subscription.

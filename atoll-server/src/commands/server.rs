@@ -270,10 +270,10 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     crate::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
     if names("maxmemory") {
         let limit = ctx.srv.config.hot.maxmemory.load(Ordering::Relaxed);
-        let used = crate::exec::evict::used_for_limit(ctx.srv);
+        let used = crate::services::evict::used_for_limit(ctx.srv);
         if limit != 0 && used > limit {
             crate::log_warning!("WARNING: the new maxmemory value set via CONFIG SET ({limit}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.");
-            crate::exec::evict::perform(ctx.srv);
+            crate::services::evict::perform(ctx.srv);
         }
     }
     if names("requirepass") {

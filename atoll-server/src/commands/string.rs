@@ -7,9 +7,9 @@
 use crate::engine::keytable::Entry;
 use crate::engine::ldouble::{self, IncrError, LongDoubleSource};
 use crate::engine::Value;
-use crate::exec::notify;
 use crate::exec::*;
 use crate::protocol::Reply;
+use crate::services::notify;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers shared by the string and bitmap commands

@@ -233,7 +233,7 @@ fn gated(
     }
     // Client eviction, then maxmemory: one relaxed load each when they are off.
     if srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
-        super::evict::evict_clients(srv);
+        crate::services::evict::evict_clients(srv);
     }
     if srv.config.hot.maxmemory.load(Ordering::Relaxed) != 0 && !client.replaying {
         let gate = memory_gate(srv, client, cmd, argv);
@@ -336,7 +336,7 @@ fn finish_deferred_keys(cmd: &Command, argv: &[&[u8]], db: usize, locks: &mut Lo
 /// command that may grow memory when nothing more can be evicted — any command but EXEC,
 /// DISCARD, QUIT and RESET inside MULTI, and an EXEC of such commands.
 fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]]) -> CmdResult {
-    let out_of_memory = super::evict::perform(srv) == super::evict::Outcome::Fail;
+    let out_of_memory = crate::services::evict::perform(srv) == crate::services::evict::Outcome::Fail;
     client.oom_at_start = out_of_memory;
     if !out_of_memory {
         return Ok(());
@@ -452,7 +452,7 @@ fn gate_flags(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]]) -> u
 #[inline]
 pub fn lfu_params(srv: &Server) -> Option<(u32, u32)> {
     let hot = &srv.config.hot;
-    super::evict::Policy::from_u32(hot.maxmemory_policy.load(Ordering::Relaxed))
+    crate::services::evict::Policy::from_u32(hot.maxmemory_policy.load(Ordering::Relaxed))
         .is_lfu()
         .then(|| (hot.lfu_log_factor.load(Ordering::Relaxed), hot.lfu_decay_time.load(Ordering::Relaxed)))
 }
@@ -650,7 +650,7 @@ pub fn call(
             locks,
             db,
             now,
-            lru_clock: if lfu.is_some() { super::evict::lfu_initial(now) } else { srv.lru_clock(now) },
+            lru_clock: if lfu.is_some() { crate::services::evict::lfu_initial(now) } else { srv.lru_clock(now) },
             lfu,
             no_touch,
             dirty: 0,
@@ -739,7 +739,7 @@ pub fn call(
         }
     }
     if !ctx.ks.notes.is_empty() {
-        super::notify::publish(&srv.reach(), &ctx.ks.notes, ctx.client.id());
+        crate::services::notify::publish(&srv.reach(), &ctx.ks.notes, ctx.client.id());
     }
     if ctx.ks.track {
         track(srv, ctx.client, cmd, argv, &ctx.ks.touched);
@@ -793,7 +793,13 @@ pub fn call(
 /// tracking client's read-only command the keys it read (EVAL_RO and the like excepted:
 /// the commands their script runs are tracked instead, as in Redis).
 #[cold]
-fn track(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]], touched: &[super::tracking::Touched]) {
+fn track(
+    srv: &Server,
+    client: &mut Client,
+    cmd: &Command,
+    argv: &[&[u8]],
+    touched: &[crate::services::tracking::Touched],
+) {
     if !touched.is_empty() {
         // A script's commands run as another client: NOLOOP is about its caller.
         let by = client.tracking.as_ref().map_or(client.id(), |t| t.handle.id);
@@ -992,5 +998,5 @@ pub fn feed_monitors(srv: &Server, client: &Client, argv: &[&[u8]]) {
     } else {
         h.addr.as_bytes()
     };
-    super::pubsub::feed_monitors(&srv.pubsub, &srv.config.hot, client.db, from, argv);
+    crate::services::pubsub::feed_monitors(&srv.pubsub, &srv.config.hot, client.db, from, argv);
 }

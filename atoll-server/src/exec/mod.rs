@@ -13,15 +13,14 @@
 pub mod blocking;
 pub mod call;
 pub mod client;
-pub use crate::services::evict;
 pub mod multi;
+/// Keyspace events' classes, for the commands that raise them (`ctx.ks.note(notify::…)`):
+/// part of the prelude command modules take with `use crate::exec::*`.
 pub use crate::services::notify;
-pub use crate::services::pubsub;
 pub mod state;
 pub mod table;
 #[cfg(test)]
 pub mod testing;
-pub use crate::services::tracking;
 
 use crate::engine::keytable::Entry;
 use crate::engine::{Locks, Obj, Shard, Value};
@@ -31,7 +30,7 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 pub use crate::services::clock::{unix_ms, unix_us, Clock};
-use crate::services::stats;
+use crate::services::{evict, stats, tracking};
 pub use call::{call, dispatch, error_reply, lock_plan, resolve};
 pub use state::{EffectSink, Server, ShutdownMode};
 pub use table::{Command, CommandTable};

@@ -70,7 +70,7 @@ pub struct Server {
     /// The TLS configuration new TLS connections start from (`tls-*`).
     pub tls: crate::services::tls::TlsContext,
     /// maxmemory eviction statistics.
-    pub evict: super::evict::Evict,
+    pub evict: crate::services::evict::Evict,
     pub clients: client::Registry,
     pub stats: stats::Stats,
     /// Stuck-worker reports (`daemons::watchdog`, its figures in `services::watchdog`).
@@ -101,9 +101,9 @@ pub struct Server {
     /// DEBUG SET-DISABLE-DENY-SCRIPTS (kept for scripting: `noscript` commands in scripts).
     pub deny_scripts_disabled: AtomicBool,
     /// Pub/Sub channels and patterns, and the workers' message posts.
-    pub pubsub: super::pubsub::PubSub,
+    pub pubsub: crate::services::pubsub::PubSub,
     /// Client-side caching: the tracking table, BCAST prefixes, tracking clients.
-    pub tracking: super::tracking::Tracking,
+    pub tracking: crate::services::tracking::Tracking,
     /// The script cache and the running script's state.
     pub scripts: crate::services::scripts::Scripts,
     /// Loads FUNCTION libraries found in an RDB file or AOF (the scripting layer, above this
@@ -189,7 +189,7 @@ impl Server {
             startup_allocated: Default::default(),
             peak_allocated: Default::default(),
             deny_scripts_disabled: AtomicBool::new(false),
-            pubsub: super::pubsub::PubSub::new(threads),
+            pubsub: crate::services::pubsub::PubSub::new(threads),
             tracking: Default::default(),
             scripts: crate::services::scripts::Scripts::new(persistence.gates.clone()),
             functions_loader: std::sync::OnceLock::new(),
@@ -416,7 +416,7 @@ impl crate::services::evict::Host for Server {
         } else {
             drop(obj);
         }
-        super::notify::raise(&self.reach(), super::notify::EVICTED, "evicted", db, key);
+        crate::services::notify::raise(&self.reach(), crate::services::notify::EVICTED, "evicted", db, key);
         if self.tracking.on() {
             self.tracking.modified(&self.reach(), &[(key.into(), true)], 0, None);
         }

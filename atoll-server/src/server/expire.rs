@@ -81,10 +81,11 @@ pub fn cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
             for k in &expired {
                 s.remove(k);
                 s.touch_watched(k);
-                crate::exec::notify::raise(&srv.reach(), crate::exec::notify::EXPIRED, "expired", db, k);
+                crate::services::notify::raise(&srv.reach(), crate::services::notify::EXPIRED, "expired", db, k);
             }
             if srv.tracking.on() && !expired.is_empty() {
-                let touched: Vec<crate::exec::tracking::Touched> = expired.iter().map(|k| (k.clone(), true)).collect();
+                let touched: Vec<crate::services::tracking::Touched> =
+                    expired.iter().map(|k| (k.clone(), true)).collect();
                 srv.tracking.modified(&srv.reach(), &touched, 0, None);
             }
             stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);

@@ -189,7 +189,7 @@ impl Session {
                     if out.buf.len() as u64 >= srv.config.hot.batch_look.load(Ordering::Relaxed)
                         && over_batch_limit(srv, &self.client, &out.buf)
                     {
-                        crate::exec::pubsub::close_over_limit(&self.client.handle);
+                        crate::services::pubsub::close_over_limit(&self.client.handle);
                         self.client.close_after_reply = true;
                         out.buf.clear();
                         pos = buf.len();
@@ -391,7 +391,7 @@ fn over_batch_limit(srv: &Server, client: &crate::exec::client::Client, buf: &[u
             srv.evict.client_grew();
         }
     }
-    crate::exec::pubsub::OutputGuard::new(&srv.config.hot, h).full(buf.len())
+    crate::services::pubsub::OutputGuard::new(&srv.config.hot, h).full(buf.len())
 }
 
 /// The protocol limits a client's requests are parsed under.

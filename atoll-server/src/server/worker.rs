@@ -70,8 +70,8 @@ pub fn close_over_output_limits(srv: &Server) {
     }
     for h in srv.clients.snapshot() {
         let pending = h.out_pending.load(Ordering::Relaxed);
-        if pending > 0 && crate::exec::pubsub::over_output_limit(&srv.config.hot, &h, pending) {
-            crate::exec::pubsub::close_over_limit(&h);
+        if pending > 0 && crate::services::pubsub::over_output_limit(&srv.config.hot, &h, pending) {
+            crate::services::pubsub::close_over_limit(&h);
         }
     }
 }
@@ -216,8 +216,8 @@ impl Link {
         }
         // A reader this far behind breaks `client-output-buffer-limit`: it is disconnected.
         if pending > 0 {
-            if crate::exec::pubsub::over_output_limit(&srv.config.hot, h, pending as u64) {
-                crate::exec::pubsub::close_over_limit(h);
+            if crate::services::pubsub::over_output_limit(&srv.config.hot, h, pending as u64) {
+                crate::services::pubsub::close_over_limit(h);
             }
         } else if h.obuf_soft_since.load(Ordering::Relaxed) != 0 {
             // All written: the soft limit's clock starts over.
@@ -402,7 +402,7 @@ pub struct Core {
     pub hand_overs: Vec<(usize, u64)>,
     timers: Timers,
     /// Mailboxes being delivered (kept to reuse its allocation).
-    mail: Vec<Arc<crate::exec::pubsub::Mailbox>>,
+    mail: Vec<Arc<crate::services::pubsub::Mailbox>>,
     next_cron: i64,
     /// When the current round's work began (after its wait).
     round_start: Option<quanta::Instant>,
@@ -516,7 +516,7 @@ impl Core {
     /// queue it again. The backend writes them, then hands the list back to `end_round`.
     pub fn take_flush<C: HasLink>(&mut self, conns: &mut slab::Slab<C>) -> Vec<usize> {
         // Other workers learn of this round's messages once; this one delivers its own now.
-        crate::exec::pubsub::flush_wakes(&self.srv.pubsub, self.id);
+        crate::services::pubsub::flush_wakes(&self.srv.pubsub, self.id);
         self.deliver(conns);
         // `appendfsync always`: this round's writes are on disk before any reply goes out —
         // this worker's, and those of clients it served that wait on other workers.
@@ -561,8 +561,8 @@ impl Core {
             // A subscriber whose socket is full keeps its messages here: all it has not taken
             // yet is weighed against its output limit.
             let h = &mb.handle;
-            if crate::exec::pubsub::over_output_limit(&self.srv.config.hot, h, l.unsent() as u64) {
-                crate::exec::pubsub::close_over_limit(h);
+            if crate::services::pubsub::over_output_limit(&self.srv.config.hot, h, l.unsent() as u64) {
+                crate::services::pubsub::close_over_limit(h);
             }
             self.queue(l, mb.token, true);
         }
@@ -577,7 +577,7 @@ impl Core {
         self.round_start = Some(self.srv.clock.instant());
         self.srv.stats.workers[self.id].beat.progress_ms.store(self.srv.now_ms().max(1) as u64, Ordering::Relaxed);
         self.round_cmds = self.srv.stats.workers[self.id].counters.commands.load(Ordering::Relaxed);
-        crate::exec::pubsub::defer_wakes();
+        crate::services::pubsub::defer_wakes();
         crate::exec::blocking::defer_served_wakes();
     }
 
@@ -606,7 +606,7 @@ impl Core {
         // hostile sender's query buffer): Redis checks in every beforeSleep. Scans are at most
         // one a millisecond across workers.
         if self.srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
-            crate::exec::evict::evict_clients(&*self.srv);
+            crate::services::evict::evict_clients(&*self.srv);
         }
         self.tick(conns);
     }

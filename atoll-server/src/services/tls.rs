@@ -144,22 +144,12 @@ fn build(config: &Config) -> Result<ServerConfig, TlsError> {
             b.build().map_err(|e| TlsError::Roots(e.to_string()))?
         }
     };
+    let certified = certified_key(chain, key, &provider, &cert_file, &key_file)?;
     let mut sc = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
         .map_err(|e| TlsError::Setting(format!("Failed to configure ciphers: {e}")))?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .map_err(|e| match e {
-            rustls::Error::InconsistentKeys(_) => TlsError::Key { path: key_file.clone(), why: e.to_string() },
-            // webpki reads X.509 v3 only; OpenSSL also takes the v1 certificates `openssl x509
-            // -req` makes without `-extfile`.
-            rustls::Error::InvalidCertificate(rustls::CertificateError::Other(o))
-                if format!("{o:?}").contains("UnsupportedCertVersion") =>
-            {
-                TlsError::Certificate { path: cert_file.clone(), why: "an X.509 v1 certificate (Atoll needs v3: sign it with extensions, e.g. openssl x509 -req -extfile)".into() }
-            }
-            _ => TlsError::Certificate { path: cert_file.clone(), why: e.to_string() },
-        })?;
+        .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified)));
     sc.ignore_client_order = config.flag(crate::config::p::TLS_PREFER_SERVER_CIPHERS);
     if config.flag(crate::config::p::TLS_SESSION_CACHING) {
         let size = config.int(crate::config::p::TLS_SESSION_CACHE_SIZE).max(0) as usize;
@@ -268,6 +258,47 @@ fn cipher_suites(p: &CryptoProvider, ciphers: &str, suites13: &str) -> Result<Ve
     }
     out.extend(chosen);
     Ok(out)
+}
+
+/// The server's certificate chain with its private key, checked to belong together as
+/// OpenSSL's `SSL_CTX_check_private_key` does. rustls checks through webpki, which reads X.509
+/// v3 only; a v1 certificate — what `openssl x509 -req` writes without `-extfile`, common in
+/// internal PKIs — is served as Redis serves it, its key checked by finding the key's
+/// SubjectPublicKeyInfo in the certificate (DER encodes it one way only), with a warning.
+fn certified_key(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    provider: &CryptoProvider,
+    cert_file: &str,
+    key_file: &str,
+) -> Result<rustls::sign::CertifiedKey, TlsError> {
+    let signing = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| TlsError::Key { path: key_file.into(), why: e.to_string() })?;
+    let ck = rustls::sign::CertifiedKey::new(chain, signing);
+    let mismatch = || TlsError::Key {
+        path: key_file.into(),
+        why: "the private key does not match the certificate's public key".into(),
+    };
+    match ck.keys_match() {
+        Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(ck),
+        Err(rustls::Error::InconsistentKeys(_)) => Err(mismatch()),
+        Err(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(o)))
+            if format!("{o:?}").contains("UnsupportedCertVersion") =>
+        {
+            let spki = ck.key.public_key().ok_or_else(mismatch)?;
+            let cert: &[u8] = ck.cert[0].as_ref();
+            if !cert.windows(spki.len()).any(|w| w == spki.as_ref()) {
+                return Err(mismatch());
+            }
+            crate::log_warning!(
+                "{cert_file} is an X.509 v1 certificate: served as it is (a v3 certificate, signed with extensions, is what TLS clients expect today)"
+            );
+            Ok(ck)
+        }
+        Err(e) => Err(TlsError::Certificate { path: cert_file.into(), why: e.to_string() }),
+    }
 }
 
 fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, Why> {

@@ -675,7 +675,7 @@ fn georadius_generic(ctx: &mut Ctx, kind: Kind, src_idx: usize, nostore: bool) -
         match store {
             Some(dst) => {
                 if ctx.ks.delete(dst).is_some() {
-                    ctx.ks.note(crate::exec::notify::GENERIC, "del", dst);
+                    ctx.ks.note(crate::services::notify::GENERIC, "del", dst);
                 }
                 ctx.reply.int(0);
             }

@@ -14,9 +14,9 @@ use crate::engine::glob::glob_match;
 use crate::engine::hash::*;
 use crate::engine::ldouble::LongDouble;
 use crate::engine::Value;
-use crate::exec::notify;
 use crate::exec::*;
 use crate::protocol::Proto;
+use crate::services::notify;
 use std::sync::atomic::Ordering;
 
 impl Limits {
@@ -349,7 +349,7 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.array(0);
         return Ok(());
     }
-    let guard = crate::exec::pubsub::OutputGuard::new(&ctx.srv.config.hot, &ctx.client.handle);
+    let guard = crate::services::pubsub::OutputGuard::new(&ctx.srv.config.hot, &ctx.client.handle);
     let reply = &mut *ctx.reply;
     // RESP3 replies [field, value] pairs; RESP2 one flat array.
     let header = |reply: &mut crate::protocol::Reply, n: usize| {

@@ -21,8 +21,8 @@
 //!   HyperLogLog sketches", 2017) as Redis 7 uses it, so PFCOUNT gives Redis's numbers.
 
 use crate::engine::Value;
-use crate::exec::notify;
 use crate::exec::*;
+use crate::services::notify;
 
 const P: u32 = 14;
 /// Number of registers.

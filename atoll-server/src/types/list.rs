@@ -10,9 +10,9 @@
 use crate::engine::list::*;
 use crate::engine::Value;
 use crate::exec::blocking::{self, BlockRequest, Served};
-use crate::exec::notify;
 use crate::exec::*;
 use crate::protocol::Reply;
+use crate::services::notify;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 impl End {

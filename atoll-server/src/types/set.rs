@@ -17,8 +17,8 @@
 use crate::engine::glob::glob_match;
 use crate::engine::set::*;
 use crate::engine::Value;
-use crate::exec::notify;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, Ctx, KsView};
+use crate::services::notify;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::collections::HashMap;
@@ -358,7 +358,7 @@ pub fn srandmember(ctx: &mut Ctx) -> CmdResult {
         Some(c) if c < 0 => {
             // Streamed: the reply grows with the data, never sized up front by the count.
             let n = c.unsigned_abs();
-            let guard = crate::exec::pubsub::OutputGuard::new(&ctx.srv.config.hot, &ctx.client.handle);
+            let guard = crate::services::pubsub::OutputGuard::new(&ctx.srv.config.hot, &ctx.client.handle);
             let reply = &mut *ctx.reply;
             reply.array(n as usize);
             s.sample(n, &mut rng, |m| {

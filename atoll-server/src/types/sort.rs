@@ -7,8 +7,8 @@
 
 use crate::engine::list::List;
 use crate::engine::Value;
-use crate::exec::notify;
 use crate::exec::*;
+use crate::services::notify;
 use std::cmp::Ordering;
 
 /// Options of one SORT call.

@@ -9,11 +9,11 @@ use crate::engine::set::Set;
 pub use crate::engine::zset::*;
 use crate::engine::Value;
 use crate::exec::blocking::{deadline_from_secs, BlockRequest, Served};
-use crate::exec::notify;
 use crate::exec::parse_scan_cursor;
 use crate::exec::Ctx;
 use crate::exec::{eq_ic, parse_int, CmdError, CmdResult, KsView};
 use crate::protocol::{Proto, Reply};
+use crate::services::notify;
 use crate::types::set::{parse_scan_opts, Loaned};
 use rand::seq::SliceRandom;
 use std::collections::HashMap;
@@ -846,7 +846,7 @@ pub fn zrandmember(ctx: &mut Ctx) -> CmdResult {
         Some(c) if c < 0 => {
             // Streamed: the reply grows with the data, never sized up front by the count.
             let n = c.unsigned_abs();
-            let guard = crate::exec::pubsub::OutputGuard::new(&ctx.srv.config.hot, &ctx.client.handle);
+            let guard = crate::services::pubsub::OutputGuard::new(&ctx.srv.config.hot, &ctx.client.handle);
             let reply = &mut *ctx.reply;
             elements_header(reply, n as usize, withscores);
             z.sample(n, &mut rng, |m, s| {

@@ -3,8 +3,8 @@
 use super::*;
 use crate::engine::Value;
 use crate::exec::blocking::{deadline_from_ms, BlockRequest, Served};
-use crate::exec::notify;
 use crate::exec::*;
+use crate::services::notify;
 
 fn node_limits(ctx: &Ctx) -> NodeLimits {
     let c = &ctx.srv.config;

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::engine::Value;
-use crate::exec::notify;
 use crate::exec::*;
+use crate::services::notify;
 
 fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(b)

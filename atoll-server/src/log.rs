@@ -235,6 +235,18 @@ extern "C" fn crash_handler(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: 
     }
 }
 
+/// `hide-user-data-from-log` (Valkey's): keys and values are left out of log lines.
+static HIDE_USER_DATA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn hide_user_data(hide: bool) {
+    HIDE_USER_DATA.store(hide, Ordering::Relaxed);
+}
+
+/// Whether a log line may show keys and values (`hide-user-data-from-log no`).
+pub fn shows_user_data() -> bool {
+    !HIDE_USER_DATA.load(Ordering::Relaxed)
+}
+
 pub fn set_level(level: u32) {
     LEVEL.store(level, Ordering::Relaxed);
 }

@@ -758,6 +758,100 @@ fn empty_keys_in_a_file_are_skipped_and_counted_as_redis_does() {
         }
         assert!(l.contains("Done loading RDB, keys loaded: 1, keys expired: 0, empty keys skipped: 3."), "{l}");
     }
+    // Valkey's `hide-user-data-from-log yes`: the same lines without the keys, on Valkey
+    // 9.1.2 and on Atoll.
+    for valkey in [true, false] {
+        let port = free_port();
+        let dir = scratch_dir(port);
+        std::fs::write(dir.join("dump.rdb"), &f).unwrap();
+        let log = dir.join("server.log");
+        let args = [
+            "--dir",
+            dir.to_str().unwrap(),
+            "--loglevel",
+            "notice",
+            "--logfile",
+            log.to_str().unwrap(),
+            "--hide-user-data-from-log",
+            "yes",
+        ];
+        let s = if valkey { start_valkey(&args) } else { start_atoll(&args) };
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(keys_of(&mut c), vec![b"kept".to_vec()]);
+        let l = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(l.matches("rdbLoadObject skipping empty key\n").count(), 3, "{}: {l}", s.name);
+        assert!(!l.contains("e:set") && !l.contains("e:zset"), "{}: {l}", s.name);
+    }
+}
+
+/// Whether a server on `port` answers PING with PONG (not an error, not a closed connection).
+fn pong(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut b = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut b).is_ok() && &b == b"+PONG\r\n"
+}
+
+/// `rdb-version-check` (Valkey's): `strict` refuses a file or DUMP payload of a newer RDB
+/// version, `relaxed` reads it as far as it understands it — Atoll as Valkey 9.1.2, for a
+/// newer Redis file (REDIS0012), a future Valkey one (VALKEY081) and Redis 7.2's own.
+#[test]
+fn rdb_version_check_relaxed_reads_newer_files_as_valkey_does() {
+    let file = |magic: &[u8]| {
+        let mut f = magic.to_vec();
+        f.extend_from_slice(&[0xFE, 0, 0]);
+        rdb_str(&mut f, b"kept");
+        rdb_str(&mut f, b"v");
+        f.push(0xFF);
+        f.extend_from_slice(&[0; 8]);
+        f
+    };
+    // A DUMP of the string "v", its footer claiming RDB 12.
+    let mut payload = vec![0u8];
+    rdb_str(&mut payload, b"v");
+    payload.extend_from_slice(&12u16.to_le_bytes());
+    let crc = atoll::engine::rdb::CRC64.checksum(&payload);
+    payload.extend_from_slice(&crc.to_le_bytes());
+    for magic in [&b"REDIS0012"[..], b"VALKEY081", b"REDIS0011"] {
+        for mode in ["strict", "relaxed"] {
+            let mut outcome = Vec::new();
+            for valkey in [true, false] {
+                let port = free_port();
+                let dir = scratch_dir(port);
+                std::fs::write(dir.join("dump.rdb"), file(magic)).unwrap();
+                let bin = if valkey { valkey_bin() } else { env!("CARGO_BIN_EXE_atoll-server").to_string() };
+                let mut child = std::process::Command::new(&bin)
+                    .args(["--port", &port.to_string(), "--save", "", "--dir", dir.to_str().unwrap()])
+                    .args(["--rdb-version-check", mode])
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let loaded = loop {
+                    if let Ok(Some(_)) = child.try_wait() {
+                        break None;
+                    }
+                    // Listening comes before loading: only a PONG says the file loaded.
+                    if pong(port) {
+                        let mut c = RawConn::connect(port);
+                        let keys = keys_of(&mut c);
+                        let restore = show(&c.cmd(&[b"RESTORE", b"r", b"0", &payload]));
+                        break Some((keys, restore));
+                    }
+                    assert!(Instant::now() < deadline, "{bin} neither served nor stopped");
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                let _ = child.kill();
+                let _ = child.wait();
+                outcome.push(loaded);
+            }
+            let what = format!("{} {mode}", String::from_utf8_lossy(magic));
+            assert_eq!(outcome[1], outcome[0], "{what}: Atoll, then Valkey 9.1.2");
+            // Not vacuous: relaxed loads the newer files, strict does not.
+            assert_eq!(outcome[0].is_some(), mode == "relaxed" || magic == b"REDIS0011", "{what}");
+        }
+    }
 }
 
 /// MIGRATE between Atoll and Redis 7.2.6 both ways: keys arrive with their TTLs, leave the

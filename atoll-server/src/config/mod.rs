@@ -406,8 +406,9 @@ impl Config {
             save_seen |= def.kind == Kind::Save;
             check_support(def, &v).map_err(|e| fatal(&e.to_string()))?;
             // maxclients beyond the open-files limit is lowered with a warning at start-up
-            // (`net::run`, Redis's adjustOpenFilesLimit); only CONFIG SET refuses it.
-            if def.name != "maxclients" {
+            // (`net::run`, Redis's adjustOpenFilesLimit); only CONFIG SET refuses it. An
+            // unknown `locale-collate` stops start-up there too, with Redis's log line.
+            if def.name != "maxclients" && def.name != "locale-collate" {
                 apply(def, &v).map_err(|e| fatal(&e.to_string()))?;
             }
             self.values.write()[i] = v;
@@ -828,6 +829,9 @@ pub fn adjust_open_files(maxclients: usize) -> usize {
 
 /// Refuses a value that asks for a feature Atoll does not have yet (see `table::Support`).
 fn check_support(def: &Def, v: &str) -> Result<(), ConfigError> {
+    if let Support::Unable(why) = def.support {
+        return if v == def.default { Ok(()) } else { Err(ConfigError::BadValue(why.into())) };
+    }
     let Support::Pending(what) = def.support else { return Ok(()) };
     let fine = match def.kind {
         // Only the normal class is enforced for clients Atoll has; replica and pub/sub limits
@@ -863,6 +867,12 @@ fn apply(def: &Def, v: &str) -> Result<(), ConfigError> {
                 "The operating system is not able to handle the specified number of clients, try with {got}"
             )));
         }
+    }
+    if def.name == "hide-user-data-from-log" {
+        crate::log::hide_user_data(v == "yes");
+    }
+    if def.name == "locale-collate" {
+        crate::collate::set(v).map_err(|e| ConfigError::Apply(e.to_string()))?;
     }
     if def.kind == Kind::Dir && !v.is_empty() {
         std::env::set_current_dir(v).map_err(|e| ConfigError::Apply(crate::log::strerror(&e)))?;

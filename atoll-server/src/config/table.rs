@@ -15,6 +15,8 @@
 //! * `pending(WHAT)` — the feature does not exist yet. The default (the value that describes
 //!   what Atoll does) is accepted; any other value is refused with an error naming what is
 //!   missing, in CONFIG SET and at start-up: `appendonly yes` must never be silently ignored.
+//! * `unable(WHY)` — as `pending`, but refused with the words Redis itself answers when it is
+//!   built without the ability (`activedefrag yes` without Redis's modified jemalloc).
 //! * `file_only(WHAT)` — set at start-up; CONFIG SET of another value is refused (Redis can
 //!   rebind listeners at runtime, Atoll cannot yet).
 //!
@@ -91,6 +93,9 @@ pub enum Support {
     Pending(&'static str),
     /// CONFIG SET of a new value is refused; the text names what is missing.
     FileOnly(&'static str),
+    /// Only the default is accepted; any other value is refused with Redis's own words for a
+    /// server built without the ability (the text).
+    Unable(&'static str),
 }
 
 pub struct Def {
@@ -125,6 +130,10 @@ impl Def {
         self.support = Support::Pending(what);
         self
     }
+    const fn unable(mut self, why: &'static str) -> Def {
+        self.support = Support::Unable(why);
+        self
+    }
     const fn file_only(mut self, what: &'static str) -> Def {
         self.support = Support::FileOnly(what);
         self
@@ -137,10 +146,14 @@ impl Def {
 
 // What a `pending` parameter is waiting for, as its error names it.
 const CLUSTER: &str = "cluster mode";
-const DEFRAG: &str = "active defragmentation";
+/// Redis 7.2.6's refusal when its allocator is not its own modified jemalloc (a build with
+/// `MALLOC=libc` or a distribution's jemalloc): Atoll's jemalloc is the unmodified one, which
+/// gives no hint of which allocations moving would compact.
+const DEFRAG: &str = "Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution";
+const COMMANDLOG: &str = "COMMANDLOG's large-request and large-reply logs";
+const DUAL_CHANNEL: &str = "dual-channel replication";
 const CPULIST: &str = "CPU affinity lists";
 const SOCKMARK: &str = "socket marks";
-const LOCALE: &str = "a collation locale";
 const BIND: &str = "rebinding listeners at runtime (restart with the new value)";
 
 /// Parameters whose names are synonyms of another value of the same enum (Redis prints the
@@ -161,7 +174,7 @@ pub const DEFS: &[Def] = &[
     Def::new("active-defrag-threshold-lower", Int { min: 0, max: 1000 }, "10").inert(),
     Def::new("active-defrag-threshold-upper", Int { min: 0, max: 1000 }, "100").inert(),
     Def::new("active-expire-effort", Int { min: 1, max: 10 }, "1").inert(),
-    Def::new("activedefrag", Bool, "no").pending(DEFRAG),
+    Def::new("activedefrag", Bool, "no").unable(DEFRAG),
     Def::new("activerehashing", Bool, "yes").inert(),
     Def::new("always-show-logo", Bool, "no").flags(IMMUTABLE).inert(),
     Def::new("aof-disable-auto-gc", Bool, "no").flags(HIDDEN).inert(),
@@ -206,6 +219,10 @@ pub const DEFS: &[Def] = &[
     Def::new("cluster-replica-no-failover", Bool, "no").alias("cluster-slave-no-failover").inert(),
     Def::new("cluster-replica-validity-factor", Int { min: 0, max: IMAX }, "10").alias("cluster-slave-validity-factor").inert(),
     Def::new("cluster-require-full-coverage", Bool, "yes").inert(),
+    Def::new("commandlog-large-reply-max-len", Int { min: 0, max: LMAX }, "128").pending(COMMANDLOG),
+    Def::new("commandlog-large-request-max-len", Int { min: 0, max: LMAX }, "128").pending(COMMANDLOG),
+    Def::new("commandlog-reply-larger-than", Int { min: -1, max: LMAX }, "1048576").pending(COMMANDLOG),
+    Def::new("commandlog-request-larger-than", Int { min: -1, max: LMAX }, "1048576").pending(COMMANDLOG),
     Def::new("crash-log-enabled", Bool, "yes").inert(),
     Def::new("crash-memcheck-enabled", Bool, "yes").inert(),
     Def::new("daemonize", Bool, "no").flags(IMMUTABLE).live(),
@@ -213,6 +230,7 @@ pub const DEFS: &[Def] = &[
     Def::new("dbfilename", Str, "dump.rdb").flags(PROTECTED).live(),
     Def::new("dir", Dir, "").flags(PROTECTED | DENY_LOADING).live(),
     Def::new("disable-thp", Bool, "yes").flags(IMMUTABLE).live(),
+    Def::new("dual-channel-replication-enabled", Bool, "no").pending(DUAL_CHANNEL),
     Def::new("dynamic-hz", Bool, "yes").inert(),
     Def::new("enable-debug-command", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).live(),
     Def::new("enable-module-command", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).inert(),
@@ -220,6 +238,7 @@ pub const DEFS: &[Def] = &[
     Def::new("hash-max-listpack-entries", Int { min: 0, max: LMAX }, "512").alias("hash-max-ziplist-entries").live(),
     Def::new("hash-max-listpack-value", Memory { min: 0, max: LMAX }, "64").alias("hash-max-ziplist-value").live(),
     Def::new("hll-sparse-max-bytes", Memory { min: 0, max: LMAX }, "3000").live(),
+    Def::new("hide-user-data-from-log", Bool, "no").live(),
     Def::new("hz", Int { min: 0, max: IMAX }, "10").live(),
     Def::new("ignore-warnings", Str, "").inert(),
     Def::new("io-threads", Int { min: 1, max: 128 }, "1").flags(IMMUTABLE).live(),
@@ -239,7 +258,7 @@ pub const DEFS: &[Def] = &[
     Def::new("list-compress-depth", Int { min: 0, max: IMAX }, "0").inert(),
     Def::new("list-max-listpack-size", Int { min: -IMAX - 1, max: IMAX }, "-2").alias("list-max-ziplist-size").live(),
     Def::new("loading-process-events-interval-bytes", Int { min: 1024, max: IMAX }, "2097152").flags(HIDDEN).live(),
-    Def::new("locale-collate", Str, "").pending(LOCALE),
+    Def::new("locale-collate", Str, "").live(),
     Def::new("logfile", Str, "").flags(IMMUTABLE).live(),
     Def::new("loglevel", Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice").live(),
     Def::new("masterauth", Str, "").flags(SENSITIVE).live(),
@@ -266,6 +285,7 @@ pub const DEFS: &[Def] = &[
     Def::new("rdb-del-sync-files", Bool, "no").inert(),
     Def::new("rdb-key-save-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).live(),
     Def::new("rdb-save-incremental-fsync", Bool, "yes").inert(),
+    Def::new("rdb-version-check", Enum(&["strict", "relaxed"]), "strict").live(),
     Def::new("rdbchecksum", Bool, "yes").flags(IMMUTABLE).live(),
     Def::new("rdbcompression", Bool, "yes").live(),
     Def::new("repl-backlog-size", Memory { min: 1, max: LMAX }, "1048576").live(),
@@ -298,8 +318,8 @@ pub const DEFS: &[Def] = &[
     Def::new("shutdown-on-sigint", Flags(&["default", "save", "nosave", "now", "force"]), "default").live(),
     Def::new("shutdown-on-sigterm", Flags(&["default", "save", "nosave", "now", "force"]), "default").live(),
     Def::new("shutdown-timeout", Int { min: 0, max: IMAX }, "10").inert(),
-    Def::new("slowlog-log-slower-than", Int { min: -1, max: LMAX }, "10000").live(),
-    Def::new("slowlog-max-len", Int { min: 0, max: LMAX }, "128").live(),
+    Def::new("slowlog-log-slower-than", Int { min: -1, max: LMAX }, "10000").alias("commandlog-execution-slower-than").live(),
+    Def::new("slowlog-max-len", Int { min: 0, max: LMAX }, "128").alias("commandlog-slow-execution-max-len").live(),
     Def::new("socket-mark-id", Int { min: 0, max: UMAX }, "0").flags(IMMUTABLE).pending(SOCKMARK),
     Def::new("stop-writes-on-bgsave-error", Bool, "yes").live(),
     Def::new("stream-node-max-bytes", Memory { min: 0, max: LMAX }, "4096").live(),

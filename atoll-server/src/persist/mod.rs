@@ -126,6 +126,7 @@ pub fn load_opts(c: &Config) -> LoadOpts {
             entries: r(&h.zset_max_listpack_entries),
             value: r(&h.zset_max_listpack_value),
         },
+        any_version: c.text(crate::config::p::RDB_VERSION_CHECK) == "relaxed",
     }
 }
 
@@ -167,7 +168,7 @@ pub fn restore(payload: &[u8], o: &LoadOpts, skip_crc: bool) -> Result<Value, Pa
     }
     let (body, footer) = payload.split_at(payload.len() - 10);
     let version = u16::from_le_bytes([footer[0], footer[1]]);
-    if version > RDB_VERSION {
+    if version > RDB_VERSION && !o.any_version {
         return Err(PayloadError::VersionOrChecksum);
     }
     let crc = u64::from_le_bytes(footer[2..].try_into().unwrap());

@@ -591,7 +591,7 @@ pub fn load<R: Read>(
     hooks: &LoadHooks,
     insert: impl FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), PersistError>,
 ) -> Result<LoadInfo, PersistError> {
-    load_stream(r, num_dbs, hooks, &mut Inline { opts, now_ms, insert })
+    load_stream(r, num_dbs, hooks, opts.any_version, &mut Inline { opts, now_ms, insert })
 }
 
 /// What a load does with each key it reads.
@@ -634,7 +634,12 @@ fn place<K: AsRef<[u8]>>(
         None => {
             // As Redis: the first ten are named.
             if info.empty_keys_skipped < 10 {
-                crate::log_notice!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(key.as_ref()));
+                if crate::log::shows_user_data() {
+                    crate::log_notice!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(key.as_ref()));
+                } else {
+                    // Valkey's words under `hide-user-data-from-log yes`.
+                    crate::log_notice!("rdbLoadObject skipping empty key");
+                }
             }
             info.empty_keys_skipped += 1
         }
@@ -673,21 +678,29 @@ fn load_stream<R: Read, K: OnKey<R>>(
     r: R,
     num_dbs: usize,
     hooks: &LoadHooks,
+    any_version: bool,
     on: &mut K,
 ) -> Result<LoadInfo, PersistError> {
     let mut inp = Input::new(r, true);
     let magic: [u8; 9] = inp.array()?;
+    // `rdb-version-check relaxed` (Valkey's) reads a newer file as far as it understands it:
+    // an unknown type or opcode still stops the load.
     if magic.starts_with(b"VALKEY") {
-        return Err(PersistError::Unsupported(format!(
-            "Can't handle RDB format version {}: a Valkey 8.1+ file, newer than Redis 7.2's RDB 11",
-            String::from_utf8_lossy(&magic[6..])
-        )));
-    }
-    if &magic[..5] != b"REDIS" {
+        let number = String::from_utf8_lossy(&magic[6..]).to_string();
+        if !any_version {
+            return Err(PersistError::Unsupported(format!(
+                "Can't handle RDB format version {number}: a Valkey 8.1+ file, newer than Redis 7.2's RDB 11"
+            )));
+        }
+        if !magic[6..].iter().all(u8::is_ascii_digit) {
+            return Err(PersistError::Corrupt("Wrong signature trying to load DB from file".into()));
+        }
+    } else if &magic[..5] != b"REDIS" {
         return Err(PersistError::Corrupt("Wrong signature trying to load DB from file".into()));
     }
-    let version: u16 = std::str::from_utf8(&magic[5..]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    if !(1..=rdb::RDB_VERSION).contains(&version) {
+    let digits = if magic.starts_with(b"VALKEY") { &magic[6..] } else { &magic[5..] };
+    let version: u16 = std::str::from_utf8(digits).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    if version < 1 || (version > rdb::RDB_VERSION && !any_version) {
         return Err(PersistError::Unsupported(format!("Can't handle RDB format version {version}")));
     }
     let mut info = LoadInfo { version, ..LoadInfo::default() };
@@ -807,7 +820,7 @@ pub fn load_into<R: Read>(
         }
         let mut on =
             Parallel { shared: &shared, senders, batches: (0..threads).map(|_| Batch::default()).collect(), handles };
-        load_stream(r, ks.num_dbs(), hooks, &mut on)
+        load_stream(r, ks.num_dbs(), hooks, opts.any_version, &mut on)
     })
 }
 

@@ -510,6 +510,8 @@ impl Vm {
     /// Runs a compiled script with the message handler in place: `Ok` is its return value,
     /// `Err` the error value the handler built (a table with `err`, `source`, `line`).
     pub fn run(&self, f: &Function, run: &Arc<RunState>) -> Result<Value, Value> {
+        // Lua's `<` on strings calls strcoll: this thread follows `locale-collate`.
+        crate::collate::enter();
         if super::ldb::active() {
             // Under the debugger: its hook on every line (and every 100,000 instructions,
             // for a loop that never stops), in place of the busy check — Redis's too.

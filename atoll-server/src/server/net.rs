@@ -75,6 +75,11 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     ) {
         log_warning!("{e}");
     }
+    // As Redis's start-up: the collation locale ("" from the environment), or stop.
+    if crate::collate::set(&config.text(crate::config::p::LOCALE_COLLATE)).is_err() {
+        log_warning!("Failed to configure LOCALE for invalid locale name.");
+        return 1;
+    }
     let maxclients = config.int(crate::config::p::MAXCLIENTS) as usize;
     let adjusted = crate::config::adjust_open_files(maxclients);
     if adjusted != maxclients {

@@ -133,6 +133,8 @@ struct Item {
     obj: Vec<u8>,
     score: f64,
     cmp: Option<Vec<u8>>,
+    /// What `strcoll` compares when the sort collates (`collate::sort_key`).
+    key: Option<std::ffi::CString>,
 }
 
 /// The elements of the value to sort. Lists and sorted sets have an order of their own, kept
@@ -219,7 +221,7 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
             load_elements(v.map(|v| &*v), None, false)
         }
     };
-    let mut items: Vec<Item> = elements.into_iter().map(|obj| Item { obj, score: 0.0, cmp: None }).collect();
+    let mut items: Vec<Item> = elements.into_iter().map(|obj| Item { obj, score: 0.0, cmp: None, key: None }).collect();
     let mut conversion_error = false;
     if !o.dont_sort {
         for it in items.iter_mut() {
@@ -242,6 +244,19 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
             }
         }
         let (alpha, by, desc) = (o.alpha, o.by.is_some(), o.desc);
+        // Redis collates (strcoll under `locale-collate`) when the result is only returned;
+        // a stored result is ordered by bytes, so it is the same on every replica whatever
+        // their locales.
+        let collator = (alpha && o.store.is_none()).then(crate::collate::enter);
+        if collator.is_some() {
+            for it in items.iter_mut() {
+                it.key = if by {
+                    it.cmp.as_deref().map(crate::collate::sort_key)
+                } else {
+                    Some(crate::collate::sort_key(&it.obj))
+                };
+            }
+        }
         items.sort_by(|a, b| {
             let c = if !alpha {
                 a.score.partial_cmp(&b.score).unwrap_or(Ordering::Equal).then_with(|| a.obj.cmp(&b.obj))
@@ -251,10 +266,16 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
                     (None, None) => Ordering::Equal,
                     (None, Some(_)) => Ordering::Less,
                     (Some(_), None) => Ordering::Greater,
-                    (Some(x), Some(y)) => x.cmp(y),
+                    (Some(x), Some(y)) => match (collator, &a.key, &b.key) {
+                        (Some(c), Some(kx), Some(ky)) => c.compare_keys(kx, ky),
+                        _ => x.cmp(y),
+                    },
                 }
             } else {
-                a.obj.cmp(&b.obj)
+                match (collator, &a.key, &b.key) {
+                    (Some(c), Some(kx), Some(ky)) => c.compare_keys(kx, ky),
+                    _ => a.obj.cmp(&b.obj),
+                }
             };
             if desc {
                 c.reverse()

@@ -22,6 +22,9 @@ pub struct LoadOpts {
     pub hash: HashLimits,
     pub set: SetLimits,
     pub zset: ZLimits,
+    /// `rdb-version-check relaxed`: files and DUMP payloads of a newer RDB version are read
+    /// as far as they are understood.
+    pub any_version: bool,
 }
 
 impl Default for LoadOpts {
@@ -31,6 +34,7 @@ impl Default for LoadOpts {
             hash: HashLimits { max_entries: 128, max_value: 64 },
             set: SetLimits { intset_entries: 512, listpack_entries: 128, listpack_value: 64 },
             zset: ZLimits { entries: 128, value: 64 },
+            any_version: false,
         }
     }
 }

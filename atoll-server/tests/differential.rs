@@ -337,7 +337,17 @@ fn case_files_beyond_72_match_valkey() {
 #[test]
 fn facts_of_commands_beyond_72_match_valkey() {
     let (_v, _a, mut pair) = pair_with(start_valkey(&[]));
-    for name in ["delifeq", "msetex", "script|show", "hgetdel"] {
+    for name in [
+        "delifeq",
+        "msetex",
+        "script|show",
+        "hgetdel",
+        "commandlog",
+        "commandlog|get",
+        "commandlog|len",
+        "commandlog|reset",
+        "commandlog|help",
+    ] {
         let cmd: &[&[u8]] = &[b"COMMAND", b"INFO", name.as_bytes()];
         let (v, a) = (pair.redis.cmd(cmd), pair.atoll.cmd(cmd));
         assert_eq!(show(&a), show(&v), "COMMAND INFO {name}: Atoll (left) against Valkey 9.1.2 (right)");

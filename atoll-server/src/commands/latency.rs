@@ -1,38 +1,35 @@
-//! Where the time goes: SLOWLOG and LATENCY (the latency monitor's events and the per-command
-//! histograms). What they read is recorded by `exec::call` (see `services::slowlog` and
-//! `services::latency`).
+//! Where the time goes: SLOWLOG and COMMANDLOG (slow commands, large requests and replies),
+//! LATENCY (the latency monitor's events and the per-command histograms). What they read is
+//! recorded by `exec::call` (see `services::commandlog` and `services::latency`).
 
 use crate::exec::table::Command;
 use crate::exec::*;
+use crate::protocol::Reply;
+use crate::services::commandlog::{Kind, Log};
 use crate::services::latency::{Merged, Series};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-// SLOWLOG GET [count]
-pub fn slowlog_get(ctx: &mut Ctx) -> CmdResult {
+/// A GET's count: -1 for all, else at least 0 (Redis's and Valkey's words).
+fn log_count(arg: &[u8]) -> Result<Option<usize>, CmdError> {
     let bad = || CmdError::msg("ERR count should be greater than or equal to -1");
-    let count = match ctx.args.len() {
-        2 => Some(10),
-        3 => match parse_int(ctx.arg(2)).map_err(|_| bad())? {
-            -1 => None,
-            n if n < -1 => return Err(bad()),
-            n => Some(n as usize),
-        },
-        _ => {
-            return Err(CmdError::msg(
-                "ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.",
-            ))
-        }
-    };
-    let reply = &mut *ctx.reply;
-    ctx.srv.slowlog.with(count, |entries| {
+    match parse_int(arg).map_err(|_| bad())? {
+        -1 => Ok(None),
+        n if n < -1 => Err(bad()),
+        n => Ok(Some(n as usize)),
+    }
+}
+
+/// A log's entries in SLOWLOG GET's layout (COMMANDLOG GET's too).
+fn reply_entries(reply: &mut Reply, log: &Log, count: Option<usize>) {
+    log.with(count, |entries| {
         let entries: Vec<_> = entries.collect();
         reply.array(entries.len());
         for e in entries {
             reply.array(6);
             reply.int(e.id as i64);
             reply.int(e.time);
-            reply.int(e.usec as i64);
+            reply.int(e.value as i64);
             reply.array(e.args.len());
             for a in &e.args {
                 reply.bulk(a);
@@ -41,19 +38,89 @@ pub fn slowlog_get(ctx: &mut Ctx) -> CmdResult {
             reply.bulk(&e.name);
         }
     });
+}
+
+// SLOWLOG GET [count]
+pub fn slowlog_get(ctx: &mut Ctx) -> CmdResult {
+    let count = match ctx.args.len() {
+        2 => Some(10),
+        3 => log_count(ctx.arg(2))?,
+        _ => {
+            return Err(CmdError::msg(
+                "ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.",
+            ))
+        }
+    };
+    reply_entries(ctx.reply, &ctx.srv.commandlog.slow, count);
     Ok(())
 }
 
 // SLOWLOG LEN
 pub fn slowlog_len(ctx: &mut Ctx) -> CmdResult {
-    ctx.reply.int(ctx.srv.slowlog.len() as i64);
+    ctx.reply.int(ctx.srv.commandlog.slow.len() as i64);
     Ok(())
 }
 
 // SLOWLOG RESET
 pub fn slowlog_reset(ctx: &mut Ctx) -> CmdResult {
-    ctx.srv.slowlog.reset();
+    ctx.srv.commandlog.slow.reset();
     ctx.reply.ok();
+    Ok(())
+}
+
+/// COMMANDLOG's type argument, or Valkey's error.
+fn log_kind(arg: &[u8]) -> Result<Kind, CmdError> {
+    Kind::parse(arg)
+        .ok_or_else(|| CmdError::msg("ERR type should be one of the following: slow, large-request, large-reply"))
+}
+
+// COMMANDLOG GET count type (Valkey 8.1)
+pub fn commandlog_get(ctx: &mut Ctx) -> CmdResult {
+    let count = log_count(ctx.arg(2))?;
+    let kind = log_kind(ctx.arg(3))?;
+    reply_entries(ctx.reply, ctx.srv.commandlog.get(kind), count);
+    Ok(())
+}
+
+// COMMANDLOG LEN type
+pub fn commandlog_len(ctx: &mut Ctx) -> CmdResult {
+    let kind = log_kind(ctx.arg(2))?;
+    ctx.reply.int(ctx.srv.commandlog.get(kind).len() as i64);
+    Ok(())
+}
+
+// COMMANDLOG RESET type
+pub fn commandlog_reset(ctx: &mut Ctx) -> CmdResult {
+    let kind = log_kind(ctx.arg(2))?;
+    ctx.srv.commandlog.get(kind).reset();
+    ctx.reply.ok();
+    Ok(())
+}
+
+// COMMANDLOG HELP
+pub fn commandlog_help(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 1 {
+        return Err(CmdError::Arity("commandlog".into()));
+    }
+    help_reply(
+        ctx,
+        "COMMANDLOG",
+        &[
+            "GET <count> <type>",
+            "    Return top <count> entries of the specified <type> from the commandlog (-1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp,",
+            "        time in microseconds for type of slow,",
+            "        or size in bytes for type of large-request,",
+            "        or size in bytes for type of large-reply",
+            "    arguments array, client IP and port,",
+            "    client name",
+            "LEN <type>",
+            "    Return the length of the specified type of commandlog.",
+            "RESET <type>",
+            "    Reset the specified type of commandlog.",
+        ],
+    );
     Ok(())
 }
 

@@ -98,7 +98,7 @@ pub fn prometheus(srv: &Server) -> String {
     ] {
         simple(&mut o, name, "counter", help, v as f64);
     }
-    simple(&mut o, "redis_slowlog_length", "gauge", "Total slowlog", srv.slowlog.len() as f64);
+    simple(&mut o, "redis_slowlog_length", "gauge", "Total slowlog", srv.commandlog.slow.len() as f64);
     metric!("redis_db_keys", "gauge", "Total number of keys by DB", {
         for db in 0..srv.ks.num_dbs() {
             if srv.ks.db_if_exists(db).is_some() {
@@ -194,10 +194,10 @@ pub fn stats_json(srv: &Server) -> serde_json::Value {
                    "p50_us": p(50.0), "p99_us": p(99.0), "p999_us": p(99.9)})
         })
         .collect();
-    let slowlog: Vec<_> = srv.slowlog.with(Some(10), |entries| {
+    let slowlog: Vec<_> = srv.commandlog.slow.with(Some(10), |entries| {
         entries
             .map(|e| {
-                json!({"id": e.id, "time": e.time, "usec": e.usec,
+                json!({"id": e.id, "time": e.time, "usec": e.value,
                        "args": e.args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>(),
                        "client": e.addr, "name": String::from_utf8_lossy(&e.name)})
             })

@@ -48,6 +48,12 @@ pub struct Hot {
     // Slow log, latency monitor and latency tracking (read after every command).
     pub slowlog_slower_than: AtomicI64,
     pub slowlog_max_len: AtomicUsize,
+    /// COMMANDLOG's large-request and large-reply thresholds in bytes (a command that reaches
+    /// one is logged; u64::MAX when the setting is negative: off) and lengths.
+    pub large_request_over: AtomicU64,
+    pub large_request_max: AtomicUsize,
+    pub large_reply_over: AtomicU64,
+    pub large_reply_max: AtomicUsize,
     pub latency_monitor_ms: AtomicU64,
     pub latency_tracking: AtomicBool,
     /// What the end of every command records, one load for all: [`TRACK_LATENCY`] and
@@ -726,6 +732,11 @@ impl Config {
         let monitor = num("latency-monitor-threshold").max(0) as u64;
         h.slowlog_slower_than.store(slower, Ordering::Relaxed);
         h.slowlog_max_len.store(num("slowlog-max-len").max(0) as usize, Ordering::Relaxed);
+        let over = |n: &str| u64::try_from(num(n)).unwrap_or(u64::MAX);
+        h.large_request_over.store(over("commandlog-request-larger-than"), Ordering::Relaxed);
+        h.large_reply_over.store(over("commandlog-reply-larger-than"), Ordering::Relaxed);
+        h.large_request_max.store(num("commandlog-large-request-max-len").max(0) as usize, Ordering::Relaxed);
+        h.large_reply_max.store(num("commandlog-large-reply-max-len").max(0) as usize, Ordering::Relaxed);
         h.latency_monitor_ms.store(monitor, Ordering::Relaxed);
         h.latency_tracking.store(get("latency-tracking") == "yes", Ordering::Relaxed);
         let slow_log = if slower >= 0 { slower as u64 } else { u64::MAX };

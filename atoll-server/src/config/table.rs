@@ -150,7 +150,6 @@ const CLUSTER: &str = "cluster mode";
 /// `MALLOC=libc` or a distribution's jemalloc): Atoll's jemalloc is the unmodified one, which
 /// gives no hint of which allocations moving would compact.
 const DEFRAG: &str = "Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution";
-const COMMANDLOG: &str = "COMMANDLOG's large-request and large-reply logs";
 const DUAL_CHANNEL: &str = "dual-channel replication";
 const CPULIST: &str = "CPU affinity lists";
 const SOCKMARK: &str = "socket marks";
@@ -219,10 +218,10 @@ pub const DEFS: &[Def] = &[
     Def::new("cluster-replica-no-failover", Bool, "no").alias("cluster-slave-no-failover").inert(),
     Def::new("cluster-replica-validity-factor", Int { min: 0, max: IMAX }, "10").alias("cluster-slave-validity-factor").inert(),
     Def::new("cluster-require-full-coverage", Bool, "yes").inert(),
-    Def::new("commandlog-large-reply-max-len", Int { min: 0, max: LMAX }, "128").pending(COMMANDLOG),
-    Def::new("commandlog-large-request-max-len", Int { min: 0, max: LMAX }, "128").pending(COMMANDLOG),
-    Def::new("commandlog-reply-larger-than", Int { min: -1, max: LMAX }, "1048576").pending(COMMANDLOG),
-    Def::new("commandlog-request-larger-than", Int { min: -1, max: LMAX }, "1048576").pending(COMMANDLOG),
+    Def::new("commandlog-large-reply-max-len", Int { min: 0, max: LMAX }, "128").live(),
+    Def::new("commandlog-large-request-max-len", Int { min: 0, max: LMAX }, "128").live(),
+    Def::new("commandlog-reply-larger-than", Int { min: -1, max: LMAX }, "1048576").live(),
+    Def::new("commandlog-request-larger-than", Int { min: -1, max: LMAX }, "1048576").live(),
     Def::new("crash-log-enabled", Bool, "yes").inert(),
     Def::new("crash-memcheck-enabled", Bool, "yes").inert(),
     Def::new("daemonize", Bool, "no").flags(IMMUTABLE).live(),

@@ -143,6 +143,7 @@ pub fn dispatch_hinted(
     }
     // CLIENT REPLY OFF/SKIP: run the command but drop what it replies.
     let mark = out.buf.len();
+    client.reply_mark = mark;
     if client.reply_mode == ReplyMode::SkipNext {
         client.reply_mode = ReplyMode::Skipping;
     }
@@ -777,9 +778,13 @@ pub fn call(
             ws.hot.touch(db, key);
         }
     }
-    if us >= hot.slow_us.load(Ordering::Relaxed) {
+    let reply_bytes = ctx.reply.buf.len().saturating_sub(ctx.client.reply_mark) as u64;
+    if us >= hot.slow_us.load(Ordering::Relaxed)
+        || ctx.client.req_bytes >= hot.large_request_over.load(Ordering::Relaxed)
+        || reply_bytes >= hot.large_reply_over.load(Ordering::Relaxed)
+    {
         if ctx.client.waiting.is_none() {
-            slow_call(srv, ctx.client, cmd, argv, us);
+            slow_call(srv, ctx.client, cmd, argv, us, reply_bytes);
         } else {
             ctx.client.blocked_us = us;
         }
@@ -821,25 +826,43 @@ fn track(
     }
 }
 
-/// A blocked command's wait ended (served, timed out, unblocked): the slow log and latency
-/// monitor see it now, with the time it ran (not the time it waited), as in Redis.
-/// `us`: what it ran before it blocked (`Client::blocked_us`).
-pub fn after_wait(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u64) {
-    if us >= srv.config.hot.slow_us.load(Ordering::Relaxed) {
-        slow_call(srv, client, cmd, argv, us);
+/// A blocked command's wait ended (served, timed out, unblocked): the command log and the
+/// latency monitor see it now, with the time it ran (not the time it waited), as in Redis.
+/// `us`: what it ran before it blocked (`Client::blocked_us`); `reply_bytes`: the reply it
+/// was served.
+pub fn after_wait(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u64, reply_bytes: u64) {
+    let hot = &srv.config.hot;
+    if us >= hot.slow_us.load(Ordering::Relaxed)
+        || client.req_bytes >= hot.large_request_over.load(Ordering::Relaxed)
+        || reply_bytes >= hot.large_reply_over.load(Ordering::Relaxed)
+    {
+        slow_call(srv, client, cmd, argv, us, reply_bytes);
     }
 }
 
-/// A command slower than the slow log's or the latency monitor's threshold: record it.
+/// A command over one of the command log's thresholds or the latency monitor's: record it.
 #[cold]
-fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u64) {
+fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u64, reply_bytes: u64) {
     let hot = &srv.config.hot;
     let now = srv.now_ms() / 1000;
-    let slower = hot.slowlog_slower_than.load(Ordering::Relaxed);
-    if slower >= 0 && us >= slower as u64 && !cmd.has(flags::SKIP_SLOWLOG) {
+    // EXEC and the commands that carry secrets are left out of every log (Redis's
+    // `skip_slowlog`, Valkey's `skip_commandlog`).
+    if !cmd.has(flags::SKIP_SLOWLOG) {
+        use crate::services::commandlog::{Limits, Measured};
+        let slower = hot.slowlog_slower_than.load(Ordering::Relaxed);
+        let over = |a: &std::sync::atomic::AtomicU64| Some(a.load(Ordering::Relaxed)).filter(|&t| t != u64::MAX);
+        let limits = Limits {
+            slower_than: u64::try_from(slower).ok(),
+            slow_max: hot.slowlog_max_len.load(Ordering::Relaxed),
+            request_over: over(&hot.large_request_over),
+            request_max: hot.large_request_max.load(Ordering::Relaxed),
+            reply_over: over(&hot.large_reply_over),
+            reply_max: hot.large_reply_max.load(Ordering::Relaxed),
+        };
+        let measured = Measured { usec: us, request_bytes: client.req_bytes, reply_bytes };
         let h = &client.handle;
         let name = h.name.lock().clone();
-        srv.slowlog.push(argv, us, now, &h.addr, &name, hot.slowlog_max_len.load(Ordering::Relaxed));
+        srv.commandlog.record(argv, &measured, &limits, now, &h.addr, &name);
     }
     let ms = us / 1000;
     let threshold = hot.latency_monitor_ms.load(Ordering::Relaxed);
@@ -981,6 +1004,9 @@ pub fn script_call(
         }
     };
     locks.add(&plan);
+    // A script's command came over no wire; its reply is its own (COMMANDLOG, as Valkey's).
+    client.req_bytes = 0;
+    client.reply_mark = out.buf.len();
     call(srv, ws, client, out, cmd, argv, locks, None);
     Ok(())
 }

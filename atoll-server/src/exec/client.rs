@@ -107,6 +107,12 @@ pub struct Client {
     /// Microseconds the command now blocked ran before it blocked: the slow log records it
     /// once the wait ends, as Redis reports a blocking command only after it is unblocked.
     pub blocked_us: u64,
+    /// The bytes of the request being run, as they came over the wire (COMMANDLOG's
+    /// large-request; 0 for a script's commands).
+    pub req_bytes: u64,
+    /// Where the reply to the request being run starts in the output (COMMANDLOG's
+    /// large-reply: a transaction's commands count from its EXEC's start, as Valkey's).
+    pub reply_mark: usize,
     /// CLIENT TRACKING ON: the client's settings.
     pub tracking: Option<Arc<Tracker>>,
     /// CLIENT CACHING YES/NO was given for the next command (or transaction).
@@ -191,6 +197,8 @@ impl Client {
             repl_hs: None,
             retrying: false,
             blocked_us: 0,
+            req_bytes: 0,
+            reply_mark: 0,
             tracking: None,
             caching: false,
             bcast_batch: Vec::new(),

@@ -127,7 +127,8 @@ pub struct Server {
     /// Workers run the io_uring backend (INFO's multiplexing_api).
     pub io_uring: AtomicBool,
     /// SLOWLOG.
-    pub slowlog: crate::services::slowlog::SlowLog,
+    /// SLOWLOG and COMMANDLOG.
+    pub commandlog: crate::services::commandlog::CommandLog,
     /// The latency monitor's events (LATENCY LATEST …).
     pub latency: crate::services::latency::Monitor,
     /// CLIENT PAUSE: its end (unix ms; 0 when none), whether it holds back every command or
@@ -204,7 +205,7 @@ impl Server {
             pause_until: AtomicI64::new(0),
             pause_all: AtomicBool::new(false),
             paused: Mutex::new(Vec::new()),
-            slowlog: Default::default(),
+            commandlog: Default::default(),
             latency: Default::default(),
             effects_on: AtomicBool::new(false),
             sink: Mutex::new(None),

@@ -178,6 +178,7 @@ impl Session {
                         break;
                     }
                     let key_hint = hint.and_then(|r| r.key);
+                    self.client.req_bytes = consumed as u64;
                     dispatch_hinted(srv, ws, &mut self.client, &argv, key_hint, out);
                     self.client.after_command(argv[0], &mut out.buf);
                     // Replies that outgrow the output-buffer limit are not sent: the client
@@ -440,7 +441,8 @@ impl Session {
             let c = crate::exec::call::resolve(srv, &argv).ok();
             if let Some(c) = c {
                 ws.cmds[c.id].calls.fetch_add(1, Ordering::Relaxed);
-                crate::exec::call::after_wait(srv, &self.client, c, &argv, ran_us);
+                let reply_bytes = if let WaitState::Served(b) = &state { b.len() as u64 } else { 0 };
+                crate::exec::call::after_wait(srv, &self.client, c, &argv, ran_us, reply_bytes);
             }
             c.map(|c| c.id)
         };

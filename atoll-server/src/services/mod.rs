@@ -5,6 +5,7 @@
 pub mod acl;
 pub mod clients;
 pub mod clock;
+pub mod commandlog;
 pub mod effects;
 pub mod evict;
 pub mod freeze;
@@ -18,7 +19,7 @@ pub mod persistence;
 pub mod pubsub;
 pub mod replication;
 pub mod scripts;
-pub mod slowlog;
+
 pub mod stats;
 pub mod tls;
 pub mod tracking;

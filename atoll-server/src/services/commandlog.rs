@@ -1,10 +1,17 @@
-//! The slow log (SLOWLOG): commands whose execution took at least `slowlog-log-slower-than`
-//! microseconds, newest first, at most `slowlog-max-len`, with Redis 7.2's entry layout —
-//! id, unix time, duration, arguments (at most 32, each cut at 128 bytes, credentials
-//! redacted), client address and name.
+//! The command log (Valkey 8.1's COMMANDLOG; SLOWLOG is its `slow` part): three logs of
+//! commands, each newest first and bounded, with Redis 7.2's SLOWLOG entry layout — id, unix
+//! time, a value, arguments (at most 32, each cut at 128 bytes, credentials redacted), client
+//! address and name. The value is what got the command in:
+//! * `slow` — it ran at least `slowlog-log-slower-than` µs (Valkey also names the setting
+//!   `commandlog-execution-slower-than`); the value is the duration;
+//! * `large-request` — its request took at least `commandlog-request-larger-than` bytes on
+//!   the wire (Valkey compares with `>=`, as the slow log does, whatever the name says); the
+//!   value is that size;
+//! * `large-reply` — its reply took at least `commandlog-reply-larger-than` bytes; the value
+//!   is that size.
 //!
-//! Only slow commands reach it (`call` compares the duration with one threshold first), so
-//! its lock is never on the common path.
+//! Only commands over a threshold reach it (`call` compares first), so its locks are never
+//! on the common path.
 
 use crate::lockorder::{rank, Mutex};
 use std::collections::VecDeque;
@@ -16,25 +23,43 @@ const MAX_STRING: usize = 128;
 pub struct Entry {
     pub id: u64,
     pub time: i64,
-    pub usec: u64,
+    /// Microseconds (`slow`) or bytes (`large-request`, `large-reply`).
+    pub value: u64,
     pub args: Vec<Vec<u8>>,
     pub addr: String,
     pub name: Vec<u8>,
 }
 
+/// Which of the three logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Slow,
+    LargeRequest,
+    LargeReply,
+}
+
+impl Kind {
+    /// COMMANDLOG's type argument (case-insensitive, as Valkey's `strcasecmp`).
+    pub fn parse(name: &[u8]) -> Option<Kind> {
+        [("slow", Kind::Slow), ("large-request", Kind::LargeRequest), ("large-reply", Kind::LargeReply)]
+            .into_iter()
+            .find(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
+            .map(|(_, k)| k)
+    }
+}
+
+/// One log: its entries and the next id (ids go on across RESET, as Redis's).
 #[derive(Default)]
-pub struct SlowLog {
-    /// Newest first; the next id.
+pub struct Log {
     entries: Mutex<(VecDeque<Entry>, u64), { rank::LEAF }>,
 }
 
-impl SlowLog {
+impl Log {
     /// Adds an entry and trims to `max_len`.
-    pub fn push(&self, argv: &[&[u8]], usec: u64, time: i64, addr: &str, name: &[u8], max_len: usize) {
-        let args = trimmed(argv);
+    pub fn push(&self, args: Vec<Vec<u8>>, value: u64, time: i64, addr: &str, name: &[u8], max_len: usize) {
         let mut g = self.entries.lock();
         let (list, next) = &mut *g;
-        list.push_front(Entry { id: *next, time, usec, args, addr: addr.to_string(), name: name.to_vec() });
+        list.push_front(Entry { id: *next, time, value, args, addr: addr.to_string(), name: name.to_vec() });
         *next += 1;
         list.truncate(max_len);
     }
@@ -56,6 +81,57 @@ impl SlowLog {
         let g = self.entries.lock();
         let n = count.unwrap_or(usize::MAX);
         f(&mut g.0.iter().take(n))
+    }
+}
+
+/// The three logs.
+#[derive(Default)]
+pub struct CommandLog {
+    pub slow: Log,
+    pub large_request: Log,
+    pub large_reply: Log,
+}
+
+/// What a command measured, and each log's threshold and length (a threshold of None: that
+/// log is off).
+pub struct Measured {
+    pub usec: u64,
+    pub request_bytes: u64,
+    pub reply_bytes: u64,
+}
+
+pub struct Limits {
+    pub slower_than: Option<u64>,
+    pub slow_max: usize,
+    pub request_over: Option<u64>,
+    pub request_max: usize,
+    pub reply_over: Option<u64>,
+    pub reply_max: usize,
+}
+
+impl CommandLog {
+    pub fn get(&self, kind: Kind) -> &Log {
+        match kind {
+            Kind::Slow => &self.slow,
+            Kind::LargeRequest => &self.large_request,
+            Kind::LargeReply => &self.large_reply,
+        }
+    }
+
+    /// Adds the command to each log whose threshold it passed (the arguments trimmed once).
+    pub fn record(&self, argv: &[&[u8]], m: &Measured, l: &Limits, time: i64, addr: &str, name: &[u8]) {
+        let mut args: Option<Vec<Vec<u8>>> = None;
+        let logs = [
+            (&self.slow, m.usec, l.slower_than.filter(|t| m.usec >= *t), l.slow_max),
+            (&self.large_request, m.request_bytes, l.request_over.filter(|t| m.request_bytes >= *t), l.request_max),
+            (&self.large_reply, m.reply_bytes, l.reply_over.filter(|t| m.reply_bytes >= *t), l.reply_max),
+        ];
+        for (log, value, passed, max) in logs {
+            if passed.is_some() {
+                let a = args.get_or_insert_with(|| trimmed(argv)).clone();
+                log.push(a, value, time, addr, name, max);
+            }
+        }
     }
 }
 

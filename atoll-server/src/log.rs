@@ -283,6 +283,25 @@ pub fn log(level: u32, msg: &str) {
     }
     let mark = ['.', '-', '*', '#'][level.min(3) as usize];
     let line = format!("{}:M {} {} {}\n", std::process::id(), timestamp(), mark, msg);
+    write_out(&line);
+}
+
+/// Text written to the log as it is, without the pid, time and level (Redis's `LL_RAW`): the
+/// start-up logo. The system logger gets it too, as Redis's `serverLogRaw` sends it.
+pub fn raw(level: u32, text: &str) {
+    if level < LEVEL.load(Ordering::Relaxed) {
+        return;
+    }
+    if SYSLOG.load(Ordering::Relaxed) {
+        if let Ok(m) = std::ffi::CString::new(text.replace('\0', " ")) {
+            // SAFETY: a constant format taking one NUL-terminated string, as Redis's call.
+            unsafe { libc::syslog(libc::LOG_NOTICE, c"%s".as_ptr(), m.as_ptr()) };
+        }
+    }
+    write_out(text);
+}
+
+fn write_out(line: &str) {
     match FILE.get() {
         Some(Some(f)) => {
             let _ = f.lock().write_all(line.as_bytes());

@@ -981,3 +981,134 @@ fn a_logfile_truncated_in_place_keeps_being_written_from_its_start() {
         assert!(text.lines().count() <= 3 && text.contains("DEBUG LOG: after the rotation"), "{name}: {text}");
     }
 }
+
+/// The rows still accepted though nothing in Atoll depends on them, each with the reason it is
+/// not refused instead (issue 36 turns them into acting or refused rows one by one).
+/// `every_row_acts_or_is_refused` fails for an inert row missing here, and for a name here
+/// whose row is no longer inert.
+const STILL_INERT: &[(&str, &str)] = &[
+    (
+        "active-defrag-cycle-max",
+        "Redis built without its jemalloc accepts the thresholds of the defragmentation it refuses",
+    ),
+    ("active-defrag-cycle-min", "as active-defrag-cycle-max"),
+    ("active-defrag-ignore-bytes", "as active-defrag-cycle-max"),
+    ("active-defrag-max-scan-fields", "as active-defrag-cycle-max"),
+    ("active-defrag-threshold-lower", "as active-defrag-cycle-max"),
+    ("active-defrag-threshold-upper", "as active-defrag-cycle-max"),
+    ("activerehashing", "Redis's own tests set it; Atoll's tables rehash on access"),
+    ("aof-disable-auto-gc", "hidden; Redis's own AOF tests set it; history files are always removed"),
+    (
+        "aof-rewrite-incremental-fsync",
+        "not honoured yet, its default included: the rewritten file is fsynced once, at its end, not every 4 MB",
+    ),
+    (
+        "crash-memcheck-enabled",
+        "Redis's own tests set it; Atoll runs no memory test after a crash, its default included",
+    ),
+    (
+        "dynamic-hz",
+        "Redis's own tests set it to no; Atoll's timers do not scale with the clients, its default included",
+    ),
+    ("io-threads-do-reads", "Atoll's workers always read their own connections"),
+    ("list-compress-depth", "Redis's own list tests set it; Atoll's lists are not compressed"),
+    (
+        "no-appendfsync-on-rewrite",
+        "Redis's tests' default.conf sets it (to no, what Atoll does); `yes` is not honoured yet",
+    ),
+    ("proc-title-template", "Redis's own tests set it; Atoll does not retitle its process yet"),
+    ("propagation-error-behavior", "Redis's own tests set it; no case where a replica's apply fails arises yet"),
+    (
+        "rdb-save-incremental-fsync",
+        "not honoured yet, its default included: the RDB file is fsynced once, at its end, not every 4 MB",
+    ),
+    ("repl-diskless-load", "Redis's own tests set it; a replica loads through dbfilename, to the same dataset"),
+    ("replica-lazy-flush", "Valkey's stock valkey.conf sets it to yes; the flush frees the same data"),
+    ("sanitize-dump-payload", "Redis's own tests set it; Atoll always checks a payload whole"),
+    ("set-proc-title", "as proc-title-template (its default, yes, not honoured yet)"),
+    ("use-exit-on-panic", "hidden; Redis's own tests set it; a crash always aborts"),
+];
+
+/// Every row of the table acts, is refused, or is listed above with its reason: a value other
+/// than the default of a row whose feature Atoll lacks stops start-up with an error naming
+/// what is missing (or Redis's own words), never accepted and ignored.
+#[test]
+fn every_row_acts_or_is_refused() {
+    use atoll::config::{Config, Kind, DEFS};
+    let mut wrong = Vec::new();
+    let mut refused = 0;
+    for def in DEFS {
+        match def.support {
+            Support::Inert => {
+                if !STILL_INERT.iter().any(|(n, _)| *n == def.name) {
+                    wrong.push(format!("{}: inert, and not in STILL_INERT", def.name));
+                }
+            }
+            Support::Pending(_) | Support::Unable(_) => {
+                let other = match def.kind {
+                    Kind::Bool => (if def.default == "yes" { "no" } else { "yes" }).to_string(),
+                    Kind::Int { max, .. } | Kind::Memory { max, .. } => {
+                        let d: i128 = def.default.parse().unwrap();
+                        (if d < max { d + 1 } else { d - 1 }).to_string()
+                    }
+                    Kind::Enum(names) => names.iter().find(|n| **n != def.default).unwrap().to_string(),
+                    Kind::Str => "127.0.0.2".to_string(),
+                    _ => {
+                        wrong.push(format!("{}: no non-default value to try", def.name));
+                        continue;
+                    }
+                };
+                let args = vec![format!("--{}", def.name), other.clone()];
+                match Config::from_args(&args) {
+                    Ok(_) => wrong.push(format!("{} {other}: accepted", def.name)),
+                    Err(e) => {
+                        let e = e.to_string();
+                        let named = match def.support {
+                            Support::Pending(what) => e.contains(&format!("not supported by Atoll yet: {what}")),
+                            Support::Unable(why) => e.contains(why),
+                            _ => false,
+                        };
+                        if !named {
+                            wrong.push(format!("{} {other}: refused with {e:?}", def.name));
+                        }
+                        refused += 1;
+                    }
+                }
+            }
+            Support::Live | Support::FileOnly(_) => {}
+        }
+    }
+    for (n, _) in STILL_INERT {
+        if !DEFS.iter().any(|d| d.name == *n && d.support == Support::Inert) {
+            wrong.push(format!("{n}: in STILL_INERT but its row is not inert"));
+        }
+    }
+    assert!(refused >= 25, "only {refused} rows refused");
+    assert!(wrong.is_empty(), "{} rows:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// `always-show-logo`: `yes` writes the start-up logo (its version, mode, port and pid lines)
+/// in place of the one-line "Running mode=…", `no` (with a log file) the line — as Redis 7.2.6.
+#[test]
+fn always_show_logo_writes_the_logo_as_redis_does() {
+    for (name, bin) in [("redis", redis_bin()), ("atoll", env!("CARGO_BIN_EXE_atoll-server").to_string())] {
+        for show in ["yes", "no"] {
+            let port = free_port();
+            let dir = scratch_dir(port);
+            let log = dir.join("server.log");
+            let child = std::process::Command::new(&bin)
+                .args(["--port", &port.to_string(), "--save", "", "--dir", dir.to_str().unwrap()])
+                .args(["--logfile", log.to_str().unwrap(), "--always-show-logo", show])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            let _s = ServerProc { child, port, name };
+            wait_for_port(port);
+            let text = std::fs::read_to_string(&log).unwrap();
+            let logo = text.contains(&format!(" PID: {pid}\n")) && text.contains(&format!(" Port: {port}\n"));
+            assert_eq!(logo, show == "yes", "{name} always-show-logo {show}: {text}");
+            assert_eq!(text.contains("Running mode="), show == "no", "{name} always-show-logo {show}: {text}");
+        }
+    }
+}

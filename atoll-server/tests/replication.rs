@@ -662,3 +662,43 @@ fn commands_beyond_72_propagate_as_valkey_does() {
     assert_eq!(seen[1], seen[0], "Atoll's replication stream (right) against Valkey 9.1.2's (left)");
     assert!(seen[0].iter().any(|c| c == "DEL k"), "{:?}", seen[0]);
 }
+
+/// `bind-source-addr`: a replica connects to its master from that address (another loopback
+/// address here), which the master's INFO shows — Atoll and Redis 7.2.6 as replicas, each of
+/// an Atoll and a Redis master. A source it cannot bind keeps the link down, not connected
+/// from elsewhere.
+#[test]
+fn bind_source_addr_is_where_a_replica_connects_from() {
+    for master_is_atoll in [true, false] {
+        let master = if master_is_atoll {
+            start_atoll(&["--protected-mode", "no"])
+        } else {
+            start_redis(&["--protected-mode", "no"])
+        };
+        for replica_is_atoll in [true, false] {
+            let args = ["--bind-source-addr", "127.0.0.2", "--replicaof", "127.0.0.1", &master.port.to_string()];
+            let replica = if replica_is_atoll { start_atoll(&args) } else { start_redis(&args) };
+            let mut r = con(replica.port);
+            link_up(&mut r);
+            let mut m = con(master.port);
+            let slave0 = info_field(&mut m, "replication", "slave0").unwrap_or_default();
+            assert!(
+                slave0.starts_with("ip=127.0.0.2,"),
+                "master atoll={master_is_atoll}, replica atoll={replica_is_atoll}: {slave0}"
+            );
+            drop(replica);
+            wait_until("the replica gone", 20, || {
+                info_field(&mut m, "replication", "connected_slaves").as_deref() == Some("0")
+            });
+        }
+    }
+    // An address no interface has: the replica never links.
+    let master = start_atoll(&["--protected-mode", "no"]);
+    let replica =
+        start_atoll(&["--bind-source-addr", "192.0.2.7", "--replicaof", "127.0.0.1", &master.port.to_string()]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let mut r = con(replica.port);
+    assert_eq!(info_field(&mut r, "replication", "master_link_status").as_deref(), Some("down"));
+    let mut m = con(master.port);
+    assert_eq!(info_field(&mut m, "replication", "connected_slaves").as_deref(), Some("0"));
+}

@@ -222,6 +222,21 @@ fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<(), LinkError> {
     io(w.write_all(&out))
 }
 
+/// A connection to `addr` from the address `source` (`bind-source-addr`; "" lets the kernel
+/// choose), as Redis's replication connects (`anetTcpGenericConnect` with a source address).
+fn connect_from(addr: &std::net::SocketAddr, source: &str, timeout: Duration) -> std::io::Result<TcpStream> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP))?;
+    if !source.is_empty() {
+        let ip: std::net::IpAddr = source
+            .parse()
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bind-source-addr is not an address"))?;
+        sock.bind(&std::net::SocketAddr::new(ip, 0).into())?;
+    }
+    sock.connect_timeout(&(*addr).into(), timeout)?;
+    Ok(sock.into())
+}
+
 /// One connection to the master, from the handshake to the link's end.
 fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
@@ -230,7 +245,8 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     let addr = io(std::net::ToSocketAddrs::to_socket_addrs(&(host, port)))?
         .next()
         .ok_or_else(|| LinkError::Master(format!("can't resolve {host}")))?;
-    let sock = io(TcpStream::connect_timeout(&addr, timeout))?;
+    let source = srv.config.text(crate::config::p::BIND_SOURCE_ADDR);
+    let sock = io(connect_from(&addr, &source, timeout))?;
     let _ = sock.set_nodelay(true);
     io(sock.set_read_timeout(Some(timeout)))?;
     // A master that stops reading for `repl-timeout` ends the link (the ACK thread's write

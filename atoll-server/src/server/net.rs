@@ -271,12 +271,23 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     while ready.load(Ordering::Acquire) < threads {
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
-    log_notice!(
-        "Running mode=standalone, port={}, threads={}, io-backend={}.",
-        port,
-        threads,
-        if uring { "io_uring" } else { "epoll" }
-    );
+    // Redis's rule: the logo when the log is a terminal's (not a file, not syslog), or when
+    // `always-show-logo` asks; else one line.
+    let config = &srv.config;
+    let to_terminal = config.text(crate::config::p::LOGFILE).is_empty()
+        && config.text(crate::config::p::SYSLOG_ENABLED) != "yes"
+        // SAFETY: isatty only inspects the descriptor.
+        && unsafe { libc::isatty(1) } == 1;
+    if to_terminal || config.flag(crate::config::p::ALWAYS_SHOW_LOGO) {
+        crate::log::raw(crate::log::NOTICE, &logo(port, threads, uring));
+    } else {
+        log_notice!(
+            "Running mode=standalone, port={}, threads={}, io-backend={}.",
+            port,
+            threads,
+            if uring { "io_uring" } else { "epoll" }
+        );
+    }
     log_notice!("Server initialized");
     std::thread::Builder::new().name("atoll-load".into()).spawn(loader).expect("spawn the loader");
     // CONFIG SET port asks the main thread, which owns the listeners, and waits for its answer.
@@ -680,4 +691,23 @@ fn shutdown(srv: &Server, mode: ShutdownMode) -> Option<i32> {
     }
     log_warning!("Atoll is now ready to exit, bye bye...");
     Some(0)
+}
+
+/// Atoll's start-up logo (an atoll: a ring of reef round its lagoon), with what Redis's shows
+/// beside its own: version, mode, port and pid.
+fn logo(port: u16, threads: usize, uring: bool) -> String {
+    let backend = if uring { "io_uring" } else { "epoll" };
+    let (version, redis, pid) = (env!("CARGO_PKG_VERSION"), crate::REDIS_VERSION, std::process::id());
+    [
+        "                .-~~~~~~~~-.".to_string(),
+        format!("           .-~  .-~~~~-.  ~-.          Atoll {version} (redis_version {redis}) 64 bit"),
+        "          /   .~          ~.   \\".to_string(),
+        format!("         |   (    lagoon    )   |       Running in standalone mode, {threads} threads ({backend})"),
+        format!("          \\   `~.        .~'   /        Port: {port}"),
+        format!("           `-.   `~~~~~~'   .-'         PID: {pid}"),
+        "              `~-.______.-~'".to_string(),
+        String::new(),
+        String::new(),
+    ]
+    .join("\n")
 }

@@ -827,3 +827,45 @@ fn appendonly_switched_inside_a_transaction_writes_its_base_after_it() {
     let info = String::from_utf8_lossy(&bc.cmd(&[b"INFO", b"persistence"])).to_string();
     assert!(info.contains("aof_enabled:0"), "{info}");
 }
+
+/// `aof-disable-auto-gc yes`: the files two rewrites replaced stay, named as history in the
+/// manifest in Redis's order; `no` again removes them from the manifest and the disk — the
+/// manifest byte for byte as Redis 7.2.6 writes it, beside it.
+#[test]
+fn aof_history_is_kept_and_removed_as_redis_keeps_it() {
+    let mut manifests = Vec::new();
+    for redis in [true, false] {
+        let args = ["--appendonly", "yes", "--aof-disable-auto-gc", "yes", "--aof-use-rdb-preamble", "yes"];
+        let s = if redis { start_redis(&args) } else { start_atoll(&args) };
+        let mut c = RawConn::connect(s.port);
+        let d = std::path::PathBuf::from(dir_of(&mut c)).join("appendonlydir");
+        let manifest = || std::fs::read_to_string(d.join("appendonly.aof.manifest")).unwrap();
+        for i in 0..2 {
+            c.cmd(&[b"SET", b"k", i.to_string().as_bytes()]);
+            c.cmd(&[b"BGREWRITEAOF"]);
+            assert_eq!(wait_rewrite(&mut c), "ok", "{}", s.name);
+        }
+        let kept = manifest();
+        for f in [
+            "appendonly.aof.1.base.rdb",
+            "appendonly.aof.2.base.rdb",
+            "appendonly.aof.1.incr.aof",
+            "appendonly.aof.2.incr.aof",
+        ] {
+            assert!(d.join(f).exists(), "{}: {f} is gone: {kept}", s.name);
+        }
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"aof-disable-auto-gc", b"no"]), b"+OK\r\n");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while d.join("appendonly.aof.1.base.rdb").exists() {
+            assert!(std::time::Instant::now() < deadline, "{}: the history stays", s.name);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        manifests.push((kept, manifest()));
+    }
+    assert_eq!(
+        manifests[0].0,
+        "file appendonly.aof.3.base.rdb seq 3 type b\nfile appendonly.aof.2.incr.aof seq 2 type h\nfile appendonly.aof.2.base.rdb seq 2 type h\nfile appendonly.aof.1.incr.aof seq 1 type h\nfile appendonly.aof.1.base.rdb seq 1 type h\nfile appendonly.aof.3.incr.aof seq 3 type i\n",
+        "Redis 7.2.6's manifest"
+    );
+    assert_eq!(manifests[1], manifests[0], "Atoll's manifests (left) against Redis 7.2.6's");
+}

@@ -997,7 +997,6 @@ const STILL_INERT: &[(&str, &str)] = &[
     ("active-defrag-threshold-lower", "as active-defrag-cycle-max"),
     ("active-defrag-threshold-upper", "as active-defrag-cycle-max"),
     ("activerehashing", "Redis's own tests set it; Atoll's tables rehash on access"),
-    ("aof-disable-auto-gc", "hidden; Redis's own AOF tests set it; history files are always removed"),
     (
         "aof-rewrite-incremental-fsync",
         "not honoured yet, its default included: the rewritten file is fsynced once, at its end, not every 4 MB",
@@ -1023,10 +1022,8 @@ const STILL_INERT: &[(&str, &str)] = &[
         "not honoured yet, its default included: the RDB file is fsynced once, at its end, not every 4 MB",
     ),
     ("repl-diskless-load", "Redis's own tests set it; a replica loads through dbfilename, to the same dataset"),
-    ("replica-lazy-flush", "Valkey's stock valkey.conf sets it to yes; the flush frees the same data"),
     ("sanitize-dump-payload", "Redis's own tests set it; Atoll always checks a payload whole"),
     ("set-proc-title", "as proc-title-template (its default, yes, not honoured yet)"),
-    ("use-exit-on-panic", "hidden; Redis's own tests set it; a crash always aborts"),
 ];
 
 /// Every row of the table acts, is refused, or is listed above with its reason: a value other
@@ -1109,6 +1106,33 @@ fn always_show_logo_writes_the_logo_as_redis_does() {
             let logo = text.contains(&format!(" PID: {pid}\n")) && text.contains(&format!(" Port: {port}\n"));
             assert_eq!(logo, show == "yes", "{name} always-show-logo {show}: {text}");
             assert_eq!(text.contains("Running mode="), show == "no", "{name} always-show-logo {show}: {text}");
+        }
+    }
+}
+
+/// `use-exit-on-panic` (hidden; Redis's tests set it): DEBUG PANIC writes the crash report,
+/// then the process exits with status 1 instead of dying by SIGABRT — Redis 7.2.6 beside it.
+#[test]
+fn use_exit_on_panic_exits_instead_of_aborting() {
+    use std::os::unix::process::ExitStatusExt;
+    for (name, bin) in [("redis", redis_bin()), ("atoll", env!("CARGO_BIN_EXE_atoll-server").to_string())] {
+        for exit in ["yes", "no"] {
+            let port = free_port();
+            let dir = scratch_dir(port);
+            let mut child = std::process::Command::new(&bin)
+                .args(["--port", &port.to_string(), "--save", "", "--dir", dir.to_str().unwrap()])
+                .args(["--enable-debug-command", "yes", "--use-exit-on-panic", exit, "--crash-memcheck-enabled", "no"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            wait_for_port(port);
+            RawConn::connect(port).send(&v(&["DEBUG", "PANIC"]));
+            let status = child.wait().unwrap();
+            if exit == "yes" {
+                assert_eq!(status.code(), Some(1), "{name} use-exit-on-panic yes: {status}");
+            } else {
+                assert_eq!(status.signal(), Some(libc::SIGABRT), "{name} use-exit-on-panic no: {status}");
+            }
         }
     }
 }

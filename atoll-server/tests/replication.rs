@@ -702,3 +702,38 @@ fn bind_source_addr_is_where_a_replica_connects_from() {
     let mut m = con(master.port);
     assert_eq!(info_field(&mut m, "replication", "connected_slaves").as_deref(), Some("0"));
 }
+
+/// `replica-lazy-flush`: at a full sync the replica's old keys go to the lazyfree thread
+/// (INFO `lazyfreed_objects` counts them, a key each) with `yes`, and are freed in place with
+/// `no` — Atoll and Redis 7.2.6 as replicas, beside each other.
+#[test]
+fn replica_lazy_flush_frees_the_old_keys_in_the_background() {
+    let master = start_atoll(&["--protected-mode", "no"]);
+    let mut m = con(master.port);
+    q(&mut m, &["SET", "from-master", "1"]);
+    for lazy in ["yes", "no"] {
+        let mut counts = Vec::new();
+        for replica_is_atoll in [true, false] {
+            let args = ["--replica-lazy-flush", lazy];
+            let replica = if replica_is_atoll { start_atoll(&args) } else { start_redis(&args) };
+            let mut r = con(replica.port);
+            for i in 0..200 {
+                q(&mut r, &["SET", &format!("own:{i}"), "x"]);
+            }
+            q(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+            link_up(&mut r);
+            assert_eq!(s(&mut r, &["DBSIZE"]), "1");
+            let freed = || info_field(&mut con(replica.port), "memory", "lazyfreed_objects").unwrap_or_default();
+            if lazy == "yes" {
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while freed() != "200" {
+                    assert!(std::time::Instant::now() < deadline, "atoll={replica_is_atoll}: lazyfreed_objects {}", freed());
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            counts.push(freed());
+        }
+        assert_eq!(counts[0], counts[1], "replica-lazy-flush {lazy}: Atoll, then Redis");
+        assert_eq!(counts[0], if lazy == "yes" { "200" } else { "0" }, "replica-lazy-flush {lazy}");
+    }
+}

@@ -603,7 +603,7 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
         ("panic", 2) => {
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             crate::log_warning!("Guru Meditation: DEBUG PANIC called at Unix time {t}");
-            std::process::abort();
+            crate::log::crash("DEBUG PANIC");
         }
         ("hotkeys", 2 | 3) => {
             let n = if argc == 3 { parse_int(ctx.args[2])?.clamp(0, 64) as usize } else { 10 };

@@ -284,6 +284,11 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     if any(&["min-replicas-to-write", "min-slaves-to-write", "min-replicas-max-lag", "min-slaves-max-lag"]) {
         crate::daemons::replication::refresh_good(ctx.srv);
     }
+    if names("aof-disable-auto-gc") && !ctx.srv.config.flag(crate::config::p::AOF_DISABLE_AUTO_GC) {
+        if let Err(e) = crate::daemons::aof::delete_history(ctx.srv) {
+            crate::log_warning!("Can't remove the AOF's history files: {e}");
+        }
+    }
     if names("rdb-key-save-delay") {
         crate::persist::rdbfile::set_save_delay(
             ctx.srv.config.text(crate::config::p::RDB_KEY_SAVE_DELAY).parse().unwrap_or(0),

@@ -879,6 +879,9 @@ fn apply(def: &Def, v: &str) -> Result<(), ConfigError> {
             )));
         }
     }
+    if def.name == "use-exit-on-panic" {
+        crate::log::exit_on_panic(v == "yes");
+    }
     if def.name == "hide-user-data-from-log" {
         crate::log::hide_user_data(v == "yes");
     }

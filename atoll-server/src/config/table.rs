@@ -179,7 +179,7 @@ pub const DEFS: &[Def] = &[
     Def::new("activedefrag", Bool, "no").unable(DEFRAG),
     Def::new("activerehashing", Bool, "yes").inert(),
     Def::new("always-show-logo", Bool, "no").flags(IMMUTABLE).live(),
-    Def::new("aof-disable-auto-gc", Bool, "no").flags(HIDDEN).inert(),
+    Def::new("aof-disable-auto-gc", Bool, "no").flags(HIDDEN).live(),
     Def::new("aof-load-truncated", Bool, "yes").live(),
     // Atoll's own: with `appendfsync always`, write the incremental file into space padded
     // ahead, so each fsync flushes data only (persist::aof::Tail).
@@ -304,7 +304,7 @@ pub const DEFS: &[Def] = &[
     Def::new("replica-announced", Bool, "yes").live(),
     Def::new("replica-ignore-disk-write-errors", Bool, "no").pending(DISK_ERRORS),
     Def::new("replica-ignore-maxmemory", Bool, "yes").alias("slave-ignore-maxmemory").live(),
-    Def::new("replica-lazy-flush", Bool, "no").alias("slave-lazy-flush").inert(),
+    Def::new("replica-lazy-flush", Bool, "no").alias("slave-lazy-flush").live(),
     Def::new("replica-priority", Int { min: 0, max: IMAX }, "100").alias("slave-priority").live(),
     Def::new("replica-read-only", Bool, "yes").alias("slave-read-only").live(),
     Def::new("replica-serve-stale-data", Bool, "yes").alias("slave-serve-stale-data").live(),
@@ -359,7 +359,7 @@ pub const DEFS: &[Def] = &[
     Def::new("tracking-table-max-keys", Int { min: 0, max: LMAX }, "1000000").live(),
     Def::new("unixsocket", Str, "").flags(IMMUTABLE).live(),
     Def::new("unixsocketperm", Octal { max: 0o777 }, "0").flags(IMMUTABLE).live(),
-    Def::new("use-exit-on-panic", Bool, "no").flags(HIDDEN).inert(),
+    Def::new("use-exit-on-panic", Bool, "no").flags(HIDDEN).live(),
     // Live: a worker stuck in one round this long (ms) is reported (`daemons::watchdog`; 0: the
     // watchdog's own default).
     Def::new("watchdog-period", Int { min: 0, max: IMAX }, "0").flags(HIDDEN),

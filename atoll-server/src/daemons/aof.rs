@@ -455,7 +455,7 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     let r = r.and_then(|info| hooks.unsplit.map(|()| info)).and_then(|info| {
         let m = Manifest {
             base: Some(base.clone()),
-            history: Vec::new(),
+            history: kept_history(srv, &old),
             incr: if log.is_some() { vec![incr.clone()] } else { Vec::new() },
         };
         aof::write_manifest(&d, &name, &m)?;
@@ -477,6 +477,38 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     if enabling {
         let _ = std::fs::remove_file(d.join(aof::temp_incr_name(&name)));
         a.enabling.store(false, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// `aof-disable-auto-gc yes` (Redis's, for its tests and for keeping old files): the files a
+/// rewrite replaced stay on disk, named `type h` in the manifest, in Redis's order — this
+/// rewrite's incremental files (newest first), its base, then the history before.
+fn kept_history(srv: &Server, old: &Manifest) -> Vec<AofFile> {
+    if !srv.config.flag(crate::config::p::AOF_DISABLE_AUTO_GC) {
+        return Vec::new();
+    }
+    let mut h: Vec<AofFile> = old.incr.iter().rev().cloned().collect();
+    h.extend(old.base.clone());
+    h.extend(old.history.iter().cloned());
+    h
+}
+
+/// `aof-disable-auto-gc no` again: the history files go, from the manifest first (written
+/// before a file is removed, so it never names a missing one), then from the disk.
+pub fn delete_history(srv: &Server) -> std::io::Result<()> {
+    let a = &srv.persistence.aof;
+    let _files = a.files_lock.lock();
+    let mut m = a.manifest.lock().clone();
+    if m.history.is_empty() {
+        return Ok(());
+    }
+    let gone = std::mem::take(&mut m.history);
+    let d = dir(srv);
+    aof::write_manifest(&d, &fname(srv), &m)?;
+    *a.manifest.lock() = m;
+    for f in gone {
+        let _ = std::fs::remove_file(d.join(&f.name));
     }
     Ok(())
 }
@@ -547,7 +579,7 @@ fn adopt(srv: &Server, d: &Path, m: Manifest, base_bytes: u64) {
     a.rewrites.fetch_add(1, Ordering::Relaxed);
     let replaced = std::mem::replace(&mut *a.manifest.lock(), m.clone());
     for f in replaced.base.iter().chain(&replaced.history).chain(&replaced.incr) {
-        if !m.incr.contains(f) && m.base.as_ref() != Some(f) {
+        if !m.incr.contains(f) && m.base.as_ref() != Some(f) && !m.history.contains(f) {
             let _ = std::fs::remove_file(d.join(&f.name));
         }
     }

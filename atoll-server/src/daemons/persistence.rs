@@ -236,6 +236,30 @@ pub fn after_flushall(srv: &Server, locks: &mut Locks, pending_dirty: u64) {
     }
 }
 
+/// Empties the whole dataset, the function libraries too (FLUSHALL does not), with every shard
+/// locked by the caller. `lazy` (a replica's full sync under `replica-lazy-flush`): the old
+/// tables go to the lazyfree thread, counted in INFO's `lazyfreed_objects` as Redis counts
+/// them (a key each), instead of being freed here.
+pub fn empty_all(srv: &Server, locks: &mut Locks, lazy: bool) {
+    srv.scripts.functions.update(|st| *st = Default::default());
+    for db in 0..srv.ks.num_dbs() {
+        if srv.ks.db_if_exists(db).is_none() {
+            continue;
+        }
+        for i in 0..SHARDS {
+            let sh = locks.shard(db, i);
+            if lazy && !sh.keys.is_empty() {
+                let keys = &sh.keys;
+                sh.touch_watched_where(|k| keys.contains_key(k));
+                let n = sh.keys.len() as u64;
+                srv.lazyfree.free_table((std::mem::take(&mut sh.keys), std::mem::take(&mut sh.expires)), n);
+            } else {
+                sh.empty();
+            }
+        }
+    }
+}
+
 /// DEBUG RELOAD, with every shard of every database locked by the caller: saves the dataset
 /// (unless `save` is false), empties it (unless `flush` is false) and loads the file back.
 /// With `merge`, a loaded key replaces one already there; without it that is an error.
@@ -246,16 +270,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
         save_locked(srv, locks)?;
     }
     if flush {
-        // Emptying the whole dataset takes the function libraries too (FLUSHALL does not).
-        srv.scripts.functions.update(|st| *st = Default::default());
-        for db in 0..ndbs {
-            if srv.ks.db_if_exists(db).is_none() {
-                continue;
-            }
-            for i in 0..SHARDS {
-                locks.shard(db, i).empty();
-            }
-        }
+        empty_all(srv, locks, false);
     }
     let f = std::fs::File::open(&path)?;
     let opts = crate::persist::load_opts(&srv.config);

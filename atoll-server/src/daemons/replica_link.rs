@@ -415,7 +415,9 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
     srv.persistence.set_gate(GATE_LOADING, true);
     let loaded = (|| {
         let mut locks = crate::daemons::aof::lock_all(srv);
-        let r = crate::daemons::persistence::reload(srv, &mut locks, false, true, false);
+        let lazy = srv.config.flag(crate::config::p::REPLICA_LAZY_FLUSH);
+        crate::daemons::persistence::empty_all(srv, &mut locks, lazy);
+        let r = crate::daemons::persistence::reload(srv, &mut locks, false, false, false);
         // Loaded: clients are no longer told -LOADING (Redis's loading ends with rdbLoad).
         // What needs the data waits for the AOF's rewrite below, as behind a busy thread.
         srv.persistence.set_gate(GATE_LOADING, false);

@@ -347,6 +347,7 @@ fn facts_of_commands_beyond_72_match_valkey() {
         "commandlog|len",
         "commandlog|reset",
         "commandlog|help",
+        "client|capa",
     ] {
         let cmd: &[&[u8]] = &[b"COMMAND", b"INFO", name.as_bytes()];
         let (v, a) = (pair.redis.cmd(cmd), pair.atoll.cmd(cmd));

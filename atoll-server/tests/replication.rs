@@ -727,7 +727,11 @@ fn replica_lazy_flush_frees_the_old_keys_in_the_background() {
             if lazy == "yes" {
                 let deadline = std::time::Instant::now() + Duration::from_secs(10);
                 while freed() != "200" {
-                    assert!(std::time::Instant::now() < deadline, "atoll={replica_is_atoll}: lazyfreed_objects {}", freed());
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "atoll={replica_is_atoll}: lazyfreed_objects {}",
+                        freed()
+                    );
                     std::thread::sleep(Duration::from_millis(20));
                 }
             }
@@ -736,4 +740,74 @@ fn replica_lazy_flush_frees_the_old_keys_in_the_background() {
         assert_eq!(counts[0], counts[1], "replica-lazy-flush {lazy}: Atoll, then Redis");
         assert_eq!(counts[0], if lazy == "yes" { "200" } else { "0" }, "replica-lazy-flush {lazy}");
     }
+}
+
+/// CLIENT CAPA redirect (Valkey 8): on a replica, a client that declared it gets
+/// `-REDIRECT master:port` for commands that read or write data (inside MULTI too, which then
+/// aborts), reads again after READONLY, redirected reads after READWRITE; commands that touch
+/// no data are served. Atoll's replica of Atoll beside Valkey 9.1.2's of Valkey, reply for
+/// reply (the master's port written `PORT`). Without the capability READONLY answers as in
+/// Redis 7.2 (Valkey accepts it: tests/known_differences.txt).
+#[test]
+fn client_capa_redirect_sends_data_commands_to_the_master_as_valkey_does() {
+    let cases: &[&[&str]] = &[
+        &["CLIENT", "CAPA"],
+        &["CLIENT", "CAPA", "foo"],
+        &["GET", "k"],
+        &["CLIENT", "CAPA", "REDIRECT", "other"],
+        &["GET", "k"],
+        &["SET", "k", "x"],
+        &["PING"],
+        &["ECHO", "e"],
+        &["DBSIZE"],
+        &["KEYS", "*"],
+        &["EXISTS", "k"],
+        &["SCAN", "0"],
+        &["TYPE", "k"],
+        &["PUBLISH", "ch", "m"],
+        &["EVAL", "return 1", "0"],
+        &["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "k"],
+        &["MULTI"],
+        &["GET", "k"],
+        &["PING"],
+        &["EXEC"],
+        &["READONLY"],
+        &["GET", "k"],
+        &["MGET", "k", "k2"],
+        &["SET", "k", "x"],
+        &["FLUSHALL"],
+        &["DBSIZE"],
+        &["READWRITE"],
+        &["GET", "k"],
+        &["SELECT", "1"],
+        &["TTL", "k"],
+        &["RESET"],
+        &["GET", "k"],
+    ];
+    let mut runs = Vec::new();
+    for valkey in [true, false] {
+        let start = |args: &[&str]| if valkey { start_valkey(args) } else { start_atoll(args) };
+        let master = start(&["--repl-diskless-sync-delay", "0"]);
+        let mut m = RawConn::connect(master.port);
+        assert_eq!(m.cmd(&[b"SET", b"k", b"v"]), b"+OK\r\n");
+        let replica = start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+        let mut rc = con(replica.port);
+        link_up(&mut rc);
+        let mut c = RawConn::connect(replica.port);
+        let port = master.port.to_string();
+        let mut replies = Vec::new();
+        for case in cases {
+            let args: Vec<&[u8]> = case.iter().map(|a| a.as_bytes()).collect();
+            replies.push(show(&c.cmd(&args)).replace(&port, "PORT"));
+        }
+        runs.push(replies);
+    }
+    let lines =
+        |r: &[String]| -> Vec<String> { cases.iter().zip(r).map(|(c, r)| format!("{}: {r}", c.join(" "))).collect() };
+    assert_eq!(lines(&runs[1]), lines(&runs[0]), "Atoll (left) against Valkey 9.1.2 (right)");
+    assert!(runs[0][4].contains("REDIRECT 127.0.0.1:PORT"), "{:?}", runs[0]);
+    // Without the capability: Redis 7.2's answer.
+    let a = start_atoll(&[]);
+    let mut c = RawConn::connect(a.port);
+    assert_eq!(show(&c.cmd(&[b"READONLY"])), show(b"-ERR This instance has cluster support disabled\r\n"));
 }

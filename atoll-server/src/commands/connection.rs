@@ -25,9 +25,34 @@ pub fn ping(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-// READONLY, READWRITE: cluster commands; Atoll runs standalone, as Redis without cluster mode.
-pub fn cluster_disabled(_ctx: &mut Ctx) -> CmdResult {
-    Err(CmdError::msg("ERR This instance has cluster support disabled"))
+// READONLY, READWRITE: cluster commands; Atoll runs standalone, and answers them as Redis
+// without cluster mode does — unless the client declared CLIENT CAPA redirect (Valkey 8): then
+// READONLY lets its reads be served on a replica, READWRITE has them redirected again.
+pub fn readonly(ctx: &mut Ctx) -> CmdResult {
+    set_read_only_mode(ctx, true)
+}
+
+pub fn readwrite(ctx: &mut Ctx) -> CmdResult {
+    set_read_only_mode(ctx, false)
+}
+
+fn set_read_only_mode(ctx: &mut Ctx, on: bool) -> CmdResult {
+    if !ctx.client.capa_redirect {
+        return Err(CmdError::msg("ERR This instance has cluster support disabled"));
+    }
+    ctx.client.read_only_mode = on;
+    ctx.reply.ok();
+    Ok(())
+}
+
+// CLIENT CAPA capability [capability ...] (Valkey 8): `redirect` is the one known; others are
+// ignored, as Valkey ignores them.
+pub fn client_capa(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args[2..].iter().any(|a| a.eq_ignore_ascii_case(b"redirect")) {
+        ctx.client.capa_redirect = true;
+    }
+    ctx.reply.ok();
+    Ok(())
 }
 
 // ECHO message

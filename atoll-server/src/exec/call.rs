@@ -57,6 +57,21 @@ fn reject(srv: &Server, ws: &WorkerStats, client: &mut Client, out: &mut Reply, 
     error_reply(ws, out, &e);
 }
 
+/// Valkey 8's standalone redirection, for a client that declared CLIENT CAPA redirect: on a
+/// replica, a command that reads or writes data answers `-REDIRECT host:port` (the master as
+/// REPLICAOF named it); after READONLY only writes do. Whether the link is up does not matter.
+#[cold]
+fn redirect(srv: &Server, client: &Client, cmd: &Command) -> Option<CmdError> {
+    if client.replaying || !cmd.has(flags::WRITE | flags::READONLY) {
+        return None;
+    }
+    if client.read_only_mode && !cmd.has(flags::WRITE) {
+        return None;
+    }
+    let (host, port) = srv.repl.upstream.master.lock().clone()?;
+    Some(CmdError::msg(format!("REDIRECT {host}:{port}")))
+}
+
 /// Writes an error reply and counts it in INFO errorstats.
 pub fn error_reply(ws: &WorkerStats, out: &mut Reply, e: &CmdError) {
     let text = e.text();
@@ -198,6 +213,12 @@ fn gated(
             let context = if client.multi.is_some() { Context::Multi } else { Context::Toplevel };
             let e = acl_denied(srv, client, cmd, argv, d, pos, context);
             return reject(srv, ws, client, out, Some(cmd), CmdError::msg(format!("NOPERM {e}")));
+        }
+    }
+    // CLIENT CAPA redirect: on a replica, data commands go to the master (one load otherwise).
+    if client.capa_redirect {
+        if let Some(e) = redirect(srv, client, cmd) {
+            return reject(srv, ws, client, out, Some(cmd), e);
         }
     }
     // DEBUG and MODULE LOAD/UNLOAD are PROTECTED: allowed by their `enable-*-command`

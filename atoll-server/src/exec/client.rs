@@ -58,6 +58,10 @@ pub struct Client {
     pub watch: Option<WatchState>,
     pub reply_mode: ReplyMode,
     pub no_touch: bool,
+    /// CLIENT CAPA redirect (Valkey 8): on a replica, data commands answer `-REDIRECT
+    /// master:port` instead of being served; READONLY (`read_only_mode`) lets reads through.
+    pub capa_redirect: bool,
+    pub read_only_mode: bool,
     /// Close once the pending replies are written (QUIT, protocol error).
     pub close_after_reply: bool,
     /// SHUTDOWN asked; the network layer acts on it.
@@ -177,6 +181,8 @@ impl Client {
             watch: None,
             reply_mode: ReplyMode::On,
             no_touch: false,
+            capa_redirect: false,
+            read_only_mode: false,
             close_after_reply: false,
             shutdown: None,
             in_exec: false,

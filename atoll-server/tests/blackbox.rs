@@ -795,3 +795,98 @@ fn clients_that_reset_right_after_their_last_bytes_are_let_go() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// BITOP DIFF, DIFF1, ANDOR and ONE (Redis 8.2; Valkey 9.1.2 has none of them, so no server
+/// can be the oracle): results checked bit by bit against the definitions Redis documents —
+/// on X and Y1…Yn, DIFF = X ∧ ¬(Y1 ∨ … ∨ Yn), DIFF1 = ¬X ∧ (Y1 ∨ … ∨ Yn), ANDOR =
+/// X ∧ (Y1 ∨ … ∨ Yn), ONE = set in exactly one source — over sources of different lengths
+/// and missing ones; the result as long as the longest source, an empty one deleting the
+/// destination; Redis's errors; the same in MULTI and in a script.
+#[test]
+fn bitop_diff_diff1_andor_one_follow_their_definitions() {
+    let a = start_atoll(&[]);
+    let mut c = RawConn::connect(a.port);
+    let bit = |s: &[u8], i: usize| s.get(i / 8).is_some_and(|b| b & (0x80 >> (i % 8)) != 0);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..200 {
+        let n = 2 + (next() % 4) as usize;
+        let mut srcs: Vec<Option<Vec<u8>>> = Vec::new();
+        for k in 0..n {
+            let key = format!("src{k}");
+            if next() % 7 == 0 {
+                c.cmd(&[b"DEL", key.as_bytes()]);
+                srcs.push(None);
+            } else {
+                let v: Vec<u8> = (0..next() % 40).map(|_| next() as u8).collect();
+                c.cmd(&[b"SET", key.as_bytes(), &v]);
+                srcs.push(Some(v));
+            }
+        }
+        let maxlen = srcs.iter().map(|s| s.as_ref().map_or(0, |v| v.len())).max().unwrap();
+        for op in ["DIFF", "diff1", "AndOr", "ONE"] {
+            let mut args: Vec<Vec<u8>> = vec![b"BITOP".to_vec(), op.as_bytes().to_vec(), b"dest".to_vec()];
+            args.extend((0..n).map(|k| format!("src{k}").into_bytes()));
+            let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+            assert_eq!(c.cmd(&refs), format!(":{maxlen}\r\n").into_bytes(), "round {round} {op}");
+            let mut want = vec![0u8; maxlen];
+            for i in 0..maxlen * 8 {
+                let bits: Vec<bool> = srcs.iter().map(|s| s.as_ref().is_some_and(|v| bit(v, i))).collect();
+                let (x, rest) = (bits[0], bits[1..].iter().any(|b| *b));
+                let on = match op.to_ascii_uppercase().as_str() {
+                    "DIFF" => x && !rest,
+                    "DIFF1" => !x && rest,
+                    "ANDOR" => x && rest,
+                    _ => bits.iter().filter(|b| **b).count() == 1,
+                };
+                if on {
+                    want[i / 8] |= 0x80 >> (i % 8);
+                }
+            }
+            let got = c.cmd(&[b"GET", b"dest"]);
+            let expect = if maxlen == 0 {
+                b"$-1\r\n".to_vec()
+            } else {
+                [format!("${maxlen}\r\n").into_bytes(), want, b"\r\n".to_vec()].concat()
+            };
+            assert_eq!(show(&got), show(&expect), "round {round} {op} over {srcs:?}");
+        }
+    }
+    // Errors, in Redis's words (the operation named in capitals, as Redis writes it).
+    for (args, err) in [
+        (&["BITOP", "diff", "d", "x"][..], "-ERR BITOP DIFF must be called with at least two source keys.\r\n"),
+        (&["BITOP", "DIFF1", "d", "x"], "-ERR BITOP DIFF1 must be called with at least two source keys.\r\n"),
+        (&["BITOP", "andor", "d", "x"], "-ERR BITOP ANDOR must be called with at least two source keys.\r\n"),
+        (&["BITOP", "NOT", "d", "x", "y"], "-ERR BITOP NOT must be called with a single source key.\r\n"),
+        (&["BITOP", "NOR", "d", "x", "y"], "-ERR syntax error\r\n"),
+    ] {
+        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(show(&c.cmd(&refs)), show(err.as_bytes()), "{args:?}");
+    }
+    // ONE of a single key is that key; a list among the sources: WRONGTYPE, nothing written.
+    c.cmd(&[b"SET", b"one", b"\x0f"]);
+    assert_eq!(c.cmd(&[b"BITOP", b"ONE", b"d1", b"one"]), b":1\r\n");
+    assert_eq!(c.cmd(&[b"GET", b"d1"]), b"$1\r\n\x0f\r\n");
+    c.cmd(&[b"RPUSH", b"list", b"a"]);
+    let e = c.cmd(&[b"BITOP", b"DIFF", b"d2", b"one", b"list"]);
+    assert!(e.starts_with(b"-WRONGTYPE"), "{}", show(&e));
+    assert_eq!(c.cmd(&[b"EXISTS", b"d2"]), b":0\r\n");
+    // Missing sources only: 0, and the destination deleted.
+    c.cmd(&[b"SET", b"d3", b"old"]);
+    assert_eq!(c.cmd(&[b"BITOP", b"DIFF1", b"d3", b"nokey1", b"nokey2"]), b":0\r\n");
+    assert_eq!(c.cmd(&[b"EXISTS", b"d3"]), b":0\r\n");
+    // In MULTI and in a script, as alone.
+    c.cmd(&[b"SET", b"x", b"\xf0"]);
+    c.cmd(&[b"SET", b"y", b"\x3c"]);
+    c.cmd(&[b"MULTI"]);
+    c.cmd(&[b"BITOP", b"DIFF", b"m", b"x", b"y"]);
+    c.cmd(&[b"GET", b"m"]);
+    assert_eq!(show(&c.cmd(&[b"EXEC"])), show(b"*2\r\n:1\r\n$1\r\n\xc0\r\n"));
+    let script = b"redis.call('BITOP', 'ANDOR', KEYS[1], KEYS[2], KEYS[3]) return redis.call('GET', KEYS[1])";
+    assert_eq!(show(&c.cmd(&[b"EVAL", script, b"3", b"s", b"x", b"y"])), show(b"$1\r\n\x30\r\n"));
+}

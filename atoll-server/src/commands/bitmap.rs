@@ -289,48 +289,121 @@ enum BitOp {
     Or,
     Xor,
     Not,
+    // Redis 8.2's, on the first source X and the others Y1…Yn: DIFF = X ∧ ¬(Y1 ∨ … ∨ Yn),
+    // DIFF1 = ¬X ∧ (Y1 ∨ … ∨ Yn), ANDOR = X ∧ (Y1 ∨ … ∨ Yn); ONE: the bits set in exactly one
+    // source.
+    Diff,
+    Diff1,
+    AndOr,
+    One,
 }
 
-/// Folds one source string into the result. Sources shorter than the result count as
-/// zero-padded, so AND clears the bytes past a source's end.
-fn bitop_fold(res: &mut Vec<u8>, src: &[u8], op: BitOp, first: bool) {
-    if first {
-        res.extend_from_slice(src);
-        if op == BitOp::Not {
-            res.iter_mut().for_each(|b| *b = !*b);
+impl BitOp {
+    fn name(self) -> &'static str {
+        match self {
+            BitOp::And => "AND",
+            BitOp::Or => "OR",
+            BitOp::Xor => "XOR",
+            BitOp::Not => "NOT",
+            BitOp::Diff => "DIFF",
+            BitOp::Diff1 => "DIFF1",
+            BitOp::AndOr => "ANDOR",
+            BitOp::One => "ONE",
         }
-        return;
     }
-    if src.len() > res.len() {
-        res.resize(src.len(), 0);
+
+    /// The operations that set the first source against the disjunction of the others.
+    fn against_the_rest(self) -> bool {
+        matches!(self, BitOp::Diff | BitOp::Diff1 | BitOp::AndOr)
     }
-    match op {
-        BitOp::And => {
-            for (i, r) in res.iter_mut().enumerate() {
-                *r &= src.get(i).copied().unwrap_or(0);
+}
+
+/// A BITOP under way: `res` is the result so far (for DIFF, DIFF1 and ANDOR: the first
+/// source), `aux` the disjunction of the other sources (DIFF, DIFF1, ANDOR) or the bits seen
+/// in two sources or more (ONE). Sources shorter than the result count as zero-padded.
+#[derive(Default)]
+struct Fold {
+    res: Vec<u8>,
+    aux: Vec<u8>,
+}
+
+impl Fold {
+    fn add(&mut self, src: &[u8], op: BitOp, first: bool) {
+        let res = &mut self.res;
+        if first {
+            res.extend_from_slice(src);
+            if op == BitOp::Not {
+                res.iter_mut().for_each(|b| *b = !*b);
             }
+            return;
         }
-        BitOp::Or => res.iter_mut().zip(src).for_each(|(r, s)| *r |= s),
-        BitOp::Xor => res.iter_mut().zip(src).for_each(|(r, s)| *r ^= s),
-        BitOp::Not => unreachable!("NOT has a single source"),
+        if op.against_the_rest() {
+            if src.len() > self.aux.len() {
+                self.aux.resize(src.len(), 0);
+            }
+            self.aux.iter_mut().zip(src).for_each(|(d, s)| *d |= s);
+            return;
+        }
+        if src.len() > res.len() {
+            res.resize(src.len(), 0);
+        }
+        match op {
+            BitOp::And => {
+                for (i, r) in res.iter_mut().enumerate() {
+                    *r &= src.get(i).copied().unwrap_or(0);
+                }
+            }
+            BitOp::Or => res.iter_mut().zip(src).for_each(|(r, s)| *r |= s),
+            BitOp::Xor => res.iter_mut().zip(src).for_each(|(r, s)| *r ^= s),
+            BitOp::One => {
+                // A bit already set (in the running XOR) and set again is seen twice: it stays
+                // out whatever comes after (the XOR alone would let a third source back in).
+                self.aux.resize(res.len(), 0);
+                for ((r, c), s) in res.iter_mut().zip(self.aux.iter_mut()).zip(src) {
+                    *c |= *r & s;
+                    *r ^= s;
+                }
+            }
+            BitOp::Not | BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => unreachable!("handled above"),
+        }
+    }
+
+    fn finish(self, op: BitOp) -> Vec<u8> {
+        let Fold { res, aux } = self;
+        let byte = |v: &[u8], i: usize| v.get(i).copied().unwrap_or(0);
+        match op {
+            BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => (0..res.len().max(aux.len()))
+                .map(|i| {
+                    let (x, d) = (byte(&res, i), byte(&aux, i));
+                    match op {
+                        BitOp::Diff => x & !d,
+                        BitOp::Diff1 => !x & d,
+                        _ => x & d,
+                    }
+                })
+                .collect(),
+            BitOp::One => res.iter().enumerate().map(|(i, r)| r & !byte(&aux, i)).collect(),
+            _ => res,
+        }
     }
 }
 
-// BITOP <AND | OR | XOR | NOT> destkey key [key ...]
+// BITOP <AND | OR | XOR | NOT | DIFF | DIFF1 | ANDOR | ONE> destkey key [key ...]
+// (DIFF, DIFF1, ANDOR and ONE are Redis 8.2's.)
 pub fn bitop(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
-    let op = match args[1] {
-        a if eq_ic(a, "AND") => BitOp::And,
-        a if eq_ic(a, "OR") => BitOp::Or,
-        a if eq_ic(a, "XOR") => BitOp::Xor,
-        a if eq_ic(a, "NOT") => BitOp::Not,
-        _ => return Err(CmdError::Syntax),
-    };
+    let op = [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Not, BitOp::Diff, BitOp::Diff1, BitOp::AndOr, BitOp::One]
+        .into_iter()
+        .find(|o| eq_ic(args[1], o.name()))
+        .ok_or(CmdError::Syntax)?;
     if op == BitOp::Not && args.len() != 4 {
         return Err(CmdError::msg("ERR BITOP NOT must be called with a single source key."));
     }
+    if op.against_the_rest() && args.len() < 5 {
+        return Err(CmdError::msg(format!("ERR BITOP {} must be called with at least two source keys.", op.name())));
+    }
     let dest = args[2];
-    let mut res: Vec<u8> = Vec::new();
+    let mut fold = Fold::default();
     let mut ibuf = itoa::Buffer::new();
     for (j, &key) in args[3..].iter().enumerate() {
         // Missing keys are empty strings; a key of another type aborts before any write.
@@ -339,8 +412,9 @@ pub fn bitop(ctx: &mut Ctx) -> CmdResult {
             Some(v) => v.as_bytes(&mut ibuf).unwrap_or(b""),
             None => b"",
         };
-        bitop_fold(&mut res, src, op, j == 0);
+        fold.add(src, op, j == 0);
     }
+    let res = fold.finish(op);
     let len = res.len();
     if len > 0 {
         ctx.ks.set(dest, Value::Raw(res), false);
@@ -808,16 +882,21 @@ mod tests {
     #[test]
     fn bitop_folding() {
         let run = |op, srcs: &[&[u8]]| {
-            let mut r = Vec::new();
+            let mut f = Fold::default();
             for (i, s) in srcs.iter().enumerate() {
-                bitop_fold(&mut r, s, op, i == 0);
+                f.add(s, op, i == 0);
             }
-            r
+            f.finish(op)
         };
         assert_eq!(run(BitOp::And, &[b"\xff\xff", b"\x0f"]), b"\x0f\x00");
         assert_eq!(run(BitOp::And, &[b"", b"\xff"]), b"\x00");
         assert_eq!(run(BitOp::Or, &[b"\x01", b"\x10\x20"]), b"\x11\x20");
         assert_eq!(run(BitOp::Xor, &[b"\xff", b"\x0f", b"\x01"]), b"\xf1");
         assert_eq!(run(BitOp::Not, &[b"\x0f\x00"]), b"\xf0\xff");
+        // Redis's own example for ONE: 0x17, 0x26, 0x4d → 0x78.
+        assert_eq!(run(BitOp::One, &[b"\x17", b"\x26", b"\x4d"]), b"\x78");
+        assert_eq!(run(BitOp::Diff, &[b"\xf0", b"\x30", b"\x00\xff"]), b"\xc0\x00");
+        assert_eq!(run(BitOp::Diff1, &[b"\xf0", b"\x3c"]), b"\x0c");
+        assert_eq!(run(BitOp::AndOr, &[b"", b"\xff"]), b"\x00");
     }
 }

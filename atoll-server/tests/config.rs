@@ -1005,10 +1005,6 @@ const STILL_INERT: &[(&str, &str)] = &[
         "crash-memcheck-enabled",
         "Redis's own tests set it; Atoll runs no memory test after a crash, its default included",
     ),
-    (
-        "dynamic-hz",
-        "Redis's own tests set it to no; Atoll's timers do not scale with the clients, its default included",
-    ),
     ("io-threads-do-reads", "Atoll's workers always read their own connections"),
     ("list-compress-depth", "Redis's own list tests set it; Atoll's lists are not compressed"),
     (
@@ -1133,6 +1129,48 @@ fn use_exit_on_panic_exits_instead_of_aborting() {
             } else {
                 assert_eq!(status.signal(), Some(libc::SIGABRT), "{name} use-exit-on-panic no: {status}");
             }
+        }
+    }
+}
+
+/// `dynamic-hz`: with more than 200 clients per tick the timers run faster — INFO `hz` doubles
+/// from `hz 1` with 250 connections, `configured_hz` stays — and with `no` they do not; Redis
+/// 7.2.6 beside it.
+#[test]
+fn dynamic_hz_follows_the_number_of_clients_as_redis() {
+    for (name, bin) in [("redis", redis_bin()), ("atoll", env!("CARGO_BIN_EXE_atoll-server").to_string())] {
+        for dynamic in ["yes", "no"] {
+            let port = free_port();
+            let dir = scratch_dir(port);
+            let child = std::process::Command::new(&bin)
+                .args(["--port", &port.to_string(), "--save", "", "--dir", dir.to_str().unwrap()])
+                .args(["--hz", "1", "--dynamic-hz", dynamic])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let _s = ServerProc { child, port, name };
+            wait_for_port(port);
+            let conns: Vec<RawConn> = (0..250).map(|_| RawConn::connect(port)).collect();
+            let mut c = RawConn::connect(port);
+            let field = |c: &mut RawConn, f: &str| -> String {
+                let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"server"])).to_string();
+                info.lines().find_map(|l| l.strip_prefix(&format!("{f}:"))).unwrap_or("").trim().to_string()
+            };
+            let want = if dynamic == "yes" { "2" } else { "1" };
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while field(&mut c, "hz") != want {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{name} dynamic-hz {dynamic}: hz {}",
+                    field(&mut c, "hz")
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            // It stays there (no flapping back while the clients stay).
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            assert_eq!(field(&mut c, "hz"), want, "{name} dynamic-hz {dynamic}");
+            assert_eq!(field(&mut c, "configured_hz"), "1", "{name}");
+            drop(conns);
         }
     }
 }

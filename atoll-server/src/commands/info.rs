@@ -171,7 +171,7 @@ fn server(o: &mut String, cx: &mut Cx) {
     let up = srv.started.elapsed().as_secs();
     f!(o, "uptime_in_seconds:{}", up);
     f!(o, "uptime_in_days:{}", up / 86400);
-    f!(o, "hz:{}", srv.config.hot.hz.load(Ordering::Relaxed));
+    f!(o, "hz:{}", srv.config.hot.effective_hz.load(Ordering::Relaxed));
     f!(o, "configured_hz:{}", srv.config.hot.hz.load(Ordering::Relaxed));
     f!(o, "lru_clock:{}", (now / 1000) & 0xFF_FFFF);
     f!(o, "executable:{}", srv.executable);

@@ -32,6 +32,10 @@ pub struct Hot {
     pub timeout: AtomicU64,
     pub protected_mode: AtomicBool,
     pub hz: AtomicU32,
+    /// The rate the timers run at now: `hz`, doubled (up to 500) while there are more than
+    /// 200 clients per tick, under `dynamic-hz` (Redis's serverCron rule); set by the cron.
+    pub effective_hz: AtomicU32,
+    pub dynamic_hz: AtomicBool,
     /// `busy-reply-threshold` (alias `lua-time-limit`), read by every script run.
     pub busy_reply_ms: AtomicI64,
     pub io_batch_wait: AtomicU32,
@@ -708,7 +712,11 @@ impl Config {
         h.protected_mode.store(get("protected-mode") == "yes", Ordering::Relaxed);
         h.io_batch_wait.store(get("io-batch-wait").parse().unwrap_or(0), Ordering::Relaxed);
         h.busy_reply_ms.store(get("busy-reply-threshold").parse().unwrap_or(5000), Ordering::Relaxed);
-        h.hz.store(get("hz").parse::<u32>().unwrap_or(10).clamp(1, 500), Ordering::Relaxed);
+        let hz = get("hz").parse::<u32>().unwrap_or(10).clamp(1, 500);
+        h.hz.store(hz, Ordering::Relaxed);
+        // The cron recomputes it at its next tick (with `dynamic-hz`).
+        h.effective_hz.store(hz, Ordering::Relaxed);
+        h.dynamic_hz.store(get("dynamic-hz") == "yes", Ordering::Relaxed);
         // As in Redis, jemalloc's background thread returns freed pages (old hash tables after a
         // rehash, deleted values) to the OS without waiting for the next allocation to notice.
         let bg = get("jemalloc-bg-thread") == "yes";

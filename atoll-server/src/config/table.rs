@@ -233,7 +233,7 @@ pub const DEFS: &[Def] = &[
     Def::new("dir", Dir, "").flags(PROTECTED | DENY_LOADING).live(),
     Def::new("disable-thp", Bool, "yes").flags(IMMUTABLE).live(),
     Def::new("dual-channel-replication-enabled", Bool, "no").pending(DUAL_CHANNEL),
-    Def::new("dynamic-hz", Bool, "yes").inert(),
+    Def::new("dynamic-hz", Bool, "yes").live(),
     Def::new("enable-debug-command", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).live(),
     Def::new("enable-module-command", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).live(),
     Def::new("enable-protected-configs", Enum(&["no", "yes", "local"]), "no").flags(IMMUTABLE).live(),

@@ -29,7 +29,7 @@ pub fn cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
     if !srv.active_expire.load(Ordering::Relaxed) || srv.writes_paused() || srv.repl.upstream.following() {
         return 0;
     }
-    let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as u64;
+    let hz = srv.config.hot.effective_hz.load(Ordering::Relaxed).max(1) as u64;
     let budget = Duration::from_micros(1_000_000 / hz / 4 / srv.threads.max(1) as u64);
     let start = Instant::now();
     let ndbs = srv.ks.num_dbs();

@@ -638,6 +638,7 @@ impl Core {
             super::expire::cycle(&srv, &srv.stats.workers[self.id].counters);
             crate::scripting::release_stale_vm(&srv, self.id);
             if self.id == 0 {
+                adapt_hz(&srv);
                 srv.clock.resync();
                 srv.sample_ops();
                 close_idle_clients(&srv);
@@ -646,7 +647,7 @@ impl Core {
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 srv.tracking.enforce_limit(&srv.reach());
             }
-            let hz = srv.config.hot.hz.load(Ordering::Relaxed).max(1) as i64;
+            let hz = srv.config.hot.effective_hz.load(Ordering::Relaxed).max(1) as i64;
             self.next_cron = now + 1000 / hz;
             let ns = srv.clock.instant().saturating_duration_since(t0).as_nanos() as u64;
             bump(&srv.stats.workers[self.id].counters.eventloop_cron_ns, ns);
@@ -825,4 +826,22 @@ pub fn spare_slot_conn<C>(conns: &slab::Slab<C>, inbox: &Inbox) -> Option<Conn> 
     } else {
         None
     }
+}
+
+/// `dynamic-hz` (Redis's serverCron rule): the timers run at `hz`, doubled while more than 200
+/// clients would share one tick, up to 500 a second. Worker 0's cron sets it for all.
+fn adapt_hz(srv: &Server) {
+    let hot = &srv.config.hot;
+    let mut hz = hot.hz.load(Ordering::Relaxed).max(1);
+    if hot.dynamic_hz.load(Ordering::Relaxed) {
+        let clients = srv.clients.len() as u32;
+        while clients / hz > 200 {
+            hz *= 2;
+            if hz > 500 {
+                hz = 500;
+                break;
+            }
+        }
+    }
+    hot.effective_hz.store(hz, Ordering::Relaxed);
 }

@@ -800,10 +800,7 @@ pub fn call(
         }
     }
     let reply_bytes = ctx.reply.buf.len().saturating_sub(ctx.client.reply_mark) as u64;
-    if us >= hot.slow_us.load(Ordering::Relaxed)
-        || ctx.client.req_bytes >= hot.large_request_over.load(Ordering::Relaxed)
-        || reply_bytes >= hot.large_reply_over.load(Ordering::Relaxed)
-    {
+    if over_a_threshold(hot, us, ctx.client.req_bytes, reply_bytes) {
         if ctx.client.waiting.is_none() {
             slow_call(srv, ctx.client, cmd, argv, us, reply_bytes);
         } else {
@@ -852,13 +849,18 @@ fn track(
 /// `us`: what it ran before it blocked (`Client::blocked_us`); `reply_bytes`: the reply it
 /// was served.
 pub fn after_wait(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u64, reply_bytes: u64) {
-    let hot = &srv.config.hot;
-    if us >= hot.slow_us.load(Ordering::Relaxed)
-        || client.req_bytes >= hot.large_request_over.load(Ordering::Relaxed)
-        || reply_bytes >= hot.large_reply_over.load(Ordering::Relaxed)
-    {
+    if over_a_threshold(&srv.config.hot, us, client.req_bytes, reply_bytes) {
         slow_call(srv, client, cmd, argv, us, reply_bytes);
     }
+}
+
+/// Whether a command reached one of the command log's or the latency monitor's thresholds
+/// (its duration, its request's and its reply's sizes): three loads and compares per command.
+#[inline]
+fn over_a_threshold(hot: &crate::config::Hot, us: u64, request_bytes: u64, reply_bytes: u64) -> bool {
+    us >= hot.slow_us.load(Ordering::Relaxed)
+        || request_bytes >= hot.large_request_over.load(Ordering::Relaxed)
+        || reply_bytes >= hot.large_reply_over.load(Ordering::Relaxed)
 }
 
 /// A command over one of the command log's thresholds or the latency monitor's: record it.

@@ -391,6 +391,7 @@ fn stats(o: &mut String, cx: &mut Cx) {
     f!(o, "sync_partial_ok:{}", srv.repl.sync_partial_ok.load(Ordering::Relaxed));
     f!(o, "sync_partial_err:{}", srv.repl.sync_partial_err.load(Ordering::Relaxed));
     f!(o, "expired_keys:{}", st.sum(|c| &c.expired_keys));
+    f!(o, "expired_fields:{}", st.sum(|c| &c.expired_fields));
     f!(o, "expired_stale_perc:{:.2}", srv.stats.expired_stale_perc());
     f!(o, "expired_time_cap_reached_count:{}", st.sum(|c| &c.expire_cycle_capped));
     f!(o, "expire_cycle_cpu_milliseconds:{}", st.sum(|c| &c.expire_cycle_cpu_ms));

@@ -631,7 +631,7 @@ const EXPIRE_LT: u8 = 8;
 
 /// The `NX | XX | GT | LT` options of the EXPIRE family, checked as Redis 7 does: options
 /// first (before the time argument), then their compatibility.
-fn parse_expire_flags(opts: &[&[u8]]) -> Result<u8, CmdError> {
+pub(crate) fn parse_expire_flags(opts: &[&[u8]]) -> Result<u8, CmdError> {
     let mut flags = 0;
     for &o in opts {
         flags |= if eq_ic(o, "NX") {
@@ -671,7 +671,7 @@ fn expire_when(ctx: &Ctx, basetime: i64, seconds: bool) -> Result<i64, CmdError>
 
 /// Whether the NX/XX/GT/LT conditions allow setting `when` over the key's `current` expiry.
 /// No TTL counts as an infinite one: GT never beats it, LT always does.
-fn expire_allowed(flags: u8, current: Option<i64>, when: i64) -> bool {
+pub(crate) fn expire_allowed(flags: u8, current: Option<i64>, when: i64) -> bool {
     if flags & EXPIRE_NX != 0 && current.is_some() {
         return false;
     }

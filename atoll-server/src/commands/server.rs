@@ -83,6 +83,7 @@ fn empty_db(ctx: &mut Ctx, db: usize, lazy: bool) -> usize {
             sh.keys.clear();
             sh.expires.clear();
         }
+        sh.field_ttls = None;
     }
     ctx.ks.ready.append(&mut ready);
     removed
@@ -166,6 +167,7 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
             y.touch_watched_where(|k| y.keys.contains_key(k) || (x.keys.contains_key(k) && !x.is_expired(k, now)));
             std::mem::swap(&mut x.keys, &mut y.keys);
             std::mem::swap(&mut x.expires, &mut y.expires);
+            std::mem::swap(&mut x.field_ttls, &mut y.field_ttls);
             // A watched key that arrived past its time is reclaimed now, as WATCH reclaims
             // one, so that neither EXEC nor its later deletion takes it for a change (Redis
             // flags such a watch `expired` instead).
@@ -186,7 +188,7 @@ pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
                 }
             }
             for (db, sh) in [(a, &*x), (b, &*y)] {
-                if !sh.expires.is_empty() {
+                if !sh.expires.is_empty() || sh.field_ttls.is_some() {
                     ctx.srv.ks.db(db).mark_volatile(s);
                 }
             }

@@ -276,6 +276,18 @@ static ROWS: &[Row] = &[
     c("hrandfield", crate::types::hash::hrandfield, Keys),
     c("hgetdel", crate::types::hash::hgetdel, Keys),
     c("hscan", crate::types::hash::hscan, Keys),
+    // hash-field expiry (types::hash_expiry)
+    c("hexpire", crate::types::hash_expiry::hexpire, Keys),
+    c("hpexpire", crate::types::hash_expiry::hpexpire, Keys),
+    c("hexpireat", crate::types::hash_expiry::hexpireat, Keys),
+    c("hpexpireat", crate::types::hash_expiry::hpexpireat, Keys),
+    c("httl", crate::types::hash_expiry::httl, Keys),
+    c("hpttl", crate::types::hash_expiry::hpttl, Keys),
+    c("hexpiretime", crate::types::hash_expiry::hexpiretime, Keys),
+    c("hpexpiretime", crate::types::hash_expiry::hpexpiretime, Keys),
+    c("hpersist", crate::types::hash_expiry::hpersist, Keys),
+    c("hgetex", crate::types::hash_expiry::hgetex, Keys),
+    c("hsetex", crate::types::hash_expiry::hsetex, Keys),
     // sets (types::set)
     c("sadd", crate::types::set::sadd, Keys),
     c("srem", crate::types::set::srem, Keys),

@@ -253,6 +253,7 @@ pub fn empty_all(srv: &Server, locks: &mut Locks, lazy: bool) {
                 sh.touch_watched_where(|k| keys.contains_key(k));
                 let n = sh.keys.len() as u64;
                 srv.lazyfree.free_table((std::mem::take(&mut sh.keys), std::mem::take(&mut sh.expires)), n);
+                sh.field_ttls = None;
             } else {
                 sh.empty();
             }
@@ -284,8 +285,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
             if merge {
                 sh.remove(&key);
             }
-            rdbfile::insert_into(sh, db, &key, val, exp, lru)?;
-            if exp.is_some() {
+            if rdbfile::insert_into(sh, db, &key, val, exp, lru)? {
                 srv.ks.db(db).mark_volatile(s);
             }
             Ok(())

@@ -10,10 +10,19 @@
 //! Memory: a big hash costs one dict node per field (next pointer, boxed field, value), the
 //! field's bytes and — only for values longer than [`INLINE`] bytes — one value allocation.
 //! Short values (counters, ids, small strings) live inside the node.
+//!
+//! Field expiry (Valkey 9's and Redis 7.4's HEXPIRE family): a hash whose fields carry
+//! deadlines is `hashtable`-encoded (as in Valkey) and its table carries a [`Deadlines`]
+//! index. A hash without field TTLs costs what it did (a listpack nothing, a table one null
+//! pointer in its one boxed header; `Hash` stays 24 bytes); when its last deadline goes, a
+//! hash drops the index again. This layer stores deadlines
+//! and answers "is it past?" for a time the caller gives; deciding when to reclaim (a command's
+//! lookup, the active expiry cycle) and what to propagate is the execution layer's.
 
 use super::packed::{get_str, put_len, Packed, Slot, Walk, LEN_MAX};
 use crate::engine::dict::Dict;
 use rand::Rng;
+use std::collections::BTreeSet;
 
 // ---------------------------------------------------------------------------------------------
 // Hash API
@@ -107,7 +116,82 @@ enum Repr {
     /// Pairs in insertion order (Redis's listpack keeps that order too).
     Listpack(Pairs),
     /// Boxed so `Hash` stays small enough to sit inside `Value` unboxed.
-    Table(Box<Dict<HVal>>),
+    Table(Box<Table>),
+}
+
+/// A `hashtable`-encoded hash: the fields, and the deadlines of those that have one.
+struct Table {
+    dict: Dict<HVal>,
+    ttl: Option<Box<Deadlines>>,
+}
+
+impl Table {
+    fn plain(dict: Dict<HVal>) -> Table {
+        Table { dict, ttl: None }
+    }
+
+    /// The field's deadline, if it is past at `now`.
+    #[inline]
+    fn due(&self, field: &[u8], now: i64) -> bool {
+        self.ttl.as_ref().is_some_and(|d| d.at.get(field).is_some_and(|&t| t <= now))
+    }
+}
+
+impl std::ops::Deref for Table {
+    type Target = Dict<HVal>;
+    fn deref(&self) -> &Dict<HVal> {
+        &self.dict
+    }
+}
+
+impl std::ops::DerefMut for Table {
+    fn deref_mut(&mut self) -> &mut Dict<HVal> {
+        &mut self.dict
+    }
+}
+
+/// The deadlines (Unix ms) of a hash's volatile fields: by field, and in time order so the
+/// earliest is found at once and expired fields are taken oldest first without a scan.
+#[derive(Default)]
+struct Deadlines {
+    at: Dict<i64>,
+    order: BTreeSet<(i64, Box<[u8]>)>,
+}
+
+impl Clone for Deadlines {
+    fn clone(&self) -> Self {
+        let mut at = Dict::new();
+        self.at.for_each(|f, &t| at.insert_new_slice(f, t));
+        Deadlines { at, order: self.order.clone() }
+    }
+}
+
+impl Deadlines {
+    fn set(&mut self, field: &[u8], when: i64) {
+        match self.at.get_mut(field) {
+            Some(t) => {
+                self.order.remove(&(*t, Box::from(field)));
+                *t = when;
+            }
+            None => self.at.insert_new_slice(field, when),
+        }
+        self.order.insert((when, field.into()));
+    }
+
+    fn remove(&mut self, field: &[u8]) -> bool {
+        match self.at.remove(field) {
+            Some((f, t)) => {
+                self.order.remove(&(t, f));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many deadlines are at or before `now`.
+    fn due(&self, now: i64) -> usize {
+        self.order.iter().take_while(|(t, _)| *t <= now).count()
+    }
 }
 
 /// Conversion thresholds, read from the configuration by each command.
@@ -132,13 +216,29 @@ impl Clone for Hash {
     fn clone(&self) -> Self {
         match &self.repr {
             Repr::Listpack(p) => Hash { repr: Repr::Listpack(p.clone()) },
-            Repr::Table(d) => {
-                let mut c = Dict::new();
-                d.for_each(|f, v| c.insert_new_slice(f, v.clone()));
-                Hash { repr: Repr::Table(Box::new(c)) }
-            }
+            Repr::Table(t) => Hash { repr: Repr::Table(Box::new(Table { dict: copy_table(t), ttl: t.ttl.clone() })) },
         }
     }
+}
+
+/// Sets a field of a table; true if it is new.
+fn table_set(d: &mut Dict<HVal>, field: &[u8], value: &[u8]) -> bool {
+    match d.get_mut(field) {
+        Some(old) => {
+            *old = HVal::new(value);
+            false
+        }
+        None => {
+            d.insert_new_slice(field, HVal::new(value));
+            true
+        }
+    }
+}
+
+fn copy_table(d: &Dict<HVal>) -> Dict<HVal> {
+    let mut c = Dict::new();
+    d.for_each(|f, v| c.insert_new_slice(f, v.clone()));
+    c
 }
 
 impl PartialEq for Hash {
@@ -147,7 +247,7 @@ impl PartialEq for Hash {
             return false;
         }
         let mut same = true;
-        self.for_each(|f, v| same &= other.get(f) == Some(v));
+        self.for_each(|f, v| same &= other.get(f) == Some(v) && self.ttl_of(f) == other.ttl_of(f));
         same
     }
 }
@@ -170,10 +270,7 @@ impl Hash {
     /// The name OBJECT ENCODING reports.
     /// The field table's statistics when `hashtable`-encoded (DEBUG HTSTATS-KEY).
     pub fn dict_stats(&self) -> Option<Vec<(usize, usize, Vec<usize>)>> {
-        match &self.repr {
-            Repr::Table(t) => Some(t.stats()),
-            _ => None,
-        }
+        self.table().map(|t| t.stats())
     }
 
     pub fn encoding(&self) -> &'static str {
@@ -183,6 +280,15 @@ impl Hash {
         }
     }
 
+    /// The field table of a `hashtable`-encoded hash.
+    fn table(&self) -> Option<&Dict<HVal>> {
+        match &self.repr {
+            Repr::Listpack(_) => None,
+            Repr::Table(t) => Some(&t.dict),
+        }
+    }
+
+    /// Every stored field, those past their deadline included (see [`Hash::live_len`]).
     pub fn len(&self) -> usize {
         match &self.repr {
             Repr::Listpack(p) => p.0.len(),
@@ -194,6 +300,7 @@ impl Hash {
         self.len() == 0
     }
 
+    /// The stored value of `field`, past its deadline or not.
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match &self.repr {
             Repr::Listpack(p) => p.find(field).map(|e| e.item.value),
@@ -221,25 +328,27 @@ impl Hash {
         for e in p.iter() {
             d.insert_new_slice(e.item.field, HVal::new(e.item.value));
         }
-        self.repr = Repr::Table(Box::new(d));
+        self.repr = Repr::Table(Box::new(Table::plain(d)));
     }
 
-    /// Sets `field` to `value`; true if the field is new. Converts as Redis's `hashTypeSet`
-    /// does: before, for a long field or value; after, past the entry limit.
+    /// Sets `field` to `value`, dropping any deadline it had (HSET's rule); true if the field
+    /// is new.
     pub fn set(&mut self, field: &[u8], value: &[u8], lim: Limits) -> bool {
+        let new = self.set_keeping_ttl(field, value, lim);
+        if !new {
+            self.persist(field);
+        }
+        new
+    }
+
+    /// Sets `field` to `value`, keeping its deadline (HINCRBY's rule); true if the field is
+    /// new. Converts as Redis's `hashTypeSet` does: before, for a long field or value; after,
+    /// past the entry limit.
+    pub fn set_keeping_ttl(&mut self, field: &[u8], value: &[u8], lim: Limits) -> bool {
         self.convert_for([field.len(), value.len()], lim);
         let new = match &mut self.repr {
             Repr::Listpack(p) => p.set(field, value),
-            Repr::Table(d) => match d.get_mut(field) {
-                Some(old) => {
-                    *old = HVal::new(value);
-                    false
-                }
-                None => {
-                    d.insert_new_slice(field, HVal::new(value));
-                    true
-                }
-            },
+            Repr::Table(t) => table_set(&mut t.dict, field, value),
         };
         if self.len() > lim.max_entries {
             self.convert();
@@ -247,15 +356,21 @@ impl Hash {
         new
     }
 
-    /// Removes `field`; true if it was there.
+    /// Removes `field` and its deadline; true if it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match &mut self.repr {
             Repr::Listpack(p) => p.remove(field),
-            Repr::Table(d) => d.remove(field).is_some(),
+            Repr::Table(t) => {
+                let had = t.dict.remove(field).is_some();
+                if had && t.ttl.as_mut().is_some_and(|d| d.remove(field)) {
+                    self.drop_index_if_unused();
+                }
+                had
+            }
         }
     }
 
-    /// Visits every pair (listpack: insertion order; hashtable: table order).
+    /// Visits every stored pair (listpack: insertion order; hashtable: table order).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
         match &self.repr {
             Repr::Listpack(p) => p.iter().for_each(|e| f(e.item.field, e.item.value)),
@@ -266,12 +381,12 @@ impl Hash {
     /// One SCAN step from `cursor`: visits some pairs and returns the next cursor (0 = done).
     /// A listpack is returned whole in one step, as Redis does.
     pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
-        match &self.repr {
-            Repr::Listpack(_) => {
+        match self.table() {
+            None => {
                 self.for_each(f);
                 0
             }
-            Repr::Table(d) => d.scan(cursor, |k, v| f(k, v.bytes())),
+            Some(d) => d.scan(cursor, |k, v| f(k, v.bytes())),
         }
     }
 
@@ -280,7 +395,7 @@ impl Hash {
         match &self.repr {
             Repr::Listpack(p) if p.0.len() == 0 => None,
             Repr::Listpack(p) => p.iter().nth(rng.gen_range(0..p.0.len())).map(|e| (e.item.field, e.item.value)),
-            Repr::Table(d) => d.random(rng).map(|(k, v)| (k, v.bytes())),
+            _ => self.table()?.random(rng).map(|(k, v)| (k, v.bytes())),
         }
     }
 
@@ -289,21 +404,25 @@ impl Hash {
     pub fn sampler<'a, R: Rng>(&'a self) -> impl FnMut(&mut R) -> Option<(&'a [u8], &'a [u8])> + 'a {
         let pairs: Vec<(&'a [u8], &'a [u8])> = match &self.repr {
             Repr::Listpack(p) => p.iter().map(|e| (e.item.field, e.item.value)).collect(),
-            Repr::Table(_) => Vec::new(),
+            _ => Vec::new(),
         };
-        move |rng| match &self.repr {
-            Repr::Listpack(_) if pairs.is_empty() => None,
-            Repr::Listpack(_) => Some(pairs[rng.gen_range(0..pairs.len())]),
-            Repr::Table(d) => d.random(rng).map(|(k, v)| (k, v.bytes())),
+        move |rng| match self.table() {
+            None if pairs.is_empty() => None,
+            None => Some(pairs[rng.gen_range(0..pairs.len())]),
+            Some(d) => d.random(rng).map(|(k, v)| (k, v.bytes())),
         }
     }
 
     /// Approximate heap bytes, for memory accounting.
     pub fn heap_size(&self) -> usize {
         let mut n = 0;
-        match &self.repr {
-            Repr::Listpack(p) => n += p.0.bytes().len(),
-            Repr::Table(d) => {
+        match self.table() {
+            None => {
+                if let Repr::Listpack(p) = &self.repr {
+                    n += p.0.bytes().len();
+                }
+            }
+            Some(d) => {
                 n += std::mem::size_of::<Dict<HVal>>() + d.buckets() * 8;
                 d.for_each(|f, v| {
                     n += 48 + f.len();
@@ -313,7 +432,164 @@ impl Hash {
                 });
             }
         }
+        if let Some(d) = self.deadlines() {
+            // A dict node and a tree entry per volatile field, each with the field's bytes.
+            n += std::mem::size_of::<Deadlines>() + d.at.buckets() * 8;
+            d.at.for_each(|f, _| n += 48 + f.len() + 40 + f.len());
+        }
         n
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Field deadlines
+    // -----------------------------------------------------------------------------------------
+
+    /// True if some field has a deadline.
+    #[inline]
+    pub fn has_ttls(&self) -> bool {
+        self.deadlines().is_some()
+    }
+
+    #[inline]
+    fn deadlines(&self) -> Option<&Deadlines> {
+        match &self.repr {
+            Repr::Table(t) => t.ttl.as_deref(),
+            Repr::Listpack(_) => None,
+        }
+    }
+
+    /// The field's deadline (Unix ms), if it has one.
+    pub fn ttl_of(&self, field: &[u8]) -> Option<i64> {
+        self.deadlines().and_then(|d| d.at.get(field).copied())
+    }
+
+    /// The earliest deadline of any field.
+    #[inline]
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.deadlines().and_then(|d| d.order.first().map(|(t, _)| *t))
+    }
+
+    /// True if some field's deadline is at or before `now`.
+    #[inline]
+    pub fn has_due(&self, now: i64) -> bool {
+        self.next_deadline().is_some_and(|t| t <= now)
+    }
+
+    /// True if `field` exists but its deadline is at or before `now`.
+    #[inline]
+    pub fn is_due(&self, field: &[u8], now: i64) -> bool {
+        self.ttl_of(field).is_some_and(|t| t <= now)
+    }
+
+    /// Gives the existing `field` the deadline `when` (the hash becomes `hashtable`, as in
+    /// Valkey). No-op for a missing field.
+    pub fn set_ttl(&mut self, field: &[u8], when: i64) {
+        if !self.contains(field) {
+            return;
+        }
+        self.convert();
+        if let Repr::Table(t) = &mut self.repr {
+            t.ttl.get_or_insert_with(Default::default).set(field, when);
+        }
+    }
+
+    /// Removes the field's deadline; true if it had one.
+    pub fn persist(&mut self, field: &[u8]) -> bool {
+        let Repr::Table(t) = &mut self.repr else {
+            return false;
+        };
+        let had = t.ttl.as_mut().is_some_and(|d| d.remove(field));
+        if had {
+            self.drop_index_if_unused();
+        }
+        had
+    }
+
+    /// A volatile hash whose last deadline went is a plain table again.
+    fn drop_index_if_unused(&mut self) {
+        if let Repr::Table(t) = &mut self.repr {
+            if t.ttl.as_ref().is_some_and(|d| d.at.is_empty()) {
+                t.ttl = None;
+            }
+        }
+    }
+
+    /// Removes up to `max` fields whose deadline is at or before `now`, earliest first, and
+    /// returns them.
+    pub fn remove_due(&mut self, now: i64, max: usize) -> Vec<Box<[u8]>> {
+        let Repr::Table(t) = &mut self.repr else {
+            return Vec::new();
+        };
+        let Some(d) = t.ttl.as_mut() else {
+            return Vec::new();
+        };
+        let mut gone = Vec::new();
+        while gone.len() < max {
+            match d.order.first() {
+                Some((at, _)) if *at <= now => {}
+                _ => break,
+            }
+            let (_, f) = d.order.pop_first().expect("looked at");
+            d.at.remove(&f);
+            t.dict.remove(&f);
+            gone.push(f);
+        }
+        self.drop_index_if_unused();
+        gone
+    }
+
+    /// Fields whose deadline has not passed at `now` (HLEN's answer).
+    pub fn live_len(&self, now: i64) -> usize {
+        self.len() - self.deadlines().map_or(0, |d| d.due(now))
+    }
+
+    /// `get`, but a field past its deadline at `now` is missing.
+    #[inline]
+    pub fn get_live(&self, field: &[u8], now: i64) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Table(t) if t.due(field, now) => None,
+            _ => self.get(field),
+        }
+    }
+
+    /// `for_each` over the fields whose deadline has not passed at `now`.
+    pub fn for_each_live(&self, now: i64, mut f: impl FnMut(&[u8], &[u8])) {
+        match &self.repr {
+            Repr::Table(t) if t.ttl.is_some() => t.dict.for_each(|k, val| {
+                if !t.due(k, now) {
+                    f(k, val.bytes())
+                }
+            }),
+            _ => self.for_each(f),
+        }
+    }
+
+    /// `scan` over the fields whose deadline has not passed at `now`.
+    pub fn scan_live(&self, cursor: u64, now: i64, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+        match &self.repr {
+            Repr::Table(t) if t.ttl.is_some() => t.dict.scan(cursor, |k, val| {
+                if !t.due(k, now) {
+                    f(k, val.bytes())
+                }
+            }),
+            _ => self.scan(cursor, f),
+        }
+    }
+
+    /// Visits every stored pair with its deadline (persistence, DUMP, AOF rewrite).
+    pub fn for_each_with_ttl(&self, mut f: impl FnMut(&[u8], &[u8], Option<i64>)) {
+        match &self.repr {
+            Repr::Table(t) if t.ttl.is_some() => {
+                t.dict.for_each(|k, val| f(k, val.bytes(), t.ttl.as_ref().and_then(|d| d.at.get(k).copied())))
+            }
+            _ => self.for_each(|k, val| f(k, val, None)),
+        }
+    }
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Listpack(Pairs::default())
     }
 }
 
@@ -369,7 +645,7 @@ mod tests {
     fn packed(h: &Hash) -> &[u8] {
         match &h.repr {
             Repr::Listpack(p) => p.0.bytes(),
-            Repr::Table(_) => panic!("not packed"),
+            _ => panic!("not packed"),
         }
     }
 
@@ -442,6 +718,52 @@ mod tests {
         assert!(packed(&h).is_empty());
         assert_eq!(h.random(&mut rng), None);
         assert_eq!(h.sampler()(&mut rng), None);
+    }
+
+    #[test]
+    fn deadlines_follow_fields_and_leave_no_index_behind() {
+        let mut h = Hash::new();
+        for f in ["a", "b", "c", "d"] {
+            h.set(f.as_bytes(), b"v", LIM);
+        }
+        assert_eq!(h.encoding(), "listpack");
+        h.set_ttl(b"zz", 5); // a missing field gets nothing
+        assert!(!h.has_ttls());
+        h.set_ttl(b"a", 30);
+        h.set_ttl(b"b", 10);
+        h.set_ttl(b"c", 20);
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!((h.next_deadline(), h.ttl_of(b"a"), h.ttl_of(b"d")), (Some(10), Some(30), None));
+        h.set_ttl(b"b", 40); // moved, not duplicated
+        assert_eq!(h.next_deadline(), Some(20));
+        assert_eq!((h.live_len(19), h.live_len(20), h.live_len(100)), (4, 3, 1));
+        assert_eq!(h.get_live(b"c", 19), Some(&b"v"[..]));
+        assert_eq!(h.get_live(b"c", 20), None);
+        let mut live = Vec::new();
+        h.for_each_live(30, |f, _| live.push(f.to_vec()));
+        live.sort();
+        assert_eq!(live, vec![b"b".to_vec(), b"d".to_vec()]);
+        // HINCRBY keeps a deadline, HSET drops it.
+        h.set_keeping_ttl(b"a", b"1", LIM);
+        assert_eq!(h.ttl_of(b"a"), Some(30));
+        h.set(b"a", b"2", LIM);
+        assert_eq!(h.ttl_of(b"a"), None);
+        let c = h.clone();
+        assert_eq!(c, h);
+        assert_eq!(c.ttl_of(b"b"), Some(40));
+        // Due fields go earliest first, a batch at a time.
+        assert_eq!(h.remove_due(100, 1), vec![Box::<[u8]>::from(&b"c"[..])]);
+        assert_eq!(h.remove_due(100, 10), vec![Box::<[u8]>::from(&b"b"[..])]);
+        assert!(!h.has_ttls(), "the index goes with the last deadline");
+        assert_eq!(h.len(), 2);
+        h.set_ttl(b"d", 50);
+        assert!(h.persist(b"d"));
+        assert!(!h.persist(b"d"));
+        assert!(!h.has_ttls());
+        h.set_ttl(b"d", 50);
+        assert!(h.remove(b"d"));
+        assert!(!h.has_ttls());
+        assert_ne!(c, h);
     }
 
     #[test]

@@ -57,6 +57,14 @@ pub struct Shard {
     pub watched: Option<Box<WatchRegistry>>,
     /// Active expiry's scan cursor over `expires`.
     pub expire_cursor: u64,
+    /// Keys whose hash may have fields with deadlines (HEXPIRE …), for active field expiry
+    /// and the lookup that reclaims due fields. Added to whenever a hash gains a deadline or
+    /// arrives with some; an entry whose key no longer holds such a hash is dropped by the next
+    /// expiry cycle that meets it. None while the shard never had one: the only cost to every
+    /// lookup is that test.
+    pub field_ttls: Option<Box<Dict<()>>>,
+    /// Active field expiry's scan cursor over `field_ttls`.
+    pub field_cursor: u64,
     /// Clients blocked on keys of this shard, oldest first (see `exec::blocking`).
     pub blocked: Option<Box<BlockedRegistry>>,
     /// The last snapshot epoch this shard was serialized in (see [`Snapshots`]).
@@ -173,6 +181,22 @@ impl Shard {
         self.touch_watched_where(|k| keys.contains_key(k));
         self.keys.clear();
         self.expires.clear();
+        self.field_ttls = None;
+    }
+
+    /// Notes that `key` holds a hash with field deadlines (call `Db::mark_volatile` too).
+    pub fn note_field_ttls(&mut self, key: &[u8]) {
+        let idx = self.field_ttls.get_or_insert_with(Default::default);
+        if !idx.contains_key(key) {
+            idx.insert_new_slice(key, ());
+        }
+    }
+
+    /// True if the value at `key` is a hash with a field due at `now`. A shard that never held
+    /// field deadlines answers with one test.
+    #[inline]
+    pub fn fields_due(&self, key: &[u8], now: i64) -> bool {
+        self.field_ttls.is_some() && self.keys.get(key).is_some_and(|o| matches!(&*o, Value::Hash(h) if h.has_due(now)))
     }
 
     /// Removes a key and its expiry; returns its value.

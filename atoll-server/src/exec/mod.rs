@@ -169,6 +169,53 @@ fn expire_now(
     }
 }
 
+/// Lazy field expiry's slow path: the hash at `key` has fields past their deadline. On a
+/// primary they are removed now — `hexpired` raised, HDEL recorded for replicas and the AOF,
+/// the key deleted (`del`) with its last field — so every command, HLEN and EXISTS included,
+/// sees the hash as it is at `now`. Under `hold` (a replica, CLIENT PAUSE) nothing is removed;
+/// readers skip due fields. Returns true if the key is gone (or, held, has no live field).
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn reclaim_fields(
+    shard: &mut Shard,
+    key: &[u8],
+    db: usize,
+    now: i64,
+    hold: bool,
+    stats: &stats::Counters,
+    emit: bool,
+    effects: &mut Vec<Effect>,
+    notify_flags: u32,
+    notes: &mut Vec<notify::Note>,
+) -> bool {
+    let Some(mut o) = shard.keys.get_mut(key) else { return false };
+    let Value::Hash(h) = o.val_mut() else { return false };
+    if hold {
+        return h.live_len(now) == 0;
+    }
+    let gone = h.remove_due(now, usize::MAX);
+    stats.expired_fields.fetch_add(gone.len() as u64, Ordering::Relaxed);
+    let empty = h.is_empty();
+    if empty {
+        shard.remove(key);
+    }
+    shard.touch_watched(key);
+    if emit {
+        let mut argv = Vec::with_capacity(gone.len() + 2);
+        argv.push(b"HDEL".to_vec());
+        argv.push(key.to_vec());
+        argv.extend(gone.iter().map(|f| f.to_vec()));
+        effects.push(Effect::new(db, argv));
+    }
+    if notify_flags & notify::HASH != 0 {
+        notes.push(notify::Note { class: notify::HASH, event: "hexpired", db, key: key.into() });
+    }
+    if empty && notify_flags & notify::GENERIC != 0 {
+        notes.push(notify::Note { class: notify::GENERIC, event: "del", db, key: key.into() });
+    }
+    empty
+}
+
 impl<'a, 'k> KsView<'a, 'k> {
     #[inline]
     pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
@@ -192,7 +239,7 @@ impl<'a, 'k> KsView<'a, 'k> {
         let h = self.hash_of(key);
         let (db, now) = (self.db, self.now);
         let shard = self.locks.shard_of_key(db, key);
-        let expired = !self.loading && shard.expired_hashed(key, h, now);
+        let mut expired = !self.loading && shard.expired_hashed(key, h, now);
         if expired && !self.hold_expired {
             expire_now(shard, key, db, self.stats, self.emit, &mut self.effects);
             if self.notify & notify::EXPIRED != 0 {
@@ -200,6 +247,13 @@ impl<'a, 'k> KsView<'a, 'k> {
             }
             if self.track {
                 self.touched.push((key.into(), true));
+            }
+        } else if !expired && shard.field_ttls.is_some() && !self.loading && shard.fields_due(key, now) {
+            let (hold, emit, flags) = (self.hold_expired, self.emit, self.notify);
+            expired =
+                reclaim_fields(shard, key, db, now, hold, self.stats, emit, &mut self.effects, flags, &mut self.notes);
+            if self.track && !hold {
+                self.touched.push((key.into(), false));
             }
         }
         (shard, h, expired)
@@ -323,6 +377,7 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// watchers are signalled and the change is counted.
     pub fn set(&mut self, key: &[u8], val: Value, keep_ttl: bool) {
         let blockable = is_blockable(&val);
+        let fields = matches!(&val, Value::Hash(h) if h.has_ttls());
         let (lru, lfu) = (self.lru_clock, self.lfu.is_some());
         let (shard, h, _) = self.locate(key);
         let mut overwrote_stream = false;
@@ -348,6 +403,9 @@ impl<'a, 'k> KsView<'a, 'k> {
         // `modified`, with the shard at hand.
         shard.touch_watched(key);
         self.dirty += 1;
+        if fields {
+            self.note_field_ttls(key);
+        }
         if self.track {
             self.touched.push((key.into(), false));
         }
@@ -371,8 +429,12 @@ impl<'a, 'k> KsView<'a, 'k> {
     /// Adds a key known to be absent (after a lookup said so), without counting it dirty.
     pub fn insert_new(&mut self, key: &[u8], val: Value) {
         let blockable = is_blockable(&val);
+        let fields = matches!(&val, Value::Hash(h) if h.has_ttls());
         let lru = self.lru_clock;
         self.shard(key).keys.insert_new(key, Obj { val, lru });
+        if fields {
+            self.note_field_ttls(key);
+        }
         self.note(notify::NEW, "new", key);
         if blockable {
             self.signal_ready(key);
@@ -432,6 +494,13 @@ impl<'a, 'k> KsView<'a, 'k> {
                 self.locks.keyspace().db(self.db).mark_volatile(crate::engine::key_shard(key));
             }
         }
+    }
+
+    /// Notes that the hash at `key` has field deadlines: active expiry will visit it, and
+    /// lookups reclaim its due fields.
+    pub fn note_field_ttls(&mut self, key: &[u8]) {
+        self.shard(key).note_field_ttls(key);
+        self.locks.keyspace().db(self.db).mark_volatile(crate::engine::key_shard(key));
     }
 
     /// Removes the key's TTL; true if it had one.

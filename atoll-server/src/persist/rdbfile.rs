@@ -840,8 +840,7 @@ impl Store<'_> {
         let d = self.ks.db(db);
         crate::lockorder::before_wait(crate::lockorder::Rank::Shard);
         let mut g = d.shards[s].lock();
-        insert_into(&mut g, db, key, val, exp, self.lru)?;
-        if exp.is_some() {
+        if insert_into(&mut g, db, key, val, exp, self.lru)? {
             d.mark_volatile(s);
         }
         Ok(())
@@ -1040,7 +1039,9 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
     }
 }
 
-/// Adds a loaded key to its (locked) shard; a key already there is a corrupt file.
+/// Adds a loaded key to its (locked) shard; a key already there is a corrupt file. True if
+/// the key can expire (a TTL, or a hash with field deadlines): the caller marks the shard for
+/// active expiry.
 pub fn insert_into(
     sh: &mut Shard,
     db: usize,
@@ -1048,16 +1049,20 @@ pub fn insert_into(
     val: Value,
     exp: Option<i64>,
     lru: u32,
-) -> Result<(), PersistError> {
+) -> Result<bool, PersistError> {
     if sh.keys.contains_key(key) {
         return Err(PersistError::Corrupt(format!(
             "RDB has duplicated key '{}' in DB {db}",
             String::from_utf8_lossy(key)
         )));
     }
+    let fields = matches!(&val, Value::Hash(h) if h.has_ttls());
     sh.keys.insert_new(key, crate::engine::Obj { val, lru });
     if let Some(t) = exp {
         sh.expires.insert(key, t);
     }
-    Ok(())
+    if fields {
+        sh.note_field_ttls(key);
+    }
+    Ok(exp.is_some() || fields)
 }

@@ -56,11 +56,14 @@ pub fn cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
         visited += 1;
         let Some(mut s) = d.shards[shard].try_lock() else { continue };
         srv.ks.snapshots.before_use(db, shard, &mut s);
-        if s.expires.is_empty() {
+        if s.expires.is_empty() && s.field_ttls.is_none() {
             d.clear_volatile(shard);
             continue;
         }
-        loop {
+        if s.field_ttls.is_some() {
+            expire_fields(srv, stats, db, &mut s, start, budget);
+        }
+        while !s.expires.is_empty() {
             let now = srv.now_ms();
             let mut expired: Vec<Box<[u8]>> = Vec::new();
             let mut sampled = 0;
@@ -113,4 +116,101 @@ pub fn cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
     }
     srv.stats.note_expiry_sample(total_sampled, reclaimed);
     reclaimed
+}
+
+/// Hash fields removed from one hash per loop at most: a hash of a million due fields is
+/// emptied over several cycles rather than in one stall.
+const FIELDS_PER_KEY: usize = 1000;
+
+/// Active field expiry for one shard (Valkey 9's hash-field expiry): samples up to 20 keys of
+/// the shard's field-deadline index per loop, removes their due fields (HDEL to replicas and
+/// the AOF, `hexpired`, `del` with the last field) and repeats while some were due, within the
+/// cycle's time budget. Stale index entries (the key deleted, overwritten or persisted) are
+/// dropped as met. Returns the fields removed.
+fn expire_fields(
+    srv: &Server,
+    stats: &crate::services::stats::Counters,
+    db: usize,
+    s: &mut crate::engine::Shard,
+    start: Instant,
+    budget: Duration,
+) -> usize {
+    use crate::engine::Value;
+    use crate::services::notify;
+    let mut removed = 0;
+    loop {
+        let now = srv.now_ms();
+        let Some(idx) = s.field_ttls.as_deref() else { break };
+        let mut stale: Vec<Box<[u8]>> = Vec::new();
+        let mut due: Vec<Box<[u8]>> = Vec::new();
+        let mut sampled = 0;
+        let mut cursor = s.field_cursor;
+        while sampled < KEYS_PER_LOOP {
+            cursor = idx.scan(cursor, |k, _| {
+                sampled += 1;
+                match s.keys.get(k).as_deref() {
+                    Some(Value::Hash(h)) if h.has_ttls() => {
+                        if h.has_due(now) {
+                            due.push(k.into());
+                        }
+                    }
+                    _ => stale.push(k.into()),
+                }
+            });
+            if cursor == 0 {
+                break;
+            }
+        }
+        s.field_cursor = cursor;
+        if let Some(idx) = s.field_ttls.as_deref_mut() {
+            for k in &stale {
+                idx.remove(k);
+            }
+            if idx.is_empty() {
+                s.field_ttls = None;
+            }
+        }
+        let mut effects = Vec::new();
+        let mut touched = Vec::new();
+        let mut more = false;
+        for k in &due {
+            let Some(mut o) = s.keys.get_mut(k) else { continue };
+            let Value::Hash(h) = o.val_mut() else { continue };
+            let gone = h.remove_due(now, FIELDS_PER_KEY);
+            more |= h.has_due(now);
+            let empty = h.is_empty();
+            if empty {
+                s.remove(k);
+            }
+            s.touch_watched(k);
+            removed += gone.len();
+            stats.expired_fields.fetch_add(gone.len() as u64, Ordering::Relaxed);
+            let reach = srv.reach();
+            notify::raise(&reach, notify::HASH, "hexpired", db, k);
+            if empty {
+                notify::raise(&reach, notify::GENERIC, "del", db, k);
+            }
+            touched.push((k.clone(), false));
+            if srv.effects_enabled() {
+                let mut argv = Vec::with_capacity(gone.len() + 2);
+                argv.push(b"HDEL".to_vec());
+                argv.push(k.to_vec());
+                argv.extend(gone.into_iter().map(|f| f.into_vec()));
+                effects.push(Effect::new(db, argv));
+            }
+        }
+        if srv.tracking.on() && !touched.is_empty() {
+            srv.tracking.modified(&srv.reach(), &touched, 0, None);
+        }
+        if !effects.is_empty() {
+            srv.publish_effects(&effects, srv.ks.snapshots.seen(s.saved_epoch));
+        }
+        // Again while a loop found due fields (a quarter of the sample, or a hash with more
+        // than one batch), as the key cycle repeats.
+        let busy = more || due.len() * 4 > sampled;
+        if !busy || s.field_ttls.is_none() || start.elapsed() > budget {
+            break;
+        }
+    }
+    removed
 }

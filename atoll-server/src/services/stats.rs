@@ -29,6 +29,8 @@ pub struct Counters {
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub expired_keys: AtomicU64,
+    /// Hash fields removed at their deadline (Valkey's INFO `expired_fields`).
+    pub expired_fields: AtomicU64,
     pub expire_cycle_cpu_ms: AtomicU64,
     /// Expiry cycles that ran out of their time budget (INFO expired_time_cap_reached_count).
     pub expire_cycle_capped: AtomicU64,
@@ -113,6 +115,7 @@ impl WorkerStats {
             &c.keyspace_hits,
             &c.keyspace_misses,
             &c.expired_keys,
+            &c.expired_fields,
             &c.expire_cycle_cpu_ms,
             &c.expire_cycle_capped,
             &c.error_replies,

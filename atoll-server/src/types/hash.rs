@@ -191,7 +191,8 @@ pub fn hincrby(ctx: &mut Ctx) -> CmdResult {
         }
         return Err(CmdError::msg("ERR increment or decrement would overflow"));
     };
-    h.set(field, itoa::Buffer::new().format(new).as_bytes(), lim);
+    // The field keeps its deadline (Valkey's rule for HINCRBY).
+    h.set_keeping_ttl(field, itoa::Buffer::new().format(new).as_bytes(), lim);
     ctx.ks.modified(key);
     ctx.ks.note(notify::HASH, "hincrby", key);
     ctx.reply.int(new);
@@ -216,7 +217,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }
     let text = sum.to_human();
-    h.set(field, &text, lim);
+    h.set_keeping_ttl(field, &text, lim);
     ctx.ks.modified(key);
     ctx.ks.note(notify::HASH, "hincrbyfloat", key);
     ctx.reply.bulk(&text);
@@ -231,7 +232,8 @@ pub fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
 
 // HGET key field
 pub fn hget(ctx: &mut Ctx) -> CmdResult {
-    match ctx.ks.read::<Hash>(ctx.args[1])?.and_then(|h| h.get(ctx.args[2])) {
+    let now = ctx.ks.now;
+    match ctx.ks.read::<Hash>(ctx.args[1])?.and_then(|h| h.get_live(ctx.args[2], now)) {
         Some(v) => ctx.reply.bulk(v),
         None => ctx.reply.null(),
     }
@@ -240,11 +242,12 @@ pub fn hget(ctx: &mut Ctx) -> CmdResult {
 
 // HMGET key field [field ...]
 pub fn hmget(ctx: &mut Ctx) -> CmdResult {
+    let now = ctx.ks.now;
     let h = ctx.ks.read::<Hash>(ctx.args[1])?.map(|h| &*h);
     let fields = &ctx.args[2..];
     ctx.reply.array(fields.len());
     for f in fields {
-        match h.and_then(|h| h.get(f)) {
+        match h.and_then(|h| h.get_live(f, now)) {
             Some(v) => ctx.reply.bulk(v),
             None => ctx.reply.null(),
         }
@@ -254,27 +257,33 @@ pub fn hmget(ctx: &mut Ctx) -> CmdResult {
 
 // HLEN key
 pub fn hlen(ctx: &mut Ctx) -> CmdResult {
-    let n = ctx.ks.read::<Hash>(ctx.args[1])?.map_or(0, |h| h.len());
+    // Fields past their deadline do not count (removed already on a primary; a replica
+    // waits for its primary's HDEL but answers as if they were gone).
+    let now = ctx.ks.now;
+    let n = ctx.ks.read::<Hash>(ctx.args[1])?.map_or(0, |h| h.live_len(now));
     ctx.reply.int(n as i64);
     Ok(())
 }
 
 // HSTRLEN key field
 pub fn hstrlen(ctx: &mut Ctx) -> CmdResult {
-    let n = ctx.ks.read::<Hash>(ctx.args[1])?.and_then(|h| h.get(ctx.args[2])).map_or(0, |v| v.len());
+    let now = ctx.ks.now;
+    let n = ctx.ks.read::<Hash>(ctx.args[1])?.and_then(|h| h.get_live(ctx.args[2], now)).map_or(0, |v| v.len());
     ctx.reply.int(n as i64);
     Ok(())
 }
 
 // HEXISTS key field
 pub fn hexists(ctx: &mut Ctx) -> CmdResult {
-    let found = ctx.ks.read::<Hash>(ctx.args[1])?.is_some_and(|h| h.contains(ctx.args[2]));
+    let now = ctx.ks.now;
+    let found = ctx.ks.read::<Hash>(ctx.args[1])?.is_some_and(|h| h.get_live(ctx.args[2], now).is_some());
     ctx.reply.int(found as i64);
     Ok(())
 }
 
 /// HKEYS, HVALS and HGETALL.
 fn getall_generic(ctx: &mut Ctx, keys: bool, vals: bool) -> CmdResult {
+    let now = ctx.ks.now;
     let Some(h) = ctx.ks.read::<Hash>(ctx.args[1])? else {
         if keys && vals {
             ctx.reply.map(0);
@@ -285,11 +294,11 @@ fn getall_generic(ctx: &mut Ctx, keys: bool, vals: bool) -> CmdResult {
     };
     let reply = &mut *ctx.reply;
     if keys && vals {
-        reply.map(h.len());
+        reply.map(h.live_len(now));
     } else {
-        reply.array(h.len());
+        reply.array(h.live_len(now));
     }
-    h.for_each(|f, v| {
+    h.for_each_live(now, |f, v| {
         if keys {
             reply.bulk(f);
         }
@@ -315,14 +324,37 @@ pub fn hgetall(ctx: &mut Ctx) -> CmdResult {
     getall_generic(ctx, true, true)
 }
 
+/// The hash as a reader sees it at `now`: itself, or — when fields past their deadline still
+/// wait for a primary's HDEL — a copy without them in `copy`.
+fn live_view<'h>(h: &'h Hash, now: i64, copy: &'h mut Option<Hash>) -> &'h Hash {
+    if !h.has_due(now) {
+        return h;
+    }
+    let mut c = Hash::new();
+    let lim = Limits { max_entries: usize::MAX, max_value: usize::MAX };
+    h.for_each_live(now, |f, v| {
+        c.set(f, v, lim);
+    });
+    copy.insert(c)
+}
+
 // HRANDFIELD key [count [WITHVALUES]]
 pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
+    let now = ctx.ks.now;
+    // On a replica a field past its deadline waits for the primary's HDEL: draw from a copy
+    // without such fields (rare, and only there).
+    let mut copy = None;
     if args.len() == 2 {
         let Some(h) = ctx.ks.read::<Hash>(args[1])? else {
             ctx.reply.null();
             return Ok(());
         };
+        let h = live_view(h, now, &mut copy);
+        if h.is_empty() {
+            ctx.reply.null();
+            return Ok(());
+        }
         match h.random(&mut rand::thread_rng()) {
             Some((f, _)) => ctx.reply.bulk(f),
             None => ctx.reply.null(),
@@ -342,6 +374,11 @@ pub fn hrandfield(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.array(0);
         return Ok(());
     };
+    let h = live_view(h, now, &mut copy);
+    if h.is_empty() {
+        ctx.reply.array(0);
+        return Ok(());
+    }
     let resp3 = ctx.reply.proto == Proto::Resp3;
     let size = h.len();
     let (count, unique) = (l.unsigned_abs() as usize, l >= 0);
@@ -408,6 +445,7 @@ use crate::exec::parse_scan_cursor;
 // HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]
 pub fn hscan(ctx: &mut Ctx) -> CmdResult {
     let args = ctx.args;
+    let now = ctx.ks.now;
     let cursor = parse_scan_cursor(args[2])?;
     let Some(h) = ctx.ks.read::<Hash>(args[1])? else {
         ctx.reply.array(2);
@@ -445,7 +483,7 @@ pub fn hscan(ctx: &mut Ctx) -> CmdResult {
     let per_field = if novalues { 1 } else { 2 };
     let mut steps = count.saturating_mul(10);
     loop {
-        next = h.scan(next, |f, v| found.push((f.to_vec(), if novalues { Vec::new() } else { v.to_vec() })));
+        next = h.scan_live(next, now, |f, v| found.push((f.to_vec(), if novalues { Vec::new() } else { v.to_vec() })));
         steps -= 1;
         if next == 0 || steps == 0 || (found.len() as u64) * per_field >= count {
             break;

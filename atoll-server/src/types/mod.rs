@@ -6,6 +6,7 @@
 
 pub mod geo;
 pub mod hash;
+pub mod hash_expiry;
 pub mod hll;
 pub mod list;
 pub mod set;

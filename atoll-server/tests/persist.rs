@@ -494,8 +494,9 @@ fn unloadable_files_stop_startup_with_a_clear_message() {
     flipped[mid] ^= 0xFF;
     let mut newer = good.clone();
     newer[5..9].copy_from_slice(b"0012");
+    // Valkey's own version (VALKEY080) is read; a later one is newer than what Atoll knows.
     let mut valkey = good.clone();
-    valkey[..9].copy_from_slice(b"VALKEY080");
+    valkey[..9].copy_from_slice(b"VALKEY081");
     for (name, bytes, want) in [
         ("truncated", &good[..good.len() - 20], "Unexpected EOF"),
         ("flipped", &flipped, ""),
@@ -1122,5 +1123,107 @@ fn flushall_with_save_points_leaves_no_changes_to_save() {
         assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "1", "{}", s.name);
         assert_eq!(cmd(&mut c, &[b"FLUSHALL"]), b"+OK\r\n");
         assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0", "{}", s.name);
+    }
+}
+
+/// The deadlines of `fields` in `key` (HPEXPIRETIME) and the hash's sorted pairs.
+fn field_state(c: &mut RawConn, key: &str, fields: &[&str]) -> (String, Vec<Vec<u8>>) {
+    let mut args: Vec<&[u8]> = vec![b"HPEXPIRETIME", key.as_bytes(), b"FIELDS"];
+    let n = fields.len().to_string();
+    args.push(n.as_bytes());
+    args.extend(fields.iter().map(|f| f.as_bytes()));
+    let ttls = show(&cmd(c, &args));
+    let mut pairs = parse_array(&cmd(c, &[b"HGETALL", key.as_bytes()]));
+    pairs.sort();
+    (ttls, pairs)
+}
+
+/// Hash-field deadlines survive every way a value leaves a server and comes back, between
+/// Atoll and Valkey 9.1.2 both ways: DUMP/RESTORE, RDB files (Valkey 9's type 22 in a
+/// `VALKEY080` file), Atoll's own restart (DEBUG RELOAD) and AOF rewrite (HPEXPIREAT
+/// commands, and an RDB preamble). Redis 7.2.6 refuses such a payload rather than misread it.
+#[test]
+fn hash_field_ttls_survive_files_dumps_and_rewrites_with_valkey() {
+    const FAR: &str = "4102444800000";
+    let fields = ["a", "b", "c", "big"];
+    let fill = |c: &mut RawConn| {
+        let big = "x".repeat(100);
+        run_all(
+            c,
+            &[
+                v(&["HSET", "h", "a", "1", "b", "2", "c", "3", "big", &big]),
+                v(&["HPEXPIREAT", "h", FAR, "FIELDS", "2", "a", "big"]),
+                v(&["HPEXPIREAT", "h", "4102444900000", "FIELDS", "1", "b"]),
+                v(&["HSET", "plain", "x", "1"]),
+                v(&["SET", "s", "v"]),
+            ],
+        );
+    };
+    let a = start_atoll(&["--enable-debug-command", "yes"]);
+    let vk = start_valkey(&[]);
+    let (mut ac, mut vc) = (RawConn::connect(a.port), RawConn::connect(vk.port));
+    fill(&mut ac);
+    fill(&mut vc);
+    let want = field_state(&mut vc, "h", &fields);
+    assert!(want.0.contains("4102444900000") && want.0.contains(":-1"), "{}", want.0);
+    assert_eq!(field_state(&mut ac, "h", &fields), want);
+
+    // DUMP/RESTORE, both ways.
+    for atoll_first in [true, false] {
+        let what = if atoll_first { "Atoll to Valkey" } else { "Valkey to Atoll" };
+        let (from, to) = if atoll_first { (&mut ac, &mut vc) } else { (&mut vc, &mut ac) };
+        let payload = bulk_of(&cmd(from, &[b"DUMP", b"h"])).unwrap();
+        assert_eq!(&payload[payload.len() - 10..payload.len() - 8], &80u16.to_le_bytes(), "{what}");
+        assert_eq!(cmd(to, &[b"RESTORE", b"h2", b"0", &payload]), b"+OK\r\n", "{what}");
+        assert_eq!(field_state(to, "h2", &fields), want, "{what}");
+        cmd(to, &[b"DEL", b"h2"]);
+    }
+    let r = start_redis(&[]);
+    let mut rc = RawConn::connect(r.port);
+    let payload = bulk_of(&cmd(&mut ac, &[b"DUMP", b"h"])).unwrap();
+    assert_eq!(
+        show(&cmd(&mut rc, &[b"RESTORE", b"h", b"0", &payload])),
+        "-ERR DUMP payload version or checksum are wrong\\r\\n"
+    );
+    // Without deadlines a hash's DUMP is still Redis 7.2's.
+    let plain = bulk_of(&cmd(&mut ac, &[b"DUMP", b"plain"])).unwrap();
+    assert_eq!(cmd(&mut rc, &[b"RESTORE", b"plain", b"0", &plain]), b"+OK\r\n");
+
+    // RDB files, both ways.
+    let dir_of =
+        |c: &mut RawConn| String::from_utf8_lossy(&parse_array(&cmd(c, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string();
+    assert_eq!(cmd(&mut ac, &[b"SAVE"]), b"+OK\r\n");
+    let adir = dir_of(&mut ac);
+    let file = std::fs::read(std::path::Path::new(&adir).join("dump.rdb")).unwrap();
+    assert_eq!(&file[..9], b"VALKEY080");
+    let v2 = start_valkey(&["--dir", &adir]);
+    let mut v2c = RawConn::connect(v2.port);
+    assert_eq!(field_state(&mut v2c, "h", &fields), want, "Atoll's file in Valkey");
+    assert_eq!(cmd(&mut v2c, &[b"GET", b"s"]), b"$1\r\nv\r\n");
+    assert_eq!(cmd(&mut vc, &[b"SAVE"]), b"+OK\r\n");
+    let vdir = dir_of(&mut vc);
+    let a2 = start_atoll(&["--dir", &vdir]);
+    let mut a2c = RawConn::connect(a2.port);
+    assert_eq!(field_state(&mut a2c, "h", &fields), want, "Valkey's file in Atoll");
+    assert_eq!(cmd(&mut a2c, &[b"HGET", b"plain", b"x"]), b"$1\r\n1\r\n");
+
+    // Atoll's own restart and AOF rewrites, with and without an RDB preamble.
+    assert_eq!(cmd(&mut ac, &[b"DEBUG", b"RELOAD"]), b"+OK\r\n");
+    assert_eq!(field_state(&mut ac, "h", &fields), want, "DEBUG RELOAD");
+    for preamble in ["no", "yes"] {
+        run_all(
+            &mut ac,
+            &[v(&["CONFIG", "SET", "aof-use-rdb-preamble", preamble]), v(&["CONFIG", "SET", "appendonly", "yes"])],
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while info_field(&mut ac, "aof_rewrite_in_progress") != "0"
+            || info_field(&mut ac, "aof_rewrite_scheduled") != "0"
+        {
+            assert!(Instant::now() < deadline, "the first rewrite did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(cmd(&mut ac, &[b"DEBUG", b"LOADAOF"]), b"+OK\r\n");
+        assert_eq!(field_state(&mut ac, "h", &fields), want, "AOF, preamble {preamble}");
+        assert_eq!(cmd(&mut ac, &[b"CONFIG", b"SET", b"appendonly", b"no"]), b"+OK\r\n");
     }
 }

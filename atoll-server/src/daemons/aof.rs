@@ -616,7 +616,8 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), PersistE
             })?;
         }
         let mut r = std::io::BufReader::with_capacity(1 << 20, std::io::Read::take(file, end));
-        let is_rdb = std::io::BufRead::fill_buf(&mut r).is_ok_and(|b| b.starts_with(b"REDIS"));
+        let is_rdb =
+            std::io::BufRead::fill_buf(&mut r).is_ok_and(|b| b.starts_with(b"REDIS") || b.starts_with(b"VALKEY"));
         if is_rdb {
             // An RDB preamble, then (in an AOF of Redis 4–6) commands after it.
             let opts = crate::persist::load_opts(&srv.config);

@@ -23,6 +23,18 @@ use super::packed::{get_str, put_len, Packed, Slot, Walk, LEN_MAX};
 use crate::engine::dict::Dict;
 use rand::Rng;
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once any hash field gets a deadline in this process: from then on snapshots are written
+/// in Valkey's format (`rdb::RDB_VERSION_VALKEY`), which can hold them. Checked when a
+/// snapshot begins; a deadline set later belongs to a value the snapshot already took as it
+/// was.
+static FIELD_TTLS: AtomicBool = AtomicBool::new(false);
+
+/// True if some hash field had a deadline at some point since the process started.
+pub fn field_ttls_ever_set() -> bool {
+    FIELD_TTLS.load(Ordering::Relaxed)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Hash API
@@ -489,6 +501,9 @@ impl Hash {
         }
         self.convert();
         if let Repr::Table(t) = &mut self.repr {
+            if t.ttl.is_none() && !FIELD_TTLS.load(Ordering::Relaxed) {
+                FIELD_TTLS.store(true, Ordering::Relaxed);
+            }
             t.ttl.get_or_insert_with(Default::default).set(field, when);
         }
     }

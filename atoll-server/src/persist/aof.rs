@@ -897,6 +897,22 @@ pub fn value_commands(out: &mut Vec<u8>, key: &[u8], v: &crate::engine::Value, e
             let mut items = Vec::with_capacity(h.len());
             h.for_each(|f, val| items.push(vec![bulk(f), bulk(val)]));
             batched(out, b"HMSET", key, items.into_iter());
+            // Field deadlines, one HPEXPIREAT per distinct time (absolute, so a replay at any
+            // later time reaches the same state).
+            let mut by_time: std::collections::BTreeMap<i64, Vec<Vec<u8>>> = Default::default();
+            h.for_each_with_ttl(|f, _, t| {
+                if let Some(t) = t {
+                    by_time.entry(t).or_default().push(bulk(f));
+                }
+            });
+            for (t, fields) in by_time {
+                for chunk in fields.chunks(ITEMS_PER_CMD) {
+                    let mut argv =
+                        vec![bulk(b"HPEXPIREAT"), bulk(key), num(t), bulk(b"FIELDS"), num(chunk.len() as i64)];
+                    argv.extend(chunk.iter().cloned());
+                    encode(out, &argv);
+                }
+            }
         }
         Value::Stream(s) => {
             use crate::engine::stream::StreamId;

@@ -135,7 +135,11 @@ pub fn load_opts(c: &Config) -> LoadOpts {
 pub fn dump(v: &Value, o: &SaveOpts) -> Vec<u8> {
     let mut out = vec![rdb::save::type_byte(v)];
     rdb::save::value(&mut out, v, o);
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    // Field deadlines need Valkey's version: Redis 7.2 refuses the payload rather than
+    // misreading it, Valkey 9 restores it whole.
+    let fields = matches!(v, Value::Hash(h) if h.has_ttls());
+    let version = if fields { rdb::RDB_VERSION_VALKEY } else { RDB_VERSION };
+    out.extend_from_slice(&version.to_le_bytes());
     let crc = CRC64.checksum(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -168,7 +172,7 @@ pub fn restore(payload: &[u8], o: &LoadOpts, skip_crc: bool) -> Result<Value, Pa
     }
     let (body, footer) = payload.split_at(payload.len() - 10);
     let version = u16::from_le_bytes([footer[0], footer[1]]);
-    if version > RDB_VERSION && !o.any_version {
+    if !rdb::version_known(version) && !o.any_version {
         return Err(PayloadError::VersionOrChecksum);
     }
     let crc = u64::from_le_bytes(footer[2..].try_into().unwrap());

@@ -279,7 +279,13 @@ pub struct Header<'a> {
 /// The header: magic, aux fields, then each function library as a `FUNCTION2` record (where
 /// Redis writes them, before the databases).
 fn header(h: &Header, opts: &SaveOpts) -> Vec<u8> {
-    let mut head = format!("REDIS{:04}", rdb::RDB_VERSION).into_bytes();
+    // RDB 11, which Redis 7.2 reads, unless hash-field deadlines may be in the snapshot: they
+    // need Valkey's format (see `rdb::RDB_VERSION_VALKEY`).
+    let mut head = if crate::engine::hash::field_ttls_ever_set() {
+        format!("VALKEY{:03}", rdb::RDB_VERSION_VALKEY).into_bytes()
+    } else {
+        format!("REDIS{:04}", rdb::RDB_VERSION).into_bytes()
+    };
     for (k, v) in &h.aux {
         head.push(rdb::OP_AUX);
         rdb::put_str(&mut head, k.as_bytes(), false);
@@ -687,9 +693,9 @@ fn load_stream<R: Read, K: OnKey<R>>(
     // an unknown type or opcode still stops the load.
     if magic.starts_with(b"VALKEY") {
         let number = String::from_utf8_lossy(&magic[6..]).to_string();
-        if !any_version {
+        if !any_version && magic[6..] != *format!("{:03}", rdb::RDB_VERSION_VALKEY).as_bytes() {
             return Err(PersistError::Unsupported(format!(
-                "Can't handle RDB format version {number}: a Valkey 8.1+ file, newer than Redis 7.2's RDB 11"
+                "Can't handle RDB format version {number}: a Valkey file newer than the VALKEY080 Atoll reads"
             )));
         }
         if !magic[6..].iter().all(u8::is_ascii_digit) {
@@ -700,7 +706,7 @@ fn load_stream<R: Read, K: OnKey<R>>(
     }
     let digits = if magic.starts_with(b"VALKEY") { &magic[6..] } else { &magic[5..] };
     let version: u16 = std::str::from_utf8(digits).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    if version < 1 || (version > rdb::RDB_VERSION && !any_version) {
+    if version < 1 || (!rdb::version_known(version) && !any_version) {
         return Err(PersistError::Unsupported(format!("Can't handle RDB format version {version}")));
     }
     let mut info = LoadInfo { version, ..LoadInfo::default() };

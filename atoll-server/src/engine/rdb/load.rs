@@ -41,7 +41,7 @@ impl Default for LoadOpts {
 
 /// True for the type bytes of values (as opposed to opcodes).
 pub fn is_value_type(t: u8) -> bool {
-    matches!(t, 0..=7 | 9..=21)
+    matches!(t, 0..=7 | 9..=22)
 }
 
 /// Reads past the body of a value of type `t` without building it, checking only its
@@ -73,6 +73,13 @@ pub fn skip<R: Read>(t: u8, inp: &mut Input<R>) -> Result<bool> {
             for _ in 0..inp.count()? {
                 inp.skip_string()?;
                 inp.skip_string()?;
+            }
+        }
+        TYPE_HASH_2 => {
+            for _ in 0..inp.count()? {
+                inp.skip_string()?;
+                inp.skip_string()?;
+                inp.array::<8>()?;
             }
         }
         TYPE_LIST_QUICKLIST_2 => {
@@ -127,6 +134,23 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
                 pairs.push((f, inp.string()?));
             }
             hash(pairs, o)?
+        }
+        TYPE_HASH_2 => {
+            let n = inp.count()?;
+            let mut h = Hash::new();
+            for _ in 0..n {
+                let f = inp.string()?;
+                let v = inp.string()?;
+                let at = inp.ms()?;
+                if !h.set(&f, &v, o.hash) {
+                    return err("Duplicate hash fields detected");
+                }
+                // Any negative deadline means none (Valkey writes -1).
+                if at >= 0 {
+                    h.set_ttl(&f, at);
+                }
+            }
+            Value::Hash(h)
         }
         TYPE_HASH_ZIPMAP => hash(zipmap(&inp.string()?)?, o)?,
         // Redis 7.2 keeps an old ziplist list a quicklist, whatever its size.

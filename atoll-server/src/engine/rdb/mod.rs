@@ -17,6 +17,18 @@ use std::io::Read;
 
 pub const RDB_VERSION: u16 = 11;
 
+/// Valkey 8.1+'s RDB version (files start `VALKEY080`). Atoll writes it only for what RDB 11
+/// cannot hold — a hash with field deadlines, type [`TYPE_HASH_2`], which Valkey 9 defines and
+/// Redis 7.4+ numbers differently (so a Redis file's `22` is never taken for Valkey's) — and
+/// reads it always.
+pub const RDB_VERSION_VALKEY: u16 = 80;
+
+/// Whether files and DUMP payloads of this RDB version are read under `rdb-version-check
+/// strict`: Redis's 1–11 and Valkey's 80, not Redis 7.4+'s 12 and later.
+pub fn version_known(v: u16) -> bool {
+    (1..=RDB_VERSION).contains(&v) || v == RDB_VERSION_VALKEY
+}
+
 pub const TYPE_STRING: u8 = 0;
 pub const TYPE_LIST: u8 = 1;
 pub const TYPE_SET: u8 = 2;
@@ -38,6 +50,9 @@ pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
 pub const TYPE_STREAM_LISTPACKS_2: u8 = 19;
 pub const TYPE_SET_LISTPACK: u8 = 20;
 pub const TYPE_STREAM_LISTPACKS_3: u8 = 21;
+/// Valkey 9's hash with field deadlines: the field count, then per field its name, its value
+/// and its deadline as 8 bytes little-endian Unix ms (-1: none).
+pub const TYPE_HASH_2: u8 = 22;
 
 pub const OP_FUNCTION2: u8 = 245;
 pub const OP_FUNCTION_PRE_GA: u8 = 246;

@@ -28,6 +28,7 @@ impl Default for SaveOpts {
 pub fn type_byte(v: &Value) -> u8 {
     match v {
         Value::List(_) => TYPE_LIST_QUICKLIST_2,
+        Value::Hash(h) if h.has_ttls() => TYPE_HASH_2,
         Value::Hash(h) if h.encoding() == "listpack" => TYPE_HASH_LISTPACK,
         Value::Hash(_) => TYPE_HASH,
         Value::Set(s) => match s.encoding() {
@@ -66,6 +67,14 @@ pub fn value(out: &mut Vec<u8>, v: &Value, o: &SaveOpts) {
                     put_str(out, &w.finish(), o.compress);
                 }
             }
+        }
+        Value::Hash(h) if h.has_ttls() => {
+            put_len(out, h.len() as u64);
+            h.for_each_with_ttl(|f, v, ttl| {
+                put_str(out, f, o.compress);
+                put_str(out, v, o.compress);
+                out.extend_from_slice(&ttl.unwrap_or(-1).to_le_bytes());
+            });
         }
         Value::Hash(h) => {
             if h.encoding() == "listpack" {

@@ -811,3 +811,150 @@ fn client_capa_redirect_sends_data_commands_to_the_master_as_valkey_does() {
     let mut c = RawConn::connect(a.port);
     assert_eq!(show(&c.cmd(&[b"READONLY"])), show(b"-ERR This instance has cluster support disabled\r\n"));
 }
+
+/// The words of a replicated command with its absolute times (after HPEXPIREAT or PXAT)
+/// replaced, lower-cased: Valkey keeps the case a client sent.
+fn without_times(c: &str) -> String {
+    let words: Vec<&str> = c.split(' ').collect();
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let timed = i >= 2
+            && (words[0].eq_ignore_ascii_case("HPEXPIREAT") && i == 2 || words[i - 1].eq_ignore_ascii_case("PXAT"));
+        out.push(if timed { "<ms>".to_string() } else { w.to_ascii_lowercase() });
+    }
+    out.join(" ")
+}
+
+/// Hash-field expiry reaches replicas in absolute form, as Valkey 9.1.2 sends it: HEXPIRE and
+/// HGETEX … EX as HPEXPIREAT, HSETEX … EX as HSETEX … PXAT, a time already past as the HDEL of
+/// what it removed, nothing for a condition that failed.
+#[test]
+fn hash_field_expiry_propagates_as_valkey_does() {
+    let atoll = start_atoll(&["--repl-diskless-sync", "no"]);
+    let valkey = start_valkey(&["--repl-diskless-sync", "no"]);
+    let mut seen = Vec::new();
+    for port in [valkey.port, atoll.port] {
+        let mut c = con(port);
+        let mut repl = ReplStream::attach(port);
+        for cmd in [
+            &["HSET", "h", "a", "1", "b", "2", "c", "3", "d", "4"][..],
+            &["HEXPIRE", "h", "100", "FIELDS", "2", "a", "zz"],
+            &["HPEXPIRE", "h", "100000", "NX", "FIELDS", "2", "a", "b"],
+            &["HEXPIREAT", "h", "4102444800", "XX", "FIELDS", "1", "c"],
+            &["HPEXPIREAT", "h", "4102444800000", "FIELDS", "1", "c"],
+            &["HEXPIRE", "h", "0", "FIELDS", "2", "d", "zz"],
+            &["HPERSIST", "h", "FIELDS", "1", "zz"],
+            &["HPERSIST", "h", "FIELDS", "2", "a", "b"],
+            &["HGETEX", "h", "FIELDS", "1", "a"],
+            &["HGETEX", "h", "EX", "100", "FIELDS", "2", "a", "zz"],
+            &["HGETEX", "h", "PERSIST", "FIELDS", "2", "a", "b"],
+            &["HGETEX", "h", "PXAT", "1", "FIELDS", "1", "b"],
+            &["HSETEX", "h", "EX", "100", "FIELDS", "2", "e", "5", "f", "6"],
+            &["HSETEX", "h", "FNX", "FIELDS", "1", "e", "5"],
+            &["HSETEX", "h", "KEEPTTL", "FIELDS", "1", "e", "55"],
+            &["HSETEX", "h2", "NX", "PX", "100000", "FIELDS", "1", "x", "1"],
+            &["HINCRBY", "h", "e", "1"],
+            &["HINCRBYFLOAT", "h", "e", "0.5"],
+            &["HINCRBY", "h", "c", "1"],
+            &["HINCRBYFLOAT", "h", "c", "1.5"],
+        ] {
+            q(&mut c, cmd);
+        }
+        seen.push(repl.commands().iter().map(|c| without_times(c)).collect::<Vec<_>>());
+    }
+    assert_eq!(seen[0], seen[1], "Valkey 9.1.2's replication stream (left) against Atoll's (right)");
+    assert!(seen[0].iter().any(|c| c.starts_with("hdel h d")), "{:?}", seen[0]);
+}
+
+/// Replicas of Atoll — Atoll and Valkey 9.1.2 — get field deadlines in the full sync (Valkey's
+/// RDB type 22) and in the stream, answer as if a due field were gone, and leave removing it
+/// to the master: with the master's active expiry off a replica removes nothing (its
+/// `expired_fields` stays 0), once it is on the master's HDEL empties both.
+#[test]
+fn replicas_hold_field_deadlines_and_wait_for_the_masters_hdel() {
+    let m = start_atoll(&["--enable-debug-command", "yes", "--repl-diskless-sync-delay", "0"]);
+    let mut mc = con(m.port);
+    q(&mut mc, &["HSET", "synced", "a", "1", "b", "2"]);
+    q(&mut mc, &["HPEXPIREAT", "synced", "4102444800000", "FIELDS", "1", "a"]);
+    let port = m.port.to_string();
+    let replicas =
+        [start_atoll(&["--replicaof", "127.0.0.1", &port]), start_valkey(&["--replicaof", "127.0.0.1", &port])];
+    let mut rcs: Vec<redis::Connection> = replicas.iter().map(|r| con(r.port)).collect();
+    for rc in rcs.iter_mut() {
+        link_up(rc);
+        assert_eq!(s(rc, &["HPEXPIRETIME", "synced", "FIELDS", "2", "a", "b"]), "array([int(4102444800000), int(-1)])");
+    }
+    q(&mut mc, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    q(&mut mc, &["HSET", "h", "a", "1", "b", "2", "c", "3"]);
+    q(&mut mc, &["HPEXPIRE", "h", "300", "FIELDS", "2", "a", "b"]);
+    for rc in rcs.iter_mut() {
+        wait_until("the deadlines on the replica", 10, || {
+            s(rc, &["HPTTL", "h", "FIELDS", "1", "b"]) != "array([int(-2)])"
+        });
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    for (i, rc) in rcs.iter_mut().enumerate() {
+        assert_eq!(
+            s(rc, &["HLEN", "h"]),
+            if i == 0 { "1" } else { "3" },
+            "replica {i}: HLEN (Valkey counts due fields)"
+        );
+        assert_eq!(s(rc, &["HGET", "h", "a"]), "nil", "replica {i}");
+        assert_eq!(s(rc, &["HTTL", "h", "FIELDS", "1", "a"]), "array([int(-2)])", "replica {i}");
+        assert_eq!(info_field(rc, "stats", "expired_fields").as_deref(), Some("0"), "replica {i} expires nothing");
+    }
+    q(&mut mc, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    wait_until("the master's active field expiry", 10, || {
+        info_field(&mut mc, "stats", "expired_fields").as_deref() == Some("2")
+    });
+    for (i, rc) in rcs.iter_mut().enumerate() {
+        wait_until("the HDEL on the replica", 10, || s(rc, &["HLEN", "h"]) == "1");
+        assert_eq!(s(rc, &["HGETALL", "h"]), s(&mut mc, &["HGETALL", "h"]), "replica {i}");
+    }
+    // The last field's deadline takes the key with it, on the replicas too.
+    q(&mut mc, &["HPEXPIRE", "h", "50", "FIELDS", "1", "c"]);
+    wait_until("the key's removal", 10, || s(&mut mc, &["EXISTS", "h"]) == "0");
+    for rc in rcs.iter_mut() {
+        wait_until("the key's removal on the replica", 10, || s(rc, &["EXISTS", "h"]) == "0");
+    }
+}
+
+/// Atoll as a replica of Valkey 9.1.2: the full sync (a `VALKEY080` snapshot with field
+/// deadlines) and the stream (HPEXPIREAT, HSETEX … PXAT, the master's MULTI/HDEL/UNLINK of
+/// its active field expiry) leave Atoll with the master's hash, deadlines included.
+#[test]
+fn atoll_follows_a_valkey_master_with_field_deadlines() {
+    let m = start_valkey(&["--repl-diskless-sync", "no"]);
+    let mut mc = con(m.port);
+    q(&mut mc, &["HSET", "synced", "a", "1", "b", "2"]);
+    q(&mut mc, &["HPEXPIREAT", "synced", "4102444800000", "FIELDS", "1", "a"]);
+    let r = start_atoll(&["--replicaof", "127.0.0.1", &m.port.to_string()]);
+    let mut rc = con(r.port);
+    link_up(&mut rc);
+    assert_eq!(
+        s(&mut rc, &["HPEXPIRETIME", "synced", "FIELDS", "2", "a", "b"]),
+        "array([int(4102444800000), int(-1)])"
+    );
+    q(&mut mc, &["HSET", "h", "a", "1", "b", "2", "c", "3"]);
+    q(&mut mc, &["HSETEX", "h", "PX", "200", "FIELDS", "1", "d", "4"]);
+    q(&mut mc, &["HPEXPIRE", "h", "200", "FIELDS", "1", "a"]);
+    q(&mut mc, &["HPEXPIREAT", "h", "4102444800000", "FIELDS", "1", "b"]);
+    q(&mut mc, &["HPEXPIRE", "gone", "200", "FIELDS", "1", "x"]);
+    q(&mut mc, &["HSET", "gone", "x", "1"]);
+    q(&mut mc, &["HPEXPIRE", "gone", "200", "FIELDS", "1", "x"]);
+    wait_until("the replica's copy", 10, || s(&mut rc, &["HLEN", "h"]) == "4" || s(&mut rc, &["HLEN", "h"]) == "2");
+    wait_until("the master's field expiry on the replica", 10, || {
+        s(&mut rc, &["EXISTS", "gone"]) == "0" && s(&mut rc, &["HLEN", "h"]) == "2"
+    });
+    let fields = ["HMGET", "h", "a", "b", "c", "d"];
+    assert_eq!(s(&mut rc, &fields), s(&mut mc, &fields));
+    assert_eq!(
+        s(&mut rc, &["HPEXPIRETIME", "h", "FIELDS", "3", "a", "b", "c"]),
+        "array([int(-2), int(4102444800000), int(-1)])"
+    );
+    assert_eq!(
+        info_field(&mut rc, "stats", "expired_fields").as_deref(),
+        Some("0"),
+        "the replica expired nothing itself"
+    );
+}

@@ -18,6 +18,8 @@
 //! deleted, the server does not evict (`replica-ignore-maxmemory`), and it does not feed
 //! replicas of its own (chaining is not supported yet: PSYNC is refused).
 
+/// The Valkey release whose RDB files Atoll reads whole (`REPLCONF version`).
+const READS_RDB_OF_VALKEY: &str = "9.1.2";
 use crate::exec::Server;
 use crate::lockorder::{rank, Mutex};
 use crate::persist::aof::{CommandReader, Next};
@@ -294,6 +296,12 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
         let _ = read_line(&mut r)?;
     }
     send(&mut w, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
+    let _ = read_line(&mut r)?;
+    // A Valkey master writes the snapshot in the newest RDB the replica says it reads, going by
+    // the version announced here: Atoll reads Valkey 9.1.2's (VALKEY080 with hash-field
+    // deadlines), which a Valkey master then sends instead of failing on such a hash in RDB 11.
+    // Redis 7.2 answers the unknown option with an error, which changes nothing.
+    send(&mut w, &[b"REPLCONF", b"version", READS_RDB_OF_VALKEY.as_bytes()])?;
     let _ = read_line(&mut r)?;
     // Continue the history we have, if any.
     let (id, off) = if up.synced.load(Ordering::Acquire) {

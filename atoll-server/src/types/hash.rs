@@ -192,11 +192,32 @@ pub fn hincrby(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR increment or decrement would overflow"));
     };
     // The field keeps its deadline (Valkey's rule for HINCRBY).
-    h.set_keeping_ttl(field, itoa::Buffer::new().format(new).as_bytes(), lim);
+    let text = itoa::Buffer::new().format(new).as_bytes().to_vec();
+    h.set_keeping_ttl(field, &text, lim);
+    let ttl = h.ttl_of(field);
     ctx.ks.modified(key);
     ctx.ks.note(notify::HASH, "hincrby", key);
     ctx.reply.int(new);
+    if let Some(t) = ttl {
+        ctx.rewrite_effect(volatile_set_effect(key, field, text, t));
+    }
     Ok(())
+}
+
+/// A write to a field with a deadline goes to replicas as HSETEX of the result with that
+/// deadline, as Valkey sends it: whatever a replica's clock says, the field ends the same.
+fn volatile_set_effect(key: &[u8], field: &[u8], value: Vec<u8>, at: i64) -> Vec<Vec<u8>> {
+    let at = itoa::Buffer::new().format(at).as_bytes().to_vec();
+    vec![
+        b"HSETEX".to_vec(),
+        key.to_vec(),
+        b"PXAT".to_vec(),
+        at,
+        b"FIELDS".to_vec(),
+        b"1".to_vec(),
+        field.to_vec(),
+        value,
+    ]
 }
 
 // HINCRBYFLOAT key field increment
@@ -218,11 +239,15 @@ pub fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
     }
     let text = sum.to_human();
     h.set_keeping_ttl(field, &text, lim);
+    let ttl = h.ttl_of(field);
     ctx.ks.modified(key);
     ctx.ks.note(notify::HASH, "hincrbyfloat", key);
     ctx.reply.bulk(&text);
     // Propagated as HSET of the result, so replicas never redo the float arithmetic.
-    ctx.rewrite_effect(vec![b"HSET".to_vec(), key.to_vec(), field.to_vec(), text]);
+    match ttl {
+        Some(t) => ctx.rewrite_effect(volatile_set_effect(key, field, text, t)),
+        None => ctx.rewrite_effect(vec![b"HSET".to_vec(), key.to_vec(), field.to_vec(), text]),
+    }
     Ok(())
 }
 

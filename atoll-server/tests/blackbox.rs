@@ -890,3 +890,83 @@ fn bitop_diff_diff1_andor_one_follow_their_definitions() {
     let script = b"redis.call('BITOP', 'ANDOR', KEYS[1], KEYS[2], KEYS[3]) return redis.call('GET', KEYS[1])";
     assert_eq!(show(&c.cmd(&[b"EVAL", script, b"3", b"s", b"x", b"y"])), show(b"$1\r\n\x30\r\n"));
 }
+
+/// A hash field past its deadline is gone for every command — HLEN, HGETALL, HSCAN, HRANDFIELD,
+/// EXISTS and TYPE included — at once, not when the expiry cycle gets to it: with active expiry
+/// off, the first command touching the key removes the due fields (`hexpired`; `del` and the
+/// key's removal with its last field), and writes see them gone too (HSET counts such a field
+/// as new, HINCRBY starts from 0). Active expiry then empties a big hash over several cycles,
+/// with `hexpired` per hash and INFO `expired_fields` counting every field.
+#[test]
+fn due_fields_are_gone_for_every_command() {
+    let a = start_atoll(&["--enable-debug-command", "yes", "--notify-keyspace-events", "Eghx"]);
+    let mut c = RawConn::connect(a.port);
+    let mut sub = RawConn::connect(a.port);
+    sub.cmd(&[b"PSUBSCRIBE", b"__keyevent@0__:*"]);
+    c.cmd(&[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"0"]);
+    c.cmd(&[b"HSET", b"h", b"a", b"1", b"b", b"2", b"c", b"3", b"n", b"10"]);
+    c.cmd(&[b"HPEXPIRE", b"h", b"100", b"FIELDS", b"3", b"a", b"b", b"n"]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(c.cmd(&[b"HLEN", b"h"]), b":1\r\n");
+    assert_eq!(c.cmd(&[b"HGETALL", b"h"]), b"*2\r\n$1\r\nc\r\n$1\r\n3\r\n");
+    assert_eq!(c.cmd(&[b"HSCAN", b"h", b"0"]), b"*2\r\n$1\r\n0\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n");
+    assert_eq!(c.cmd(&[b"HRANDFIELD", b"h", b"-5"]), b"*5\r\n$1\r\nc\r\n$1\r\nc\r\n$1\r\nc\r\n$1\r\nc\r\n$1\r\nc\r\n");
+    assert_eq!(c.cmd(&[b"HSET", b"h", b"a", b"9"]), b":1\r\n", "a due field is a new one");
+    assert_eq!(c.cmd(&[b"HINCRBY", b"h", b"n", b"1"]), b":1\r\n", "from 0");
+    let event = |e: &[u8]| parse_array(e)[2].clone();
+    for want in [&b"hset"[..], b"hexpire", b"hexpired", b"hset", b"hincrby"] {
+        assert_eq!(event(&sub.read_reply()), [&b"__keyevent@0__:"[..], want].concat(), "hexpired: the first lookup");
+    }
+    // The last field's deadline takes the key: EXISTS and TYPE already know.
+    c.cmd(&[b"HSET", b"last", b"x", b"1"]);
+    c.cmd(&[b"HPEXPIRE", b"last", b"50", b"FIELDS", b"1", b"x"]);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(c.cmd(&[b"EXISTS", b"last"]), b":0\r\n");
+    assert_eq!(c.cmd(&[b"TYPE", b"last"]), b"+none\r\n");
+    for want in [&b"hset"[..], b"hexpire", b"hexpired", b"del"] {
+        assert_eq!(event(&sub.read_reply()), [&b"__keyevent@0__:"[..], want].concat());
+    }
+    // Active expiry: 30 000 due fields in one hash, emptied over several cycles (at most 1000
+    // fields of a hash per pass), the key removed with the last.
+    c.cmd(&[b"DEL", b"big"]);
+    let mut args: Vec<Vec<u8>> = vec![b"HSET".to_vec(), b"big".to_vec()];
+    for i in 0..30_000 {
+        args.push(format!("f{i}").into_bytes());
+        args.push(b"v".to_vec());
+    }
+    c.send(&args);
+    assert_eq!(c.read_reply(), b":30000\r\n");
+    let mut args: Vec<Vec<u8>> =
+        vec![b"HPEXPIRE".to_vec(), b"big".to_vec(), b"100".to_vec(), b"FIELDS".to_vec(), b"30000".to_vec()];
+    args.extend((0..30_000).map(|i| format!("f{i}").into_bytes()));
+    c.send(&args);
+    c.read_reply();
+    let before = info_number(&mut c, "expired_fields");
+    std::thread::sleep(Duration::from_millis(200));
+    c.cmd(&[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"1"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    // Watched through DBSIZE, which does not look the key up (a lookup would reclaim it).
+    while c.cmd(&[b"DBSIZE"]) != b":1\r\n" {
+        assert!(std::time::Instant::now() < deadline, "active field expiry did not empty the hash");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_number(&mut c, "expired_fields") - before, 30_000);
+    for want in [&b"hset"[..], b"hexpire"] {
+        assert_eq!(event(&sub.read_reply()), [&b"__keyevent@0__:"[..], want].concat());
+    }
+    let mut expired_events = 0;
+    loop {
+        let e = event(&sub.read_reply());
+        if e == b"__keyevent@0__:del" {
+            break;
+        }
+        assert_eq!(e, b"__keyevent@0__:hexpired");
+        expired_events += 1;
+    }
+    assert!(expired_events >= 30, "one event per pass over the hash: {expired_events}");
+}
+
+fn info_number(c: &mut RawConn, field: &str) -> i64 {
+    let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).to_string();
+    info.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).unwrap().trim().parse().unwrap()
+}

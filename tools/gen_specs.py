@@ -4,7 +4,8 @@ atoll-server/src/cmdspec/specs.json (embedded in the binary for COMMAND INFO/DOC
 key positions). Facts only: arity, flags, ACL categories, key specs, argument structure.
 
 Commands Redis 7.2 lacks come from tools/beyond72.json (facts read from Valkey 9.1.2 by
-tools/facts_from_server.py).
+tools/facts_from_server.py) and, for those only Redis 8 has (no server here runs them), from
+tools/redis8.json, written by hand from Redis 8.4's command reference (facts only).
 
 Usage: python3 tools/gen_specs.py [path/to/commands.json]
 The list of commands is read from the command table (atoll-server/src/commands/table.rs), so
@@ -21,12 +22,19 @@ ref = json.load(open(src))
 beyond = json.load(open(os.path.join(root, "tools", "beyond72.json")))
 # Where the reference (Valkey 8.0) has one already, Valkey 9.1.2's facts win: it is the oracle.
 ref.update(beyond)
+ref.update(json.load(open(os.path.join(root, "tools", "redis8.json"))))
 # Where Redis 7.2 differs from the Valkey-8.0-derived reference (checked against Redis 7.2.6,
 # ../shared/tools/redis72 path). None known.
 OVERRIDES = {}
 # Arguments Valkey added to 7.2's commands (facts from Valkey 9.1.2's COMMAND DOCS): SET's
 # condition gains IFEQ (Valkey 8.1).
 IFEQ = {"name": "comparison-value", "since": "8.1.0", "token": "IFEQ", "type": "string"}
+# … and Redis 8.4 IFNE, IFDEQ and IFDNE (Redis 8.4's command reference).
+REDIS84 = [
+    {"name": "ifne-value", "since": "8.4.0", "token": "IFNE", "type": "string"},
+    {"name": "ifdeq-digest", "since": "8.4.0", "token": "IFDEQ", "type": "integer"},
+    {"name": "ifdne-digest", "since": "8.4.0", "token": "IFDNE", "type": "integer"},
+]
 out = {}
 for name in sorted(names):
     if name not in ref:
@@ -39,8 +47,9 @@ for name in sorted(names):
     if name == "SET":
         spec = json.loads(json.dumps(spec))
         cond = next(a for a in spec["arguments"] if a["name"] == "condition")
-        if IFEQ not in cond["arguments"]:
-            cond["arguments"].append(IFEQ)
+        for extra in [IFEQ] + REDIS84:
+            if extra not in cond["arguments"]:
+                cond["arguments"].append(extra)
     out[name] = spec
     if " " in name:
         parent = name.split(" ")[0]

@@ -970,3 +970,108 @@ fn info_number(c: &mut RawConn, field: &str) -> i64 {
     let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).to_string();
     info.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).unwrap().trim().parse().unwrap()
 }
+
+/// Redis 8.4's compare-and-set and compare-and-delete, following Redis's documentation (no
+/// Redis 8 runs here): DIGEST is XXH3-64 as 16 lowercase hex digits (the documentation's
+/// example, and three more published values); SET … IFEQ/IFNE/IFDEQ/IFDNE set only when the
+/// condition holds (IFNE and IFDNE also without the key, IFEQ and IFDEQ never), one condition
+/// at most and none with NX/XX; DELEX deletes any key without a condition, a string key when
+/// its condition holds; WRONGTYPE over another type; the same in MULTI and in a script.
+#[test]
+fn redis8_digest_and_conditional_writes_follow_redis_documentation() {
+    let a = start_atoll(&[]);
+    let mut c = RawConn::connect(a.port);
+    for (value, digest) in [
+        ("Hello world", "b6acb9d84a38ff74"),
+        ("Hello, Dragonfly!", "063b4909128e92b7"),
+        ("test", "9ec9f7918d7dfc40"),
+        ("hello", "9555e8555c62dcfd"),
+    ] {
+        c.cmd(&[b"SET", b"k", value.as_bytes()]);
+        assert_eq!(c.cmd(&[b"DIGEST", b"k"]), format!("$16\r\n{digest}\r\n").into_bytes(), "{value}");
+    }
+    c.cmd(&[b"SET", b"n", b"123"]);
+    let d123 = bulk_text(&c.cmd(&[b"DIGEST", b"n"]));
+    c.cmd(&[b"SET", b"n", b"123 "]);
+    assert_ne!(bulk_text(&c.cmd(&[b"DIGEST", b"n"])), d123, "an integer is digested as its text");
+    c.cmd(&[b"SET", b"n", b"123"]);
+    assert_eq!(bulk_text(&c.cmd(&[b"DIGEST", b"n"])), d123);
+    assert_eq!(c.cmd(&[b"DIGEST", b"missing"]), b"$-1\r\n");
+    c.cmd(&[b"RPUSH", b"list", b"x"]);
+    let wrongtype = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n".to_vec();
+    assert_eq!(c.cmd(&[b"DIGEST", b"list"]), wrongtype);
+    // SET's conditions.
+    c.cmd(&[b"SET", b"k", b"v1"]);
+    let dk = bulk_text(&c.cmd(&[b"DIGEST", b"k"]));
+    let cases: Vec<(Vec<&[u8]>, &[u8])> = vec![
+        (vec![b"SET", b"k", b"v2", b"IFNE", b"v1"], b"$-1\r\n"),
+        (vec![b"SET", b"k", b"v2", b"IFNE", b"other"], b"+OK\r\n"),
+        (vec![b"SET", b"k", b"v3", b"IFDEQ", dk.as_bytes()], b"$-1\r\n"),
+        (vec![b"SET", b"missing1", b"v", b"IFNE", b"x"], b"+OK\r\n"),
+        (vec![b"SET", b"missing2", b"v", b"IFDNE", b"0"], b"+OK\r\n"),
+        (vec![b"SET", b"missing3", b"v", b"IFDEQ", b"0"], b"$-1\r\n"),
+        (vec![b"SET", b"missing4", b"v", b"IFEQ", b"v"], b"$-1\r\n"),
+        (vec![b"SET", b"k", b"v", b"NX", b"IFNE", b"a"], b"-ERR syntax error\r\n"),
+        (vec![b"SET", b"k", b"v", b"IFNE", b"a", b"IFDEQ", b"b"], b"-ERR syntax error\r\n"),
+        (vec![b"SET", b"k", b"v", b"IFDNE"], b"-ERR syntax error\r\n"),
+        (vec![b"SET", b"list", b"v", b"IFNE", b"a"], &wrongtype),
+        (vec![b"SET", b"list", b"v", b"IFDNE", b"a"], &wrongtype),
+    ];
+    for (args, want) in &cases {
+        assert_eq!(
+            show(&c.cmd(args)),
+            show(want),
+            "{:?}",
+            args.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()
+        );
+    }
+    let d2 = bulk_text(&c.cmd(&[b"DIGEST", b"k"]));
+    assert_eq!(c.cmd(&[b"SET", b"k", b"v3", b"IFDEQ", d2.to_uppercase().as_bytes(), b"GET"]), b"$2\r\nv2\r\n");
+    assert_eq!(c.cmd(&[b"SET", b"k", b"v4", b"IFDNE", d2.as_bytes(), b"PX", b"100000"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&[b"GET", b"k"]), b"$2\r\nv4\r\n");
+    // DELEX.
+    let d4 = bulk_text(&c.cmd(&[b"DIGEST", b"k"]));
+    for (args, want) in [
+        (vec![&b"DELEX"[..], b"k", b"IFEQ", b"v3"], &b":0\r\n"[..]),
+        (vec![b"DELEX", b"k", b"IFNE", b"v4"], b":0\r\n"),
+        (vec![b"DELEX", b"k", b"IFDNE", d4.as_bytes()], b":0\r\n"),
+        (vec![b"DELEX", b"k", b"IFDEQ", d4.as_bytes()], b":1\r\n"),
+        (vec![b"DELEX", b"k"], b":0\r\n"),
+        (vec![b"DELEX", b"missing1", b"IFNE", b"zzz"], b":1\r\n"),
+        (vec![b"DELEX", b"missing1", b"IFNE", b"zzz"], b":0\r\n"),
+        (vec![b"DELEX", b"list", b"IFEQ", b"x"], &wrongtype),
+        (vec![b"DELEX", b"list", b"BOGUS", b"x"], b"-ERR syntax error\r\n"),
+        (vec![b"DELEX", b"list", b"IFEQ"], b"-ERR syntax error\r\n"),
+        (vec![b"DELEX", b"list"], b":1\r\n"),
+        (vec![b"DELEX"], b"-ERR wrong number of arguments for 'delex' command\r\n"),
+    ] {
+        assert_eq!(
+            show(&c.cmd(&args)),
+            show(want),
+            "{:?}",
+            args.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()
+        );
+    }
+    // In MULTI and in a script.
+    c.cmd(&[b"SET", b"m", b"1"]);
+    c.cmd(&[b"MULTI"]);
+    c.cmd(&[b"SET", b"m", b"2", b"IFNE", b"1"]);
+    c.cmd(&[b"SET", b"m", b"3", b"IFEQ", b"1"]);
+    c.cmd(&[b"DIGEST", b"m"]);
+    c.cmd(&[b"DELEX", b"m", b"IFNE", b"3"]);
+    let digest3 = bulk_text(&{
+        let mut t = RawConn::connect(a.port);
+        t.cmd(&[b"SET", b"tmp", b"3"]);
+        t.cmd(&[b"DIGEST", b"tmp"])
+    });
+    assert_eq!(c.cmd(&[b"EXEC"]), format!("*4\r\n$-1\r\n+OK\r\n$16\r\n{digest3}\r\n:0\r\n").into_bytes());
+    let script = b"redis.call('SET', KEYS[1], 'x', 'IFDNE', '0'); return {redis.call('DIGEST', KEYS[1]), redis.call('DELEX', KEYS[1], 'IFEQ', 'x')}";
+    let got = c.cmd(&[b"EVAL", script, b"1", b"s"]);
+    assert!(got.starts_with(b"*2\r\n$16\r\n") && got.ends_with(b":1\r\n"), "{}", show(&got));
+    assert_eq!(c.cmd(&[b"EXISTS", b"s"]), b":0\r\n");
+}
+
+fn bulk_text(reply: &[u8]) -> String {
+    let s = String::from_utf8_lossy(reply).to_string();
+    s.split("\r\n").nth(1).unwrap_or_default().to_string()
+}

@@ -348,6 +348,17 @@ fn facts_of_commands_beyond_72_match_valkey() {
         "commandlog|reset",
         "commandlog|help",
         "client|capa",
+        "hexpire",
+        "hpexpire",
+        "hexpireat",
+        "hpexpireat",
+        "httl",
+        "hpttl",
+        "hexpiretime",
+        "hpexpiretime",
+        "hpersist",
+        "hgetex",
+        "hsetex",
     ] {
         let cmd: &[&[u8]] = &[b"COMMAND", b"INFO", name.as_bytes()];
         let (v, a) = (pair.redis.cmd(cmd), pair.atoll.cmd(cmd));

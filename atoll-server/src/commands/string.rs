@@ -75,6 +75,62 @@ fn holds_string(v: &Value, want: &[u8]) -> Result<bool, CmdError> {
     Ok(v.as_bytes(&mut ibuf) == Some(want))
 }
 
+/// A string's digest as DIGEST answers it (Redis 8.4): XXH3's 64 bits, 16 lowercase hex digits.
+fn digest_of(bytes: &[u8]) -> [u8; 16] {
+    let h = xxhash_rust::xxh3::xxh3_64(bytes);
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = b"0123456789abcdef"[((h >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    out
+}
+
+/// A compare-and-set/delete condition: Valkey 8.1's IFEQ and Redis 8.4's IFNE, IFDEQ, IFDNE.
+#[derive(Clone, Copy)]
+enum Cond<'a> {
+    Eq(&'a [u8]),
+    Ne(&'a [u8]),
+    DigestEq(&'a [u8]),
+    DigestNe(&'a [u8]),
+}
+
+impl<'a> Cond<'a> {
+    fn parse(token: &[u8], arg: &'a [u8]) -> Option<Cond<'a>> {
+        Some(if eq_ic(token, "IFEQ") {
+            Cond::Eq(arg)
+        } else if eq_ic(token, "IFNE") {
+            Cond::Ne(arg)
+        } else if eq_ic(token, "IFDEQ") {
+            Cond::DigestEq(arg)
+        } else if eq_ic(token, "IFDNE") {
+            Cond::DigestNe(arg)
+        } else {
+            return None;
+        })
+    }
+
+    /// Whether the condition holds for the key's value (None: no key). IFEQ and IFDEQ need the
+    /// key, IFNE and IFDNE hold without one; a value that is not a string is WRONGTYPE. A
+    /// digest is compared as DIGEST writes it, hex digits in either case.
+    fn holds(self, v: Option<&Value>) -> Result<bool, CmdError> {
+        let Some(v) = v else {
+            return Ok(matches!(self, Cond::Ne(_) | Cond::DigestNe(_)));
+        };
+        if !v.is_string() {
+            return Err(CmdError::WrongType);
+        }
+        let mut ibuf = itoa::Buffer::new();
+        let have = v.as_bytes(&mut ibuf).unwrap_or_default();
+        let digest_is = |want: &[u8]| digest_of(have).eq_ignore_ascii_case(want);
+        Ok(match self {
+            Cond::Eq(want) => have == want,
+            Cond::Ne(want) => have != want,
+            Cond::DigestEq(want) => digest_is(want),
+            Cond::DigestNe(want) => !digest_is(want),
+        })
+    }
+}
+
 /// Reads an integer from a string value (Redis's `getLongLongFromObject`): the whole string
 /// must be a canonical 64-bit integer.
 fn value_as_i64(v: &Value) -> Result<i64, CmdError> {
@@ -126,15 +182,15 @@ enum ExtCommand {
 /// Redis's `parseExtendedStringArgumentsOrReply`. The conflict rules are Redis's exactly:
 /// an option conflicting with one already given is a syntax error, the same option may be
 /// repeated (the last expire wins), and an expire option needs a following argument.
-/// Returns the flags, the expire argument, its unit, and IFEQ's comparison value.
+/// Returns the flags, the expire argument, its unit, and the IFEQ/IFNE/IFDEQ/IFDNE condition.
 #[allow(clippy::type_complexity)]
 fn parse_ext_args<'a>(
     args: &[&'a [u8]],
     kind: ExtCommand,
-) -> Result<(SetFlags, Option<&'a [u8]>, Unit, Option<&'a [u8]>), CmdError> {
+) -> Result<(SetFlags, Option<&'a [u8]>, Unit, Option<Cond<'a>>), CmdError> {
     let mut f = SetFlags::default();
     let mut expire = None;
-    let mut ifeq = None;
+    let mut ifeq: Option<Cond<'a>> = None;
     let mut unit = Unit::Seconds;
     let mut j = match kind {
         ExtCommand::Set => 3,
@@ -151,9 +207,11 @@ fn parse_ext_args<'a>(
             f.nx = true;
         } else if eq_ic(opt, "XX") && !f.nx && ifeq.is_none() && setlike {
             f.xx = true;
-        } else if eq_ic(opt, "IFEQ") && !f.nx && !f.xx && ifeq.is_none() && is_set && next.is_some() {
-            // Valkey 8.1: set only if the current value equals this one.
-            ifeq = next;
+        } else if let Some(c) =
+            next.and_then(|n| Cond::parse(opt, n)).filter(|_| !f.nx && !f.xx && ifeq.is_none() && is_set)
+        {
+            // Valkey 8.1's IFEQ, Redis 8.4's IFNE, IFDEQ and IFDNE: one condition at most.
+            ifeq = Some(c);
             j += 1;
         } else if eq_ic(opt, "GET") && is_set {
             f.get = true;
@@ -226,7 +284,7 @@ fn set_generic(
     expire: Option<&[u8]>,
     unit: Unit,
     replies: SetReply,
-    ifeq: Option<&[u8]>,
+    ifeq: Option<Cond>,
 ) -> CmdResult {
     // The expire is validated before anything else happens (even before GET replies).
     let when = match expire {
@@ -236,13 +294,12 @@ fn set_generic(
     if f.get {
         get_generic(ctx, key)?;
     }
-    let (found, equal) = match (ctx.ks.lookup_write(key), ifeq) {
-        (None, _) => (false, false),
-        // Without GET, IFEQ over another type is WRONGTYPE (with GET, GET said so already).
-        (Some(o), Some(want)) => (true, holds_string(&o, want)?),
-        (Some(_), None) => (true, false),
+    let (found, holds) = match (ctx.ks.lookup_write(key), ifeq) {
+        // Without GET, a condition over another type is WRONGTYPE (with GET, GET said so).
+        (o, Some(c)) => (o.is_some(), c.holds(o.as_deref())?),
+        (o, None) => (o.is_some(), true),
     };
-    if (f.nx && found) || (f.xx && !found) || (ifeq.is_some() && !equal) {
+    if (f.nx && found) || (f.xx && !found) || !holds {
         // Refused: nothing written, so nothing counted dirty or propagated.
         if !f.get {
             match replies {
@@ -279,7 +336,8 @@ fn without_get(args: &[&[u8]]) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = args[..3].iter().map(|a| a.to_vec()).collect();
     let mut j = 3;
     while j < args.len() {
-        let takes_value = ["EX", "PX", "EXAT", "PXAT", "IFEQ"].iter().any(|t| eq_ic(args[j], t));
+        let takes_value =
+            ["EX", "PX", "EXAT", "PXAT", "IFEQ", "IFNE", "IFDEQ", "IFDNE"].iter().any(|t| eq_ic(args[j], t));
         if takes_value {
             out.extend([args[j].to_vec(), args[j + 1].to_vec()]);
             j += 2;
@@ -518,6 +576,50 @@ pub fn delifeq(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.int(1);
     } else {
         ctx.reply.int(0);
+    }
+    Ok(())
+}
+
+// DELEX key [IFEQ value | IFNE value | IFDEQ digest | IFDNE digest]   (Redis 8.4)
+//
+// Without a condition, DEL of one key (any type); with one, the key must hold a string and is
+// deleted if the condition holds (Redis's documented behaviour: no server here runs Redis 8).
+// 1 if deleted, else 0; propagated as DEL.
+pub fn delex(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.arg(1);
+    let cond = match ctx.args.len() {
+        2 => None,
+        4 => Some(Cond::parse(ctx.arg(2), ctx.arg(3)).ok_or(CmdError::Syntax)?),
+        _ => return Err(CmdError::Syntax),
+    };
+    let delete = match (ctx.ks.lookup_write(key), cond) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(o), Some(c)) => c.holds(Some(&*o))?,
+    };
+    if delete && ctx.ks.delete(key).is_some() {
+        ctx.ks.note(notify::GENERIC, "del", key);
+        ctx.rewrite_effect(vec![b"DEL".to_vec(), key.to_vec()]);
+        ctx.reply.int(1);
+    } else {
+        ctx.no_effect();
+        ctx.reply.int(0);
+    }
+    Ok(())
+}
+
+// DIGEST key   (Redis 8.4)
+//
+// The XXH3 digest of the string at key as 16 lowercase hex digits; null without the key,
+// WRONGTYPE for another type.
+pub fn digest(ctx: &mut Ctx) -> CmdResult {
+    match ctx.ks.get_string(ctx.args[1])? {
+        None => ctx.reply.null(),
+        Some(o) => {
+            let mut ibuf = itoa::Buffer::new();
+            let d = digest_of(o.as_bytes(&mut ibuf).unwrap_or_default());
+            ctx.reply.bulk(&d);
+        }
     }
     Ok(())
 }

@@ -216,6 +216,8 @@ static ROWS: &[Row] = &[
     c("msetnx", st::msetnx, Keys),
     c("msetex", st::msetex, Keys),
     c("delifeq", st::delifeq, Keys),
+    c("delex", st::delex, Keys),
+    c("digest", st::digest, Keys),
     c("incr", st::incr, Keys),
     c("decr", st::decr, Keys),
     c("incrby", st::incrby, Keys),

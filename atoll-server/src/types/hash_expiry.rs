@@ -363,6 +363,11 @@ pub fn hgetex(ctx: &mut Ctx) -> CmdResult {
                 if !present.contains(&f) {
                     present.push(f);
                 }
+                // A time already past removes each field as it is read: named again, it is
+                // missing (Valkey's order).
+                if is_past {
+                    h.remove(f);
+                }
             }
             None => ctx.reply.null(),
         }
@@ -384,9 +389,6 @@ pub fn hgetex(ctx: &mut Ctx) -> CmdResult {
             }
         }
         Expiry::At(_) if is_past => {
-            for f in &present {
-                h.remove(f);
-            }
             ctx.ks.modified(key);
             fields_expired(ctx, key, &present);
         }

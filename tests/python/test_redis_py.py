@@ -70,3 +70,42 @@ def test_scan_iter_sees_every_key(port):
             p.set(f"scan:{i}", i)
         p.execute()
     assert len(set(r.scan_iter(match="scan:*", count=100))) == 3000
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_hash_field_expiry_through_redis_py(port, protocol):
+    """redis-py's own API for what came after Redis 7.2 (its HEXPIRE family, HGETEX, HSETEX,
+    HGETDEL; Redis 8.4's DIGEST, DELEX and SET's digest conditions) works unchanged: the
+    client's argument building and reply parsing meet Atoll's replies in both protocols."""
+    from redis.commands.core import HashDataPersistOptions
+
+    r = redis.Redis(port=port, protocol=protocol, decode_responses=True)
+    r.flushdb()
+    r.hset("h", mapping={"a": "1", "b": "2", "c": "3"})
+    assert r.hexpire("h", 100, "a", "zz") == [1, -2]
+    assert r.hpexpire("h", 100_000, "a", "b", nx=True) == [0, 1]
+    assert r.hexpireat("h", 4102444800, "c") == [1]
+    assert r.hpexpiretime("h", "c", "zz") == [4102444800000, -2]
+    assert r.httl("h", "a")[0] in (99, 100)
+    assert r.hpersist("h", "a", "zz") == [1, -2]
+    assert r.httl("h", "a") == [-1]
+    assert r.hgetex("h", "a", "b", "zz", px=0) == ["1", "2", None]
+    assert r.hgetall("h") == {"c": "3"}
+    assert r.hsetex("h", mapping={"d": "4", "e": "5"}, ex=50) == 1
+    assert r.hsetex("h", "d", "9", data_persist_option=HashDataPersistOptions.FNX) == 0
+    assert r.hsetex("h", "d", "6", keepttl=True) == 1
+    assert r.httl("h", "d")[0] in (49, 50)
+    assert r.hgetex("h", "d", persist=True) == ["6"]
+    assert r.httl("h", "d") == [-1]
+    assert r.hgetdel("h", "d", "zz") == ["6", None]
+    assert r.hlen("h") == 2
+    # Redis 8.4's digest conditions.
+    r.set("k", "Hello world")
+    assert r.digest("k") == "b6acb9d84a38ff74"
+    assert r.set("k", "v2", ifdeq="0000000000000000") is None
+    assert r.set("k", "v2", ifdeq="b6acb9d84a38ff74") is True
+    assert r.set("k", "v3", ifne="v2") is None
+    assert r.delex("k", ifeq="nope") == 0
+    assert r.delex("k", ifdne=r.digest("k")) == 0
+    assert r.delex("k", ifdeq=r.digest("k")) == 1
+    assert r.exists("k") == 0

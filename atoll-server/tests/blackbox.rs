@@ -1075,3 +1075,77 @@ fn bulk_text(reply: &[u8]) -> String {
     let s = String::from_utf8_lossy(reply).to_string();
     s.split("\r\n").nth(1).unwrap_or_default().to_string()
 }
+
+/// Redis 8.2's XDELEX and XACKDEL, following Redis's documentation (no Redis 8 runs here):
+/// per ID 1 deleted, 2 kept because a group has not read or not acknowledged it (ACKED), -1
+/// not in the stream (every ID without the key); KEEPREF leaves the groups' references,
+/// DELREF removes them (even for an entry already gone); XACKDEL acknowledges in its group
+/// first; a missing group is NOGROUP.
+#[test]
+fn xdelex_and_xackdel_follow_redis_documentation() {
+    let a = start_atoll(&[]);
+    let mut c = RawConn::connect(a.port);
+    for i in 1..=5 {
+        c.cmd(&[b"XADD", b"s", format!("{i}-1").as_bytes(), b"f", b"v"]);
+    }
+    c.cmd(&[b"XGROUP", b"CREATE", b"s", b"g1", b"0"]);
+    c.cmd(&[b"XGROUP", b"CREATE", b"s", b"g2", b"$"]);
+    c.cmd(&[b"XREADGROUP", b"GROUP", b"g1", b"c1", b"COUNT", b"2", b"STREAMS", b"s", b">"]);
+    let pending = |c: &mut RawConn| {
+        let r = c.cmd(&[b"XPENDING", b"s", b"g1"]);
+        String::from_utf8_lossy(&r).split("\r\n").nth(1).unwrap().to_string()
+    };
+    assert_eq!(pending(&mut c), ":2");
+    let cases: Vec<(Vec<&[u8]>, &str)> = vec![
+        (vec![b"XDELEX", b"s", b"IDS", b"1", b"9-9"], "*1\r\n:-1\r\n"),
+        // 1-1 is pending in g1; 3-1 and 5-1 g1 has not read yet.
+        (vec![b"XDELEX", b"s", b"ACKED", b"IDS", b"3", b"1-1", b"3-1", b"5-1"], "*3\r\n:2\r\n:2\r\n:2\r\n"),
+        // Acknowledged in g1, read by both: deleted.
+        (vec![b"XACKDEL", b"s", b"g1", b"ACKED", b"IDS", b"2", b"1-1", b"2-1"], "*2\r\n:1\r\n:1\r\n"),
+        (vec![b"XLEN", b"s"], ":3\r\n"),
+        (vec![b"XDELEX", b"s", b"IDS", b"1", b"3-1", b"KEEPREF"], "*1\r\n:1\r\n"),
+        (vec![b"XDELEX", b"nokey", b"IDS", b"2", b"1-1", b"2-1"], "*2\r\n:-1\r\n:-1\r\n"),
+        (vec![b"XACKDEL", b"nokey", b"g", b"IDS", b"1", b"1-1"], "*1\r\n:-1\r\n"),
+        (
+            vec![b"XACKDEL", b"s", b"nogroup", b"IDS", b"1", b"4-1"],
+            "-NOGROUP No such key 's' or consumer group 'nogroup'\r\n",
+        ),
+        (
+            vec![b"XDELEX", b"s", b"IDS", b"0", b"1-1"],
+            "-ERR Number of IDs must be a positive integer that matches the IDs given\r\n",
+        ),
+        (
+            vec![b"XDELEX", b"s", b"IDS", b"2", b"4-1"],
+            "-ERR Number of IDs must be a positive integer that matches the IDs given\r\n",
+        ),
+        (vec![b"XDELEX", b"s", b"KEEPREF", b"DELREF", b"IDS", b"1", b"4-1"], "-ERR syntax error\r\n"),
+        (vec![b"XDELEX", b"s", b"IDS", b"1", b"4-1", b"BOGUS"], "-ERR syntax error\r\n"),
+        (
+            vec![b"XDELEX", b"s", b"IDS", b"1", b"bad"],
+            "-ERR Invalid stream ID specified as stream command argument\r\n",
+        ),
+        (vec![b"XDELEX", b"s", b"DELREF"], "-ERR wrong number of arguments for 'xdelex' command\r\n"),
+        (vec![b"XLEN", b"s"], ":2\r\n"),
+    ];
+    for (args, want) in &cases {
+        assert_eq!(
+            show(&c.cmd(args)),
+            show(want.as_bytes()),
+            "{:?}",
+            args.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()
+        );
+    }
+    // KEEPREF leaves a dangling reference; DELREF removes it, entry gone or not.
+    c.cmd(&[b"XREADGROUP", b"GROUP", b"g1", b"c1", b"COUNT", b"2", b"STREAMS", b"s", b">"]);
+    assert_eq!(pending(&mut c), ":2");
+    assert_eq!(c.cmd(&[b"XDELEX", b"s", b"IDS", b"1", b"4-1"]), b"*1\r\n:1\r\n");
+    assert_eq!(pending(&mut c), ":2", "KEEPREF: the reference stays");
+    assert_eq!(c.cmd(&[b"XDELEX", b"s", b"DELREF", b"IDS", b"2", b"4-1", b"5-1"]), b"*2\r\n:-1\r\n:1\r\n");
+    assert_eq!(pending(&mut c), ":0", "DELREF: no reference left");
+    assert_eq!(c.cmd(&[b"XLEN", b"s"]), b":0\r\n");
+    c.cmd(&[b"SET", b"str", b"x"]);
+    assert_eq!(
+        c.cmd(&[b"XDELEX", b"str", b"IDS", b"1", b"1-1"]),
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    );
+}

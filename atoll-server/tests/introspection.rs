@@ -657,14 +657,23 @@ fn roles_modules_and_client_admin_match_redis() {
 
 /// INFO everything: the same sections in the same order, and in each the same fields in the
 /// same order as Redis 7.2.6 (Atoll adds `server_name`, `atoll_version`, `threads`,
-/// `io_batched_waits`, `stalled_workers` and `watchdog_reports`, its own).
+/// `io_batched_waits`, `stalled_workers` and `watchdog_reports`, its own, and Valkey's
+/// `expired_fields` for hash-field expiry).
 #[test]
 fn info_sections_and_fields_match_redis() {
     let mut b = Both::new();
     b.same(&[b"SET", b"k", b"v"]);
     b.same(&[b"GET", b"nokey"]);
     b.same(&[b"INCR", b"k"]);
-    let own = ["server_name", "atoll_version", "threads", "io_batched_waits", "stalled_workers", "watchdog_reports"];
+    let own = [
+        "server_name",
+        "atoll_version",
+        "threads",
+        "io_batched_waits",
+        "stalled_workers",
+        "watchdog_reports",
+        "expired_fields",
+    ];
     let layout = |v: &[u8]| -> Vec<(String, Vec<String>)> {
         let text = String::from_utf8_lossy(v).to_string();
         let mut out: Vec<(String, Vec<String>)> = Vec::new();

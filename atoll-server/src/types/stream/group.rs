@@ -693,3 +693,143 @@ pub fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// XDELEX and XACKDEL (Redis 8.2)
+// ---------------------------------------------------------------------------------------------
+
+/// What XDELEX and XACKDEL do with the consumer groups' references to an entry they delete.
+#[derive(Clone, Copy, PartialEq)]
+enum RefPolicy {
+    /// Delete the entry, leave references in the groups' PELs (XDEL's way; the default).
+    KeepRef,
+    /// Delete the entry and every group's reference to it.
+    DelRef,
+    /// Delete the entry only once every group has read and acknowledged it.
+    Acked,
+}
+
+/// `[KEEPREF | DELREF | ACKED] IDS numids id …` from `from` on: the policy (one at most, the
+/// same word repeated allowed) and the IDs, all parsed before anything changes. Redis's
+/// reference lets the IDS block stand anywhere among the options.
+fn parse_policy_ids(args: &[&[u8]], from: usize) -> Result<(RefPolicy, Vec<StreamId>), CmdError> {
+    let mut policy = None;
+    let mut ids = None;
+    let mut i = from;
+    while i < args.len() {
+        let a = args[i];
+        let p = if eq_ic(a, "KEEPREF") {
+            Some(RefPolicy::KeepRef)
+        } else if eq_ic(a, "DELREF") {
+            Some(RefPolicy::DelRef)
+        } else if eq_ic(a, "ACKED") {
+            Some(RefPolicy::Acked)
+        } else {
+            None
+        };
+        if let Some(p) = p {
+            if policy.is_some_and(|q| q != p) {
+                return Err(CmdError::Syntax);
+            }
+            policy = Some(p);
+            i += 1;
+        } else if eq_ic(a, "IDS") && ids.is_none() {
+            let n = parse_int(args.get(i + 1).ok_or(CmdError::Syntax)?)?;
+            if n < 1 || (args.len() - i - 2) < n as usize {
+                return Err(CmdError::msg("ERR Number of IDs must be a positive integer that matches the IDs given"));
+            }
+            let list = &args[i + 2..i + 2 + n as usize];
+            ids = Some(list.iter().map(|a| parse_strict_id(a)).collect::<Result<Vec<_>, _>>()?);
+            i += 2 + n as usize;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok((policy.unwrap_or(RefPolicy::KeepRef), ids.ok_or(CmdError::Syntax)?))
+}
+
+/// Deletes `id` under `policy`: 1 deleted, 2 kept (ACKED: some group has not read or not
+/// acknowledged it), -1 not in the stream (DELREF still drops the groups' references).
+fn delete_with_policy(s: &mut Stream, id: StreamId, policy: RefPolicy) -> i64 {
+    if policy == RefPolicy::DelRef {
+        for g in s.groups.values_mut() {
+            g.ack(id);
+        }
+    }
+    if !s.exists(id) {
+        return -1;
+    }
+    if policy == RefPolicy::Acked && s.groups.values().any(|g| id > g.last_id || g.pel.contains_key(&id)) {
+        return 2;
+    }
+    s.xdel(id);
+    1
+}
+
+/// The epilogue of XDELEX and XACKDEL: the per-ID codes, the change counted, `xdel` raised when
+/// an entry went.
+fn policy_reply(ctx: &mut Ctx, key: &[u8], codes: &[i64], changed: bool) {
+    ctx.reply.array(codes.len());
+    for &c in codes {
+        ctx.reply.int(c);
+    }
+    if codes.contains(&1) {
+        ctx.ks.note(notify::STREAM, "xdel", key);
+    }
+    if changed {
+        ctx.ks.modified(key);
+    } else {
+        ctx.no_effect();
+    }
+}
+
+// XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]   (Redis 8.2)
+//
+// Per ID: 1 deleted, 2 not deleted (ACKED and a group still owes it), -1 not in the stream
+// (every ID -1 without the key). Propagated as sent.
+pub fn xdelex(ctx: &mut Ctx) -> CmdResult {
+    let (policy, ids) = parse_policy_ids(ctx.args, 2)?;
+    let key = ctx.arg(1);
+    let Some(s) = ctx.ks.write::<Stream>(key)? else {
+        policy_reply(ctx, key, &vec![-1; ids.len()], false);
+        return Ok(());
+    };
+    let mut changed = false;
+    let mut codes = Vec::with_capacity(ids.len());
+    for id in ids {
+        let refs_before: usize = s.groups.values().map(|g| g.pel.len()).sum();
+        let c = delete_with_policy(s, id, policy);
+        changed |= c == 1 || s.groups.values().map(|g| g.pel.len()).sum::<usize>() != refs_before;
+        codes.push(c);
+    }
+    policy_reply(ctx, key, &codes, changed);
+    Ok(())
+}
+
+// XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]   (Redis 8.2)
+//
+// Acknowledges each ID in `group`, then deletes it as XDELEX does: 1 acknowledged (if pending)
+// and deleted, 2 acknowledged but kept (ACKED and another group still owes it), -1 not in the
+// stream. A missing key is -1 for every ID; a missing group is NOGROUP, as XREADGROUP's.
+pub fn xackdel(ctx: &mut Ctx) -> CmdResult {
+    let (policy, ids) = parse_policy_ids(ctx.args, 3)?;
+    let (key, gname) = (ctx.arg(1), ctx.arg(2));
+    let Some(s) = ctx.ks.write::<Stream>(key)? else {
+        policy_reply(ctx, key, &vec![-1; ids.len()], false);
+        return Ok(());
+    };
+    if !s.groups.contains_key(gname) {
+        return Err(nogroup(key, gname));
+    }
+    let mut changed = false;
+    let mut codes = Vec::with_capacity(ids.len());
+    for id in ids {
+        changed |= s.groups.get_mut(gname).expect("checked").ack(id);
+        let refs_before: usize = s.groups.values().map(|g| g.pel.len()).sum();
+        let c = delete_with_policy(s, id, policy);
+        changed |= c == 1 || s.groups.values().map(|g| g.pel.len()).sum::<usize>() != refs_before;
+        codes.push(c);
+    }
+    policy_reply(ctx, key, &codes, changed);
+    Ok(())
+}

@@ -123,7 +123,13 @@ node tests/node/bullmq_test.js 2>&1 | tee -a "$log"
 # The live dashboard in headless Chromium: it loads, polls, and its charts move under load.
 "$PY" -m pytest -q tests/browser 2>&1 | tee -a "$log"
 
-# One closing line for the whole run (cargo's per-binary lines and pytest's summed).
-awk '/^test result:/ { p += $4; f += $6 }
-     / passed in / { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^passed/) p += $i }
+# One closing line for the whole run (cargo's per-binary lines and pytest's summed; a pytest
+# summary may list failures and warnings beside the passes: "1 failed, 45 passed, 2 warnings in 3.1s").
+awk '/^test result:/ { p += $4; f += $6; next }
+     / in [0-9.]+s/ && / passed/ {
+       for (i = 1; i < NF; i++) {
+         if ($(i+1) ~ /^passed/) p += $i
+         if ($(i+1) ~ /^failed/) f += $i
+       }
+     }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"

@@ -72,6 +72,8 @@ def test_scan_iter_sees_every_key(port):
     assert len(set(r.scan_iter(match="scan:*", count=100))) == 3000
 
 
+# redis-py marks DIGEST, DELEX and SET's digest conditions experimental (a UserWarning).
+@pytest.mark.filterwarnings("ignore:Call to experimental method")
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_hash_field_expiry_through_redis_py(port, protocol):
     """redis-py's own API for what came after Redis 7.2 (its HEXPIRE family, HGETEX, HSETEX,

@@ -762,14 +762,19 @@ fn ttl_generic(ctx: &mut Ctx, ms: bool, absolute: bool) -> CmdResult {
             if ms {
                 v
             } else {
-                // Rounded to the nearest second without overflowing near i64::MAX (Redis
-                // answers 9223372036854776 for PEXPIREAT k 9223372036854775807).
-                ((v as i128 + 500) / 1000) as i64
+                rounded_seconds(v)
             }
         }
     };
     ctx.reply.int(reply);
     Ok(())
+}
+
+/// Milliseconds as TTL's and EXPIRETIME's seconds: rounded to the nearest, without
+/// overflowing near i64::MAX (Redis answers 9223372036854776 for PEXPIREAT k
+/// 9223372036854775807). HTTL and HEXPIRETIME round the same way.
+pub(crate) fn rounded_seconds(ms: i64) -> i64 {
+    ((ms as i128 + 500) / 1000) as i64
 }
 
 // TTL key

@@ -192,14 +192,15 @@ pub fn hincrby(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR increment or decrement would overflow"));
     };
     // The field keeps its deadline (Valkey's rule for HINCRBY).
-    let text = itoa::Buffer::new().format(new).as_bytes().to_vec();
-    h.set_keeping_ttl(field, &text, lim);
+    let mut buf = itoa::Buffer::new();
+    let text = buf.format(new).as_bytes();
+    h.set_keeping_ttl(field, text, lim);
     let ttl = h.ttl_of(field);
     ctx.ks.modified(key);
     ctx.ks.note(notify::HASH, "hincrby", key);
     ctx.reply.int(new);
     if let Some(t) = ttl {
-        ctx.rewrite_effect(volatile_set_effect(key, field, text, t));
+        ctx.rewrite_effect(volatile_set_effect(key, field, text.to_vec(), t));
     }
     Ok(())
 }

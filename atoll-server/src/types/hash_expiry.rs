@@ -188,7 +188,7 @@ fn httl_generic(ctx: &mut Ctx, ms: bool, absolute: bool) -> CmdResult {
                     if ms {
                         v
                     } else {
-                        ((v as i128 + 500) / 1000) as i64
+                        crate::commands::keys::rounded_seconds(v)
                     }
                 }
             },

@@ -749,21 +749,23 @@ fn parse_policy_ids(args: &[&[u8]], from: usize) -> Result<(RefPolicy, Vec<Strea
 }
 
 /// Deletes `id` under `policy`: 1 deleted, 2 kept (ACKED: some group has not read or not
-/// acknowledged it), -1 not in the stream (DELREF still drops the groups' references).
-fn delete_with_policy(s: &mut Stream, id: StreamId, policy: RefPolicy) -> i64 {
+/// acknowledged it), -1 not in the stream (DELREF still drops the groups' references). Also
+/// says whether anything changed (an entry or a reference gone).
+fn delete_with_policy(s: &mut Stream, id: StreamId, policy: RefPolicy) -> (i64, bool) {
+    let mut refs_gone = false;
     if policy == RefPolicy::DelRef {
         for g in s.groups.values_mut() {
-            g.ack(id);
+            refs_gone |= g.ack(id);
         }
     }
     if !s.exists(id) {
-        return -1;
+        return (-1, refs_gone);
     }
     if policy == RefPolicy::Acked && s.groups.values().any(|g| id > g.last_id || g.pel.contains_key(&id)) {
-        return 2;
+        return (2, refs_gone);
     }
     s.xdel(id);
-    1
+    (1, true)
 }
 
 /// The epilogue of XDELEX and XACKDEL: the per-ID codes, the change counted, `xdel` raised when
@@ -788,22 +790,7 @@ fn policy_reply(ctx: &mut Ctx, key: &[u8], codes: &[i64], changed: bool) {
 // Per ID: 1 deleted, 2 not deleted (ACKED and a group still owes it), -1 not in the stream
 // (every ID -1 without the key). Propagated as sent.
 pub fn xdelex(ctx: &mut Ctx) -> CmdResult {
-    let (policy, ids) = parse_policy_ids(ctx.args, 2)?;
-    let key = ctx.arg(1);
-    let Some(s) = ctx.ks.write::<Stream>(key)? else {
-        policy_reply(ctx, key, &vec![-1; ids.len()], false);
-        return Ok(());
-    };
-    let mut changed = false;
-    let mut codes = Vec::with_capacity(ids.len());
-    for id in ids {
-        let refs_before: usize = s.groups.values().map(|g| g.pel.len()).sum();
-        let c = delete_with_policy(s, id, policy);
-        changed |= c == 1 || s.groups.values().map(|g| g.pel.len()).sum::<usize>() != refs_before;
-        codes.push(c);
-    }
-    policy_reply(ctx, key, &codes, changed);
-    Ok(())
+    delete_ids(ctx, None)
 }
 
 // XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]   (Redis 8.2)
@@ -812,23 +799,30 @@ pub fn xdelex(ctx: &mut Ctx) -> CmdResult {
 // and deleted, 2 acknowledged but kept (ACKED and another group still owes it), -1 not in the
 // stream. A missing key is -1 for every ID; a missing group is NOGROUP, as XREADGROUP's.
 pub fn xackdel(ctx: &mut Ctx) -> CmdResult {
-    let (policy, ids) = parse_policy_ids(ctx.args, 3)?;
-    let (key, gname) = (ctx.arg(1), ctx.arg(2));
+    let group = ctx.arg(2);
+    delete_ids(ctx, Some(group))
+}
+
+/// XDELEX, and XACKDEL when `ack_in` names the group to acknowledge in first.
+fn delete_ids(ctx: &mut Ctx, ack_in: Option<&[u8]>) -> CmdResult {
+    let (policy, ids) = parse_policy_ids(ctx.args, if ack_in.is_some() { 3 } else { 2 })?;
+    let key = ctx.arg(1);
     let Some(s) = ctx.ks.write::<Stream>(key)? else {
         policy_reply(ctx, key, &vec![-1; ids.len()], false);
         return Ok(());
     };
-    if !s.groups.contains_key(gname) {
-        return Err(nogroup(key, gname));
+    if let Some(g) = ack_in.filter(|g| !s.groups.contains_key(*g)) {
+        return Err(nogroup(key, g));
     }
     let mut changed = false;
     let mut codes = Vec::with_capacity(ids.len());
     for id in ids {
-        changed |= s.groups.get_mut(gname).expect("checked").ack(id);
-        let refs_before: usize = s.groups.values().map(|g| g.pel.len()).sum();
-        let c = delete_with_policy(s, id, policy);
-        changed |= c == 1 || s.groups.values().map(|g| g.pel.len()).sum::<usize>() != refs_before;
-        codes.push(c);
+        if let Some(g) = ack_in {
+            changed |= s.groups.get_mut(g).expect("checked").ack(id);
+        }
+        let (code, change) = delete_with_policy(s, id, policy);
+        changed |= change;
+        codes.push(code);
     }
     policy_reply(ctx, key, &codes, changed);
     Ok(())

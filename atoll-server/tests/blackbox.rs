@@ -1149,3 +1149,212 @@ fn xdelex_and_xackdel_follow_redis_documentation() {
         b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
     );
 }
+
+/// HOTKEYS GET's one map (RESP2: a flat array inside a one-element array), by field name.
+fn hotkeys_report(c: &mut RawConn) -> Vec<(String, Vec<u8>)> {
+    let r = c.cmd(&[b"HOTKEYS", b"GET"]);
+    let (_, outer) = split_aggregate(&r).unwrap_or_else(|| panic!("{}", show(&r)));
+    assert_eq!(outer.len(), 1, "one map per node: {}", show(&r));
+    let (_, items) = split_aggregate(&outer[0]).unwrap();
+    items
+        .chunks(2)
+        .map(|kv| {
+            (String::from_utf8_lossy(&parse_array(&[b"*1\r\n", &kv[0][..]].concat())[0]).into_owned(), kv[1].clone())
+        })
+        .collect()
+}
+
+fn report_int(rep: &[(String, Vec<u8>)], name: &str) -> i64 {
+    let v = &rep.iter().find(|(k, _)| k == name).unwrap_or_else(|| panic!("no {name} in {rep:?}")).1;
+    assert_eq!(v[0], b':', "{name}: {}", show(v));
+    std::str::from_utf8(&v[1..v.len() - 2]).unwrap().parse().unwrap()
+}
+
+/// A `by-*` list as (key, value) pairs.
+fn report_list(rep: &[(String, Vec<u8>)], name: &str) -> Vec<(String, i64)> {
+    let v = &rep.iter().find(|(k, _)| k == name).unwrap_or_else(|| panic!("no {name}")).1;
+    let (_, items) = split_aggregate(v).unwrap();
+    items
+        .chunks(2)
+        .map(|kv| {
+            let key = String::from_utf8_lossy(&parse_array(&[b"*1\r\n", &kv[0][..]].concat())[0]).into_owned();
+            (key, std::str::from_utf8(&kv[1][1..kv[1].len() - 2]).unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+/// Redis 8.6's HOTKEYS, from Redis's reference and the facts of its sources (no server here
+/// runs it): START's checks in their order and texts, STOP/GET without a session (null),
+/// RESET refused while running; GET's fields in order, with the CPU and NET ones only for the
+/// metrics asked; bytes counted exactly (the request as RESP plus the reply, divided among a
+/// command's keys; commands without keys nowhere; each command of a MULTI on its own, EXEC
+/// not); a script's time on its declared keys and its own commands not counted; SAMPLE
+/// thinning the ranking but not the totals; DURATION stopping the session by itself.
+#[test]
+fn hotkeys_session_measures_keys_as_redis_documents() {
+    let a = start_atoll(&[]);
+    let mut c = RawConn::connect(a.port);
+    let cases: Vec<(Vec<&[u8]>, &str)> = vec![
+        (vec![b"HOTKEYS"], "-ERR wrong number of arguments for 'hotkeys' command\r\n"),
+        (vec![b"HOTKEYS", b"GET"], "$-1\r\n"),
+        (vec![b"HOTKEYS", b"STOP"], "$-1\r\n"),
+        (vec![b"HOTKEYS", b"RESET"], "+OK\r\n"),
+        (vec![b"HOTKEYS", b"GET", b"x"], "-ERR wrong number of arguments for 'hotkeys|get' command\r\n"),
+        (vec![b"HOTKEYS", b"NOPE"], "-ERR unknown subcommand 'NOPE'. Try HOTKEYS HELP.\r\n"),
+        (vec![b"HOTKEYS", b"START"], "-ERR METRICS parameter is required\r\n"),
+        (vec![b"HOTKEYS", b"START", b"COUNT", b"1", b"METRICS"], "-ERR METRICS parameter is required\r\n"),
+        (vec![b"HOTKEYS", b"START", b"METRICS", b"0", b"CPU"], "-ERR METRICS count must be > 0 and <= 2\r\n"),
+        (vec![b"HOTKEYS", b"START", b"METRICS", b"x", b"CPU"], "-ERR METRICS count must be > 0 and <= 2\r\n"),
+        (
+            vec![b"HOTKEYS", b"START", b"METRICS", b"2", b"CPU"],
+            "-ERR METRICS count does not match number of metric types provided\r\n",
+        ),
+        (
+            vec![b"HOTKEYS", b"START", b"METRICS", b"2", b"net", b"NET"],
+            "-ERR METRICS NET defined more than once!\r\n",
+        ),
+        (
+            vec![b"HOTKEYS", b"START", b"METRICS", b"1", b"GPU"],
+            "-ERR METRICS no valid metrics passed. Supported: CPU|NET\r\n",
+        ),
+        (vec![b"HOTKEYS", b"START", b"METRICS", b"1", b"CPU", b"NET"], "-ERR syntax error\r\n"),
+        (vec![b"HOTKEYS", b"START", b"METRICS", b"1", b"CPU", b"COUNT"], "-ERR syntax error\r\n"),
+        (
+            vec![b"HOTKEYS", b"START", b"METRICS", b"1", b"CPU", b"COUNT", b"65"],
+            "-ERR COUNT must be between 1 and 64\r\n",
+        ),
+        (
+            vec![b"HOTKEYS", b"START", b"METRICS", b"1", b"CPU", b"DURATION", b"0"],
+            "-ERR DURATION must be between 1 and 1000000\r\n",
+        ),
+        (
+            vec![b"HOTKEYS", b"START", b"METRICS", b"1", b"CPU", b"SAMPLE", b"0"],
+            "-ERR SAMPLE ratio must be positive\r\n",
+        ),
+        (
+            vec![b"HOTKEYS", b"START", b"METRICS", b"1", b"CPU", b"SLOTS", b"1", b"0"],
+            "-ERR SLOTS parameter cannot be used in non-cluster mode\r\n",
+        ),
+        (
+            vec![b"EVAL", b"return redis.call('HOTKEYS', 'GET')", b"0"],
+            "-ERR This Redis command is not allowed from script script: f_0d2cbcd2f8c4b0ec4a4a2fcd2d2b48d6a8ad3bc5, on @user_script:1.\r\n",
+        ),
+    ];
+    for (args, want) in &cases {
+        let got = c.cmd(args);
+        if want.starts_with("-ERR This Redis command") {
+            assert!(show(&got).starts_with("-ERR This Redis command is not allowed from script"), "{}", show(&got));
+            continue;
+        }
+        assert_eq!(
+            show(&got),
+            show(want.as_bytes()),
+            "{:?}",
+            args.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()
+        );
+    }
+
+    // NET only, counted to the byte. SET k1 hello: 32 bytes in, 5 out; GET k1: 21 in, 11 out;
+    // PING has no key; MSET a 1 b 22: 43 in, 5 out, 24 for each key.
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"START", b"METRICS", b"1", b"NET"]), b"+OK\r\n");
+    assert_eq!(
+        show(&c.cmd(&[b"HOTKEYS", b"START", b"METRICS", b"1", b"CPU"])),
+        "-ERR hotkey tracking session already in progress\\r\\n"
+    );
+    assert_eq!(
+        show(&c.cmd(&[b"HOTKEYS", b"RESET"])),
+        "-ERR hotkey tracking session in progress, stop tracking first\\r\\n"
+    );
+    c.cmd(&[b"SET", b"k1", b"hello"]);
+    c.cmd(&[b"GET", b"k1"]);
+    c.cmd(&[b"PING"]);
+    c.cmd(&[b"MSET", b"a", b"1", b"b", b"22"]);
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"STOP"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"STOP"]), b"$-1\r\n");
+    let rep = hotkeys_report(&mut c);
+    let names: Vec<&str> = rep.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "tracking-active",
+            "sample-ratio",
+            "selected-slots",
+            "all-commands-all-slots-us",
+            "net-bytes-all-commands-all-slots",
+            "collection-start-time-unix-ms",
+            "collection-duration-ms",
+            "total-net-bytes",
+            "by-net-bytes"
+        ]
+    );
+    assert_eq!(report_int(&rep, "tracking-active"), 0);
+    assert_eq!(report_int(&rep, "sample-ratio"), 1);
+    assert_eq!(show(&rep[2].1), "*1\\r\\n*2\\r\\n:0\\r\\n:16383\\r\\n");
+    assert_eq!(report_int(&rep, "net-bytes-all-commands-all-slots"), 117);
+    assert_eq!(report_int(&rep, "total-net-bytes"), 117);
+    assert_eq!(report_list(&rep, "by-net-bytes"), [("k1".into(), 69), ("a".into(), 24), ("b".into(), 24)]);
+    let start = report_int(&rep, "collection-start-time-unix-ms");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    assert!((now - 10_000..=now).contains(&start), "{start} vs {now}");
+    // The results stay until RESET; GET in RESP3 is a map inside an array.
+    c.cmd(&[b"HELLO", b"3"]);
+    assert!(c.cmd(&[b"HOTKEYS", b"GET"]).starts_with(b"*1\r\n%9\r\n"));
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"RESET"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"GET"]), b"_\r\n");
+    c.cmd(&[b"HELLO", b"2"]);
+
+    // Each command of a MULTI on its own (SET m1 abc: 30 bytes in, 5 out); MULTI and EXEC
+    // have no key.
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"START", b"METRICS", b"1", b"NET"]), b"+OK\r\n");
+    c.cmd(&[b"MULTI"]);
+    c.cmd(&[b"SET", b"m1", b"abc"]);
+    c.cmd(&[b"SET", b"m2", b"abc"]);
+    c.cmd(&[b"EXEC"]);
+    c.cmd(&[b"HOTKEYS", b"STOP"]);
+    let rep = hotkeys_report(&mut c);
+    assert_eq!(report_int(&rep, "net-bytes-all-commands-all-slots"), 70);
+    assert_eq!(report_list(&rep, "by-net-bytes"), [("m1".into(), 35), ("m2".into(), 35)]);
+
+    // CPU: a script's time goes to its declared key; the commands it runs are not counted.
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"START", b"METRICS", b"1", b"CPU", b"COUNT", b"2"]), b"+OK\r\n");
+    // (TIME is fixed inside a script: count instead of watching the clock.)
+    let busy = b"redis.call('SET', 'inner', 'v') local x = 0 for i = 1, 5000000 do x = x + i end return x";
+    c.cmd(&[b"EVAL", busy, b"1", b"slow"]);
+    for _ in 0..20 {
+        c.cmd(&[b"SET", b"fast", b"v"]);
+    }
+    c.cmd(&[b"HOTKEYS", b"STOP"]);
+    let rep = hotkeys_report(&mut c);
+    let names: Vec<&str> = rep.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names[7..],
+        ["total-cpu-time-user-ms", "total-cpu-time-sys-ms", "by-cpu-time-us"],
+        "CPU's fields, and no NET ones"
+    );
+    let by_cpu = report_list(&rep, "by-cpu-time-us");
+    assert_eq!(by_cpu[0].0, "slow", "{by_cpu:?}");
+    assert!(by_cpu[0].1 >= 2_000, "five million Lua additions take milliseconds: {by_cpu:?}");
+    assert!(by_cpu.len() <= 2 && by_cpu.iter().all(|(k, _)| k != "inner"), "{by_cpu:?}");
+    assert!(report_int(&rep, "all-commands-all-slots-us") >= by_cpu[0].1);
+    assert!(report_int(&rep, "total-cpu-time-user-ms") + report_int(&rep, "total-cpu-time-sys-ms") >= 20);
+
+    // SAMPLE thins the ranking, not the totals; DURATION stops the session by itself.
+    let start = [b"HOTKEYS" as &[u8], b"START", b"METRICS", b"1", b"NET", b"SAMPLE", b"1000", b"DURATION", b"1"];
+    assert_eq!(c.cmd(&start), b"+OK\r\n");
+    for _ in 0..200 {
+        c.cmd(&[b"SET", b"k1", b"hello"]);
+    }
+    let rep = hotkeys_report(&mut c);
+    assert_eq!(report_int(&rep, "tracking-active"), 1);
+    assert_eq!(report_int(&rep, "sample-ratio"), 1000);
+    assert_eq!(report_int(&rep, "net-bytes-all-commands-all-slots"), 200 * 37);
+    assert!(report_int(&rep, "total-net-bytes") < 200 * 37 / 4, "one command in 1000 is ranked");
+    std::thread::sleep(Duration::from_millis(1200));
+    c.cmd(&[b"SET", b"k1", b"hello"]);
+    let rep = hotkeys_report(&mut c);
+    assert_eq!(report_int(&rep, "tracking-active"), 0);
+    assert_eq!(report_int(&rep, "collection-duration-ms"), 1000);
+    assert_eq!(report_int(&rep, "net-bytes-all-commands-all-slots"), 200 * 37, "nothing counted after the end");
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"STOP"]), b"$-1\r\n");
+    assert_eq!(c.cmd(&[b"HOTKEYS", b"RESET"]), b"+OK\r\n");
+}

@@ -958,3 +958,64 @@ fn atoll_follows_a_valkey_master_with_field_deadlines() {
         "the replica expired nothing itself"
     );
 }
+
+/// Redis 8.2's trim policies on XADD/XTRIM (KEEPREF / DELREF / ACKED) reach a replica as an
+/// exact trim that removes the same entries: an approximate or limited ACKED trim passes over
+/// entries a group still owes, so the MINID the effect carries is the first entry it did not
+/// look at, not the first entry left. The replica keeps Redis's default node size while the
+/// master's nodes hold 10 entries, so nothing depends on the node layout.
+#[test]
+fn stream_trim_policies_reach_a_replica_exactly() {
+    let master = start_master("no");
+    let mut m = con(master.port);
+    q(&mut m, &["CONFIG", "SET", "stream-node-max-entries", "10"]);
+    let replica = start_atoll(&["--enable-debug-command", "yes", "--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut r = con(replica.port);
+    link_up(&mut r);
+    for i in 1..=60 {
+        q(&mut m, &["XADD", "s", &format!("{i}-1"), "f", "v"]);
+    }
+    q(&mut m, &["XGROUP", "CREATE", "s", "g", "0"]);
+    q(&mut m, &["XREADGROUP", "GROUP", "g", "c", "COUNT", "25", "STREAMS", "s", ">"]);
+    let acks: Vec<String> = (1..=25).filter(|i| *i != 3 && *i != 17).map(|i| format!("{i}-1")).collect();
+    let mut ack = vec!["XACK", "s", "g"];
+    ack.extend(acks.iter().map(|a| a.as_str()));
+    assert_eq!(s(&mut m, &ack), "23");
+    // Every node lies inside the trim, so `~` walks them all: 1..25 go but 3 and 17 (pending)
+    // and 26..60 (not yet read) stay.
+    assert_eq!(s(&mut m, &["XTRIM", "s", "MAXLEN", "~", "20", "ACKED"]), "23");
+    assert_eq!(s(&mut m, &["XLEN", "s"]), "37");
+    q(&mut m, &["XREADGROUP", "GROUP", "g", "c", "COUNT", "100", "STREAMS", "s", ">"]);
+    let acks: Vec<String> = (26..=40).map(|i| format!("{i}-1")).collect();
+    let mut ack = vec!["XACK", "s", "g"];
+    ack.extend(acks.iter().map(|a| a.as_str()));
+    q(&mut m, &ack);
+    // LIMIT 12 stops before the node of 31..40: 26..30 go, and the replica is told MINID 31-1,
+    // not 3-1 (the first entry left), or it would keep 26..30.
+    assert_eq!(s(&mut m, &["XTRIM", "s", "MINID", "~", "45-1", "LIMIT", "12", "ACKED"]), "5");
+    assert_eq!(s(&mut m, &["XLEN", "s"]), "32");
+    let pending = |c: &mut redis::Connection| match q(c, &["XPENDING", "s", "g"]) {
+        Value::Array(v) => match &v[0] {
+            Value::Int(n) => *n,
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    // KEEPREF is the default; the word is accepted anywhere among the options.
+    assert_eq!(s(&mut m, &["XTRIM", "s", "MINID", "33-1", "KEEPREF"]), "4");
+    assert_eq!(pending(&mut m), 22, "KEEPREF: 3 and 17 are gone but still pending");
+    // DELREF: the entries go with every group's reference to them.
+    q(&mut m, &["XADD", "s", "DELREF", "MAXLEN", "~", "5", "61-1", "f", "v"]);
+    assert_eq!(s(&mut m, &["XLEN", "s"]), "5");
+    assert_eq!(pending(&mut m), 6, "41..56 went with their references; 57..60 and the dangling 3 and 17 remain");
+    // ACKED on XADD without any group owing anything: a plain exact trim.
+    q(&mut m, &["XGROUP", "DESTROY", "s", "g"]);
+    q(&mut m, &["XADD", "s", "ACKED", "MAXLEN", "~", "2", "62-1", "f", "v"]);
+    assert_eq!(s(&mut m, &["XLEN", "s"]), "2");
+    assert_in_sync(&mut m, &mut r);
+    assert_eq!(s(&mut r, &["XLEN", "s"]), "2");
+    assert_eq!(
+        format!("{:?}", q(&mut m, &["XRANGE", "s", "-", "+"])),
+        format!("{:?}", q(&mut r, &["XRANGE", "s", "-", "+"]))
+    );
+}

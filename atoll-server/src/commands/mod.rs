@@ -7,6 +7,7 @@ pub mod admin;
 pub mod bitmap;
 pub mod connection;
 pub mod debug;
+pub mod hotkeys;
 pub mod info;
 pub mod keys;
 pub mod latency;

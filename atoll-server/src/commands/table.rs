@@ -3,8 +3,8 @@
 //! (see `exec::table`); `tools/gen_specs.py` reads this file for the list of names.
 
 use super::{
-    acl, admin as adm, bitmap as bm, connection as conn, debug as dbg, keys, latency as lat, memory as mem, multi,
-    persist as pst, pubsub as ps, server as srv, string as st,
+    acl, admin as adm, bitmap as bm, connection as conn, debug as dbg, hotkeys as hot, keys, latency as lat,
+    memory as mem, multi, persist as pst, pubsub as ps, server as srv, string as st,
 };
 use crate::exec::table::{row as c, CommandTable, Row, Scope};
 use crate::scripting as lua;
@@ -123,6 +123,12 @@ static ROWS: &[Row] = &[
     c("memory|doctor", mem::memory_doctor, None),
     c("memory|malloc-stats", mem::memory_malloc_stats, None),
     c("memory|purge", mem::memory_purge, None),
+    c("hotkeys", hot::hotkeys_help, None),
+    c("hotkeys|get", hot::hotkeys_get, None),
+    c("hotkeys|help", hot::hotkeys_help, None),
+    c("hotkeys|reset", hot::hotkeys_reset, None),
+    c("hotkeys|start", hot::hotkeys_start, None),
+    c("hotkeys|stop", hot::hotkeys_stop, None),
     c("commandlog", lat::commandlog_help, None),
     c("commandlog|get", lat::commandlog_get, None),
     c("commandlog|help", lat::commandlog_help, None),

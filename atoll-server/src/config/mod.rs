@@ -22,6 +22,8 @@ const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"]
 pub const TRACK_LATENCY: u32 = 1;
 /// `Hot::track` bit: hot-key sampling (`hotkeys`).
 pub const TRACK_HOTKEYS: u32 = 2;
+/// `Hot::track` bit: a HOTKEYS session is running (set by HOTKEYS START, not by the table).
+pub const TRACK_SESSION: u32 = 4;
 
 /// Values read on hot paths, mirrored into atomics whenever the table changes.
 #[derive(Default)]
@@ -778,7 +780,8 @@ impl Config {
         h.batch_look.store(if mc != 0 { look.min(32 << 10) } else { look }, Ordering::Relaxed);
         let track = (get("latency-tracking") == "yes") as u32 * TRACK_LATENCY
             + (get("hotkeys") == "yes") as u32 * TRACK_HOTKEYS;
-        h.track.store(track, Ordering::Relaxed);
+        // The session's bit is the HOTKEYS command's, not the table's: keep it.
+        let _ = h.track.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| Some(track | (t & TRACK_SESSION)));
         let lvl = LOGLEVELS.iter().position(|l| l == get("loglevel")).unwrap_or(2);
         h.loglevel.store(lvl as u32, Ordering::Relaxed);
     }

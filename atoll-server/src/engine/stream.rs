@@ -221,12 +221,34 @@ pub enum TrimStrategy {
     MinId(StreamId),
 }
 
+/// What deleting an entry does to the consumer groups' references to it (Redis 8.2's
+/// KEEPREF / DELREF / ACKED, taken by XADD, XTRIM, XDELEX and XACKDEL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefPolicy {
+    /// Delete the entry, leave references in the groups' PELs (XDEL's way; the default).
+    KeepRef,
+    /// Delete the entry and every group's reference to it.
+    DelRef,
+    /// Delete the entry only once every group has read and acknowledged it.
+    Acked,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct TrimArgs {
     pub strategy: TrimStrategy,
     pub approx: bool,
     /// Most entries to remove (0 = no limit).
     pub limit: u64,
+    pub policy: RefPolicy,
+}
+
+/// What a trim did: how many entries went, and the first live entry it did not look at
+/// (`StreamId::MAX` when it looked at all of them) — the exact MINID a replica needs to repeat
+/// an approximate or ACKED trim.
+#[derive(Debug, Clone, Copy)]
+pub struct Trimmed {
+    pub deleted: u64,
+    pub frontier: StreamId,
 }
 
 impl Stream {
@@ -416,60 +438,102 @@ impl Stream {
         true
     }
 
-    /// Redis's `streamTrim`: removes whole nodes from the head while they are entirely to be
-    /// trimmed; then, unless approximate, marks entries of the next node deleted. Returns the
-    /// number of entries removed.
-    pub fn trim(&mut self, args: &TrimArgs) -> u64 {
-        let mut deleted = 0u64;
+    /// Whether some consumer group still owes `id`: not yet delivered to it, or pending in it.
+    pub fn referenced(&self, id: StreamId) -> bool {
+        self.groups.values().any(|g| id > g.last_id || g.pel.contains_key(&id))
+    }
+
+    /// Redis's `streamTrim`. Under KEEPREF whole nodes go from the head while they lie entirely
+    /// inside the trim; the first node that does not ends an approximate trim, an exact one
+    /// marks its entries deleted up to the threshold. DELREF and ACKED look at every entry (a
+    /// node goes only when nothing live is left in it): DELREF drops the groups' references
+    /// with the entry, ACKED passes over an entry a group still owes and goes on with the
+    /// next — so an approximate trim under either is as exact as `=` within the LIMIT, as in
+    /// Redis 8.2.
+    pub fn trim(&mut self, args: &TrimArgs) -> Trimmed {
+        let mut out = Trimmed { deleted: 0, frontier: StreamId::MAX };
         if args.strategy == TrimStrategy::None {
-            return 0;
+            return out;
         }
-        while let Some((&master, node)) = self.nodes.iter().next() {
+        let keep_refs = args.policy == RefPolicy::KeepRef;
+        // The last entry looked at, to find the frontier at the end.
+        let mut looked: Option<StreamId> = None;
+        let mut from = StreamId::MIN;
+        while let Some((&master, node)) = self.nodes.range(from..).next() {
             if let TrimStrategy::MaxLen(max) = args.strategy {
                 if self.length <= max {
                     break;
                 }
             }
             let entries = node.live as u64;
-            if args.limit > 0 && deleted + entries > args.limit {
+            if args.limit > 0 && out.deleted + entries > args.limit {
                 break;
             }
+            let last = node.entries.last().map_or(master, |e| e.id);
             let remove_node = match args.strategy {
                 TrimStrategy::MaxLen(max) => self.length - entries >= max,
-                TrimStrategy::MinId(min) => node.entries.last().is_some_and(|e| e.id < min),
+                TrimStrategy::MinId(min) => last < min,
                 TrimStrategy::None => false,
             };
-            if remove_node {
+            if remove_node && keep_refs {
                 self.nodes.remove(&master);
                 self.length -= entries;
-                deleted += entries;
+                out.deleted += entries;
+                looked = Some(last);
                 continue;
             }
-            if args.approx {
+            if args.approx && keep_refs {
                 break;
             }
-            // Trim inside this node, then stop: there was enough to delete here.
-            let node = self.nodes.get_mut(&master).unwrap();
-            for e in node.entries.iter_mut() {
+            // Entry by entry through this node.
+            let Stream { nodes, groups, length, .. } = self;
+            let node = nodes.get_mut(&master).unwrap();
+            for e in node.entries.iter_mut().filter(|e| !e.deleted) {
                 let stop = match args.strategy {
-                    TrimStrategy::MaxLen(max) => self.length <= max,
+                    TrimStrategy::MaxLen(max) => *length <= max,
                     TrimStrategy::MinId(min) => e.id >= min,
                     TrimStrategy::None => true,
                 };
                 if stop {
                     break;
                 }
-                if !e.deleted {
-                    e.deleted = true;
-                    node.live -= 1;
-                    self.length -= 1;
-                    deleted += 1;
+                looked = Some(e.id);
+                match args.policy {
+                    RefPolicy::KeepRef => {}
+                    RefPolicy::DelRef => {
+                        for g in groups.values_mut() {
+                            g.ack(e.id);
+                        }
+                    }
+                    RefPolicy::Acked => {
+                        if groups.values().any(|g| e.id > g.last_id || g.pel.contains_key(&e.id)) {
+                            continue;
+                        }
+                    }
                 }
+                e.deleted = true;
+                node.live -= 1;
+                *length -= 1;
+                out.deleted += 1;
             }
-            break;
+            if node.live == 0 {
+                nodes.remove(&master);
+            }
+            // Only a node wholly inside the trim lets it go on to the next one.
+            match last.incr() {
+                Some(next) if remove_node => from = next,
+                _ => break,
+            }
+        }
+        let after = match looked {
+            None => Some(StreamId::MIN),
+            Some(l) => l.incr(),
+        };
+        if let Some(after) = after {
+            out.frontier = self.range(after, StreamId::MAX, false, 1).first().map_or(StreamId::MAX, |e| e.id);
         }
         self.update_first_id();
-        deleted
+        out
     }
 
     /// Whether a tombstone may lie in [start, end] (Redis's `streamRangeHasTombstones`).
@@ -604,19 +668,83 @@ mod tests {
         let limits = NodeLimits { max_bytes: 1 << 20, max_entries: 10 };
         let mut s = fill(35, limits);
         // Approximate: only whole nodes go.
-        let n = s.trim(&TrimArgs { strategy: TrimStrategy::MaxLen(22), approx: true, limit: 0 });
+        let n = s
+            .trim(&TrimArgs { strategy: TrimStrategy::MaxLen(22), approx: true, limit: 0, policy: RefPolicy::KeepRef })
+            .deleted;
         assert_eq!((n, s.length), (10, 25));
         // Exact: down to the length asked.
-        let n = s.trim(&TrimArgs { strategy: TrimStrategy::MaxLen(22), approx: false, limit: 0 });
+        let n = s
+            .trim(&TrimArgs { strategy: TrimStrategy::MaxLen(22), approx: false, limit: 0, policy: RefPolicy::KeepRef })
+            .deleted;
         assert_eq!((n, s.length), (3, 22));
         assert_eq!(s.first_id, id(14, 0));
-        let n = s.trim(&TrimArgs { strategy: TrimStrategy::MinId(id(30, 0)), approx: false, limit: 0 });
+        let n = s
+            .trim(&TrimArgs {
+                strategy: TrimStrategy::MinId(id(30, 0)),
+                approx: false,
+                limit: 0,
+                policy: RefPolicy::KeepRef,
+            })
+            .deleted;
         assert_eq!((n, s.length), (16, 6));
         assert_eq!(s.first_id, id(30, 0));
         // LIMIT stops before a node that would exceed it.
         let mut s = fill(35, limits);
-        let n = s.trim(&TrimArgs { strategy: TrimStrategy::MaxLen(0), approx: true, limit: 15 });
+        let n = s
+            .trim(&TrimArgs { strategy: TrimStrategy::MaxLen(0), approx: true, limit: 15, policy: RefPolicy::KeepRef })
+            .deleted;
         assert_eq!(n, 10);
+    }
+
+    /// A stream of `n` entries with one group that was delivered everything up to `read` and
+    /// has `pending` still unacknowledged.
+    fn with_group(n: u64, limits: NodeLimits, read: u64, pending: &[u64]) -> Stream {
+        let mut s = fill(n, limits);
+        let mut g = Group::new(id(read, 0), read as i64);
+        for &p in pending {
+            g.pel.insert(id(p, 0), Nack { consumer: b"c".to_vec(), delivery_time: 0, delivery_count: 1 });
+        }
+        s.groups.insert(b"g".to_vec(), g);
+        s
+    }
+
+    #[test]
+    fn acked_trimming_passes_over_what_a_group_owes() {
+        let limits = NodeLimits { max_bytes: 1 << 20, max_entries: 10 };
+        let args = |strategy, approx| TrimArgs { strategy, approx, limit: 0, policy: RefPolicy::Acked };
+        // Read up to 6, 3 still pending: 1, 2, 4, 5, 6 may go; 3 and 7.. may not.
+        let mut s = with_group(25, limits, 6, &[3]);
+        let t = s.trim(&args(TrimStrategy::MaxLen(3), false));
+        assert_eq!((t.deleted, s.length, s.first_id), (5, 20, id(3, 0)));
+        // Every node lay wholly inside the trim, so it looked at everything: no frontier.
+        assert_eq!(t.frontier, StreamId::MAX);
+        // MINID: stops at the threshold, the first entry not looked at.
+        let mut s = with_group(25, limits, 6, &[3]);
+        let t = s.trim(&args(TrimStrategy::MinId(id(5, 0)), true));
+        assert_eq!((t.deleted, s.length, t.frontier), (3, 22, id(5, 0)));
+        // Without groups ACKED is KEEPREF entry by entry: exact even with `~`.
+        let mut s = fill(25, limits);
+        let t = s.trim(&args(TrimStrategy::MaxLen(12), true));
+        assert_eq!((t.deleted, s.length, s.first_id, t.frontier), (13, 12, id(14, 0), id(14, 0)));
+    }
+
+    #[test]
+    fn delref_trimming_drops_the_groups_references() {
+        let limits = NodeLimits { max_bytes: 1 << 20, max_entries: 10 };
+        let mut s = with_group(25, limits, 25, &[2, 3, 20]);
+        let t =
+            s.trim(&TrimArgs { strategy: TrimStrategy::MaxLen(10), approx: true, limit: 0, policy: RefPolicy::DelRef });
+        assert_eq!((t.deleted, s.length, t.frontier), (15, 10, id(16, 0)));
+        let g = &s.groups[&b"g".to_vec()];
+        assert_eq!(g.pel.keys().copied().collect::<Vec<_>>(), vec![id(20, 0)]);
+        // Emptied: nothing left to look at.
+        let t = s.trim(&TrimArgs {
+            strategy: TrimStrategy::MaxLen(0),
+            approx: false,
+            limit: 0,
+            policy: RefPolicy::KeepRef,
+        });
+        assert_eq!((t.deleted, s.length, t.frontier, s.node_count()), (10, 0, StreamId::MAX, 0));
     }
 
     #[test]

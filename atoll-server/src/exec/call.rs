@@ -657,6 +657,8 @@ pub fn call(
     // its duration measurement; within a pipelined batch it is the previous command's end.
     let start = client.clock.take().unwrap_or_else(|| srv.clock.instant());
     let now = client.fixed_ms.unwrap_or_else(|| srv.clock.ms_at(start));
+    // Where this command's reply begins (a queued command's inside EXEC's), for HOTKEYS.
+    let reply_from = out.buf.len();
     let emit = srv.effects_enabled();
     let db = client.db;
     let no_touch = client.no_touch && cmd.name != "touch";
@@ -799,6 +801,10 @@ pub fn call(
             ws.hot.touch(db, key);
         }
     }
+    if track & crate::config::TRACK_SESSION != 0 && !ctx.client.in_script {
+        let own_reply = ctx.reply.buf.len().saturating_sub(reply_from) as u64;
+        hotkeys_session(srv, ws, cmd, argv, end.duration_since(start).as_nanos() as u64, own_reply);
+    }
     let reply_bytes = ctx.reply.buf.len().saturating_sub(ctx.client.reply_mark) as u64;
     if over_a_threshold(hot, us, ctx.client.req_bytes, reply_bytes) {
         if ctx.client.waiting.is_none() {
@@ -810,6 +816,26 @@ pub fn call(
     ctx.client.clock = Some(end);
     stats::bump(&ws.counters.commands, 1);
     ok
+}
+
+/// A HOTKEYS session is running: the command's time and bytes (its request as RESP and its
+/// reply) go to its keys, as Redis 8.6 counts them. A command without keys counts nowhere;
+/// a script's own commands not at all (the EVAL counts, with its declared keys).
+#[cold]
+fn hotkeys_session(srv: &Server, ws: &WorkerStats, cmd: &Command, argv: &[&[u8]], ns: u64, reply_bytes: u64) {
+    let session = &srv.stats.hotkeys;
+    if session.expire(srv.now_ms()) {
+        srv.config.hot.track.fetch_and(!crate::config::TRACK_SESSION, Ordering::Relaxed);
+        return;
+    }
+    let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
+    if keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_err() || pos.is_empty() {
+        return;
+    }
+    let keys: SmallVec<[&[u8]; 8]> = pos.iter().map(|&i| argv[i]).collect();
+    let digits = |n: usize| n.checked_ilog10().unwrap_or(0) as u64 + 1;
+    let request: u64 = 3 + digits(argv.len()) + argv.iter().map(|a| 5 + digits(a.len()) + a.len() as u64).sum::<u64>();
+    session.record(&ws.session, &keys, ns, request + reply_bytes);
 }
 
 /// Client-side caching after a command: invalidations for the keys it modified, and for a

@@ -94,3 +94,264 @@ mod tests {
         assert!(t[0].2 > 30_000, "{}", t[0].2);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Redis 8.6's HOTKEYS session: the CPU time and network bytes of the commands on each key
+// over a session an operator starts and stops. Unlike the always-on sampler above, a session
+// costs nothing until started (one bit of `Hot::track`); while on, each worker adds what its
+// keyed commands cost into its own two weighted Space-Saving sketches (the same algorithm,
+// weighted by microseconds or bytes), which HOTKEYS GET merges.
+// ---------------------------------------------------------------------------------------------
+
+/// `METRICS` bits.
+pub const METRIC_CPU: u32 = 1;
+pub const METRIC_NET: u32 = 2;
+/// Counters per sketch for each key asked for (`COUNT k` keeps `k * SKETCH_PER_KEY`).
+const SKETCH_PER_KEY: usize = 10;
+/// Keys longer than this are counted under their first bytes (a bounded sketch).
+const SESSION_MAX_KEY: usize = 64 << 10;
+
+/// How a session was started, and where it stands (HOTKEYS GET's metadata).
+#[derive(Clone, Debug)]
+pub struct SessionInfo {
+    pub epoch: u64,
+    pub active: bool,
+    pub metrics: u32,
+    pub count: usize,
+    pub sample: u32,
+    pub start_ms: i64,
+    /// DURATION in ms (0: until HOTKEYS STOP).
+    pub duration_ms: i64,
+    /// Set when the session stopped: how long it ran.
+    pub ran_ms: Option<i64>,
+    /// The process's user and system CPU time (µs) when it started.
+    pub rusage_start: (u64, u64),
+}
+
+/// The server's one session (in `Stats`). The parameters the workers need on every recorded
+/// command sit in atomics; the rest under a lock only the HOTKEYS commands take.
+#[derive(Default)]
+pub struct Session {
+    info: Mutex<Option<SessionInfo>, { rank::LEAF }>,
+    epoch: std::sync::atomic::AtomicU64,
+    metrics: AtomicU32,
+    count: AtomicU32,
+    sample: AtomicU32,
+    /// Unix ms at which a session with DURATION stops (0: none).
+    deadline_ms: std::sync::atomic::AtomicI64,
+    /// Nanoseconds the workers spent recording (INFO's `hotkeys-cmd-cpu-time`).
+    pub spent_ns: std::sync::atomic::AtomicU64,
+}
+
+/// A weighted Space-Saving sketch: at most `cap` keys; a new key takes over the smallest
+/// counter and its weight, so a key heavier than the smallest counter cannot be pushed out.
+#[derive(Default)]
+struct Weighted {
+    counts: std::collections::HashMap<Box<[u8]>, u64>,
+}
+
+impl Weighted {
+    fn add(&mut self, key: &[u8], w: u64, cap: usize) {
+        let key = &key[..key.len().min(SESSION_MAX_KEY)];
+        if let Some(c) = self.counts.get_mut(key) {
+            *c += w;
+            return;
+        }
+        let mut base = 0;
+        if self.counts.len() >= cap.max(1) {
+            let Some((k, &min)) = self.counts.iter().min_by_key(|e| *e.1) else { return };
+            let k = k.clone();
+            self.counts.remove(&k);
+            base = min;
+        }
+        self.counts.insert(key.into(), base + w);
+    }
+}
+
+/// One worker's share of the session.
+#[derive(Default)]
+struct Share {
+    epoch: u64,
+    all_ns: u64,
+    all_net: u64,
+    /// Bytes fed to the NET sketch (each command's bytes divided among its keys).
+    fed_net: u64,
+    cpu: Weighted,
+    net: Weighted,
+    rng: u64,
+}
+
+/// A worker's part of the session (in `WorkerStats`); only its worker records into it.
+#[derive(Default)]
+pub struct WorkerSession {
+    share: Mutex<Share, { rank::LEAF }>,
+}
+
+/// What HOTKEYS GET reports.
+pub struct Report {
+    pub info: SessionInfo,
+    pub all_us: u64,
+    pub all_net: u64,
+    pub fed_net: u64,
+    pub by_cpu: Vec<(Vec<u8>, u64)>,
+    pub by_net: Vec<(Vec<u8>, u64)>,
+}
+
+/// Why HOTKEYS START or RESET refused.
+#[derive(Debug, PartialEq)]
+pub enum SessionError {
+    InProgress,
+}
+
+impl Session {
+    /// Starts a session (the previous one's data goes); the caller sets the `track` bit.
+    pub fn start(&self, mut info: SessionInfo, workers: &[super::stats::WorkerStats]) -> Result<(), SessionError> {
+        {
+            let mut cur = self.info.lock();
+            if cur.as_ref().is_some_and(|c| c.active) {
+                return Err(SessionError::InProgress);
+            }
+            info.epoch = self.epoch.load(Ordering::Relaxed) + 1;
+            self.metrics.store(info.metrics, Ordering::Relaxed);
+            self.count.store(info.count as u32, Ordering::Relaxed);
+            self.sample.store(info.sample, Ordering::Relaxed);
+            let deadline = if info.duration_ms > 0 { info.start_ms + info.duration_ms } else { 0 };
+            self.deadline_ms.store(deadline, Ordering::Relaxed);
+            self.spent_ns.store(0, Ordering::Relaxed);
+            self.epoch.store(info.epoch, Ordering::Release);
+            *cur = Some(info);
+        }
+        Self::free_shares(workers);
+        Ok(())
+    }
+
+    /// Stops the running session at `now_ms` (a DURATION that passed stops it at its end);
+    /// false if none was running.
+    pub fn stop(&self, now_ms: i64) -> bool {
+        let mut cur = self.info.lock();
+        match cur.as_mut() {
+            Some(c) if c.active => {
+                c.active = false;
+                let end = if c.duration_ms > 0 { now_ms.min(c.start_ms + c.duration_ms) } else { now_ms };
+                c.ran_ms = Some((end - c.start_ms).max(0));
+                self.deadline_ms.store(0, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops a session whose DURATION has passed; true if it did (the caller clears the
+    /// `track` bit).
+    pub fn expire(&self, now_ms: i64) -> bool {
+        let d = self.deadline_ms.load(Ordering::Relaxed);
+        d != 0 && now_ms >= d && self.stop(now_ms)
+    }
+
+    /// Whether a session is running.
+    pub fn active(&self) -> bool {
+        self.info.lock().as_ref().is_some_and(|c| c.active)
+    }
+
+    /// Drops a stopped session's data.
+    pub fn reset(&self, workers: &[super::stats::WorkerStats]) -> Result<(), SessionError> {
+        {
+            let mut cur = self.info.lock();
+            if cur.as_ref().is_some_and(|c| c.active) {
+                return Err(SessionError::InProgress);
+            }
+            *cur = None;
+            self.epoch.fetch_add(1, Ordering::Release);
+        }
+        Self::free_shares(workers);
+        Ok(())
+    }
+
+    fn free_shares(workers: &[super::stats::WorkerStats]) {
+        for w in workers {
+            *w.session.share.lock() = Share::default();
+        }
+    }
+
+    /// Records one keyed command: `ns` of time and `bytes` in and out, divided evenly among
+    /// its `keys` (a command counts whole in the totals; with SAMPLE r, one command in r feeds
+    /// the sketches). Time is kept in nanoseconds and reported in microseconds, so the many
+    /// commands shorter than a microsecond still add up.
+    #[cold]
+    pub fn record(&self, w: &WorkerSession, keys: &[&[u8]], ns: u64, bytes: u64) {
+        let t0 = std::time::Instant::now();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let metrics = self.metrics.load(Ordering::Relaxed);
+        let cap = self.count.load(Ordering::Relaxed) as usize * SKETCH_PER_KEY;
+        let sample = self.sample.load(Ordering::Relaxed).max(1) as u64;
+        let mut s = w.share.lock();
+        if s.epoch != epoch {
+            let seed =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            *s = Share { epoch, rng: seed ^ (w as *const WorkerSession as u64), ..Share::default() };
+        }
+        s.all_ns += ns;
+        s.all_net += bytes;
+        let sampled = sample == 1 || {
+            // xorshift64*: a fair coin per command, without a shared generator.
+            let mut x = s.rng | 1;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            s.rng = x;
+            x.is_multiple_of(sample)
+        };
+        if sampled && !keys.is_empty() {
+            let n = keys.len() as u64;
+            for k in keys {
+                if metrics & METRIC_CPU != 0 {
+                    s.cpu.add(k, ns / n, cap);
+                }
+                if metrics & METRIC_NET != 0 {
+                    s.net.add(k, bytes / n, cap);
+                    s.fed_net += bytes / n;
+                }
+            }
+        }
+        drop(s);
+        self.spent_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The session's report (None: no session since the last RESET).
+    pub fn report(&self, workers: &[super::stats::WorkerStats]) -> Option<Report> {
+        let info = self.info.lock().clone()?;
+        let mut r = Report { info, all_us: 0, all_net: 0, fed_net: 0, by_cpu: Vec::new(), by_net: Vec::new() };
+        let mut cpu: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+        let mut net: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+        for w in workers {
+            let s = w.session.share.lock();
+            if s.epoch != r.info.epoch {
+                continue;
+            }
+            r.all_us += s.all_ns;
+            r.all_net += s.all_net;
+            r.fed_net += s.fed_net;
+            for (k, c) in &s.cpu.counts {
+                *cpu.entry(k.to_vec()).or_default() += c;
+            }
+            for (k, c) in &s.net.counts {
+                *net.entry(k.to_vec()).or_default() += c;
+            }
+        }
+        let top = |m: std::collections::HashMap<Vec<u8>, u64>, k: usize| {
+            let mut v: Vec<(Vec<u8>, u64)> = m.into_iter().filter(|e| e.1 > 0).collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            v.truncate(k);
+            v
+        };
+        r.all_us /= 1000;
+        let mut by_cpu = top(cpu, r.info.count);
+        for e in &mut by_cpu {
+            e.1 /= 1000;
+        }
+        by_cpu.retain(|e| e.1 > 0);
+        r.by_cpu = by_cpu;
+        r.by_net = top(net, r.info.count);
+        Some(r)
+    }
+}

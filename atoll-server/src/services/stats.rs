@@ -88,6 +88,8 @@ pub struct WorkerStats {
     pub errors: crate::lockorder::Mutex<std::collections::BTreeMap<String, u64>, { crate::lockorder::rank::LEAF }>,
     /// Sampled hottest keys (`hotkeys`).
     pub hot: super::hotkeys::HotKeys,
+    /// This worker's part of a HOTKEYS session.
+    pub session: super::hotkeys::WorkerSession,
 }
 
 impl WorkerStats {
@@ -98,6 +100,7 @@ impl WorkerStats {
             cmds: (0..ncmds).map(|_| CmdStat::default()).collect(),
             errors: Default::default(),
             hot: Default::default(),
+            session: Default::default(),
         }
     }
 
@@ -147,11 +150,17 @@ pub struct Stats {
     /// Redis's `stat_expired_stale_perc`: a moving average (weight 0.05 per expiry cycle) of
     /// the share of sampled TTL keys found already expired, as f64 bits.
     expired_stale: AtomicU64,
+    /// Redis 8.6's HOTKEYS session.
+    pub hotkeys: super::hotkeys::Session,
 }
 
 impl Stats {
     pub fn new(workers: usize, ncmds: usize) -> Stats {
-        Stats { workers: (0..=workers).map(|_| WorkerStats::new(ncmds)).collect(), expired_stale: AtomicU64::new(0) }
+        Stats {
+            workers: (0..=workers).map(|_| WorkerStats::new(ncmds)).collect(),
+            expired_stale: AtomicU64::new(0),
+            hotkeys: Default::default(),
+        }
     }
 
     pub fn background(&self) -> &WorkerStats {

@@ -29,7 +29,7 @@ struct AddTrim {
 fn parse_add_trim(ctx: &Ctx, xadd: bool) -> Result<AddTrim, CmdError> {
     let args = ctx.args;
     let mut p = AddTrim {
-        trim: TrimArgs { strategy: TrimStrategy::None, approx: false, limit: 0 },
+        trim: TrimArgs { strategy: TrimStrategy::None, approx: false, limit: 0, policy: RefPolicy::KeepRef },
         trim_arg_idx: 0,
         nomkstream: false,
         id: None,
@@ -77,6 +77,13 @@ fn parse_add_trim(ctx: &Ctx, xadd: bool) -> Result<AddTrim, CmdError> {
             i += 1;
         } else if xadd && eq_ic(opt, "nomkstream") {
             p.nomkstream = true;
+        } else if eq_ic(opt, "keepref") {
+            // Redis 8.2: what trimming does to the consumer groups' references.
+            p.trim.policy = RefPolicy::KeepRef;
+        } else if eq_ic(opt, "delref") {
+            p.trim.policy = RefPolicy::DelRef;
+        } else if eq_ic(opt, "acked") {
+            p.trim.policy = RefPolicy::Acked;
         } else if xadd {
             let how = IdParse { missing_seq: 0, strict: true, seq_star: true };
             p.id = Some(parse_id_full(opt, how)?);
@@ -118,19 +125,25 @@ fn parse_add_trim(ctx: &Ctx, xadd: bool) -> Result<AddTrim, CmdError> {
 }
 
 /// After a limited (approximate) trim the effect must say exactly what happened: `~` becomes
-/// `=` and the threshold becomes what is left (Redis's `streamRewriteTrimArgument`).
-fn rewrite_trim(argv: &mut [Vec<u8>], p: &AddTrim, s: &Stream) {
+/// `=` and the threshold becomes what is left (Redis's `streamRewriteTrimArgument`): the
+/// length, or the first entry the trim did not look at — the first entry left under KEEPREF,
+/// the maximal ID once the stream is empty (so the replica empties it too), and under ACKED
+/// the point past the entries it kept because a group still owes them.
+fn rewrite_trim(argv: &mut [Vec<u8>], p: &AddTrim, s: &Stream, t: &Trimmed) {
     if p.trim.approx {
         argv[p.trim_arg_idx - 1] = b"=".to_vec();
         argv[p.trim_arg_idx] = match p.trim.strategy {
             TrimStrategy::MaxLen(_) => i64_bytes(s.length as i64),
-            _ => s.first_id.to_bytes(),
+            _ => t.frontier.to_bytes(),
         };
     }
 }
 
-// XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id>
-//     field value [field value ...]
+// XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<MAXLEN | MINID> [= | ~] threshold
+//     [LIMIT count]] <* | id> field value [field value ...]
+//
+// KEEPREF/DELREF/ACKED are Redis 8.2's (not in 7.2 or Valkey 9.1): what the trim does to the
+// consumer groups' references (`Stream::trim`).
 pub fn xadd(ctx: &mut Ctx) -> CmdResult {
     let p = parse_add_trim(ctx, true)?;
     let field_pos = p.id_idx + 1;
@@ -187,13 +200,10 @@ pub fn xadd(ctx: &mut Ctx) -> CmdResult {
     s.append(id, fields, limits);
     reply_id(ctx.reply, id);
     let trimmed = p.trim.strategy != TrimStrategy::None;
-    let mut trimmed_any = false;
-    if trimmed {
-        trimmed_any = s.trim(&p.trim) > 0;
-    }
+    let t = s.trim(&p.trim);
     let mut argv: Vec<Vec<u8>> = ctx.args.iter().map(|a| a.to_vec()).collect();
     if trimmed {
-        rewrite_trim(&mut argv, &p, s);
+        rewrite_trim(&mut argv, &p, s, &t);
     }
     if created {
         ctx.ks.insert_new(key, Value::Stream(Box::new(fresh)));
@@ -201,7 +211,7 @@ pub fn xadd(ctx: &mut Ctx) -> CmdResult {
     ctx.ks.modified(key);
     // Redis's order: `new` (when created), `xadd`, then `xtrim` if the trim removed anything.
     ctx.ks.note(notify::STREAM, "xadd", key);
-    if trimmed_any {
+    if t.deleted > 0 {
         ctx.ks.note(notify::STREAM, "xtrim", key);
     }
     // The effect carries the concrete ID, so a replica or the AOF adds the same entry.
@@ -279,7 +289,7 @@ pub fn xdel(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-// XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]
+// XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]
 pub fn xtrim(ctx: &mut Ctx) -> CmdResult {
     let p = parse_add_trim(ctx, false)?;
     let key = ctx.arg(1);
@@ -287,10 +297,11 @@ pub fn xtrim(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     };
-    let deleted = s.trim(&p.trim);
+    let t = s.trim(&p.trim);
+    let deleted = t.deleted;
     if deleted > 0 {
         let mut argv: Vec<Vec<u8>> = ctx.args.iter().map(|a| a.to_vec()).collect();
-        rewrite_trim(&mut argv, &p, s);
+        rewrite_trim(&mut argv, &p, s, &t);
         ctx.ks.modified(key);
         ctx.ks.dirty += deleted - 1;
         ctx.ks.note(notify::STREAM, "xtrim", key);

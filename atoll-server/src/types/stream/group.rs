@@ -698,17 +698,6 @@ pub fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
 // XDELEX and XACKDEL (Redis 8.2)
 // ---------------------------------------------------------------------------------------------
 
-/// What XDELEX and XACKDEL do with the consumer groups' references to an entry they delete.
-#[derive(Clone, Copy, PartialEq)]
-enum RefPolicy {
-    /// Delete the entry, leave references in the groups' PELs (XDEL's way; the default).
-    KeepRef,
-    /// Delete the entry and every group's reference to it.
-    DelRef,
-    /// Delete the entry only once every group has read and acknowledged it.
-    Acked,
-}
-
 /// `[KEEPREF | DELREF | ACKED] IDS numids id …` from `from` on: the policy (one at most, the
 /// same word repeated allowed) and the IDs, all parsed before anything changes. Redis's
 /// reference lets the IDS block stand anywhere among the options.
@@ -761,7 +750,7 @@ fn delete_with_policy(s: &mut Stream, id: StreamId, policy: RefPolicy) -> (i64, 
     if !s.exists(id) {
         return (-1, refs_gone);
     }
-    if policy == RefPolicy::Acked && s.groups.values().any(|g| id > g.last_id || g.pel.contains_key(&id)) {
+    if policy == RefPolicy::Acked && s.referenced(id) {
         return (2, refs_gone);
     }
     s.xdel(id);

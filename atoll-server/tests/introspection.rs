@@ -1200,3 +1200,136 @@ fn commandlog_records_what_valkey_records() {
         assert_eq!(text(&got), text(&want), "{kind}: Atoll (left) against Valkey 9.1.2 (right)");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// COMMAND LIST / INFO / DOCS against Redis 7.2.6 (issue 36). The facts are generated from
+// Redis 7.2.6's own src/commands/*.json (tools/gen_specs.py); this checks the replies.
+
+/// Commands Redis 7.2 has and Atoll not yet: cluster mode (issue 38) and FAILOVER (issue 37).
+const NOT_YET: &[&str] = &["cluster", "failover", "asking", "restore-asking"];
+/// Subcommands Atoll has beyond Redis 7.2 (Valkey's), inside 7.2's containers.
+const BEYOND_SUBS: &[&str] = &["client|capa", "script|show"];
+
+fn text(v: &V) -> String {
+    match v {
+        V::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+        V::Simple(s) => s.clone(),
+        other => panic!("not a string: {}", Shown(other)),
+    }
+}
+
+fn items(v: &V) -> &[V] {
+    match v {
+        V::Arr(a) => a,
+        other => panic!("not an array: {}", Shown(other)),
+    }
+}
+
+/// A flat map reply without the fields named in `drop`.
+fn without(v: &V, drop: &[&str]) -> Vec<V> {
+    items(v).chunks(2).filter(|kv| !drop.contains(&text(&kv[0]).as_str())).flat_map(|kv| kv.to_vec()).collect()
+}
+
+/// A COMMAND INFO entry with key specs' notes dropped (Redis's prose; Atoll's facts carry
+/// none) and Atoll's beyond-7.2 subcommands left out.
+fn info_entry(v: &V) -> V {
+    let e = items(v);
+    let mut out = e[..8].to_vec();
+    out.push(V::Arr(items(&e[8]).iter().map(|ks| V::Arr(without(ks, &["notes"]))).collect()));
+    // Redis lists subcommands in its dict's order: compared by name.
+    let mut subs: Vec<V> =
+        items(&e[9]).iter().filter(|s| !BEYOND_SUBS.contains(&text(&items(s)[0]).as_str())).map(info_entry).collect();
+    subs.sort_by_key(|s| text(&items(s)[0]));
+    out.push(V::Arr(subs));
+    V::Arr(out)
+}
+
+/// Whether a `since` version is after Redis 7.2.
+fn after_72(since: &str) -> bool {
+    let v: Vec<u32> = since.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+    v.as_slice() > [7, 2, 99].as_slice()
+}
+
+/// COMMAND DOCS arguments without those added after 7.2 (Valkey's and Redis 8's).
+fn doc_args(v: &V) -> V {
+    V::Arr(
+        items(v)
+            .iter()
+            .filter(|a| {
+                let kv = items(a);
+                !kv.chunks(2).any(|p| text(&p[0]) == "since" && after_72(&text(&p[1])))
+            })
+            .map(|a| {
+                let kv = items(a);
+                V::Arr(
+                    kv.chunks(2)
+                        .flat_map(|p| {
+                            let val = if text(&p[0]) == "arguments" { doc_args(&p[1]) } else { p[1].clone() };
+                            [p[0].clone(), val]
+                        })
+                        .collect(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// A COMMAND DOCS entry's facts: the prose (summary, complexity, history — Atoll writes its
+/// own, issue 36) left out, arguments as above, Atoll's beyond-7.2 subcommands left out.
+fn doc_entry(v: &V) -> V {
+    let kv = without(v, &["summary", "complexity", "history"]);
+    V::Arr(
+        kv.chunks(2)
+            .flat_map(|p| {
+                let val = match text(&p[0]).as_str() {
+                    "arguments" => doc_args(&p[1]),
+                    "subcommands" => {
+                        let mut subs: Vec<&[V]> =
+                            items(&p[1]).chunks(2).filter(|s| !BEYOND_SUBS.contains(&text(&s[0]).as_str())).collect();
+                        subs.sort_by_key(|s| text(&s[0]));
+                        V::Arr(subs.iter().flat_map(|s| [s[0].clone(), doc_entry(&s[1])]).collect())
+                    }
+                    _ => p[1].clone(),
+                };
+                [p[0].clone(), val]
+            })
+            .collect(),
+    )
+}
+
+/// Every command of Redis 7.2.6 answers COMMAND INFO as Redis does — arity, flags (in Redis's
+/// order, the hidden ones hidden), first/last/step, ACL categories, tips, key specs (their
+/// notes aside), subcommands — and COMMAND DOCS gives it the same since, group, doc flags and
+/// arguments. COMMAND LIST holds Redis's commands (those of cluster mode and FAILOVER aside,
+/// not done yet) and, beyond them, only commands added after 7.2.
+#[test]
+fn command_info_list_and_docs_match_redis() {
+    let mut b = Both::new();
+    let (r, a) = b.run(&[b"COMMAND", b"LIST"]);
+    let names = |v: &[u8]| -> std::collections::BTreeSet<String> { items(&parse(v)).iter().map(text).collect() };
+    let not_yet = |n: &String| NOT_YET.contains(&n.split('|').next().unwrap());
+    let (mut rl, al) = (names(&r), names(&a));
+    rl.retain(|n| !not_yet(n));
+    let missing: Vec<_> = rl.iter().filter(|n| !al.contains(*n)).collect();
+    assert!(missing.is_empty(), "Redis 7.2 commands Atoll lacks: {missing:?}");
+    for extra in al.difference(&rl) {
+        let docs = parse(&b.a.cmd(&[b"COMMAND", b"DOCS", extra.as_bytes()]));
+        let doc = &items(&docs)[1];
+        let since = items(doc).chunks(2).find(|p| text(&p[0]) == "since").map(|p| text(&p[1])).unwrap();
+        assert!(after_72(&since), "{extra} is not in Redis 7.2.6 but says since {since}");
+    }
+    let mut failures = Vec::new();
+    for name in rl.iter().filter(|n| !n.contains('|')) {
+        let (r, a) = b.run(&[b"COMMAND", b"INFO", name.as_bytes()]);
+        let (r, a) = (info_entry(&items(&parse(&r))[0]), info_entry(&items(&parse(&a))[0]));
+        if r != a {
+            failures.push(format!("COMMAND INFO {name}:\n  Redis {}\n  Atoll {}", Shown(&r), Shown(&a)));
+        }
+        let (r, a) = b.run(&[b"COMMAND", b"DOCS", name.as_bytes()]);
+        let (r, a) = (doc_entry(&items(&parse(&r))[1]), doc_entry(&items(&parse(&a))[1]));
+        if r != a {
+            failures.push(format!("COMMAND DOCS {name}:\n  Redis {}\n  Atoll {}", Shown(&r), Shown(&a)));
+        }
+    }
+    assert!(failures.is_empty(), "{} differences:\n{}", failures.len(), failures.join("\n"));
+}

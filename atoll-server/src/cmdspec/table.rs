@@ -311,6 +311,30 @@ fn implicit_categories(fl: u32, listed: &[String]) -> u32 {
     cats
 }
 
+/// The command flags COMMAND INFO shows, in the order of Redis 7.2's reply table
+/// (`addReplyCommandFlags`); `movablekeys` is derived from the key specs.
+const REPLY_FLAG_ORDER: &[&str] = &[
+    "write",
+    "readonly",
+    "denyoom",
+    "module",
+    "admin",
+    "pubsub",
+    "noscript",
+    "blocking",
+    "loading",
+    "stale",
+    "skip_monitor",
+    "skip_slowlog",
+    "asking",
+    "fast",
+    "no_auth",
+    "no_mandatory_keys",
+    "no_async_loading",
+    "no_multi",
+    "allow_busy",
+];
+
 impl<R: Copy> CommandTable<R> {
     pub fn build(rows: &[Row<R>]) -> CommandTable<R> {
         let specs: serde_json::Map<String, Json> = serde_json::from_str(SPECS_JSON).expect("specs.json is valid JSON");
@@ -327,15 +351,12 @@ impl<R: Copy> CommandTable<R> {
                 spec["key_specs"].as_array().map(|a| a.iter().map(KeySpec::from_json).collect()).unwrap_or_default();
             let (legacy, movable) = legacy_range(&key_specs);
             let single = single_key(&key_specs);
-            let mut flag_names: Vec<String> = flag_list
+            // COMMAND INFO's flags as Redis 7.2 prints them: in its flag table's order, once
+            // each, the ones it hides (may_replicate, sentinel, protected …) left out.
+            let mut flag_names: Vec<String> = REPLY_FLAG_ORDER
                 .iter()
-                .filter(|f| {
-                    !matches!(
-                        f.as_str(),
-                        "SENTINEL" | "ONLY_SENTINEL" | "NO_ASYNC_LOADING" | "PROTECTED" | "TOUCHES_ARBITRARY_KEYS"
-                    )
-                })
-                .map(|f| f.to_lowercase())
+                .filter(|n| flag_list.iter().any(|f| f.eq_ignore_ascii_case(n)))
+                .map(|n| n.to_string())
                 .collect();
             if matches!(
                 row.name,
@@ -353,7 +374,9 @@ impl<R: Copy> CommandTable<R> {
             }
             if movable {
                 fl |= flags::MOVABLE_KEYS;
-                flag_names.push("movablekeys".into());
+                // Before allow_busy, as in Redis's table.
+                let at = flag_names.iter().position(|n| n == "allow_busy").unwrap_or(flag_names.len());
+                flag_names.insert(at, "movablekeys".into());
             }
             let acl_categories: Vec<String> = spec["acl_categories"]
                 .as_array()

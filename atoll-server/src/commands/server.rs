@@ -372,8 +372,13 @@ fn acl_categories(c: &Command) -> Vec<String> {
 fn reply_key_spec(r: &mut Reply, j: &Json) {
     r.map(3);
     r.bulk(b"flags");
-    let flags: Vec<&str> =
+    // In Redis's order of key-spec flags, whatever the order of the facts.
+    const ORDER: &[&str] =
+        &["RO", "RW", "OW", "RM", "ACCESS", "UPDATE", "INSERT", "DELETE", "NOT_KEY", "INCOMPLETE", "VARIABLE_FLAGS"];
+    let mut flags: Vec<&str> =
         j["flags"].as_array().map(|a| a.iter().filter_map(|f| f.as_str()).collect()).unwrap_or_default();
+    flags.sort_by_key(|f| ORDER.iter().position(|o| o.eq_ignore_ascii_case(f)).unwrap_or(ORDER.len()));
+    flags.dedup();
     r.set(flags.len());
     for f in flags {
         // RO/RW/OW/RM keep their case; the others are printed in lower case.
@@ -512,15 +517,34 @@ fn reply_doc_args(r: &mut Reply, args: &[Json]) {
     r.array(args.len());
     for a in args {
         let mut fields: Vec<(&str, Json)> = Vec::new();
+        let ty = a.get("type").and_then(|t| t.as_str()).unwrap_or("");
         for k in ["name", "type", "display_text", "key_spec_index", "token", "since", "deprecated_since"] {
             let key = if k == "display_text" { "display" } else { k };
-            if let Some(v) = a.get(key).or_else(|| a.get(k)) {
-                fields.push((k, v.clone()));
+            match a.get(key).or_else(|| a.get(k)) {
+                // As Redis's generated table has them: names in lower case, tokens in upper
+                // case (`""` stands for the empty string).
+                Some(Json::String(v)) if k == "name" => fields.push((k, Json::String(v.to_lowercase()))),
+                Some(Json::String(v)) if k == "token" => {
+                    let t = if v == "\"\"" { String::new() } else { v.to_uppercase() };
+                    fields.push((k, Json::String(t)))
+                }
+                Some(v) => fields.push((k, v.clone())),
+                // Redis shows every argument but a block or a oneof with a display text, its
+                // name unless the facts give another.
+                None if k == "display_text" && !matches!(ty, "block" | "oneof") => {
+                    if let Some(name) = a.get("name").and_then(|n| n.as_str()) {
+                        fields.push((k, Json::String(name.to_lowercase())));
+                    }
+                }
+                None => {}
             }
         }
+        // Redis 7.2's facts mark flags as booleans, those read from a server's COMMAND DOCS
+        // as a list.
+        let listed = a.get("flags").and_then(|f| f.as_array());
         let mut flags = Vec::new();
         for f in ["optional", "multiple", "multiple_token"] {
-            if a.get(f).and_then(|v| v.as_bool()) == Some(true) {
+            if a.get(f).and_then(|v| v.as_bool()) == Some(true) || listed.is_some_and(|l| l.iter().any(|x| x == f)) {
                 flags.push(f);
             }
         }
@@ -553,17 +577,31 @@ fn reply_command_docs(r: &mut Reply, c: &Command) {
     let mut n = 3; // summary, since, group
     let args = s.get("arguments").and_then(|a| a.as_array());
     n += usize::from(args.is_some());
+    let doc_flags = s.get("doc_flags").and_then(|a| a.as_array());
+    n += usize::from(doc_flags.is_some());
     n += usize::from(s.get("deprecated_since").is_some());
     n += usize::from(s.get("replaced_by").is_some());
     n += usize::from(!c.subcommands.is_empty());
     r.map(n);
     r.bulk(b"summary");
-    // Short descriptions are ours; the reference data carries no prose.
-    r.bulk(format!("The {} command.", c.name.to_uppercase().replace('|', " ")).as_bytes());
+    // Short descriptions are ours; the reference data carries no prose, except our note on
+    // the commands only Redis 8 has (tools/gen_specs.py).
+    match s.get("summary").and_then(|v| v.as_str()) {
+        Some(text) => r.bulk(text.as_bytes()),
+        None => r.bulk(format!("The {} command.", c.name.to_uppercase().replace('|', " ")).as_bytes()),
+    }
     r.bulk(b"since");
     r.bulk(s["since"].as_str().unwrap_or("1.0.0").as_bytes());
     r.bulk(b"group");
-    r.bulk(s["group"].as_str().unwrap_or("generic").as_bytes());
+    // Redis names the group of sorted sets `sorted-set` (the facts: `sorted_set`).
+    r.bulk(s["group"].as_str().unwrap_or("generic").replace('_', "-").as_bytes());
+    if let Some(flags) = doc_flags {
+        r.bulk(b"doc_flags");
+        r.set(flags.len());
+        for f in flags {
+            r.simple(&f.as_str().unwrap_or("").to_lowercase());
+        }
+    }
     for k in ["deprecated_since", "replaced_by"] {
         if let Some(v) = s.get(k).and_then(|v| v.as_str()) {
             r.bulk(k.as_bytes());

@@ -79,6 +79,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_heavy_key_survives_a_stream_of_light_ones() {
+        let mut w = Weighted::default();
+        for i in 0..100_000u32 {
+            w.add(format!("light:{i}").as_bytes(), 1, 10);
+            if i % 10 == 0 {
+                w.add(b"heavy", 5, 10);
+            }
+        }
+        assert!(w.counts.len() <= 20);
+        assert_eq!(w.counts.get(&b"heavy"[..]), Some(&50_000));
+    }
+
+    #[test]
     fn a_hot_key_stays_on_top() {
         let h = HotKeys::default();
         for i in 0..200_000u32 {
@@ -139,12 +152,11 @@ pub struct Session {
     sample: AtomicU32,
     /// Unix ms at which a session with DURATION stops (0: none).
     deadline_ms: std::sync::atomic::AtomicI64,
-    /// Nanoseconds the workers spent recording (INFO's `hotkeys-cmd-cpu-time`).
-    pub spent_ns: std::sync::atomic::AtomicU64,
 }
 
-/// A weighted Space-Saving sketch: at most `cap` keys; a new key takes over the smallest
-/// counter and its weight, so a key heavier than the smallest counter cannot be pushed out.
+/// A bounded weighted heavy-hitter counter: each key's weight added exactly while it is
+/// tracked; when `2 × cap` keys are tracked the lighter half goes (amortized O(1) per add, no
+/// scan per new key). A key heavier than the `cap`-th heaviest when a pruning comes stays.
 #[derive(Default)]
 struct Weighted {
     counts: std::collections::HashMap<Box<[u8]>, u64>,
@@ -157,14 +169,29 @@ impl Weighted {
             *c += w;
             return;
         }
-        let mut base = 0;
-        if self.counts.len() >= cap.max(1) {
-            let Some((k, &min)) = self.counts.iter().min_by_key(|e| *e.1) else { return };
-            let k = k.clone();
-            self.counts.remove(&k);
-            base = min;
+        let cap = cap.max(1);
+        if self.counts.len() >= 2 * cap {
+            self.prune(cap);
         }
-        self.counts.insert(key.into(), base + w);
+        self.counts.insert(key.into(), w);
+    }
+
+    /// Keeps the `cap` heaviest keys.
+    #[cold]
+    fn prune(&mut self, cap: usize) {
+        let mut weights: Vec<u64> = self.counts.values().copied().collect();
+        let (_, &mut threshold, _) = weights.select_nth_unstable_by(cap - 1, |a, b| b.cmp(a));
+        self.counts.retain(|_, c| *c >= threshold);
+        // Ties at the threshold: drop the extra ones.
+        let mut extra = self.counts.len().saturating_sub(cap);
+        self.counts.retain(|_, c| {
+            if extra > 0 && *c == threshold {
+                extra -= 1;
+                false
+            } else {
+                true
+            }
+        });
     }
 }
 
@@ -217,7 +244,6 @@ impl Session {
             self.sample.store(info.sample, Ordering::Relaxed);
             let deadline = if info.duration_ms > 0 { info.start_ms + info.duration_ms } else { 0 };
             self.deadline_ms.store(deadline, Ordering::Relaxed);
-            self.spent_ns.store(0, Ordering::Relaxed);
             self.epoch.store(info.epoch, Ordering::Release);
             *cur = Some(info);
         }
@@ -279,7 +305,6 @@ impl Session {
     /// commands shorter than a microsecond still add up.
     #[cold]
     pub fn record(&self, w: &WorkerSession, keys: &[&[u8]], ns: u64, bytes: u64) {
-        let t0 = std::time::Instant::now();
         let epoch = self.epoch.load(Ordering::Acquire);
         let metrics = self.metrics.load(Ordering::Relaxed);
         let cap = self.count.load(Ordering::Relaxed) as usize * SKETCH_PER_KEY;
@@ -313,8 +338,6 @@ impl Session {
                 }
             }
         }
-        drop(s);
-        self.spent_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// The session's report (None: no session since the last RESET).

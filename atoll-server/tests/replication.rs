@@ -1012,8 +1012,21 @@ fn stream_trim_policies_reach_a_replica_exactly() {
     q(&mut m, &["XGROUP", "DESTROY", "s", "g"]);
     q(&mut m, &["XADD", "s", "ACKED", "MAXLEN", "~", "2", "62-1", "f", "v"]);
     assert_eq!(s(&mut m, &["XLEN", "s"]), "2");
+    // ACKED by MAXLEN with `~` passes nodes keeping what the group owes: the replica is told
+    // the MINID it reached, since an exact MAXLEN would stop inside the first node (the
+    // replica's nodes now as small as the master's, so that it would).
+    q(&mut r, &["CONFIG", "SET", "stream-node-max-entries", "10"]);
+    for i in 1..=30 {
+        q(&mut m, &["XADD", "s2", &format!("{i}-1"), "f", "v"]);
+    }
+    q(&mut m, &["XGROUP", "CREATE", "s2", "g", "0"]);
+    q(&mut m, &["XREADGROUP", "GROUP", "g", "c", "COUNT", "30", "STREAMS", "s2", ">"]);
+    q(&mut m, &["XACK", "s2", "g", "9-1", "10-1", "19-1", "20-1", "29-1", "30-1"]);
+    assert_eq!(s(&mut m, &["XTRIM", "s2", "MAXLEN", "~", "0", "ACKED"]), "6");
+    assert_eq!(s(&mut m, &["XLEN", "s2"]), "24");
     assert_in_sync(&mut m, &mut r);
     assert_eq!(s(&mut r, &["XLEN", "s"]), "2");
+    assert_eq!(s(&mut r, &["XLEN", "s2"]), "24");
     assert_eq!(
         format!("{:?}", q(&mut m, &["XRANGE", "s", "-", "+"])),
         format!("{:?}", q(&mut r, &["XRANGE", "s", "-", "+"]))

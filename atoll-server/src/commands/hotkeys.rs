@@ -9,23 +9,16 @@
 
 use crate::config::TRACK_SESSION;
 use crate::exec::*;
-use crate::services::hotkeys::{SessionError, SessionInfo, METRIC_CPU, METRIC_NET};
-use std::sync::atomic::Ordering;
+use crate::services::hotkeys::{cpu_times, SessionError, SessionInfo, Switch, METRIC_CPU, METRIC_NET};
 
-/// The process's user and system CPU time in µs.
-fn cpu_times() -> (u64, u64) {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes only into the struct we pass.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    (us(ru.ru_utime), us(ru.ru_stime))
+/// The call path's session bit.
+fn switch<'c>(ctx: &Ctx<'c, '_, '_>) -> Switch<'c> {
+    Switch { flags: &ctx.srv.config.hot.track, bit: TRACK_SESSION }
 }
 
 /// A session whose DURATION passed stops before any HOTKEYS subcommand looks at it.
 fn settle(ctx: &Ctx) {
-    if ctx.srv.stats.hotkeys.expire(ctx.srv.now_ms()) {
-        ctx.srv.config.hot.track.fetch_and(!TRACK_SESSION, Ordering::Relaxed);
-    }
+    ctx.srv.stats.hotkeys.expire(ctx.srv.now_ms(), &switch(ctx));
 }
 
 /// An integer option within `lo..=hi`, else `msg` (Redis gives the range's message for a
@@ -97,10 +90,10 @@ pub fn hotkeys_start(ctx: &mut Ctx) -> CmdResult {
         duration_ms: duration * 1000,
         ran_ms: None,
         rusage_start: cpu_times(),
+        rusage_end: None,
     };
-    match session.start(info, &ctx.srv.stats.workers) {
+    match session.start(info, &ctx.srv.stats.workers, &switch(ctx)) {
         Ok(()) => {
-            ctx.srv.config.hot.track.fetch_or(TRACK_SESSION, Ordering::Relaxed);
             ctx.reply.ok();
             Ok(())
         }
@@ -111,8 +104,7 @@ pub fn hotkeys_start(ctx: &mut Ctx) -> CmdResult {
 // HOTKEYS STOP: OK, or null when no session is running.
 pub fn hotkeys_stop(ctx: &mut Ctx) -> CmdResult {
     settle(ctx);
-    if ctx.srv.stats.hotkeys.stop(ctx.srv.now_ms()) {
-        ctx.srv.config.hot.track.fetch_and(!TRACK_SESSION, Ordering::Relaxed);
+    if ctx.srv.stats.hotkeys.stop(ctx.srv.now_ms(), &switch(ctx)) {
         ctx.reply.ok();
     } else {
         ctx.reply.null();
@@ -166,7 +158,8 @@ pub fn hotkeys_get(ctx: &mut Ctx) -> CmdResult {
     o.bulk(b"collection-duration-ms");
     o.int(ran);
     if cpu {
-        let (user, sys) = cpu_times();
+        // The process's CPU time over the session (until STOP, once stopped).
+        let (user, sys) = i.rusage_end.unwrap_or_else(cpu_times);
         o.bulk(b"total-cpu-time-user-ms");
         o.int((user.saturating_sub(i.rusage_start.0) / 1000) as i64);
         o.bulk(b"total-cpu-time-sys-ms");

@@ -824,8 +824,8 @@ pub fn call(
 #[cold]
 fn hotkeys_session(srv: &Server, ws: &WorkerStats, cmd: &Command, argv: &[&[u8]], ns: u64, reply_bytes: u64) {
     let session = &srv.stats.hotkeys;
-    if session.expire(srv.now_ms()) {
-        srv.config.hot.track.fetch_and(!crate::config::TRACK_SESSION, Ordering::Relaxed);
+    let switch = crate::services::hotkeys::Switch { flags: &srv.config.hot.track, bit: crate::config::TRACK_SESSION };
+    if session.expire(srv.now_ms(), &switch) {
         return;
     }
     let mut pos: SmallVec<[usize; 8]> = SmallVec::new();

@@ -122,7 +122,7 @@ pub const METRIC_NET: u32 = 2;
 /// Counters per sketch for each key asked for (`COUNT k` keeps `k * SKETCH_PER_KEY`).
 const SKETCH_PER_KEY: usize = 10;
 /// Keys longer than this are counted under their first bytes (a bounded sketch).
-const SESSION_MAX_KEY: usize = 64 << 10;
+const SESSION_MAX_KEY: usize = 4 << 10;
 
 /// How a session was started, and where it stands (HOTKEYS GET's metadata).
 #[derive(Clone, Debug)]
@@ -137,8 +137,36 @@ pub struct SessionInfo {
     pub duration_ms: i64,
     /// Set when the session stopped: how long it ran.
     pub ran_ms: Option<i64>,
-    /// The process's user and system CPU time (µs) when it started.
+    /// The process's user and system CPU time (µs) when it started, and when it stopped.
     pub rusage_start: (u64, u64),
+    pub rusage_end: Option<(u64, u64)>,
+}
+
+/// The process's user and system CPU time in µs.
+pub fn cpu_times() -> (u64, u64) {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only into the struct we pass.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(ru.ru_utime), us(ru.ru_stime))
+}
+
+/// The bit of the call path's flags that says a session runs: set and cleared only under the
+/// session's lock, so a START racing a STOP cannot leave it on for a stopped session or off
+/// for a running one.
+pub struct Switch<'a> {
+    pub flags: &'a AtomicU32,
+    pub bit: u32,
+}
+
+impl Switch<'_> {
+    fn set(&self, on: bool) {
+        if on {
+            self.flags.fetch_or(self.bit, Ordering::Relaxed);
+        } else {
+            self.flags.fetch_and(!self.bit, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The server's one session (in `Stats`). The parameters the workers need on every recorded
@@ -152,6 +180,8 @@ pub struct Session {
     sample: AtomicU32,
     /// Unix ms at which a session with DURATION stops (0: none).
     deadline_ms: std::sync::atomic::AtomicI64,
+    /// A session runs (a worker that saw the call path's bit late records nothing after STOP).
+    running: std::sync::atomic::AtomicBool,
 }
 
 /// A bounded weighted heavy-hitter counter: each key's weight added exactly while it is
@@ -231,8 +261,13 @@ pub enum SessionError {
 }
 
 impl Session {
-    /// Starts a session (the previous one's data goes); the caller sets the `track` bit.
-    pub fn start(&self, mut info: SessionInfo, workers: &[super::stats::WorkerStats]) -> Result<(), SessionError> {
+    /// Starts a session (the previous one's data goes) and sets the call path's bit.
+    pub fn start(
+        &self,
+        mut info: SessionInfo,
+        workers: &[super::stats::WorkerStats],
+        switch: &Switch,
+    ) -> Result<(), SessionError> {
         {
             let mut cur = self.info.lock();
             if cur.as_ref().is_some_and(|c| c.active) {
@@ -245,33 +280,48 @@ impl Session {
             let deadline = if info.duration_ms > 0 { info.start_ms + info.duration_ms } else { 0 };
             self.deadline_ms.store(deadline, Ordering::Relaxed);
             self.epoch.store(info.epoch, Ordering::Release);
+            self.running.store(true, Ordering::Release);
             *cur = Some(info);
+            switch.set(true);
         }
         Self::free_shares(workers);
         Ok(())
     }
 
-    /// Stops the running session at `now_ms` (a DURATION that passed stops it at its end);
-    /// false if none was running.
-    pub fn stop(&self, now_ms: i64) -> bool {
+    /// Stops the running session at `now_ms` (a DURATION that passed stops it at its end) and
+    /// clears the call path's bit; false if none was running.
+    pub fn stop(&self, now_ms: i64, switch: &Switch) -> bool {
         let mut cur = self.info.lock();
+        switch.set(false);
+        self.running.store(false, Ordering::Release);
+        self.deadline_ms.store(0, Ordering::Relaxed);
         match cur.as_mut() {
             Some(c) if c.active => {
                 c.active = false;
                 let end = if c.duration_ms > 0 { now_ms.min(c.start_ms + c.duration_ms) } else { now_ms };
                 c.ran_ms = Some((end - c.start_ms).max(0));
-                self.deadline_ms.store(0, Ordering::Relaxed);
+                c.rusage_end = Some(cpu_times());
                 true
             }
             _ => false,
         }
     }
 
-    /// Stops a session whose DURATION has passed; true if it did (the caller clears the
-    /// `track` bit).
-    pub fn expire(&self, now_ms: i64) -> bool {
+    /// Stops a session whose DURATION has passed (checked again under the lock, so a new
+    /// session started meanwhile is left alone); true if it did.
+    pub fn expire(&self, now_ms: i64, switch: &Switch) -> bool {
         let d = self.deadline_ms.load(Ordering::Relaxed);
-        d != 0 && now_ms >= d && self.stop(now_ms)
+        if d == 0 || now_ms < d {
+            return false;
+        }
+        let due = self
+            .info
+            .lock()
+            .as_ref()
+            .is_some_and(|c| c.active && c.duration_ms > 0 && now_ms >= c.start_ms + c.duration_ms);
+        // (Between the check and the stop only this session's own STOP can run: a new START
+        // needs it stopped first.)
+        due && self.stop(now_ms, switch)
     }
 
     /// Whether a session is running.
@@ -305,6 +355,9 @@ impl Session {
     /// commands shorter than a microsecond still add up.
     #[cold]
     pub fn record(&self, w: &WorkerSession, keys: &[&[u8]], ns: u64, bytes: u64) {
+        if !self.running.load(Ordering::Acquire) {
+            return;
+        }
         let epoch = self.epoch.load(Ordering::Acquire);
         let metrics = self.metrics.load(Ordering::Relaxed);
         let cap = self.count.load(Ordering::Relaxed) as usize * SKETCH_PER_KEY;

@@ -129,11 +129,19 @@ fn parse_add_trim(ctx: &Ctx, xadd: bool) -> Result<AddTrim, CmdError> {
 /// length, or the first entry the trim did not look at — the first entry left under KEEPREF,
 /// the maximal ID once the stream is empty (so the replica empties it too), and under ACKED
 /// the point past the entries it kept because a group still owes them.
+///
+/// An ACKED trim by MAXLEN goes as that MINID too: it may pass whole nodes keeping entries a
+/// group owes, which an exact `MAXLEN = <length left>` would not repeat on the replica (it
+/// stops at the first node not wholly inside the trim).
 fn rewrite_trim(argv: &mut [Vec<u8>], p: &AddTrim, s: &Stream, t: &Trimmed) {
     if p.trim.approx {
         argv[p.trim_arg_idx - 1] = b"=".to_vec();
         argv[p.trim_arg_idx] = match p.trim.strategy {
-            TrimStrategy::MaxLen(_) => i64_bytes(s.length as i64),
+            TrimStrategy::MaxLen(_) if p.trim.policy != RefPolicy::Acked => i64_bytes(s.length as i64),
+            TrimStrategy::MaxLen(_) => {
+                argv[p.trim_arg_idx - 2] = b"MINID".to_vec();
+                t.frontier.to_bytes()
+            }
             _ => t.frontier.to_bytes(),
         };
     }

@@ -70,6 +70,10 @@ fn allkeys_lru_and_lfu_keep_the_keys_in_use_like_redis() {
         println!(
             "{policy}: redis keeps {r_alive}/500 hot keys, evicts {r_evicted}, peak {r_peak:.3} of maxmemory; atoll {a_alive}/500, {a_evicted}, {a_peak:.3}"
         );
+        // The premise, on the oracle: the load does evict, and Redis keeps the keys in use.
+        assert!(r_evicted > 3000, "{policy}: redis evicted {r_evicted}");
+        assert!(r_alive >= 475, "{policy}: redis kept {r_alive}/500 hot keys");
+        assert!(r_peak < 1.05, "{policy}: redis's memory reached {r_peak:.3} of maxmemory");
         assert!(a_evicted > 3000, "{policy}: atoll evicted {a_evicted}");
         assert!(a_alive >= 475, "{policy}: atoll kept {a_alive}/500 hot keys (redis {r_alive})");
         assert!(a_peak < 1.05, "{policy}: atoll's memory reached {a_peak:.3} of maxmemory");

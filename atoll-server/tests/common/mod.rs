@@ -67,6 +67,20 @@ fn wait_ready(child: &mut Child, port: u16, name: &str) {
 }
 
 /// Starts the atoll-server built by cargo, with extra `--directive value` arguments.
+/// A test checked a fallback instead of the feature it is named for (the kernel lacks it):
+/// says so on stderr and in `$ATOLL_TEST_NOTES`, which `scripts/test.sh` lists at the end.
+#[allow(dead_code)]
+pub fn note_fallback(test: &str, what: &str) {
+    let line = format!("{test}: {what}");
+    eprintln!("note: {line}");
+    if let Some(path) = std::env::var_os("ATOLL_TEST_NOTES") {
+        use std::io::Write as _;
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(path) {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
 pub fn start_atoll(extra: &[&str]) -> ServerProc {
     let port = free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_atoll-server"));

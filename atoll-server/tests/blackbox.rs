@@ -520,10 +520,14 @@ fn batched_waits_under_many_busy_clients() {
     if info.contains("multiplexing_api:io_uring\r\n") && atoll::server::uring::batch_waits_available() {
         assert!(batched > 0, "64 busy clients and no batched wait");
     } else {
-        note_fallback(
-            "batched_waits_under_many_busy_clients",
-            "batched waits need io_uring with min-timeout waits (Linux >= 6.12): checked that none happen",
-        );
+        // On the epoll pass (scripts/test.sh runs this suite on both) none are expected either;
+        // only an io_uring run without the kernel's feature is a fallback.
+        if std::env::var("ATOLL_TEST_IO_BACKEND").map_or(true, |b| b == "io_uring") {
+            note_fallback(
+                "batched_waits_under_many_busy_clients",
+                "batched waits need io_uring with min-timeout waits (Linux >= 6.12): checked that none happen",
+            );
+        }
         assert_eq!(batched, 0);
     }
 

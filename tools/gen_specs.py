@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Extracts the command facts Atoll implements into atoll-server/src/cmdspec/specs.json
 (embedded in the binary for COMMAND INFO/DOCS, arity and key positions). Facts only: arity,
-flags, ACL categories, tips, key specs, argument structure — no prose (summaries, key-spec
-notes, complexity, history stay out).
+flags, ACL categories, tips, key specs, argument structure — none of Redis's prose (its
+summaries, key-spec notes, complexity and history stay out); the summary and complexity each
+command gets in COMMAND DOCS are our own, from tools/prose.json.
 
 Redis 7.2's commands come from Redis 7.2.6's own src/commands/*.json, in the oracle's source
 tree (scripts/oracle.sh fetches and builds it; its cache is ~/.cache/atoll-redis72, or
@@ -33,6 +34,8 @@ for f in sorted(os.listdir(src)):
 beyond = json.load(open(os.path.join(root, "tools", "beyond72.json")))
 ref.update({k: v for k, v in beyond.items() if k not in ref})
 redis8 = json.load(open(os.path.join(root, "tools", "redis8.json")))
+# COMMAND DOCS's summaries and complexities, written for Atoll (not Redis's prose).
+prose = json.load(open(os.path.join(root, "tools", "prose.json")))
 ref.update(redis8)
 # Arguments Valkey added to 7.2's commands (facts from Valkey 9.1.2's COMMAND DOCS): SET's
 # condition gains IFEQ (Valkey 8.1), HSCAN NOVALUES (Valkey 8.0), CLIENT KILL MAXAGE (Valkey 8.0).
@@ -80,10 +83,11 @@ for name in sorted(names):
         spec["arguments"].append(NOVALUES)
     if name == "CLIENT KILL":
         find_arg(spec["arguments"], "new-format")["arguments"].append(MAXAGE)
-    if name in redis8:
-        # COMMAND DOCS says where the behaviour comes from (our words, not Redis's prose).
-        spec["summary"] = (f"{name}: a Redis {spec['since']} command; Atoll follows Redis's "
-                           "documentation of it (no Redis 8 server runs here to compare with).")
+    # COMMAND DOCS's prose (summary, complexity) is ours, from tools/prose.json.
+    if name not in prose:
+        sys.exit(f"{name} has no summary and complexity in tools/prose.json")
+    spec["summary"] = prose[name]["summary"]
+    spec["complexity"] = prose[name]["complexity"]
     out[name] = spec
     if " " in name:
         parent = name.split(" ")[0]

@@ -419,3 +419,34 @@ fn client_pause_holds_writes_across_workers() {
         }
     }
 }
+
+/// INFO `clients_in_timeout_table` counts the blocked clients that have a timeout (a BLPOP
+/// with 0 waits forever and is not counted), as Redis 7.2.6 does.
+#[test]
+fn clients_in_timeout_table_counts_waits_with_a_timeout() {
+    for s in [start_redis(&[]), start_atoll(&[])] {
+        let mut ctl = RawConn::connect(s.port);
+        let field = |c: &mut RawConn| -> i64 {
+            let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"clients"])).to_string();
+            info.lines().find_map(|l| l.strip_prefix("clients_in_timeout_table:")).unwrap().trim().parse().unwrap()
+        };
+        assert_eq!(field(&mut ctl), 0);
+        let mut forever = RawConn::connect(s.port);
+        forever.send(&[b"BLPOP".to_vec(), b"q".to_vec(), b"0".to_vec()]);
+        wait_blocked(&mut ctl, 1);
+        assert_eq!(field(&mut ctl), 0);
+        let mut timed = RawConn::connect(s.port);
+        timed.send(&[b"BRPOP".to_vec(), b"q".to_vec(), b"30".to_vec()]);
+        let mut waits = RawConn::connect(s.port);
+        waits.send(&[b"BZPOPMIN".to_vec(), b"z".to_vec(), b"0.5".to_vec()]);
+        wait_blocked(&mut ctl, 3);
+        assert_eq!(field(&mut ctl), 2);
+        // One times out, one is served: neither is counted any more.
+        assert_eq!(waits.read_reply(), b"*-1\r\n");
+        assert_eq!(ctl.cmd(&[b"RPUSH", b"q", b"a", b"b"]), b":2\r\n");
+        forever.read_reply();
+        timed.read_reply();
+        wait_blocked(&mut ctl, 0);
+        assert_eq!(field(&mut ctl), 0);
+    }
+}

@@ -1332,4 +1332,144 @@ fn command_info_list_and_docs_match_redis() {
         }
     }
     assert!(failures.is_empty(), "{} differences:\n{}", failures.len(), failures.join("\n"));
+    // The prose: every command and subcommand Atoll has gets a summary and a complexity of its
+    // own (not Redis's sentences), in the place Redis's COMMAND DOCS puts them.
+    let (r, a) = b.run(&[b"COMMAND", b"DOCS"]);
+    let (r, a) = (parse(&r), parse(&a));
+    let redis: std::collections::BTreeMap<String, &V> = items(&r).chunks(2).map(|p| (text(&p[0]), &p[1])).collect();
+    let mut checked = 0;
+    for p in items(&a).chunks(2) {
+        check_prose(&text(&p[0]), &p[1], redis.get(&text(&p[0])).copied(), &mut failures, &mut checked);
+    }
+    assert!(failures.is_empty(), "{} prose problems:\n{}", failures.len(), failures.join("\n"));
+    assert!(checked > 360, "{checked} commands' prose checked");
+}
+
+/// One COMMAND DOCS entry's summary and complexity (and its subcommands'), beside Redis's
+/// entry for the same command if Redis has it.
+fn check_prose(name: &str, a: &V, r: Option<&V>, failures: &mut Vec<String>, checked: &mut usize) {
+    *checked += 1;
+    let field = |v: &V, k: &str| items(v).chunks(2).find(|p| text(&p[0]) == k).map(|p| p[1].clone());
+    let keys = |v: &V| items(v).chunks(2).map(|p| text(&p[0])).filter(|k| k != "history").collect::<Vec<_>>();
+    for k in ["summary", "complexity"] {
+        match field(a, k).map(|v| text(&v)) {
+            Some(t) if !t.trim().is_empty() => {
+                if let Some(theirs) = r.and_then(|r| field(r, k)).map(|v| text(&v)) {
+                    // A bare big-O is a fact, not a sentence; anything longer is ours.
+                    if k == "summary" || theirs.split_whitespace().count() > 3 {
+                        let norm = |s: &str| s.trim_end_matches('.').to_lowercase();
+                        if norm(&t) == norm(&theirs) {
+                            failures.push(format!("{name}: {k} is Redis's: {t}"));
+                        }
+                    }
+                }
+            }
+            _ => failures.push(format!("{name}: no {k}")),
+        }
+    }
+    if let Some(r) = r {
+        let (rk, ak) = (keys(r), keys(a));
+        let common: Vec<_> = ak.iter().filter(|k| rk.contains(k)).collect();
+        let theirs: Vec<_> = rk.iter().filter(|k| ak.contains(k)).collect();
+        if common != theirs {
+            failures.push(format!("{name}: fields in the order {ak:?}, Redis {rk:?}"));
+        }
+    }
+    if let Some(subs) = field(a, "subcommands") {
+        let rsubs = r.and_then(|r| field(r, "subcommands"));
+        for p in items(&subs).chunks(2) {
+            let sub = text(&p[0]);
+            let rs =
+                rsubs.as_ref().and_then(|rs| items(rs).chunks(2).find(|q| text(&q[0]) == sub).map(|q| q[1].clone()));
+            check_prose(&sub, &p[1], rs.as_ref(), failures, checked);
+        }
+    }
+}
+
+/// DEBUG CLIENT-EVICTION: refused while `maxmemory-clients` is 0; otherwise Redis's 19
+/// buckets, each with the clients eviction may take (a `no-evict` client left out) and their
+/// memory measured — a client holding a 100 KB unfinished request sits past the first bucket.
+#[test]
+fn debug_client_eviction_shows_the_clients_by_memory() {
+    let servers = [start_redis(&["--enable-debug-command", "yes"]), start_atoll(&["--enable-debug-command", "yes"])];
+    let mut shapes = Vec::new();
+    for s in &servers {
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(c.cmd(&[b"DEBUG", b"CLIENT-EVICTION"]), b"-ERR maxmemory-clients is disabled.\r\n");
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"100mb"]), b"+OK\r\n");
+        // A client in the middle of a large request.
+        let mut big = RawConn::connect(s.port);
+        big.send_raw(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$300000\r\n");
+        big.send_raw(&vec![b'v'; 100_000]);
+        let buckets = |c: &mut RawConn| -> Vec<(String, u64, u64)> {
+            let r = c.cmd(&[b"DEBUG", b"CLIENT-EVICTION"]);
+            let text = String::from_utf8_lossy(&r).to_string();
+            let body = text.split_once("\r\n").unwrap().1;
+            body.lines()
+                .filter(|l| l.starts_with("bucket"))
+                .map(|l| {
+                    let (label, rest) = l.split_once(": tot-mem: ").unwrap();
+                    let (mem, n) = rest.split_once(", clients: ").unwrap();
+                    (label.to_string(), mem.trim().parse().unwrap(), n.trim().parse().unwrap())
+                })
+                .collect()
+        };
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            seen = buckets(&mut c);
+            if seen[2..].iter().any(|b| b.2 > 0) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(seen.len(), 19, "{seen:?}");
+        assert_eq!(seen.iter().map(|b| b.2).sum::<u64>(), 2, "both clients counted: {seen:?}");
+        // (Redis's idle client is 33 KB, its 16 KB reply buffer included: bucket 1.)
+        let large: Vec<_> = seen[2..].iter().filter(|b| b.2 > 0).collect();
+        assert_eq!(large.len(), 1, "{seen:?}");
+        assert!(large[0].1 >= 100_000, "the large client's memory: {seen:?}");
+        assert!(seen.iter().all(|b| (b.2 == 0) == (b.1 == 0)), "{seen:?}");
+        shapes.push(seen.iter().map(|b| b.0.clone()).collect::<Vec<_>>());
+        // The request done, clients that may not be evicted are not listed.
+        big.send_raw(&vec![b'v'; 200_000]);
+        big.send_raw(b"\r\n");
+        assert_eq!(big.read_reply(), b"+OK\r\n");
+        assert_eq!(big.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), b"+OK\r\n");
+        assert_eq!(c.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), b"+OK\r\n");
+        let after = buckets(&mut c);
+        assert_eq!(after.iter().map(|b| b.2).sum::<u64>(), 0, "{after:?}");
+    }
+    assert_eq!(shapes[0], shapes[1], "the buckets' labels");
+}
+
+/// INFO `client_recent_max_output_buffer` shows the output a slow reader has not taken (Redis
+/// keeps the largest of the last seconds; Atoll shows the largest held now).
+#[test]
+fn client_recent_max_output_buffer_shows_a_slow_readers_output() {
+    for s in [start_redis(&[]), start_atoll(&[])] {
+        let mut c = RawConn::connect(s.port);
+        let field = |c: &mut RawConn| -> u64 {
+            let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"clients"])).to_string();
+            info.lines()
+                .find_map(|l| l.strip_prefix("client_recent_max_output_buffer:"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        assert_eq!(c.cmd(&[b"SET", b"big", &vec![b'x'; 4 << 20]]), b"+OK\r\n");
+        let mut slow = RawConn::connect(s.port);
+        for _ in 0..8 {
+            slow.send(&[b"GET".to_vec(), b"big".to_vec()]);
+        }
+        let mut peak = 0;
+        for _ in 0..200 {
+            peak = field(&mut c);
+            if peak > 4 << 20 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(peak > 4 << 20, "{peak}");
+    }
 }

@@ -1032,3 +1032,73 @@ fn stream_trim_policies_reach_a_replica_exactly() {
         format!("{:?}", q(&mut r, &["XRANGE", "s", "-", "+"]))
     );
 }
+
+/// INFO's replication traffic: what a master writes to its replicas and what a replica reads
+/// from its master (the snapshot and the stream) are counted apart (`total_net_repl_*`,
+/// `instantaneous_*_repl_kbps`) and within the totals, as Redis 7.2.6 counts them — checked
+/// on a Redis pair first (the premise), then on Atoll pairs.
+#[test]
+fn replication_traffic_is_counted_as_redis_counts_it() {
+    let int = |c: &mut redis::Connection, section: &str, name: &str| -> f64 {
+        info_field(c, section, name).unwrap_or_else(|| panic!("no {name}")).parse().unwrap()
+    };
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let pairs = [
+        ("redis → redis", redis, redis),
+        ("atoll → atoll", atoll, atoll),
+        ("atoll → redis", atoll, redis),
+        ("redis → atoll", redis, atoll),
+    ];
+    for (pair, start_m, start_r) in pairs {
+        let master = start_m(&["--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1"]);
+        let mut m = con(master.port);
+        let value = "x".repeat(500);
+        for i in 0..200 {
+            q(&mut m, &["SET", &format!("before:{i}"), &value]);
+        }
+        let replica = start_r(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        // Traffic for a while, so the per-second rates have something to show.
+        let port = master.port;
+        let writer = std::thread::spawn(move || {
+            let mut w = con(port);
+            let start = Instant::now();
+            let mut i = 0;
+            while start.elapsed() < Duration::from_millis(3000) {
+                q(&mut w, &["SET", &format!("during:{}", i % 100), &"y".repeat(1000)]);
+                i += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(2200));
+        assert!(int(&mut m, "stats", "instantaneous_output_repl_kbps") > 0.0, "{pair}: master's rate");
+        assert!(int(&mut r, "stats", "instantaneous_input_repl_kbps") > 0.0, "{pair}: replica's rate");
+        assert_eq!(int(&mut m, "stats", "instantaneous_input_repl_kbps"), 0.0, "{pair}");
+        assert_eq!(int(&mut r, "stats", "instantaneous_output_repl_kbps"), 0.0, "{pair}");
+        writer.join().unwrap();
+        // Once the replica has everything: it read what the master wrote to it, byte for
+        // byte (the snapshot, its header line, the stream), and both hold more than the stream.
+        let mut last = (0.0, 0.0);
+        wait_until(&format!("{pair}: the counts to agree"), 20, || {
+            let offset = int(&mut m, "replication", "master_repl_offset");
+            let (out, inp) = (
+                int(&mut m, "stats", "total_net_repl_output_bytes"),
+                int(&mut r, "stats", "total_net_repl_input_bytes"),
+            );
+            last = (out, inp);
+            int(&mut r, "replication", "slave_repl_offset") == offset && out == inp && out > offset
+        });
+        let (out, _) = last;
+        assert!(out > 200.0 * 500.0 + 1000.0, "{pair}: {out}");
+        // The totals hold the replication bytes too.
+        assert!(int(&mut m, "stats", "total_net_output_bytes") > out, "{pair}");
+        assert!(int(&mut r, "stats", "total_net_input_bytes") > out, "{pair}");
+        assert_eq!(int(&mut m, "stats", "total_net_repl_input_bytes"), 0.0, "{pair}");
+        assert_eq!(int(&mut r, "stats", "total_net_repl_output_bytes"), 0.0, "{pair}");
+        // CONFIG RESETSTAT starts them again.
+        q(&mut m, &["CONFIG", "RESETSTAT"]);
+        assert!(int(&mut m, "stats", "total_net_repl_output_bytes") < 1000.0, "{pair}");
+    }
+}

@@ -584,7 +584,7 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.srv.deny_scripts_disabled.store(atoi(ctx.args[2]) != 0, Ordering::Relaxed);
             ctx.reply.ok();
         }
-        ("client-eviction", 2) => return Err(CmdError::msg("ERR maxmemory-clients is disabled.")),
+        ("client-eviction", 2) => client_eviction_buckets(ctx)?,
         // Crash on purpose (tests of crash reporting), as Redis's do: the crash report goes
         // to the log and the process dies by the signal.
         ("segfault", 2) => {
@@ -808,6 +808,47 @@ fn stringmatch_test() {
         let s: Vec<u8> = (0..r.gen_range(0..16)).map(|_| alphabet[r.gen_range(0..alphabet.len())]).collect();
         crate::engine::glob::glob_match(&p, &s, r.gen());
     }
+}
+
+/// DEBUG CLIENT-EVICTION: the clients `maxmemory-clients` may evict (normal and Pub/Sub ones
+/// without `no-evict`), by memory in Redis's 19 power-of-two buckets (the first up to 32 KB,
+/// the last 4 GB and over), with each bucket's total — measured now, as CLIENT LIST's
+/// `tot-mem`.
+fn client_eviction_buckets(ctx: &mut Ctx) -> Result<(), CmdError> {
+    const MIN_LOG: u32 = 15;
+    const MAX_LOG: u32 = 33;
+    const BUCKETS: usize = (1 + MAX_LOG - MIN_LOG) as usize;
+    if ctx.srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) == 0 {
+        return Err(CmdError::msg("ERR maxmemory-clients is disabled."));
+    }
+    let mut sums = [(0u64, 0u64); BUCKETS];
+    ctx.srv.clients.for_each(|h| {
+        let r = |a: &std::sync::atomic::AtomicBool| a.load(Ordering::Relaxed);
+        if r(&h.no_evict) || r(&h.replica) || r(&h.master) || r(&h.killed) {
+            return;
+        }
+        let mem = h.memory();
+        let bits = (u64::BITS - mem.leading_zeros()).clamp(MIN_LOG, MAX_LOG);
+        let b = &mut sums[(bits - MIN_LOG) as usize];
+        b.0 += mem;
+        b.1 += 1;
+    });
+    let mut out = String::new();
+    for (j, (sum, n)) in sums.iter().enumerate() {
+        if j == 0 {
+            out.push_str("bucket          0");
+        } else {
+            out.push_str(&format!("bucket {:>10}", 1u64 << (j as u32 - 1 + MIN_LOG)));
+        }
+        if j == BUCKETS - 1 {
+            out.push_str("+            : ");
+        } else {
+            out.push_str(&format!(" - {:>10}: ", (1u64 << (j as u32 + MIN_LOG)) - 1));
+        }
+        out.push_str(&format!("tot-mem: {sum:>10}, clients: {n}\n"));
+    }
+    ctx.reply.verbatim("txt", out.as_bytes());
+    Ok(())
 }
 
 #[cfg(test)]

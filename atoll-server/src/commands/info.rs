@@ -201,10 +201,21 @@ fn clients(o: &mut String, cx: &mut Cx) {
     // few seconds; Atoll holds no read buffer between requests).
     let max_qbuf = srv.clients.fold(0, |m, h| m.max(h.qbuf.load(Ordering::Relaxed)));
     f!(o, "client_recent_max_input_buffer:{}", max_qbuf);
-    f!(o, "client_recent_max_output_buffer:0");
+    // Likewise the most output a client has not taken yet (CLIENT LIST `omem`).
+    let max_obuf = srv.clients.fold(0, |m, h| m.max(h.out_pending.load(Ordering::Relaxed)));
+    f!(o, "client_recent_max_output_buffer:{}", max_obuf);
     f!(o, "blocked_clients:{}", srv.blocked_clients.load(Ordering::Relaxed));
     f!(o, "tracking_clients:{}", srv.tracking.figures().0);
-    f!(o, "clients_in_timeout_table:0");
+    // Blocked clients with a timeout; each wait read outside the registry's lock (a wait's
+    // state ranks below it).
+    let timed = srv
+        .clients
+        .snapshot()
+        .iter()
+        .filter_map(|h| h.waiter.lock().clone())
+        .filter(|w| w.timed() && w.waiting())
+        .count();
+    f!(o, "clients_in_timeout_table:{timed}");
     let (keys, nokey) = blocking_keys(srv, locks);
     f!(o, "total_blocking_keys:{}", keys);
     f!(o, "total_blocking_keys_on_nokey:{}", nokey);
@@ -285,7 +296,7 @@ fn memory(o: &mut String, cx: &mut Cx) {
         srv.clients.fold(0, |sum, h| if h.replica.load(Ordering::Relaxed) { sum } else { sum + h.memory() })
     );
     f!(o, "mem_cluster_links:0");
-    f!(o, "mem_aof_buffer:0");
+    f!(o, "mem_aof_buffer:{}", srv.persistence.aof.log().map_or(0, |l| l.buffered().1));
     f!(o, "mem_allocator:jemalloc");
     f!(o, "active_defrag_running:0");
     f!(o, "lazyfree_pending_objects:{}", srv.lazyfree.pending());
@@ -364,7 +375,7 @@ fn persistence(o: &mut String, cx: &mut Cx) {
         f!(o, "aof_current_size:{}", base + l.file_size.load(Ordering::Relaxed));
         f!(o, "aof_base_size:{base}");
         f!(o, "aof_pending_rewrite:0");
-        f!(o, "aof_buffer_length:0");
+        f!(o, "aof_buffer_length:{}", l.buffered().0);
         f!(o, "aof_pending_bio_fsync:0");
         f!(o, "aof_delayed_fsync:0");
     }
@@ -377,15 +388,16 @@ fn stats(o: &mut String, cx: &mut Cx) {
     f!(o, "total_connections_received:{}", st.sum(|c| &c.connections));
     f!(o, "total_commands_processed:{}", st.sum(|c| &c.commands));
     f!(o, "instantaneous_ops_per_sec:{}", srv.instantaneous_ops());
-    f!(o, "total_net_input_bytes:{}", st.sum(|c| &c.net_input_bytes));
-    f!(o, "total_net_output_bytes:{}", st.sum(|c| &c.net_output_bytes));
-    f!(o, "total_net_repl_input_bytes:0");
-    f!(o, "total_net_repl_output_bytes:0");
+    f!(o, "total_net_input_bytes:{}", st.net_input());
+    f!(o, "total_net_output_bytes:{}", st.net_output());
+    f!(o, "total_net_repl_input_bytes:{}", st.sum(|c| &c.net_repl_input_bytes));
+    f!(o, "total_net_repl_output_bytes:{}", st.sum(|c| &c.net_repl_output_bytes));
     let (kin, kout) = srv.instantaneous_kbps();
     f!(o, "instantaneous_input_kbps:{kin:.2}");
     f!(o, "instantaneous_output_kbps:{kout:.2}");
-    f!(o, "instantaneous_input_repl_kbps:0.00");
-    f!(o, "instantaneous_output_repl_kbps:0.00");
+    let (rin, rout) = srv.instantaneous_repl_kbps();
+    f!(o, "instantaneous_input_repl_kbps:{rin:.2}");
+    f!(o, "instantaneous_output_repl_kbps:{rout:.2}");
     f!(o, "rejected_connections:{}", st.sum(|c| &c.rejected_connections));
     f!(o, "sync_full:{}", srv.repl.sync_full.load(Ordering::Relaxed));
     f!(o, "sync_partial_ok:{}", srv.repl.sync_partial_ok.load(Ordering::Relaxed));

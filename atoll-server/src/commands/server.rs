@@ -575,6 +575,8 @@ fn reply_doc_args(r: &mut Reply, args: &[Json]) {
 fn reply_command_docs(r: &mut Reply, c: &Command) {
     let s = &c.spec;
     let mut n = 3; // summary, since, group
+    let complexity = s.get("complexity").and_then(|v| v.as_str());
+    n += usize::from(complexity.is_some());
     let args = s.get("arguments").and_then(|a| a.as_array());
     n += usize::from(args.is_some());
     let doc_flags = s.get("doc_flags").and_then(|a| a.as_array());
@@ -584,17 +586,18 @@ fn reply_command_docs(r: &mut Reply, c: &Command) {
     n += usize::from(!c.subcommands.is_empty());
     r.map(n);
     r.bulk(b"summary");
-    // Short descriptions are ours; the reference data carries no prose, except our note on
-    // the commands only Redis 8 has (tools/gen_specs.py).
-    match s.get("summary").and_then(|v| v.as_str()) {
-        Some(text) => r.bulk(text.as_bytes()),
-        None => r.bulk(format!("The {} command.", c.name.to_uppercase().replace('|', " ")).as_bytes()),
-    }
+    // Summaries and complexities are our own words (tools/prose.json, through
+    // tools/gen_specs.py); every command has them.
+    r.bulk(s.get("summary").and_then(|v| v.as_str()).unwrap_or_default().as_bytes());
     r.bulk(b"since");
     r.bulk(s["since"].as_str().unwrap_or("1.0.0").as_bytes());
     r.bulk(b"group");
     // Redis names the group of sorted sets `sorted-set` (the facts: `sorted_set`).
     r.bulk(s["group"].as_str().unwrap_or("generic").replace('_', "-").as_bytes());
+    if let Some(text) = complexity {
+        r.bulk(b"complexity");
+        r.bulk(text.as_bytes());
+    }
     if let Some(flags) = doc_flags {
         r.bulk(b"doc_flags");
         r.set(flags.len());

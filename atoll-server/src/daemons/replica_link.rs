@@ -27,9 +27,34 @@ use crate::services::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA, GATE_STA
 pub use crate::services::replication::{Upstream, CONNECT, CONNECTED, CONNECTING, HANDSHAKE, SYNC};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The link's socket as its reader sees it: once the handshake is over, what it reads from
+/// the master (the snapshot and the stream) counts as replication input (INFO
+/// `total_net_repl_input_bytes`), apart from clients' `total_net_input_bytes`, as in Redis.
+struct Counted<'a> {
+    sock: TcpStream,
+    to: Option<&'a AtomicU64>,
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        if let Some(c) = self.to {
+            c.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok(n)
+    }
+}
+
+/// Starts counting the link's input as replication bytes, the bytes already read ahead
+/// included.
+fn count_from_here<'a>(r: &mut BufReader<Counted<'a>>, to: &'a AtomicU64) {
+    to.fetch_add(r.buffer().len() as u64, Ordering::Relaxed);
+    r.get_mut().to = Some(to);
+}
 
 /// Why the link to the master broke or a sync failed: logged, and the link reconnects.
 #[derive(Debug)]
@@ -217,11 +242,13 @@ fn read_line(r: &mut impl BufRead) -> Result<String, LinkError> {
     }
 }
 
-fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<(), LinkError> {
+/// Writes a command to the master; the bytes written.
+fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<usize, LinkError> {
     let argv: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
     let mut out = Vec::new();
     crate::persist::aof::encode(&mut out, &argv);
-    io(w.write_all(&out))
+    io(w.write_all(&out))?;
+    Ok(out.len())
 }
 
 /// A connection to `addr` from the address `source` (`bind-source-addr`; "" lets the kernel
@@ -261,7 +288,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     crate::log_notice!("MASTER <-> REPLICA sync started");
     link_state(srv, gen, HANDSHAKE);
     let mut w = io(sock.try_clone())?;
-    let mut r = BufReader::with_capacity(64 << 10, sock);
+    let mut r = BufReader::with_capacity(64 << 10, Counted { sock, to: None });
     // The handshake.
     send(&mut w, &[b"PING"])?;
     let pong = read_line(&mut r)?;
@@ -315,6 +342,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     send(&mut w, &[b"PSYNC", id.as_bytes(), off.as_bytes()])?;
     let reply = read_line(&mut r)?;
     up.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
+    count_from_here(&mut r, &srv.stats.background().counters.net_repl_input_bytes);
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut it = rest.split(' ');
         let replid = it.next().unwrap_or_default().to_string();
@@ -345,7 +373,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
 }
 
 /// Receives the snapshot into `dbfilename` and loads it in place of the dataset.
-fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(), LinkError> {
+fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64) -> Result<(), LinkError> {
     let head = read_line(r)?;
     let Some(len) = head.strip_prefix('$') else {
         return Err(LinkError::Master(format!(
@@ -441,7 +469,7 @@ fn full_sync(srv: &Server, r: &mut BufReader<TcpStream>, gen: u64) -> Result<(),
 }
 
 /// Applies the master's stream until the link ends.
-fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> Result<(), LinkError> {
+fn stream(srv: &Server, mut r: BufReader<Counted>, w: TcpStream, gen: u64) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
     let w: Mutex<TcpStream, { rank::LEAF }> = Mutex::new(w);
     // What the AOF holds at the start is durable (a full sync rewrote it).
@@ -456,7 +484,7 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
                 // since (CONFIG SET appendonly yes), and FACK must follow it, or a master's
                 // WAITAOF waits forever.
                 let log = srv.persistence.aof.log();
-                if send_ack(&w, &acks, log.as_deref()).is_err() {
+                if send_ack(srv, &w, &acks, log.as_deref()).is_err() {
                     return;
                 }
                 drop(log);
@@ -480,13 +508,13 @@ fn stream(srv: &Server, mut r: BufReader<TcpStream>, w: TcpStream, gen: u64) -> 
 /// `stream`'s loop: reads the master's commands and runs them, answering GETACK.
 fn apply_stream(
     srv: &Server,
-    r: &mut BufReader<TcpStream>,
+    r: &mut BufReader<Counted>,
     w: &Mutex<TcpStream, { rank::LEAF }>,
     acks: &Acks,
     gen: u64,
 ) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
-    let mut client = master_client(srv, r.get_ref());
+    let mut client = master_client(srv, &r.get_ref().sock);
     client.db = up.db.load(Ordering::Relaxed);
     let base = up.offset.load(Ordering::Acquire);
     let max_bulk = srv.config.text(crate::config::p::PROTO_MAX_BULK_LEN).parse::<u64>().unwrap_or(512 << 20);
@@ -513,7 +541,7 @@ fn apply_stream(
         if is(0, "replconf") && is(1, "getack") {
             // The offset before this command, as Redis answers.
             let log = srv.persistence.aof.log();
-            if let Err(e) = send_ack(w, acks, log.as_deref()) {
+            if let Err(e) = send_ack(srv, w, acks, log.as_deref()) {
                 break Err(e);
             }
         } else {
@@ -591,17 +619,22 @@ impl Acks {
 }
 
 /// Sends REPLCONF ACK (and FACK) on the link; the figures are read before the socket is
-/// locked (both are leaves of the lock order).
+/// locked (both are leaves of the lock order). The bytes count as this server's output
+/// (`total_net_output_bytes`: the master's client is not a replica), as in Redis.
 fn send_ack(
+    srv: &Server,
     w: &Mutex<TcpStream, { rank::LEAF }>,
     acks: &Acks,
     log: Option<&crate::persist::aof::AofLog>,
 ) -> Result<(), LinkError> {
     let o = acks.offset.load(Ordering::Acquire).to_string();
-    match acks.fsynced(log) {
-        Some(f) => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes(), b"FACK", f.to_string().as_bytes()]),
-        None => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes()]),
-    }
+    let n = match acks.fsynced(log) {
+        Some(f) => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes(), b"FACK", f.to_string().as_bytes()])?,
+        None => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes()])?,
+    };
+    // Two threads send ACKs (the link's and the ACK thread): an atomic add, not `bump`.
+    srv.stats.background().counters.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
+    Ok(())
 }
 
 /// The master's client: runs what the stream says, never answered, and nothing expires under

@@ -110,7 +110,9 @@ fn try_partial(srv: &Server, r: &Arc<Replica>, id: &[u8], off: &[u8], reply: &mu
     } else {
         tail.extend_from_slice(&c[skip - a.len()..]);
     }
-    reply.extend_from_slice(format!("+CONTINUE {replid}\r\n").as_bytes());
+    let line = format!("+CONTINUE {replid}\r\n");
+    r.handle.repl_uncounted.fetch_add(line.len() as u64, Ordering::Relaxed);
+    reply.extend_from_slice(line.as_bytes());
     r.state.lock().link = Link::Online;
     r.ack_offset.store(off - 1, Ordering::Relaxed);
     // Under the feed lock: nothing fed after the backlog's end can come before it.
@@ -398,7 +400,9 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
             }
             let mut head = Vec::new();
             if r.psync {
-                head.extend_from_slice(format!("+FULLRESYNC {replid} {off}\r\n").as_bytes());
+                let line = format!("+FULLRESYNC {replid} {off}\r\n");
+                r.handle.repl_uncounted.fetch_add(line.len() as u64, Ordering::Relaxed);
+                head.extend_from_slice(line.as_bytes());
             }
             if let Some(mark) = &self.mark {
                 head.extend_from_slice(b"$EOF:");

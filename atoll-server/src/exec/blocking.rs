@@ -159,6 +159,12 @@ impl crate::services::clients::Wait for Waiter {
     fn waiting(&self) -> bool {
         *self.state.lock() == WaitState::Waiting
     }
+
+    fn timed(&self) -> bool {
+        // A postponed client's deadline is the pause's end, not a timeout (Redis's postponed
+        // clients are not in its timeout table).
+        !self.postponed && self.deadline_ms.is_some_and(|d| d > 0)
+    }
 }
 
 /// Parses a blocking timeout in seconds (BLPOP, BZPOPMIN …; fractions allowed, 0 = forever) into

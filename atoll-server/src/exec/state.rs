@@ -31,9 +31,13 @@ struct Sample {
     us_per_cycle: u64,
     net_in: u64,
     net_out: u64,
-    /// Network bytes per second, in and out.
+    repl_in: u64,
+    repl_out: u64,
+    /// Network bytes per second, in and out, and of them the replication links'.
     in_per_sec: f64,
     out_per_sec: f64,
+    repl_in_per_sec: f64,
+    repl_out_per_sec: f64,
 }
 
 impl Default for Sample {
@@ -48,8 +52,12 @@ impl Default for Sample {
             us_per_cycle: 0,
             net_in: 0,
             net_out: 0,
+            repl_in: 0,
+            repl_out: 0,
             in_per_sec: 0.0,
             out_per_sec: 0.0,
+            repl_in_per_sec: 0.0,
+            repl_out_per_sec: 0.0,
         }
     }
 }
@@ -315,13 +323,22 @@ impl Server {
         (s.in_per_sec / 1024.0, s.out_per_sec / 1024.0)
     }
 
+    /// The same of the replication links (instantaneous_input_repl_kbps /
+    /// instantaneous_output_repl_kbps).
+    pub fn instantaneous_repl_kbps(&self) -> (f64, f64) {
+        let s = self.ops_sample.lock();
+        (s.repl_in_per_sec / 1024.0, s.repl_out_per_sec / 1024.0)
+    }
+
     /// Called periodically: updates the instantaneous figures (at most once a second).
     pub fn sample_ops(&self) {
         let ops = self.stats.sum(|c| &c.commands);
         let cycles = self.stats.sum(|c| &c.eventloop_cycles);
         let us = self.stats.sum(|c| &c.eventloop_us);
-        let net_in = self.stats.sum(|c| &c.net_input_bytes);
-        let net_out = self.stats.sum(|c| &c.net_output_bytes);
+        let net_in = self.stats.net_input();
+        let net_out = self.stats.net_output();
+        let repl_in = self.stats.sum(|c| &c.net_repl_input_bytes);
+        let repl_out = self.stats.sum(|c| &c.net_repl_output_bytes);
         let mut s = self.ops_sample.lock();
         let el = s.at.elapsed().as_secs_f64();
         if el >= 1.0 {
@@ -334,7 +351,9 @@ impl Server {
             s.us_per_cycle = us.saturating_sub(s.us).checked_div(d_cycles).unwrap_or(0);
             s.in_per_sec = net_in.saturating_sub(s.net_in) as f64 / el;
             s.out_per_sec = net_out.saturating_sub(s.net_out) as f64 / el;
-            *s = Sample { at: Instant::now(), ops, cycles, us, net_in, net_out, ..*s };
+            s.repl_in_per_sec = repl_in.saturating_sub(s.repl_in) as f64 / el;
+            s.repl_out_per_sec = repl_out.saturating_sub(s.repl_out) as f64 / el;
+            *s = Sample { at: Instant::now(), ops, cycles, us, net_in, net_out, repl_in, repl_out, ..*s };
         }
     }
 

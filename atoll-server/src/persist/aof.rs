@@ -740,6 +740,15 @@ impl AofLog {
         }
     }
 
+    /// The commands appended and not yet handed to the file: (their bytes, the buffers'
+    /// allocation) — INFO `aof_buffer_length` and `mem_aof_buffer`.
+    pub fn buffered(&self) -> (u64, u64) {
+        let p = self.pending.lock();
+        let len = p.cur.buf.len() + p.old.as_ref().map_or(0, |o| o.0.buf.len());
+        let cap = p.cur.buf.capacity() + p.old.as_ref().map_or(0, |o| o.0.buf.capacity());
+        (len as u64, cap as u64)
+    }
+
     /// Bytes appended so far by every thread.
     pub fn appended(&self) -> u64 {
         self.appended_now.load(Ordering::Acquire)

@@ -405,6 +405,7 @@ impl Io {
         let ws = &self.srv.stats.workers[self.id];
         let Some(c) = self.conns.get_mut(t) else { return };
         let batch = c.link.out.len();
+        let handle = &c.link.session.client.handle;
         // TLS: the replies not yet sealed join the sealed bytes still to write.
         let (buf, sent) = match c.link.tls.as_deref_mut() {
             Some(tls) => {
@@ -423,7 +424,7 @@ impl Io {
                     return;
                 }
                 Ok(n) => {
-                    bump(&ws.counters.net_output_bytes, n as u64);
+                    super::worker::count_output(handle, &ws.counters, n);
                     bump(&ws.counters.writes_processed, 1);
                     *sent += n;
                 }

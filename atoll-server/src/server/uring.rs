@@ -833,7 +833,7 @@ impl Io {
             return self.close(t);
         }
         let counters = &self.srv.stats.workers[self.id].counters;
-        bump(&counters.net_output_bytes, res as u64);
+        super::worker::count_output(&c.link.session.client.handle, counters, res as usize);
         bump(&counters.writes_processed, 1);
         c.sent += res as usize;
         c.link.in_flight = c.sending.len() - c.sent;

@@ -193,6 +193,28 @@ struct OutputShown {
     pending: usize,
 }
 
+/// Counts `n` bytes written to a client: a replica's stream apart from clients' replies
+/// (INFO `total_net_repl_output_bytes`), its `+FULLRESYNC`/`+CONTINUE` line in neither.
+#[inline]
+pub fn count_output(h: &crate::services::clients::ClientHandle, counters: &crate::services::stats::Counters, n: usize) {
+    if !h.replica.load(std::sync::atomic::Ordering::Relaxed) {
+        bump(&counters.net_output_bytes, n as u64);
+        return;
+    }
+    replica_output(h, counters, n as u64);
+}
+
+#[cold]
+fn replica_output(h: &crate::services::clients::ClientHandle, counters: &crate::services::stats::Counters, mut n: u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let skip = h.repl_uncounted.load(Relaxed).min(n);
+    if skip > 0 {
+        h.repl_uncounted.fetch_sub(skip, Relaxed);
+        n -= skip;
+    }
+    bump(&counters.net_repl_output_bytes, n);
+}
+
 impl Link {
     /// There is something to write: replies, or a TLS handshake's messages.
     pub fn has_output(&self) -> bool {

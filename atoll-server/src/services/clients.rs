@@ -35,6 +35,8 @@ pub trait Wait: Send + Sync {
     fn finish(&self, end: WaitState) -> bool;
     /// It has not ended yet.
     fn waiting(&self) -> bool;
+    /// It ends at a deadline if nothing serves it first (Redis's timeout table).
+    fn timed(&self) -> bool;
 }
 
 /// Information other threads can see about a client.
@@ -99,6 +101,9 @@ pub struct ClientHandle {
     /// A replica fed by this server (PSYNC/SYNC ran; CLIENT LIST flag `S`): its output is
     /// the replication stream, under the `replica` output-buffer limits.
     pub replica: AtomicBool,
+    /// Bytes at the head of a replica's output not counted as traffic: its `+FULLRESYNC` or
+    /// `+CONTINUE` line, which Redis writes past its client buffers, uncounted.
+    pub repl_uncounted: AtomicU64,
     /// This replica's link to its master (CLIENT LIST flag `M`, TYPE master).
     pub master: AtomicBool,
     /// QUIT ran: the connection closes once its reply is written.
@@ -157,6 +162,7 @@ impl ClientHandle {
             reply_round: 0.into(),
             reply_peak: 0.into(),
             out_pending: 0.into(),
+            repl_uncounted: 0.into(),
             flags_watch: AtomicBool::new(false),
             no_evict: AtomicBool::new(false),
             no_touch: AtomicBool::new(false),

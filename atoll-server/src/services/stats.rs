@@ -20,6 +20,12 @@ pub struct Counters {
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// Replication traffic, which Redis keeps out of the two above: what a replica reads from
+    /// its master (the snapshot and the stream; the background counters, from the link
+    /// thread) and what a master writes to its replicas (the workers owning those
+    /// connections).
+    pub net_repl_input_bytes: AtomicU64,
+    pub net_repl_output_bytes: AtomicU64,
     /// Chunks of input received and reply writes (one per write or send call): Redis counts
     /// read events and `writeToClient` calls, which is the same one per request unpipelined.
     pub reads_processed: AtomicU64,
@@ -112,6 +118,8 @@ impl WorkerStats {
             &c.rejected_connections,
             &c.net_input_bytes,
             &c.net_output_bytes,
+            &c.net_repl_input_bytes,
+            &c.net_repl_output_bytes,
             &c.reads_processed,
             &c.writes_processed,
             &c.batched_waits,
@@ -170,6 +178,17 @@ impl Stats {
     /// Sum of one counter over all workers.
     pub fn sum(&self, f: impl Fn(&Counters) -> &AtomicU64) -> u64 {
         self.workers.iter().map(|w| f(&w.counters).load(Ordering::Relaxed)).sum()
+    }
+
+    /// Bytes read from the network, replication links included (INFO total_net_input_bytes,
+    /// which in Redis holds total_net_repl_input_bytes too).
+    pub fn net_input(&self) -> u64 {
+        self.sum(|c| &c.net_input_bytes) + self.sum(|c| &c.net_repl_input_bytes)
+    }
+
+    /// Bytes written to the network, replicas' streams included.
+    pub fn net_output(&self) -> u64 {
+        self.sum(|c| &c.net_output_bytes) + self.sum(|c| &c.net_repl_output_bytes)
     }
 
     /// The largest of the workers' values (INFO debug's maxima).

@@ -48,6 +48,16 @@ fn class_size(size: usize, align: usize) -> isize {
     (unsafe { tikv_jemalloc_sys::nallocx(size.max(1), flags) }) as isize
 }
 
+/// The bytes the allocator hands out for a request of `size` bytes (its size class; 0 for
+/// nothing allocated), for figures that measure the heap a structure holds (MEMORY USAGE).
+pub fn usable(size: usize) -> usize {
+    if size == 0 {
+        0
+    } else {
+        class_size(size, 8) as usize
+    }
+}
+
 #[inline]
 fn account(delta: isize) {
     // `try_with`: a thread being torn down counts straight into the global figure.

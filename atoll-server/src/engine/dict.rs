@@ -78,6 +78,15 @@ impl KeyBytes {
         }
     }
 
+    /// What the key allocates beside the node holding it.
+    #[inline]
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            KeyBytes::Inline { .. } => 0,
+            KeyBytes::Heap(b) => super::footprint::cls(b.len()),
+        }
+    }
+
     pub fn into_box(self) -> Box<[u8]> {
         match self {
             KeyBytes::Heap(b) => b,
@@ -531,6 +540,27 @@ impl<N: Chained> RawDict<N> {
             .collect()
     }
 
+    /// Visits nodes (no particular order) while `f` says go on.
+    pub fn visit(&self, mut f: impl FnMut(NonNull<N>) -> bool) {
+        for t in &self.t {
+            for b in &t.buckets {
+                let mut cur = *b;
+                while let Some(p) = cur {
+                    // SAFETY: as in `for_each`.
+                    cur = unsafe { *N::next(p) };
+                    if !f(p) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The heap the bucket arrays take (both while rehashing).
+    pub fn table_bytes(&self) -> usize {
+        self.t.iter().map(|t| super::footprint::array::<Link<N>>(t.buckets.capacity())).sum()
+    }
+
     /// Visits every node (no particular order).
     pub fn for_each(&self, mut f: impl FnMut(NonNull<N>)) {
         for t in &self.t {
@@ -817,6 +847,33 @@ impl<V> Dict<V> {
         // SAFETY: unlinked nodes are handed to us; this one was made by `link` as a box.
         let Node { key, val, .. } = *unsafe { Box::from_raw(p.as_ptr()) };
         Some((key.into_box(), val))
+    }
+
+    /// The heap one element with `key` takes (its node, and a long key's bytes).
+    pub fn entry_bytes(key: &[u8]) -> usize {
+        use super::footprint::cls;
+        cls(std::mem::size_of::<Node<V>>()) + if key.len() > INLINE_KEY { cls(key.len()) } else { 0 }
+    }
+
+    /// The bucket arrays' heap.
+    pub fn table_bytes(&self) -> usize {
+        self.0.table_bytes()
+    }
+
+    /// The heap the map holds: its bucket arrays, and per element its node, a long key's
+    /// bytes and what `val` says the value allocates — measured on the first `samples`
+    /// elements (0: all) and extrapolated (`engine::footprint`).
+    pub fn footprint(&self, samples: usize, val: impl Fn(&V) -> usize) -> usize {
+        use super::footprint::{cls, Sampler};
+        let node = cls(std::mem::size_of::<Node<V>>());
+        let mut each = Sampler::new(samples);
+        self.0.visit(|p| {
+            // SAFETY: nodes live while `self` is borrowed.
+            let n = unsafe { &*p.as_ptr() };
+            each.add(node + n.key.heap_bytes() + val(&n.val));
+            each.wants()
+        });
+        self.0.table_bytes() + each.total(self.len())
     }
 
     /// Visits every element (no particular order).

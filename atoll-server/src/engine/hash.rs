@@ -425,31 +425,33 @@ impl Hash {
         }
     }
 
-    /// Approximate heap bytes, for memory accounting.
-    pub fn heap_size(&self) -> usize {
-        let mut n = 0;
-        match self.table() {
-            None => {
-                if let Repr::Listpack(p) = &self.repr {
-                    n += p.0.bytes().len();
-                }
-            }
-            Some(d) => {
-                n += std::mem::size_of::<Dict<HVal>>() + d.buckets() * 8;
-                d.for_each(|f, v| {
-                    n += 48 + f.len();
-                    if let HVal::Heap(b) = v {
-                        n += 16 + b.len();
-                    }
+    /// The heap the hash holds (`engine::footprint`): a listpack's buffer; or the table,
+    /// its nodes, long fields and values, and the deadlines of volatile fields (by field, and
+    /// in time order).
+    pub fn footprint(&self, samples: usize) -> usize {
+        use super::footprint::{btree, cls, Sampler};
+        match &self.repr {
+            Repr::Listpack(p) => p.0.footprint(),
+            Repr::Table(t) => {
+                let mut n = cls(std::mem::size_of::<Table>());
+                n += t.dict.footprint(samples, |v| match v {
+                    HVal::Inline(..) => 0,
+                    HVal::Heap(b) => cls(std::mem::size_of::<Box<[u8]>>()) + cls(b.len()),
                 });
+                if let Some(d) = &t.ttl {
+                    n += cls(std::mem::size_of::<Deadlines>()) + d.at.footprint(samples, |_| 0);
+                    let mut fields = Sampler::new(samples);
+                    for (_, f) in d.order.iter() {
+                        if !fields.wants() {
+                            break;
+                        }
+                        fields.add(cls(f.len()));
+                    }
+                    n += btree::<(i64, Box<[u8]>), ()>(d.order.len()) + fields.total(d.order.len());
+                }
+                n
             }
         }
-        if let Some(d) = self.deadlines() {
-            // A dict node and a tree entry per volatile field, each with the field's bytes.
-            n += std::mem::size_of::<Deadlines>() + d.at.buckets() * 8;
-            d.at.for_each(|f, _| n += 48 + f.len() + 40 + f.len());
-        }
-        n
     }
 
     // -----------------------------------------------------------------------------------------

@@ -306,6 +306,11 @@ impl KeyTable {
         self.0.find(key).is_some()
     }
 
+    /// The heap the bucket arrays take.
+    pub fn table_bytes(&self) -> usize {
+        self.0.table_bytes()
+    }
+
     /// The key's entry, for reading and writing.
     #[inline]
     pub fn get_mut(&mut self, key: &[u8]) -> Option<Entry<'_>> {
@@ -410,6 +415,14 @@ impl ValRef<'_> {
     pub fn as_bytes<'b>(&'b self, buf: &'b mut itoa::Buffer) -> Option<&'b [u8]> {
         // SAFETY: as in `deref`.
         unsafe { KNode::str_bytes(self.node, buf) }
+    }
+
+    /// The heap the key's node takes: header, key bytes, and the value when it lives inside
+    /// (a short string, an integer, or the `Value` of any other), at the allocator's size class.
+    pub fn node_bytes(&self) -> usize {
+        // SAFETY: as in `deref`.
+        let (h, (_, klen)) = unsafe { (KNode::hdr(self.node), KNode::key_span(self.node)) };
+        super::footprint::cls(layout_of(h.kind, klen, h.vlen as usize).0)
     }
 
     /// The access clock.

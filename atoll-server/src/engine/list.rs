@@ -136,9 +136,18 @@ impl List {
         self.items.is_empty()
     }
 
-    /// Approximate heap bytes, for memory accounting.
-    pub fn heap_size(&self) -> usize {
-        self.items.capacity() * std::mem::size_of::<Box<[u8]>>() + self.items.iter().map(|e| e.len()).sum::<usize>()
+    /// The heap the list holds (`engine::footprint`): the list, its ring of element
+    /// pointers, and each element's bytes.
+    pub fn footprint(&self, samples: usize) -> usize {
+        use super::footprint::{array, cls, Sampler};
+        let mut each = Sampler::new(samples);
+        for e in &self.items {
+            if !each.wants() {
+                break;
+            }
+            each.add(cls(e.len()));
+        }
+        cls(std::mem::size_of::<List>()) + array::<Box<[u8]>>(self.items.capacity()) + each.total(self.items.len())
     }
 
     /// Redis's `listTypeTryConversionAppend`: called before adding `count` elements of

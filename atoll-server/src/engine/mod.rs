@@ -11,6 +11,7 @@
 //! commands are one layer up, in `types`. See docs/ARCHITECTURE.md.
 
 pub mod dict;
+pub mod footprint;
 pub mod glob;
 pub mod hash;
 pub mod keytable;
@@ -865,6 +866,22 @@ impl<'k> Locks<'k> {
     /// `Keyspace::dbsize`, safe inside a transaction or script).
     pub fn dbsize(&mut self, db: usize) -> usize {
         self.db_stats(db).0
+    }
+
+    /// The keyspace tables' own heap in `db` (MEMORY STATS `overhead.hashtable.*`): the key
+    /// tables' bucket arrays, and the expiry tables' arrays and nodes (a key's own node is
+    /// the key's, MEMORY USAGE's).
+    pub fn db_overhead(&mut self, db: usize) -> (usize, usize) {
+        let (mut main, mut expires) = (0, 0);
+        if self.ks.db_if_exists(db).is_some() {
+            for s in 0..SHARDS {
+                self.with_shard(db, s, |sh| {
+                    main += sh.keys.table_bytes();
+                    expires += sh.expires.table_bytes() + sh.expires.len() * dict::Dict::<i64>::entry_bytes(b"");
+                });
+            }
+        }
+        (main, expires)
     }
 
     /// (keys, keys with expiry) in `db`, as `dbsize`.

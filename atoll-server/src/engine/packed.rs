@@ -143,6 +143,11 @@ impl Packed {
         self.len
     }
 
+    /// The heap its buffer takes.
+    pub fn footprint(&self) -> usize {
+        super::footprint::cls(self.buf.len())
+    }
+
     pub fn bytes(&self) -> &[u8] {
         &self.buf
     }

@@ -131,6 +131,18 @@ pub struct Set {
     repr: Repr,
 }
 
+impl Set {
+    /// The heap the set holds (`engine::footprint`).
+    pub fn footprint(&self, samples: usize) -> usize {
+        use super::footprint::{array, cls};
+        match &self.repr {
+            Repr::Ints(v) => array::<i64>(v.len()),
+            Repr::Pack(m) => m.0.footprint(),
+            Repr::Table(t) => cls(std::mem::size_of::<Table>()) + t.0.footprint(samples, |_| 0),
+        }
+    }
+}
+
 /// Inserts `i` at `pos` of a tight integer array (one realloc, in place when it can be).
 fn ints_insert(v: &mut Box<[i64]>, pos: usize, i: i64) {
     let mut w = std::mem::take(v).into_vec();

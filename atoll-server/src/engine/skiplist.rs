@@ -59,6 +59,25 @@ fn before(score: f64, ele: &[u8], s2: f64, e2: &[u8]) -> bool {
 }
 
 impl SkipList {
+    /// The heap the list holds (`engine::footprint`): its node array (free slots included),
+    /// the free list, and per node a long member's bytes and levels past the two kept inline.
+    pub fn footprint(&self, samples: usize) -> usize {
+        use super::footprint::{array, Sampler};
+        let own =
+            |n: &Node| n.ele.heap_bytes() + if n.levels.spilled() { array::<Level>(n.levels.capacity()) } else { 0 };
+        // The head node (all 32 levels) is counted whole, the members' nodes sampled.
+        let head = self.nodes.first().map_or(0, own);
+        let mut each = Sampler::new(samples);
+        for n in self.nodes.iter().skip(1) {
+            if !each.wants() {
+                break;
+            }
+            each.add(own(n));
+        }
+        let members = self.nodes.len().saturating_sub(1);
+        array::<Node>(self.nodes.capacity()) + array::<u32>(self.free.capacity()) + head + each.total(members)
+    }
+
     pub fn new() -> SkipList {
         let head = Node {
             ele: KeyBytes::from_slice(b""),

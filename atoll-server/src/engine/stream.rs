@@ -252,6 +252,44 @@ pub struct Trimmed {
 }
 
 impl Stream {
+    /// The heap the stream holds (`engine::footprint`): the stream, its nodes (measured on the
+    /// first `samples` nodes, 0: all, as Redis samples its listpacks) with their entries and
+    /// fields, and each group with its pending entries and consumers.
+    pub fn footprint(&self, samples: usize) -> usize {
+        use super::footprint::{array, btree, cls, Sampler};
+        let vecs =
+            |v: &Vec<Vec<u8>>| array::<Vec<u8>>(v.capacity()) + v.iter().map(|f| cls(f.capacity())).sum::<usize>();
+        let mut nodes = Sampler::new(samples);
+        for node in self.nodes.values() {
+            if !nodes.wants() {
+                break;
+            }
+            let entries: usize = node.entries.iter().map(|e| vecs(&e.fields)).sum();
+            nodes.add(array::<Entry>(node.entries.capacity()) + entries + vecs(&node.master_fields));
+        }
+        let mut n = cls(std::mem::size_of::<Stream>())
+            + btree::<StreamId, Node>(self.nodes.len())
+            + nodes.total(self.nodes.len())
+            + btree::<Vec<u8>, Group>(self.groups.len());
+        for (name, g) in &self.groups {
+            n += cls(name.capacity())
+                + btree::<StreamId, Nack>(g.pel.len())
+                + btree::<Vec<u8>, Consumer>(g.consumers.len());
+            let mut nacks = Sampler::new(samples);
+            for nack in g.pel.values() {
+                if !nacks.wants() {
+                    break;
+                }
+                nacks.add(cls(nack.consumer.capacity()));
+            }
+            n += nacks.total(g.pel.len());
+            for (cname, c) in &g.consumers {
+                n += cls(cname.capacity()) + btree::<StreamId, ()>(c.pel.len());
+            }
+        }
+        n
+    }
+
     /// The name OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
         "stream"

@@ -189,15 +189,19 @@ impl Value {
         }
     }
 
-    /// Approximate heap bytes, for memory accounting.
-    pub fn heap_size(&self) -> usize {
+    /// What the value allocates in the heap (`engine::footprint`; a short string or an
+    /// integer lives inside its key's node and allocates nothing).
+    pub fn footprint(&self, samples: usize) -> usize {
+        use super::footprint::cls;
         match self {
-            Value::Emb { .. } => 0,
-            Value::Str(b) => b.len(),
-            Value::Raw(v) => v.capacity(),
-            Value::Int(_) => 0,
-            // Each type module will report its own size with MEMORY USAGE.
-            _ => 0,
+            Value::Emb { .. } | Value::Int(_) => 0,
+            Value::Str(b) => cls(b.len()),
+            Value::Raw(v) => cls(v.capacity()),
+            Value::List(l) => l.footprint(samples),
+            Value::Hash(h) => h.footprint(samples),
+            Value::Set(s) => s.footprint(samples),
+            Value::ZSet(z) => z.footprint(samples),
+            Value::Stream(s) => s.footprint(samples),
         }
     }
 }

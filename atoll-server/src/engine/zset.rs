@@ -147,6 +147,20 @@ impl Clone for ZSet {
     }
 }
 
+impl ZSet {
+    /// The heap the sorted set holds (`engine::footprint`): a listpack's buffer; or the
+    /// skip list's node array and spilled levels, and the member → score table.
+    pub fn footprint(&self, samples: usize) -> usize {
+        use super::footprint::cls;
+        match &self.repr {
+            Repr::Pack(p) => p.0.footprint(),
+            Repr::Skip(b) => {
+                cls(std::mem::size_of::<Big>()) + b.list.footprint(samples) + b.scores.footprint(samples, |_| 0)
+            }
+        }
+    }
+}
+
 impl PartialEq for ZSet {
     fn eq(&self, other: &Self) -> bool {
         if self.len() != other.len() || self.encoding() != other.encoding() {

@@ -41,6 +41,14 @@ if [ ! -f /usr/include/openssl/ssl.h ] || ! command -v openssl >/dev/null 2>&1; 
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libssl-dev openssl >/dev/null
 fi
+# strace: the fsync settings' test counts the server's fdatasync calls with it.
+if ! command -v strace >/dev/null 2>&1; then
+  echo "==> installing strace (the fsync settings' test counts fsyncs with it)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq strace >/dev/null
+fi
 # A cached oracle built before OpenSSL's headers were there has no TLS: build it again.
 oracle_home=${REDIS72_HOME:-$HOME/.cache/atoll-redis72}
 if [ -z "${REDIS_SERVER:-}" ] && [ -x "$oracle_home/redis-7.2.6/src/redis-server" ] \

@@ -998,25 +998,12 @@ const STILL_INERT: &[(&str, &str)] = &[
     ("active-defrag-threshold-upper", "as active-defrag-cycle-max"),
     ("activerehashing", "Redis's own tests set it; Atoll's tables rehash on access"),
     (
-        "aof-rewrite-incremental-fsync",
-        "not honoured yet, its default included: the rewritten file is fsynced once, at its end, not every 4 MB",
-    ),
-    (
         "crash-memcheck-enabled",
         "Redis's own tests set it; Atoll runs no memory test after a crash, its default included",
     ),
     ("io-threads-do-reads", "Atoll's workers always read their own connections"),
     ("list-compress-depth", "Redis's own list tests set it; Atoll's lists are not compressed"),
-    (
-        "no-appendfsync-on-rewrite",
-        "Redis's tests' default.conf sets it (to no, what Atoll does); `yes` is not honoured yet",
-    ),
     ("proc-title-template", "Redis's own tests set it; Atoll does not retitle its process yet"),
-    ("propagation-error-behavior", "Redis's own tests set it; no case where a replica's apply fails arises yet"),
-    (
-        "rdb-save-incremental-fsync",
-        "not honoured yet, its default included: the RDB file is fsynced once, at its end, not every 4 MB",
-    ),
     ("repl-diskless-load", "Redis's own tests set it; a replica loads through dbfilename, to the same dataset"),
     ("sanitize-dump-payload", "Redis's own tests set it; Atoll always checks a payload whole"),
     ("set-proc-title", "as proc-title-template (its default, yes, not honoured yet)"),

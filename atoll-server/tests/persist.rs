@@ -1227,3 +1227,163 @@ fn hash_field_ttls_survive_files_dumps_and_rewrites_with_valkey() {
         assert_eq!(cmd(&mut ac, &[b"CONFIG", b"SET", b"appendonly", b"no"]), b"+OK\r\n");
     }
 }
+
+/// A command of the AOF that fails when loaded (INCR of a string that is not a number) is
+/// logged as Redis logs it, and with `propagation-error-behavior panic` the server stops —
+/// Redis 7.2.6 does both (checked on it first).
+#[test]
+fn an_aof_command_that_fails_on_load_follows_propagation_error_behavior() {
+    for (who, bin) in [("redis", redis_bin()), ("atoll", env!("CARGO_BIN_EXE_atoll-server").to_string())] {
+        let port = free_port();
+        let dir = scratch_dir(port);
+        let start = |behavior: &str, log: &std::path::Path| {
+            std::process::Command::new(&bin)
+                .args(["--port", &port.to_string(), "--save", "", "--appendonly", "yes", "--loglevel", "notice"])
+                .args(["--propagation-error-behavior", behavior, "--logfile", log.to_str().unwrap()])
+                .arg("--dir")
+                .arg(&dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let first = dir.join("first.log");
+        let mut p = start("ignore", &first);
+        wait_for_port(port);
+        let mut c = RawConn::connect(port);
+        assert_eq!(c.cmd(&[b"SET", b"s", b"abc"]), b"+OK\r\n");
+        c.send(&[b"SHUTDOWN".to_vec()]);
+        p.wait().unwrap();
+        let incr = dir.join("appendonlydir").join("appendonly.aof.1.incr.aof");
+        let mut f = std::fs::OpenOptions::new().append(true).open(&incr).unwrap();
+        std::io::Write::write_all(&mut f, b"*2\r\n$4\r\nINCR\r\n$1\r\ns\r\n").unwrap();
+        drop(f);
+        let logged = "== CRITICAL == This server is sending an error to its AOF-loading-client: 'value is not an integer or out of range' after processing the command 'incr'";
+        // ignore: loads, and says so.
+        let log = dir.join("ignore.log");
+        let mut p = start("ignore", &log);
+        let start_at = Instant::now();
+        let mut got = Vec::new();
+        while start_at.elapsed() < Duration::from_secs(20) {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                got = RawConn::connect(port).cmd(&[b"GET", b"s"]);
+                if got == b"$3\r\nabc\r\n" {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(got, b"$3\r\nabc\r\n", "{who}");
+        assert!(std::fs::read_to_string(&log).unwrap().contains(logged), "{who}");
+        let _ = p.kill();
+        p.wait().unwrap();
+        // panic: stops.
+        let log = dir.join("panic.log");
+        let mut p = start("panic", &log);
+        let start_at = Instant::now();
+        let status = loop {
+            if let Some(s) = p.try_wait().unwrap() {
+                break s;
+            }
+            assert!(start_at.elapsed() < Duration::from_secs(20), "{who} did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(!status.success(), "{who}: {status}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains(logged), "{who}: {text}");
+        assert!(
+            text.contains("Guru Meditation: This server panicked sending an error to its AOF-loading-client after processing the command 'incr'"),
+            "{who}: {text}"
+        );
+    }
+}
+
+/// Runs `scenario` against an Atoll traced by strace from its start, then shuts it down;
+/// the number of fdatasync calls (data-only fsyncs) the server made.
+fn fdatasyncs(args: &[&str], scenario: impl FnOnce(&mut RawConn)) -> usize {
+    let port = free_port();
+    let dir = scratch_dir(port);
+    let trace = dir.join("strace.out");
+    let mut p = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=fdatasync", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_atoll-server"))
+        .args(["--port", &port.to_string(), "--save", "", "--enable-debug-command", "yes"])
+        .arg("--dir")
+        .arg(&dir)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("strace (apt-get install strace; scripts/test.sh installs it)");
+    wait_for_port(port);
+    let mut c = RawConn::connect(port);
+    scenario(&mut c);
+    c.send(&[b"SHUTDOWN".to_vec(), b"NOSAVE".to_vec()]);
+    assert!(p.wait().unwrap().success(), "strace");
+    std::fs::read_to_string(&trace).unwrap().lines().filter(|l| l.contains("fdatasync(")).count()
+}
+
+/// `rdb-save-incremental-fsync` and `aof-rewrite-incremental-fsync`: a snapshot of ~10 MB is
+/// fsync'd every 4 MB as it is written when on, only at its end when off;
+/// `no-appendfsync-on-rewrite yes`: with `appendfsync always`, the writes made while a
+/// snapshot is written are not fsync'd one by one.
+#[test]
+fn fsync_settings_change_what_reaches_the_disk() {
+    let populate = |c: &mut RawConn| assert_eq!(c.cmd(&[b"DEBUG", b"POPULATE", b"300000", b"key", b"100"]), b"+OK\r\n");
+    for (setting, run) in [
+        (
+            "rdb-save-incremental-fsync",
+            &(|c: &mut RawConn| assert_eq!(c.cmd(&[b"SAVE"]), b"+OK\r\n")) as &dyn Fn(&mut RawConn),
+        ),
+        ("aof-rewrite-incremental-fsync", &|c: &mut RawConn| {
+            assert!(c.cmd(&[b"BGREWRITEAOF"]).starts_with(b"+"));
+            let start = Instant::now();
+            while !String::from_utf8_lossy(&c.cmd(&[b"INFO", b"persistence"]))
+                .contains("aof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0")
+            {
+                assert!(start.elapsed() < Duration::from_secs(30));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }),
+    ] {
+        let base = [
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "no",
+            "--rdb-save-incremental-fsync",
+            "no",
+            "--aof-rewrite-incremental-fsync",
+            "no",
+        ];
+        let with = |on: &str| {
+            let mut args = base.to_vec();
+            let i = args.iter().position(|a| *a == format!("--{setting}")).unwrap();
+            args[i + 1] = on;
+            fdatasyncs(&args, |c| {
+                populate(c);
+                run(c);
+            })
+        };
+        let (on, off) = (with("yes"), with("no"));
+        assert!(on >= off + 2, "{setting}: {on} fdatasyncs on, {off} off");
+    }
+    // Writes during a slow BGSAVE (1 ms per key, 2 s), with every write fsync'd.
+    let during = |hold: &str| {
+        fdatasyncs(&["--appendonly", "yes", "--appendfsync", "always", "--no-appendfsync-on-rewrite", hold], |c| {
+            c.cmd(&[b"DEBUG", b"POPULATE", b"2000"]);
+            c.cmd(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"1000"]);
+            assert!(c.cmd(&[b"BGSAVE"]).starts_with(b"+"));
+            std::thread::sleep(Duration::from_millis(300));
+            for i in 0..100 {
+                c.cmd(&[b"SET", format!("during:{i}").as_bytes(), b"v"]);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(String::from_utf8_lossy(&c.cmd(&[b"INFO", b"persistence"])).contains("rdb_bgsave_in_progress:1"));
+        })
+    };
+    let (held, not_held) = (during("yes"), during("no"));
+    assert!(not_held >= 100, "no-appendfsync-on-rewrite no: {not_held} fdatasyncs");
+    assert!(held <= 10, "no-appendfsync-on-rewrite yes: {held} fdatasyncs");
+}

@@ -1102,3 +1102,71 @@ fn replication_traffic_is_counted_as_redis_counts_it() {
         assert!(int(&mut m, "stats", "total_net_repl_output_bytes") < 1000.0, "{pair}");
     }
 }
+
+/// `propagation-error-behavior`: a command of the master's stream that the replica answers
+/// with an error is logged ("== CRITICAL =="), and with `panic` — or `panic-on-replicas` on a
+/// read-only replica — the replica stops, as Redis 7.2.6's does (checked on it first).
+#[test]
+fn propagation_error_behavior_acts_as_in_redis() {
+    let master = start_redis(&["--repl-diskless-sync-delay", "0"]);
+    let mut m = con(master.port);
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    for (who, start) in [("redis", redis), ("atoll", atoll)] {
+        for (behavior, read_only, panics) in [
+            ("ignore", "yes", false),
+            ("panic-on-replicas", "no", false),
+            ("panic", "yes", true),
+            ("panic-on-replicas", "yes", true),
+        ] {
+            let log = std::env::temp_dir()
+                .join(format!("atoll-propagation-{}-{who}-{behavior}-{read_only}.log", std::process::id()));
+            let _ = std::fs::remove_file(&log);
+            let port = master.port.to_string();
+            let mut replica = start(&[
+                "--replicaof",
+                "127.0.0.1",
+                &port,
+                "--propagation-error-behavior",
+                behavior,
+                "--replica-read-only",
+                read_only,
+                "--logfile",
+                log.to_str().unwrap(),
+                "--loglevel",
+                "notice",
+            ]);
+            let mut r = con(replica.port);
+            link_up(&mut r);
+            q(&mut m, &["DEBUG", "REPLICATE", "fake-command-1"]);
+            let case = format!("{who}, {behavior}, replica-read-only {read_only}");
+            if panics {
+                wait_until(&format!("{case}: the replica to stop"), 20, || {
+                    matches!(replica.child.try_wait(), Ok(Some(_)))
+                });
+                let text = std::fs::read_to_string(&log).unwrap();
+                assert!(
+                    text.contains(
+                        "This replica panicked sending an error to its master after processing the command '<unknown>'"
+                    ),
+                    "{case}: {text}"
+                );
+            } else {
+                let tag = format!("after-{who}-{behavior}-{read_only}");
+                q(&mut m, &["SET", &tag, "1"]);
+                wait_until(&format!("{case}: the stream to go on"), 20, || {
+                    q(&mut r, &["EXISTS", &tag]) == Value::Int(1)
+                });
+                assert!(matches!(replica.child.try_wait(), Ok(None)), "{case}: stopped");
+                let text = std::fs::read_to_string(&log).unwrap();
+                assert!(
+                    text.contains(
+                        "== CRITICAL == This replica is sending an error to its master: 'unknown command 'fake-command-1'"
+                    ),
+                    "{case}: {text}"
+                );
+            }
+            let _ = std::fs::remove_file(&log);
+        }
+    }
+}

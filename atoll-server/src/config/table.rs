@@ -184,7 +184,7 @@ pub const DEFS: &[Def] = &[
     // Atoll's own: with `appendfsync always`, write the incremental file into space padded
     // ahead, so each fsync flushes data only (persist::aof::Tail).
     Def::new("aof-preallocate", Bool, "no").live(),
-    Def::new("aof-rewrite-incremental-fsync", Bool, "yes").inert(),
+    Def::new("aof-rewrite-incremental-fsync", Bool, "yes").live(),
     Def::new("aof-timestamp-enabled", Bool, "no").live(),
     Def::new("aof-use-rdb-preamble", Bool, "yes").live(),
     Def::new("aof_rewrite_cpulist", Str, "").flags(IMMUTABLE).pending(CPULIST),
@@ -273,7 +273,7 @@ pub const DEFS: &[Def] = &[
     Def::new("maxmemory-samples", Int { min: 1, max: IMAX }, "5").live(),
     Def::new("min-replicas-max-lag", Int { min: 0, max: IMAX }, "10").alias("min-slaves-max-lag").live(),
     Def::new("min-replicas-to-write", Int { min: 0, max: IMAX }, "0").alias("min-slaves-to-write").live(),
-    Def::new("no-appendfsync-on-rewrite", Bool, "no").inert(),
+    Def::new("no-appendfsync-on-rewrite", Bool, "no").live(),
     Def::new("notify-keyspace-events", Events, "").live(),
     Def::new("oom-score-adj", Enum(&["no", "yes", "relative", "absolute"]), "no").live(),
     Def::new("oom-score-adj-values", OomValues, "0 200 800").live(),
@@ -281,12 +281,12 @@ pub const DEFS: &[Def] = &[
     // CONFIG SET rebinds the listeners (`config::LISTEN`), rolled back if binding fails.
     Def::new("port", Int { min: 0, max: 65535 }, "6379").live(),
     Def::new("proc-title-template", Str, "{title} {listen-addr} {server-mode}").inert(),
-    Def::new("propagation-error-behavior", Enum(&["ignore", "panic", "panic-on-replicas"]), "ignore").inert(),
+    Def::new("propagation-error-behavior", Enum(&["ignore", "panic", "panic-on-replicas"]), "ignore").live(),
     Def::new("protected-mode", Bool, "yes").live(),
     Def::new("proto-max-bulk-len", Memory { min: 1048576, max: LMAX }, "536870912").live(),
     Def::new("rdb-del-sync-files", Bool, "no").pending(DEL_SYNC),
     Def::new("rdb-key-save-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).live(),
-    Def::new("rdb-save-incremental-fsync", Bool, "yes").inert(),
+    Def::new("rdb-save-incremental-fsync", Bool, "yes").live(),
     Def::new("rdb-version-check", Enum(&["strict", "relaxed"]), "strict").live(),
     Def::new("rdbchecksum", Bool, "yes").flags(IMMUTABLE).live(),
     Def::new("rdbcompression", Bool, "yes").live(),

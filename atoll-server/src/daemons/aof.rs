@@ -450,7 +450,8 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
         unsplit: Ok(()),
     };
     let opts = crate::persist::save_opts(&srv.config);
-    let r = rdbfile::save_file(&srv.ks, &d.join(&base.name), &mut hooks, opts, form, &a.progress);
+    let autosync = srv.config.flag(crate::config::p::AOF_REWRITE_INCREMENTAL_FSYNC);
+    let r = rdbfile::save_file(&srv.ks, &d.join(&base.name), &mut hooks, opts, form, &a.progress, autosync);
     hooks.unsplit();
     let r = r.and_then(|info| hooks.unsplit.map(|()| info)).and_then(|info| {
         let m = Manifest {
@@ -543,7 +544,9 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     let mut visit =
         |f: &mut dyn FnMut(usize, &crate::engine::Shard)| crate::daemons::persistence::each_locked_shard(srv, locks, f);
     let form = base_form(srv);
-    let info = rdbfile::save_with(&d.join(&base.name), |w| rdbfile::write_locked(&mut visit, w, &head, opts, form))?;
+    let autosync = srv.config.flag(crate::config::p::AOF_REWRITE_INCREMENTAL_FSYNC);
+    let info =
+        rdbfile::save_with(&d.join(&base.name), autosync, |w| rdbfile::write_locked(&mut visit, w, &head, opts, form))?;
     // With AOF off (BGREWRITEAOF anyway, as Redis allows) only the base is written.
     let on = srv.config.flag(crate::config::p::APPENDONLY);
     let m = Manifest { base: Some(base), history: Vec::new(), incr: if on { vec![incr.clone()] } else { Vec::new() } };
@@ -726,6 +729,9 @@ impl Replay {
         self.client.clock = None;
         // In a transaction a blocking command does not block; logged effects never block.
         crate::exec::dispatch(srv, &srv.stats.workers[0], &mut self.client, &args, &mut out);
+        if out.buf.first() == Some(&b'-') {
+            super::replay_error(srv, super::Replayer::Aof, &args, &out.buf);
+        }
         Ok(())
     }
 }

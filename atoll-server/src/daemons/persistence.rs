@@ -102,7 +102,8 @@ pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, PersistError> {
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.flag(crate::config::p::RDBCHECKSUM);
     let mut head = rdbfile::FixedHeader(Some(header(srv, false)));
-    let r = rdbfile::save_file(&srv.ks, &path, &mut head, opts, rdbfile::Form::Rdb { checksum }, &p.progress);
+    let autosync = srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC);
+    let r = rdbfile::save_file(&srv.ks, &path, &mut head, opts, rdbfile::Form::Rdb { checksum }, &p.progress, autosync);
     p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
     match r {
         Ok(info) => {
@@ -213,7 +214,8 @@ fn save_locked_counting(srv: &Server, locks: &mut Locks, pending_dirty: u64) -> 
     let checksum = srv.config.flag(crate::config::p::RDBCHECKSUM);
     let head = header(srv, false);
     let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| each_locked_shard(srv, locks, f);
-    let info = rdbfile::save_with(&path, |w| {
+    let autosync = srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC);
+    let info = rdbfile::save_with(&path, autosync, |w| {
         rdbfile::write_locked(&mut visit, w, &head, opts, rdbfile::Form::Rdb { checksum })
     })?;
     srv.persistence.dirty_at_save.store(start_dirty, Ordering::Relaxed);

@@ -551,7 +551,7 @@ fn apply_stream(
             crate::exec::dispatch(srv, &srv.stats.workers[0], &mut client, &args, &mut out);
             up.db.store(client.db, Ordering::Relaxed);
             if out.buf.first() == Some(&b'-') {
-                replied_error(srv, &args, &out.buf);
+                super::replay_error(srv, super::Replayer::Master, &args, &out.buf);
             }
         }
         up.offset.store(read_to, Ordering::Release);
@@ -561,21 +561,6 @@ fn apply_stream(
     srv.clients.remove(client.id());
     *client.handle.closed.lock() = true;
     result
-}
-
-/// The master's stream made this replica reply an error: the data may diverge from here, so
-/// it is logged as Redis logs it (`propagation-error-behavior ignore`, the default).
-#[cold]
-fn replied_error(srv: &Server, args: &[&[u8]], reply: &[u8]) {
-    let end = reply.iter().position(|&c| c == b'\r').unwrap_or(reply.len()).min(4097);
-    let text = String::from_utf8_lossy(&reply[1..end]);
-    let name = match srv.table.lookup(args[0]) {
-        Some(_) => String::from_utf8_lossy(args[0]).to_lowercase(),
-        None => "<unknown>".into(),
-    };
-    crate::log_warning!(
-        "== CRITICAL == This replica is sending an error to its master: '{text}' after processing the command '{name}'"
-    );
 }
 
 /// What the ACKs report: the stream's offset applied, and how far this replica's AOF has

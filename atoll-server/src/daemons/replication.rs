@@ -545,7 +545,9 @@ fn to_file(
     let path =
         std::path::PathBuf::from(format!("temp-repl-{}-{}.rdb", std::process::id(), crate::services::clock::unix_us()));
     let result = (|| {
-        let f = std::fs::File::create(&path)?;
+        // Written as a BGSAVE writes its file (`rdb-save-incremental-fsync`).
+        let autosync = srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC);
+        let f = rdbfile::AutoSync::new(std::fs::File::create(&path)?, autosync);
         let w = std::io::BufWriter::with_capacity(1 << 20, f);
         let (_, w) = rdbfile::write_snapshot(&srv.ks, w, hooks, opts, form, progress)?;
         drop(w.into_inner().map_err(|e| e.into_error())?);

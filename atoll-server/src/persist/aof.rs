@@ -540,6 +540,10 @@ pub struct AofLog {
     pub timestamps: AtomicBool,
     /// `aof-preallocate`: with `always`, padding is kept ahead of the commands ([`Tail`]).
     pub preallocate: AtomicBool,
+    /// `no-appendfsync-on-rewrite yes` while a snapshot (BGSAVE, an AOF rewrite) is being
+    /// written: no fsync meanwhile, as Redis skips them while a child does disk I/O (set by
+    /// the cron); what is written is fsync'd once it ends.
+    pub hold_fsync: AtomicBool,
 }
 
 /// DEBUG AOF-FLUSH-SLEEP: microseconds slept before each write of the log (a testing knob of
@@ -573,6 +577,7 @@ impl AofLog {
             file_size: AtomicU64::new(size),
             timestamps: AtomicBool::new(false),
             preallocate: AtomicBool::new(false),
+            hold_fsync: AtomicBool::new(false),
         });
         let l2 = log.clone();
         std::thread::Builder::new().name("atoll-aof".into()).spawn(move || l2.writer())?;
@@ -707,7 +712,7 @@ impl AofLog {
         if self.written.load(Ordering::Acquire) < offset {
             self.write_pending();
         }
-        if self.policy() != Fsync::Always {
+        if self.policy() != Fsync::Always || self.hold_fsync.load(Ordering::Relaxed) {
             return;
         }
         while self.durable.load(Ordering::Acquire) < offset && !self.stop.load(Ordering::Relaxed) {
@@ -808,7 +813,9 @@ impl AofLog {
             self.write_pending();
             let written = self.written.load(Ordering::Acquire);
             let stopping = self.stop.load(Ordering::Acquire);
+            let held = self.hold_fsync.load(Ordering::Relaxed) && !stopping;
             let due = written > self.durable.load(Ordering::Acquire)
+                && !held
                 && match self.policy() {
                     Fsync::Always => true,
                     Fsync::EverySec => last_sync.elapsed() >= Duration::from_secs(1) || stopping,

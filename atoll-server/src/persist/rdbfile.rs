@@ -531,14 +531,18 @@ pub fn save_file(
     opts: SaveOpts,
     form: Form,
     progress: &Arc<Progress>,
+    autosync: bool,
 ) -> std::io::Result<SaveInfo> {
-    save_with(path, |w| write_snapshot(ks, w, hooks, opts, form, progress))
+    save_with(path, autosync, |w| write_snapshot(ks, w, hooks, opts, form, progress))
 }
 
-/// `save_file` with the writing done by `write` (a snapshot, or `write_locked`).
+/// `save_file` with the writing done by `write` (a snapshot, or `write_locked`). With
+/// `autosync` (`rdb-save-incremental-fsync`, `aof-rewrite-incremental-fsync`) the file is
+/// fsync'd every 4 MB as it is written.
 pub fn save_with(
     path: &Path,
-    write: impl FnOnce(BufWriter<std::fs::File>) -> std::io::Result<(SaveInfo, BufWriter<std::fs::File>)>,
+    autosync: bool,
+    write: impl FnOnce(BufWriter<AutoSync>) -> std::io::Result<(SaveInfo, BufWriter<AutoSync>)>,
 ) -> std::io::Result<SaveInfo> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -546,9 +550,9 @@ pub fn save_with(
     };
     let tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
     let result = (|| {
-        let f = std::fs::File::create(&tmp)?;
+        let f = AutoSync::new(std::fs::File::create(&tmp)?, autosync);
         let (info, w) = write(BufWriter::with_capacity(1 << 20, f))?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
+        let f = w.into_inner().map_err(|e| e.into_error())?.file;
         f.sync_all()?;
         drop(f);
         std::fs::rename(&tmp, path)?;
@@ -561,6 +565,40 @@ pub fn save_with(
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// A file being written that is fsync'd (data only) every [`AUTOSYNC_BYTES`] when asked to,
+/// as Redis's `rioSetAutoSync`: the disk takes a large snapshot as it comes, instead of all at
+/// the final fsync, which would stall other writers to the disk (the AOF's fsyncs) meanwhile.
+pub struct AutoSync {
+    pub file: std::fs::File,
+    on: bool,
+    unsynced: u64,
+}
+
+/// Redis's `REDIS_AUTOSYNC_BYTES`.
+pub const AUTOSYNC_BYTES: u64 = 4 << 20;
+
+impl AutoSync {
+    pub fn new(file: std::fs::File, on: bool) -> AutoSync {
+        AutoSync { file, on, unsynced: 0 }
+    }
+}
+
+impl Write for AutoSync {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.unsynced += n as u64;
+        if self.on && self.unsynced >= AUTOSYNC_BYTES {
+            self.file.sync_data()?;
+            self.unsynced = 0;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
 }
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);

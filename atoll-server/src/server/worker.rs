@@ -666,6 +666,13 @@ impl Core {
                 close_idle_clients(&srv);
                 close_over_output_limits(&srv);
                 srv.migrate_sockets.close_idle(srv.now_ms() / 1000);
+                // `no-appendfsync-on-rewrite`: the AOF skips its fsyncs while a snapshot is
+                // written (Redis checks for a child doing disk I/O at each flush).
+                if let Some(log) = srv.persistence.aof.log() {
+                    let hold =
+                        srv.ks.snapshots.running() && srv.config.flag(crate::config::p::NO_APPENDFSYNC_ON_REWRITE);
+                    log.hold_fsync.store(hold, Ordering::Relaxed);
+                }
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 srv.tracking.enforce_limit(&srv.reach());
             }

@@ -996,7 +996,6 @@ const STILL_INERT: &[(&str, &str)] = &[
     ("active-defrag-max-scan-fields", "as active-defrag-cycle-max"),
     ("active-defrag-threshold-lower", "as active-defrag-cycle-max"),
     ("active-defrag-threshold-upper", "as active-defrag-cycle-max"),
-    ("activerehashing", "Redis's own tests set it; Atoll's tables rehash on access"),
     (
         "crash-memcheck-enabled",
         "Redis's own tests set it; Atoll runs no memory test after a crash, its default included",

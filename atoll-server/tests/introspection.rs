@@ -1481,3 +1481,25 @@ fn client_recent_max_output_buffer_shows_a_slow_readers_output() {
         assert!(peak > 4 << 20, "{peak}");
     }
 }
+
+/// `activerehashing`: tables left half-moved to a larger bucket array when writes stop (DEBUG
+/// HTSTATS shows their rehashing target) are moved along by the cron when it is on (Redis's
+/// default) and stay as they are when it is off.
+#[test]
+fn activerehashing_finishes_what_writes_left_half_done() {
+    let rehashing = |c: &mut RawConn| {
+        let t = String::from_utf8_lossy(&c.cmd(&[b"DEBUG", b"HTSTATS", b"0"])).to_string();
+        t.split("[Expires HT]").next().unwrap().contains("rehashing target")
+    };
+    for on in ["no", "yes"] {
+        let a = start_atoll(&["--enable-debug-command", "yes", "--activerehashing", on]);
+        let mut c = RawConn::connect(a.port);
+        c.cmd(&[b"DEBUG", b"POPULATE", b"300000"]);
+        assert!(rehashing(&mut c), "activerehashing {on}: no table left mid-move");
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_secs(if on == "yes" { 20 } else { 2 }) && rehashing(&mut c) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert_eq!(rehashing(&mut c), on == "no", "activerehashing {on}");
+    }
+}

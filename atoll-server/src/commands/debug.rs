@@ -310,15 +310,20 @@ fn dict_stats_text(tables: &[(usize, usize, Vec<usize>)], full: bool) -> String 
 
 /// Sums per-shard table statistics into one, as if the database were one table.
 fn merge_stats(all: impl Iterator<Item = Vec<(usize, usize, Vec<usize>)>>) -> Vec<(usize, usize, Vec<usize>)> {
-    let mut out = vec![(0usize, 0usize, vec![0usize; 50])];
+    // The main tables summed, and the rehashing targets of the shards moving to one (shown
+    // as Redis shows a dict's second table while it rehashes).
+    let mut out = vec![(0usize, 0usize, vec![0usize; 50]), (0usize, 0usize, vec![0usize; 50])];
     for t in all {
-        if let Some((size, used, chains)) = t.first() {
-            out[0].0 += size;
-            out[0].1 += used;
-            for (a, b) in out[0].2.iter_mut().zip(chains) {
+        for (i, (size, used, chains)) in t.iter().enumerate().take(2) {
+            out[i].0 += size;
+            out[i].1 += used;
+            for (a, b) in out[i].2.iter_mut().zip(chains) {
                 *a += b;
             }
         }
+    }
+    if out[1].0 == 0 {
+        out.truncate(1);
     }
     out
 }

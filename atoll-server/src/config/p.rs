@@ -11,6 +11,7 @@ pub const AOF_LOAD_TRUNCATED: Param<bool> = flag("aof-load-truncated");
 pub const AOF_PREALLOCATE: Param<bool> = flag("aof-preallocate");
 pub const AOF_TIMESTAMP_ENABLED: Param<bool> = flag("aof-timestamp-enabled");
 pub const AOF_USE_RDB_PREAMBLE: Param<bool> = flag("aof-use-rdb-preamble");
+pub const ACTIVEREHASHING: Param<bool> = flag("activerehashing");
 pub const ALWAYS_SHOW_LOGO: Param<bool> = flag("always-show-logo");
 pub const APPENDDIRNAME: Param<String> = text("appenddirname");
 pub const APPENDFILENAME: Param<String> = text("appendfilename");

@@ -177,7 +177,7 @@ pub const DEFS: &[Def] = &[
     Def::new("active-defrag-threshold-upper", Int { min: 0, max: 1000 }, "100").inert(),
     Def::new("active-expire-effort", Int { min: 1, max: 10 }, "1").pending(EFFORT),
     Def::new("activedefrag", Bool, "no").unable(DEFRAG),
-    Def::new("activerehashing", Bool, "yes").inert(),
+    Def::new("activerehashing", Bool, "yes").live(),
     Def::new("always-show-logo", Bool, "no").flags(IMMUTABLE).live(),
     Def::new("aof-disable-auto-gc", Bool, "no").flags(HIDDEN).live(),
     Def::new("aof-load-truncated", Bool, "yes").live(),

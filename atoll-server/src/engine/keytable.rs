@@ -306,6 +306,16 @@ impl KeyTable {
         self.0.find(key).is_some()
     }
 
+    /// The table is moving to a larger or smaller bucket array.
+    pub fn is_rehashing(&self) -> bool {
+        self.0.is_rehashing()
+    }
+
+    /// Moves up to `n` buckets to the new array; true while more remain.
+    pub fn rehash(&mut self, n: usize) -> bool {
+        self.0.rehash(n)
+    }
+
     /// The heap the bucket arrays take.
     pub fn table_bytes(&self) -> usize {
         self.0.table_bytes()

@@ -7,6 +7,7 @@ pub mod evloop;
 pub mod expire;
 pub mod http;
 pub mod net;
+pub mod rehash;
 pub mod session;
 pub mod tls;
 pub mod uring;

@@ -666,6 +666,7 @@ impl Core {
                 close_idle_clients(&srv);
                 close_over_output_limits(&srv);
                 srv.migrate_sockets.close_idle(srv.now_ms() / 1000);
+                super::rehash::tick(&srv);
                 // `no-appendfsync-on-rewrite`: the AOF skips its fsyncs while a snapshot is
                 // written (Redis checks for a child doing disk I/O at each flush).
                 if let Some(log) = srv.persistence.aof.log() {

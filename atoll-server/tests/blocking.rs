@@ -450,3 +450,28 @@ fn clients_in_timeout_table_counts_waits_with_a_timeout() {
         assert_eq!(field(&mut ctl), 0);
     }
 }
+
+/// What clients sent before an INFO or a CLIENT LIST is in its answer, whichever worker thread
+/// holds their connections: two clients send a blocking command (not waiting for anything),
+/// and INFO at once counts them blocked, CLIENT LIST at once shows their command — as Redis's
+/// one thread takes every ready socket before the next (its own tests count on it).
+#[test]
+fn info_and_client_list_see_what_other_clients_already_sent() {
+    let s = start_atoll(&["--threads", "4"]);
+    let mut ctl = RawConn::connect(s.port);
+    let mut waiting = Vec::new();
+    for round in 1..=20 {
+        for _ in 0..2 {
+            let mut w = RawConn::connect(s.port);
+            // Served once, so the connection is its worker's (as the test framework's clients
+            // are, which SELECT first).
+            assert_eq!(w.cmd(&[b"PING"]), b"+PONG\r\n");
+            // A request that parks the client until it is killed: the reply never comes.
+            w.send(&[b"BLPOP".to_vec(), format!("nothing:{round}").into_bytes(), b"0".to_vec()]);
+            waiting.push(w);
+        }
+        assert_eq!(blocked_clients(&mut ctl), 2 * round, "round {round}");
+        let list = String::from_utf8_lossy(&ctl.cmd(&[b"CLIENT", b"LIST"])).to_string();
+        assert_eq!(list.matches("cmd=blpop").count() as i64, 2 * round, "round {round}");
+    }
+}

@@ -350,6 +350,7 @@ fn client_type(h: &crate::exec::client::ClientHandle) -> &'static str {
 
 // CLIENT LIST [TYPE <NORMAL | MASTER | REPLICA | PUBSUB>] [ID client-id [client-id ...]]
 pub fn client_list(ctx: &mut Ctx) -> CmdResult {
+    ctx.settle_peers();
     let args = ctx.args;
     let mut ids: Option<Vec<u64>> = None;
     let mut only_type: Option<String> = None;

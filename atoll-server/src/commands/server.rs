@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 // INFO [section [section ...]]
 pub fn info(ctx: &mut Ctx) -> CmdResult {
+    ctx.settle_peers();
     let sections = info::select_sections(&ctx.args[1..]);
     let text = info::generate(ctx.srv, &sections, ctx.ks.locks);
     ctx.reply.verbatim("txt", text.as_bytes());

@@ -219,6 +219,12 @@ pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), PersistE
         srv.persistence.aof.progress.cancel.store(true, Ordering::Relaxed);
         let g = srv.persistence.aof.files_lock.lock();
         srv.persistence.aof.progress.cancel.store(false, Ordering::Relaxed);
+        // A rewrite asked for and not begun yet (the persistence thread had not taken the
+        // files) is killed too: it must not start once AOF is off, as Redis's child is gone.
+        let a = &srv.persistence.aof;
+        if !on && running && a.rewrite_requested.swap(false, Ordering::AcqRel) {
+            a.rewrite_in_progress.store(false, Ordering::Release);
+        }
         g
     };
     if on && !running {

@@ -563,6 +563,14 @@ pub struct Ctx<'c, 'a, 'k> {
 
 impl<'c, 'a, 'k> Ctx<'c, 'a, 'k> {
     #[inline]
+    /// `Server::settle_peers` for a command that answers about the clients, unless it runs
+    /// inside a transaction or a script.
+    pub fn settle_peers(&self) {
+        if !self.client.in_exec && !self.client.in_script {
+            self.srv.settle_peers(self.client.worker);
+        }
+    }
+
     pub fn arg(&self, i: usize) -> &'c [u8] {
         self.args[i]
     }

@@ -330,6 +330,34 @@ impl Server {
         (s.repl_in_per_sec / 1024.0, s.repl_out_per_sec / 1024.0)
     }
 
+    /// Before an answer about the clients (INFO, CLIENT LIST): lets every other worker run two
+    /// rounds of its loop, so what clients sent before this command — a request already in
+    /// another worker's socket — has been taken and run, as Redis's one thread takes every
+    /// ready socket before the next. Waits at most 50 ms (a worker busy with a long command,
+    /// or frozen by DEBUG SLEEP, is not waited for), and only outside transactions and
+    /// scripts (which may hold what another worker needs for its round).
+    pub fn settle_peers(&self, me: usize) {
+        let n = self.stats.workers.len() - 1; // the last entry is the background tasks'
+        if n < 2 {
+            return;
+        }
+        let cycles = |w: usize| self.stats.workers[w].counters.eventloop_cycles.load(Ordering::Acquire);
+        let before: Vec<u64> = (0..n).map(cycles).collect();
+        for w in (0..n).filter(|&w| w != me) {
+            crate::services::pubsub::wake_now(&self.pubsub, w);
+        }
+        let deadline = Instant::now() + std::time::Duration::from_millis(50);
+        for w in (0..n).filter(|&w| w != me) {
+            while cycles(w) < before[w] + 2 && Instant::now() < deadline {
+                if cycles(w) == before[w] + 1 {
+                    // The round that ended may have begun before this command arrived.
+                    crate::services::pubsub::wake_now(&self.pubsub, w);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+
     /// Called periodically: updates the instantaneous figures (at most once a second).
     pub fn sample_ops(&self) {
         let ops = self.stats.sum(|c| &c.commands);

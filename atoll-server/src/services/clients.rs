@@ -423,6 +423,14 @@ pub struct Tracker {
 /// Modified keys waiting for the BCAST broadcast, each with who modified it (0: expiry).
 pub type Batch = Vec<(Box<[u8]>, u64)>;
 
+/// What the command running now adds to its client's memory: (its request as the protocol
+/// carried it, its arguments) — Redis's query buffer and `argv-mem`.
+pub fn running_bytes(a: &[&[u8]]) -> (usize, usize) {
+    let len = |n: usize| itoa::Buffer::new().format(n).len();
+    let request = 3 + len(a.len()) + a.iter().map(|x| 5 + len(x.len()) + x.len()).sum::<usize>();
+    (request, a.iter().map(|x| x.len()).sum())
+}
+
 /// A CLIENT LIST / CLIENT INFO line. `current`: the arguments of the command running now (only
 /// the caller is running one): Redis counts them in argv-mem, and the request itself in qbuf,
 /// since its query buffer is trimmed after the command.
@@ -432,11 +440,7 @@ pub fn info_line<R>(
     now: i64,
     current: Option<&[&[u8]]>,
 ) -> String {
-    let argv_mem: usize = current.map_or(0, |a| a.iter().map(|x| x.len()).sum());
-    let request: usize = current.map_or(0, |a| {
-        let len = |n: usize| itoa::Buffer::new().format(n).len();
-        3 + len(a.len()) + a.iter().map(|x| 5 + len(x.len()) + x.len()).sum::<usize>()
-    });
+    let (request, argv_mem) = current.map_or((0, 0), running_bytes);
     let cmd = match h.last_cmd.load(Ordering::Relaxed) {
         0 => "NULL".to_string(),
         i => table.all[i - 1].name.clone(),

@@ -226,6 +226,13 @@ pub fn flush_wakes(ps: &PubSub, own: usize) {
     }
 }
 
+/// Wakes worker `w` now (its loop runs a round even with nothing to do).
+pub fn wake_now(ps: &PubSub, w: usize) {
+    if let Some(wake) = ps.posts.get(w).and_then(|p| p.wake.get()) {
+        wake();
+    }
+}
+
 /// Wakes worker `w` now, or at the end of this worker's round.
 fn wake_worker(ps: &PubSub, w: usize) {
     let deferred = w < 64

@@ -518,7 +518,7 @@ fn unloadable_files_stop_startup_with_a_clear_message() {
     }
 }
 
-/// A failing BGSAVE sets `rdb_last_bgsave_status:err`, and with save points and
+/// A failing BGSAVE (not a failing SAVE) sets `rdb_last_bgsave_status:err`, and with save points and
 /// `stop-writes-on-bgsave-error` writes get Redis's MISCONF until a save succeeds.
 #[test]
 fn failed_saves_refuse_writes_as_redis_does() {
@@ -529,7 +529,14 @@ fn failed_saves_refuse_writes_as_redis_does() {
     // A directory where the file should go: the final rename fails.
     let blocker = std::path::Path::new(&dir).join("dump.rdb");
     std::fs::create_dir_all(blocker.join("x")).unwrap();
+    // A foreground SAVE that fails changes nothing (Redis 7.2.6: `shutdown_requests_…`);
+    // a failing BGSAVE does.
     assert_eq!(cmd(&mut ac, &[b"SAVE"]), b"-ERR\r\n");
+    assert_eq!(info_field(&mut ac, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(cmd(&mut ac, &[b"BGSAVE"]), b"+Background saving started\r\n");
+    while info_field(&mut ac, "rdb_bgsave_in_progress") == "1" {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert_eq!(info_field(&mut ac, "rdb_last_bgsave_status"), "err");
     let misconf = cmd(&mut ac, &[b"SET", b"k", b"v2"]);
     assert!(misconf.starts_with(b"-MISCONF Redis is configured to save RDB snapshots"), "{}", show(&misconf));
@@ -1386,4 +1393,60 @@ fn fsync_settings_change_what_reaches_the_disk() {
     let (held, not_held) = (during("yes"), during("no"));
     assert!(not_held >= 100, "no-appendfsync-on-rewrite no: {not_held} fdatasyncs");
     assert!(held <= 10, "no-appendfsync-on-rewrite yes: {held} fdatasyncs");
+}
+
+/// Shutdown edge cases as Redis 7.2.6 has them (checked on it first): a SIGTERM the cron has
+/// not acted on yet (DEBUG PAUSE-CRON) is dropped by SHUTDOWN ABORT; a failing foreground save
+/// (SAVE, or the shutdown's) keeps the server up without MISCONF, unlike a failing BGSAVE; a
+/// save writes Redis's `temp-<pid>.rdb`, which a second SIGINT during the shutdown's save
+/// removes as the server exits at once.
+#[test]
+fn shutdown_requests_aborts_and_failed_saves_as_redis() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    for (who, start) in [("redis", redis), ("atoll", atoll)] {
+        let mut s = start(&["--save", "900 1", "--enable-debug-command", "yes"]);
+        let pid = s.child.id() as i32;
+        let mut c = RawConn::connect(s.port);
+        assert_eq!(cmd(&mut c, &[b"DEBUG", b"PAUSE-CRON", b"1"]), b"+OK\r\n");
+        // SAFETY: a signal to the child this test started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(cmd(&mut c, &[b"SHUTDOWN", b"ABORT"]), b"+OK\r\n", "{who}");
+        assert_eq!(cmd(&mut c, &[b"DEBUG", b"PAUSE-CRON", b"0"]), b"+OK\r\n");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(cmd(&mut c, &[b"PING"]), b"+PONG\r\n", "{who}: still up");
+        assert_eq!(cmd(&mut c, &[b"SHUTDOWN", b"ABORT"]), b"-ERR No shutdown in progress.\r\n", "{who}");
+        // dump.rdb a directory: the rename fails.
+        let dir_reply = cmd(&mut c, &[b"CONFIG", b"GET", b"dir"]);
+        let dir = std::str::from_utf8(&dir_reply).unwrap().split("\r\n").nth(4).unwrap().to_string();
+        let dump = std::path::Path::new(&dir).join("dump.rdb");
+        let _ = std::fs::remove_file(&dump);
+        std::fs::create_dir_all(&dump).unwrap();
+        assert_eq!(cmd(&mut c, &[b"SET", b"k", b"v"]), b"+OK\r\n");
+        assert!(cmd(&mut c, &[b"SAVE"]).starts_with(b"-ERR"), "{who}");
+        assert!(cmd(&mut c, &[b"SHUTDOWN"]).starts_with(b"-ERR Errors trying to SHUTDOWN"), "{who}");
+        assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok", "{who}");
+        assert_eq!(cmd(&mut c, &[b"PING"]), b"+PONG\r\n", "{who}: no MISCONF after a foreground save failed");
+        std::fs::remove_dir(&dump).unwrap();
+        // A slow shutdown save (20 keys, 100 ms each), then a second SIGINT.
+        for i in 0..20 {
+            cmd(&mut c, &[b"SET", format!("k{i}").as_bytes(), b"v"]);
+        }
+        assert_eq!(cmd(&mut c, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"100000"]), b"+OK\r\n");
+        let temp = std::path::Path::new(&dir).join(format!("temp-{pid}.rdb"));
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let start = Instant::now();
+        while !temp.exists() {
+            assert!(start.elapsed() < Duration::from_secs(5), "{who}: no {}", temp.display());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let status = s.child.wait().unwrap();
+        assert_eq!(status.code(), Some(1), "{who}");
+        assert!(!temp.exists(), "{who}: the temporary file stays");
+        assert!(!dump.exists(), "{who}");
+    }
 }

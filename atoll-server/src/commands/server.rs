@@ -869,6 +869,13 @@ pub fn shutdown(ctx: &mut Ctx) -> CmdResult {
             return Err(CmdError::Syntax);
         }
         if ctx.srv.shutdown_deadline_ms.load(Ordering::Relaxed) == 0 {
+            // A signal's shutdown not begun yet is only a request: dropped (Redis's
+            // abortShutdown clearing `shutdown_asap`).
+            if ctx.srv.shutdown_asap.swap(false, Ordering::AcqRel) {
+                crate::log_warning!("Shutdown manually aborted.");
+                ctx.reply.ok();
+                return Ok(());
+            }
             return Err(CmdError::msg("ERR No shutdown in progress."));
         }
         ctx.srv.shutdown_abort.store(true, Ordering::Release);

@@ -88,12 +88,15 @@ pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, PersistError> {
     while srv.ks.snapshots.running() {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let r = write(srv);
+    let r = write(srv, false);
     p.in_progress.store(false, Ordering::Release);
     r
 }
 
-pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, PersistError> {
+/// Writes the RDB file. `background`: a BGSAVE (or save point), whose failure sets
+/// `rdb_last_bgsave_status:err` (and with `stop-writes-on-bgsave-error`, MISCONF); a
+/// foreground save (SAVE, the shutdown's) that fails leaves it as it was, as in Redis.
+pub fn write(srv: &Server, background: bool) -> Result<rdbfile::SaveInfo, PersistError> {
     let p = &srv.persistence;
     let start_dirty = dirty(srv);
     let now = srv.now_ms();
@@ -119,7 +122,9 @@ pub fn write(srv: &Server) -> Result<rdbfile::SaveInfo, PersistError> {
             Err(PersistError::Io(e))
         }
         Err(e) => {
-            p.set_failed(true);
+            if background {
+                p.set_failed(true);
+            }
             crate::log_warning!(
                 "Failed opening the temp RDB file {} (in server root dir {}) for saving: {e}",
                 path.display(),

@@ -128,6 +128,10 @@ pub struct Server {
     pub shutdown_deadline_ms: AtomicI64,
     /// SHUTDOWN ABORT asked the waiting shutdown to stop.
     pub shutdown_abort: AtomicBool,
+    /// A signal (SIGTERM, SIGINT) asked for a shutdown that has not begun (Redis's
+    /// `shutdown_asap`): acted on while the cron runs (DEBUG PAUSE-CRON holds it back), and
+    /// SHUTDOWN ABORT clears it.
+    pub shutdown_asap: AtomicBool,
     /// The SHUTDOWN command asked the main thread to wait for replicas first (and the
     /// clients to answer if the shutdown is aborted or fails).
     pub shutdown_callers:
@@ -207,6 +211,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             shutdown_deadline_ms: AtomicI64::new(0),
             shutdown_abort: AtomicBool::new(false),
+            shutdown_asap: AtomicBool::new(false),
             shutdown_callers: crate::lockorder::Mutex::new(Vec::new()),
             io_uring: AtomicBool::new(false),
             blocked_clients: Default::default(),

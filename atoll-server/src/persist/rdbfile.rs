@@ -548,9 +548,19 @@ pub fn save_with(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
+    // Redis's name, `temp-<pid>.rdb` (its tests look for it); another save writing one
+    // meanwhile in the same directory makes this one take a numbered name.
+    let mut tmp = temp_path(&dir);
+    let created = match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
+            std::fs::File::create(&tmp)
+        }
+        Err(e) => Err(e),
+    };
     let result = (|| {
-        let f = AutoSync::new(std::fs::File::create(&tmp)?, autosync);
+        let f = AutoSync::new(created?, autosync);
         let (info, w) = write(BufWriter::with_capacity(1 << 20, f))?;
         let f = w.into_inner().map_err(|e| e.into_error())?.file;
         f.sync_all()?;
@@ -602,6 +612,11 @@ impl Write for AutoSync {
 }
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// The file a save in `dir` writes before renaming it (Redis's `temp-<pid>.rdb`).
+pub fn temp_path(dir: &Path) -> PathBuf {
+    dir.join(format!("temp-{}.rdb", std::process::id()))
+}
 
 /// What a load reports as it goes, and Redis's `key-load-delay` testing knob.
 #[derive(Default)]

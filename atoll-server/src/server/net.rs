@@ -452,6 +452,17 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                             (m.unwrap_or(ShutdownMode::Default), false)
                         }
                     };
+                    if signalled {
+                        // As Redis's cron acts on the signal: not while DEBUG PAUSE-CRON holds
+                        // the cron, and not at all once SHUTDOWN ABORT cleared the request.
+                        srv.shutdown_asap.store(true, Ordering::Release);
+                        while srv.cron_paused.load(Ordering::Relaxed) && srv.shutdown_asap.load(Ordering::Acquire) {
+                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        }
+                        if !srv.shutdown_asap.swap(false, Ordering::AcqRel) {
+                            continue;
+                        }
+                    }
                     // Lagging replicas get their grace period first (a signal's shutdown
                     // always considers it; SHUTDOWN's only when it asked for it).
                     let asked = !srv.shutdown_callers.lock().is_empty();
@@ -462,7 +473,23 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
                     }
                     // A save that fails keeps the server running, as Redis does: exiting
                     // would lose what could not be written.
-                    match shutdown(&srv, mode) {
+                    // The save runs on a thread of its own, so a SIGINT meanwhile is heard: as
+                    // Redis's handler, "You insist", the temporary file removed, exit 1.
+                    let saver = srv.clone();
+                    let mut save = tokio::task::spawn_blocking(move || shutdown(&saver, mode));
+                    let done = loop {
+                        tokio::select! {
+                            r = &mut save => break r.unwrap_or(None),
+                            _ = int.recv() => {
+                                log_warning!("You insist... exiting now.");
+                                // dbfilename is a bare name in the working directory (`dir`).
+                                let _ = std::fs::remove_file(crate::persist::rdbfile::temp_path(std::path::Path::new(".")));
+                                std::process::exit(1);
+                            }
+                            _ = term.recv() => log_warning!("Received SIGTERM scheduling shutdown..."),
+                        }
+                    };
+                    match done {
                         Some(code) => return code,
                         None => {
                             log_warning!("Errors trying to shut down the server. Check the logs for more information.");

@@ -257,8 +257,15 @@ fn corrupt_payloads_are_logged_in_redis_words() {
     let mut zipmap = vec![9u8, 2, 0x00, 0xFF];
     zipmap.extend_from_slice(&dup[dup.len() - 10..dup.len() - 8]);
     dup.truncate(dup.len() - 8);
+    // A zset ziplist whose header's tail offset (2) is not its last entry's (Redis's
+    // corrupt-dump "zset ziplist invalid tail offset"; Atoll took it before).
+    let tail = b"\x0C\x19\x19\x00\x00\x00\x02\x00\x00\x00\x06\x00\x00\xF1\x02\xF1\x02\x02\x5F\x31\x04\xF2\x02\xF3\x02\xF3\xFF\x09\x00".to_vec();
     // Each body (type, value, RDB version) with its checksum made right again.
-    for (mut p, phrase) in [(dup, "Hash listpack integrity check failed"), (zipmap, "Zipmap integrity check failed")] {
+    for (mut p, phrase) in [
+        (dup, "Hash listpack integrity check failed"),
+        (zipmap, "Zipmap integrity check failed"),
+        (tail, "Zset ziplist integrity check failed"),
+    ] {
         let crc = crc64(&p);
         p.extend_from_slice(&crc.to_le_bytes());
         for c in [&mut rc, &mut ac] {

@@ -982,6 +982,14 @@ pub fn lcs(ctx: &mut Ctx) -> CmdResult {
     if a.len() >= u32::MAX as usize - 1 || b.len() >= u32::MAX as usize - 1 {
         return Err(CmdError::msg("ERR String too long for LCS"));
     }
+    // Redis sizes its table before computing and refuses one past `proto-max-bulk-len`
+    // (whichever reply is asked for): the table is (len(a)+1)·(len(b)+1) u32 cells, and the
+    // time grows with it.
+    let cells = (a.len() as u128 + 1) * (b.len() as u128 + 1);
+    let max_bulk = ctx.srv.config.text(crate::config::p::PROTO_MAX_BULK_LEN).parse::<u128>().unwrap_or(512 << 20);
+    if cells * 4 > max_bulk {
+        return Err(CmdError::msg("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"));
+    }
     let res = lcs_compute(&a, &b, getidx || !getlen, minmatchlen)
         .map_err(|_| CmdError::msg("ERR Insufficient memory, failed allocating transient memory for LCS"))?;
     let r = &mut *ctx.reply;

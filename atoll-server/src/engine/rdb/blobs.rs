@@ -314,8 +314,10 @@ pub fn ziplist(b: &[u8]) -> Result<Vec<Elem>> {
         }
     };
     let mut prev_len = 0usize;
+    let mut last_start = 10;
     while p < end {
         let start = p;
+        last_start = start;
         // prevlen: one byte, or 0xFE and four bytes.
         need(p, 1)?;
         let prevlen = if b[p] < 254 {
@@ -381,6 +383,11 @@ pub fn ziplist(b: &[u8]) -> Result<Vec<Elem>> {
     }
     if count != 65535 && count != out.len() {
         return err("Ziplist integrity check failed: entry count mismatch");
+    }
+    // The header's tail offset must be the last entry's (the header's end when empty), as
+    // Redis's integrity check requires: a reader going backwards starts there.
+    if u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize != last_start {
+        return err("Ziplist integrity check failed: bad tail offset");
     }
     Ok(out)
 }

@@ -1457,3 +1457,64 @@ fn shutdown_requests_aborts_and_failed_saves_as_redis() {
         assert!(!dump.exists(), "{who}");
     }
 }
+
+/// An AOF rewrite's base holds a key whose time passes before a restart, and the incremental
+/// file made it persistent (PERSIST) after the rewrite: the load keeps the base's whole
+/// keyspace, so the key survives — as Redis 7.2.6 loads (checked on it first). And an empty
+/// stream made by XGROUP CREATE … MKSTREAM (last ID 0-0) comes back whole from a base written
+/// as commands.
+#[test]
+fn aof_bases_load_whole_as_redis() {
+    for (who, bin) in [("redis", redis_bin()), ("atoll", env!("CARGO_BIN_EXE_atoll-server").to_string())] {
+        for preamble in ["yes", "no"] {
+            let port = free_port();
+            let dir = scratch_dir(port);
+            let start = || {
+                let p = std::process::Command::new(&bin)
+                    .args(["--port", &port.to_string(), "--save", "", "--appendonly", "yes"])
+                    .args(["--aof-use-rdb-preamble", preamble, "--appendfsync", "always"])
+                    .arg("--dir")
+                    .arg(&dir)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                wait_for_port(port);
+                p
+            };
+            let rewrite = |c: &mut RawConn| {
+                assert!(c.cmd(&[b"BGREWRITEAOF"]).starts_with(b"+"));
+                let t = Instant::now();
+                while !info_field(c, "aof_rewrite_in_progress").starts_with('0')
+                    || !info_field(c, "aof_rewrite_scheduled").starts_with('0')
+                {
+                    assert!(t.elapsed() < Duration::from_secs(20));
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            };
+            let mut p = start();
+            let mut c = RawConn::connect(port);
+            assert_eq!(c.cmd(&[b"SET", b"k", b"v", b"PX", b"1500"]), b"+OK\r\n");
+            assert_eq!(c.cmd(&[b"XGROUP", b"CREATE", b"s", b"g", b"$", b"MKSTREAM"]), b"+OK\r\n");
+            rewrite(&mut c);
+            assert_eq!(c.cmd(&[b"PERSIST", b"k"]), b":1\r\n", "{who}");
+            c.send(&[b"SHUTDOWN".to_vec()]);
+            p.wait().unwrap();
+            std::thread::sleep(Duration::from_millis(1600));
+            let mut p = start();
+            let mut c = RawConn::connect(port);
+            let t = Instant::now();
+            while c.cmd(&[b"PING"]) != b"+PONG\r\n" {
+                assert!(t.elapsed() < Duration::from_secs(20));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(c.cmd(&[b"GET", b"k"]), b"$1\r\nv\r\n", "{who}, preamble {preamble}");
+            assert_eq!(c.cmd(&[b"TTL", b"k"]), b":-1\r\n", "{who}, preamble {preamble}");
+            assert_eq!(c.cmd(&[b"XLEN", b"s"]), b":0\r\n", "{who}, preamble {preamble}");
+            let groups = c.cmd(&[b"XINFO", b"GROUPS", b"s"]);
+            assert!(groups.starts_with(b"*1\r\n"), "{who}, preamble {preamble}: {}", show(&groups));
+            let _ = p.kill();
+            p.wait().unwrap();
+        }
+    }
+}

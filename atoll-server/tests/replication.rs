@@ -1170,3 +1170,49 @@ fn propagation_error_behavior_acts_as_in_redis() {
         }
     }
 }
+
+/// On a replica, CLIENT PAUSE WRITE holds the master's stream back (read, not applied, until
+/// the pause ends), and `oom-score-adj-values` applies its replica class while the server
+/// follows a master — as Redis 7.2.6 does (checked on it first).
+#[test]
+fn a_replica_pauses_its_stream_and_takes_the_replica_oom_class() {
+    let master = start_redis(&["--repl-diskless-sync-delay", "0"]);
+    let mut m = con(master.port);
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    for (who, start) in [("redis", redis), ("atoll", atoll)] {
+        let replica = start(&["--oom-score-adj", "yes", "--oom-score-adj-values", "10 20 30"]);
+        let oom = || -> i64 {
+            std::fs::read_to_string(format!("/proc/{}/oom_score_adj", replica.child.id()))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let mine: i64 = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap().trim().parse().unwrap();
+        assert_eq!(oom(), (mine + 10).min(1000), "{who}: a primary's class");
+        let mut r = con(replica.port);
+        assert_eq!(s(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]), "OK");
+        assert_eq!(oom(), (mine + 20).min(1000), "{who}: a replica's class");
+        link_up(&mut r);
+        q(&mut m, &["SET", "foo", "bar"]);
+        let caught_up = |m: &mut redis::Connection, r: &mut redis::Connection, field: &str| {
+            info_field(r, "replication", field) == info_field(m, "replication", "master_repl_offset")
+        };
+        wait_until("the replica to catch up", 20, || caught_up(&mut m, &mut r, "slave_repl_offset"));
+        let before = info_field(&mut r, "replication", "slave_repl_offset");
+        assert_eq!(s(&mut r, &["CLIENT", "PAUSE", "100000", "WRITE"]), "OK");
+        let held = format!("held-for-{who}");
+        q(&mut m, &["SET", &held, "bar2"]);
+        wait_until("the replica to read the write", 20, || caught_up(&mut m, &mut r, "slave_read_repl_offset"));
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(info_field(&mut r, "replication", "slave_repl_offset"), before, "{who}: applied under the pause");
+        assert_eq!(q(&mut r, &["GET", &held]), Value::Nil, "{who}");
+        assert_eq!(s(&mut r, &["CLIENT", "UNPAUSE"]), "OK");
+        wait_until("the write to apply after the pause", 20, || {
+            q(&mut r, &["GET", &held]) == Value::BulkString(b"bar2".to_vec())
+        });
+        assert_eq!(s(&mut r, &["REPLICAOF", "NO", "ONE"]), "OK");
+        assert_eq!(oom(), (mine + 10).min(1000), "{who}: a primary's class again");
+    }
+}

@@ -14,8 +14,13 @@ use std::sync::Arc;
 
 // INFO [section [section ...]]
 pub fn info(ctx: &mut Ctx) -> CmdResult {
-    ctx.settle_peers();
     let sections = info::select_sections(&ctx.args[1..]);
+    // Sections about what clients did (not the server's settings) see what they already sent.
+    const LIVE: &[&str] =
+        &["clients", "stats", "keyspace", "commandstats", "errorstats", "latencystats", "replication"];
+    if sections.iter().any(|s| LIVE.contains(s)) {
+        ctx.settle_peers();
+    }
     let text = info::generate(ctx.srv, &sections, ctx.ks.locks);
     ctx.reply.verbatim("txt", text.as_bytes());
     Ok(())

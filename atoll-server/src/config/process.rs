@@ -4,8 +4,8 @@
 //!   `/proc/self/oom_score_adj` at start-up and on every CONFIG SET of either. `yes` (alias
 //!   `relative`) adds the value to the score the process had before Atoll first changed it,
 //!   `absolute` writes the value itself, `no` puts that original score back. The values are
-//!   per process class (primary, replica, background child); Atoll has neither replicas nor
-//!   forked children yet, so the primary's is the one that applies.
+//!   per process class (primary, replica, background child): the replica's applies while the
+//!   server follows a master ([`set_replica`]); Atoll forks no background child.
 //! * `disable-thp`: when the kernel gives every process transparent huge pages (`[always]`),
 //!   turn them off for this one (`prctl(PR_SET_THP_DISABLE)`): a huge page makes one touched
 //!   byte cost 2 MB of RSS, which is what maxmemory and the operator's dashboards count.
@@ -17,8 +17,18 @@ const OOM_FILE: &str = "/proc/self/oom_score_adj";
 /// The score before Atoll changed it (`None`: Atoll has not).
 static OOM_BASE: Mutex<Option<i64>, { rank::LEAF }> = Mutex::new(None);
 
+/// The server follows a master: the second of `oom-score-adj-values` is its class.
+static REPLICA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The server starts or stops following a master (REPLICAOF): its OOM score class changes,
+/// as Redis's `setOOMScoreAdj` picks the class by role.
+pub fn set_replica(on: bool, mode: &str, values: &str) {
+    REPLICA.store(on, std::sync::atomic::Ordering::Relaxed);
+    let _ = set_oom_score(mode, values);
+}
+
 /// Applies `oom-score-adj` (`no`, `yes` or `absolute`) with `oom-score-adj-values` (three
-/// numbers, the primary's first). `Err` is Redis's CONFIG SET text; the reason is logged.
+/// numbers: the primary's, the replica's, a background child's). `Err` is Redis's CONFIG SET text; the reason is logged.
 pub fn set_oom_score(mode: &str, values: &str) -> Result<(), super::ConfigError> {
     const FAILED: &str = "Failed to set current oom_score_adj. Check server logs.";
     let mut base = OOM_BASE.lock();
@@ -37,8 +47,9 @@ pub fn set_oom_score(mode: &str, values: &str) -> Result<(), super::ConfigError>
                 }
             },
         };
-        let primary: i64 = values.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
-        let v = if mode == "absolute" { primary } else { primary + b };
+        let class = usize::from(REPLICA.load(std::sync::atomic::Ordering::Relaxed));
+        let own: i64 = values.split_whitespace().nth(class).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let v = if mode == "absolute" { own } else { own + b };
         v.clamp(-1000, 1000)
     } else {
         match base.take() {

@@ -222,8 +222,12 @@ pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), PersistE
         // A rewrite asked for and not begun yet (the persistence thread had not taken the
         // files) is killed too: it must not start once AOF is off, as Redis's child is gone.
         let a = &srv.persistence.aof;
-        if !on && running && a.rewrite_requested.swap(false, Ordering::AcqRel) {
-            a.rewrite_in_progress.store(false, Ordering::Release);
+        if !on && running {
+            // As Redis's stopAppendOnly, a rewrite scheduled behind a BGSAVE goes too.
+            a.rewrite_scheduled.store(false, Ordering::Release);
+            if a.rewrite_requested.swap(false, Ordering::AcqRel) {
+                a.rewrite_in_progress.store(false, Ordering::Release);
+            }
         }
         g
     };
@@ -631,8 +635,13 @@ fn load(srv: &Server, d: &Path, m: &Manifest, trim: bool) -> Result<(), PersistE
             // An RDB preamble, then (in an AOF of Redis 4–6) commands after it.
             let opts = crate::persist::load_opts(&srv.config);
             let now = srv.now_ms();
-            let info = rdbfile::load_into(&srv.ks, &mut r, &opts, now, srv.lru_clock(now), &srv.persistence.loading)
-                .map_err(|e| e.map_text(|m| format!("{m} (in {})", f.name)))?;
+            // Keys past their time are kept (Redis's RDBFLAGS_AOF_PREAMBLE): the incremental
+            // files were written against the base's whole keyspace, and a PERSIST or RENAME
+            // of such a key must find it (expiry then takes what is still due).
+            let keep_all = i64::MIN;
+            let info =
+                rdbfile::load_into(&srv.ks, &mut r, &opts, keep_all, srv.lru_clock(now), &srv.persistence.loading)
+                    .map_err(|e| e.map_text(|m| format!("{m} (in {})", f.name)))?;
             crate::daemons::persistence::install_functions(srv, &info.functions, false)?;
             keys += info.keys_loaded;
             crate::log_notice!("Reading RDB base file on AOF loading...");

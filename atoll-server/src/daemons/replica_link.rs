@@ -104,6 +104,7 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
     // Our own replicas would follow a history that is about to end.
     srv.repl.drop_all_replicas();
     unblock_all(srv);
+    oom_class(srv, true);
     crate::log_notice!("Connecting to MASTER {host}:{port}");
     up.start_wanted.store(true, Ordering::Release);
     srv.repl.wake();
@@ -141,7 +142,17 @@ pub fn unfollow(srv: &Server) {
     srv.persistence.set_gate(GATE_STALE, false);
     let off = up.offset.load(Ordering::Relaxed);
     srv.repl.become_master(&srv.replid, off);
+    oom_class(srv, false);
     crate::log_notice!("MASTER MODE enabled");
+}
+
+/// The OOM killer's class for the role (`oom-score-adj-values`: a replica's is the second).
+fn oom_class(srv: &Server, replica: bool) {
+    crate::config::process::set_replica(
+        replica,
+        &srv.config.text(crate::config::p::OOM_SCORE_ADJ),
+        &srv.config.text(crate::config::p::OOM_SCORE_ADJ_VALUES),
+    );
 }
 
 /// The link's state, and the `-MASTERDOWN` gate that follows from it.
@@ -538,6 +549,12 @@ fn apply_stream(
             break Ok(());
         }
         let is = |i: usize, s: &str| argv.get(i).is_some_and(|a| a.eq_ignore_ascii_case(s.as_bytes()));
+        // CLIENT PAUSE holds the master's commands back too, as Redis postpones its master
+        // client: what arrives is read (slave_read_repl_offset grows), applied once the pause
+        // ends (slave_repl_offset waits).
+        while current(srv, gen) && held_by_pause(srv, &argv) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         if is(0, "replconf") && is(1, "getack") {
             // The offset before this command, as Redis answers.
             let log = srv.persistence.aof.log();
@@ -561,6 +578,19 @@ fn apply_stream(
     srv.clients.remove(client.id());
     *client.handle.closed.lock() = true;
     result
+}
+
+/// A pause holds this command of the master's back: any under CLIENT PAUSE ALL, those that
+/// write (or may) under PAUSE WRITE.
+fn held_by_pause(srv: &Server, argv: &[Vec<u8>]) -> bool {
+    match srv.pause_active(srv.now_ms()) {
+        None => false,
+        Some(true) => true,
+        Some(false) => argv
+            .first()
+            .and_then(|n| srv.table.lookup(n))
+            .is_some_and(|c| c.has(crate::exec::table::flags::WRITE | crate::exec::table::flags::MAY_REPLICATE)),
+    }
 }
 
 /// What the ACKs report: the stream's offset applied, and how far this replica's AOF has

@@ -562,7 +562,6 @@ pub struct Ctx<'c, 'a, 'k> {
 }
 
 impl<'c, 'a, 'k> Ctx<'c, 'a, 'k> {
-    #[inline]
     /// `Server::settle_peers` for a command that answers about the clients, unless it runs
     /// inside a transaction or a script.
     pub fn settle_peers(&self) {
@@ -571,6 +570,7 @@ impl<'c, 'a, 'k> Ctx<'c, 'a, 'k> {
         }
     }
 
+    #[inline]
     pub fn arg(&self, i: usize) -> &'c [u8] {
         self.args[i]
     }

@@ -338,22 +338,25 @@ impl Server {
     /// Before an answer about the clients (INFO, CLIENT LIST): lets every other worker run two
     /// rounds of its loop, so what clients sent before this command — a request already in
     /// another worker's socket — has been taken and run, as Redis's one thread takes every
-    /// ready socket before the next. Waits at most 50 ms (a worker busy with a long command,
-    /// or frozen by DEBUG SLEEP, is not waited for), and only outside transactions and
-    /// scripts (which may hold what another worker needs for its round).
+    /// ready socket before the next. Waits at most 20 ms (a worker busy with a long command,
+    /// or frozen by DEBUG SLEEP, is not waited for longer), not for a worker that is itself
+    /// waiting here (two INFOs on two workers would wait for each other), and only outside
+    /// transactions and scripts (which may hold what another worker needs for its round).
     pub fn settle_peers(&self, me: usize) {
         let n = self.stats.workers.len() - 1; // the last entry is the background tasks'
-        if n < 2 {
+        if n < 2 || me >= n {
             return;
         }
+        let beat = |w: usize| &self.stats.workers[w].beat;
         let cycles = |w: usize| self.stats.workers[w].counters.eventloop_cycles.load(Ordering::Acquire);
+        beat(me).settling.store(true, Ordering::Release);
         let before: Vec<u64> = (0..n).map(cycles).collect();
         for w in (0..n).filter(|&w| w != me) {
             crate::services::pubsub::wake_now(&self.pubsub, w);
         }
-        let deadline = Instant::now() + std::time::Duration::from_millis(50);
+        let deadline = Instant::now() + std::time::Duration::from_millis(20);
         for w in (0..n).filter(|&w| w != me) {
-            while cycles(w) < before[w] + 2 && Instant::now() < deadline {
+            while cycles(w) < before[w] + 2 && Instant::now() < deadline && !beat(w).settling.load(Ordering::Acquire) {
                 if cycles(w) == before[w] + 1 {
                     // The round that ended may have begun before this command arrived.
                     crate::services::pubsub::wake_now(&self.pubsub, w);
@@ -361,6 +364,7 @@ impl Server {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
+        beat(me).settling.store(false, Ordering::Release);
     }
 
     /// Called periodically: updates the instantaneous figures (at most once a second).

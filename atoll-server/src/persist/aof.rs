@@ -934,18 +934,12 @@ pub fn value_commands(out: &mut Vec<u8>, key: &[u8], v: &crate::engine::Value, e
             use crate::engine::stream::StreamId;
             let entries = s.range(StreamId::MIN, StreamId::MAX, false, 0);
             if entries.is_empty() {
-                // An empty stream still exists: create it with an entry trimmed away at once.
+                // An empty stream still exists: create it with an entry trimmed away at once,
+                // as ID 0-1 (Redis's choice: its last ID may be 0-0, which XADD refuses); the
+                // XSETID that follows puts the real last ID back.
                 encode(
                     out,
-                    &[
-                        bulk(b"XADD"),
-                        bulk(key),
-                        bulk(b"MAXLEN"),
-                        bulk(b"0"),
-                        s.last_id.to_bytes(),
-                        bulk(b"x"),
-                        bulk(b"y"),
-                    ],
+                    &[bulk(b"XADD"), bulk(key), bulk(b"MAXLEN"), bulk(b"0"), bulk(b"0-1"), bulk(b"x"), bulk(b"y")],
                 );
             }
             for e in entries {

@@ -548,17 +548,17 @@ pub fn save_with(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    // Redis's name, `temp-<pid>.rdb` (its tests look for it); another save writing one
-    // meanwhile in the same directory makes this one take a numbered name.
-    let mut tmp = temp_path(&dir);
-    let created = match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
-        Ok(f) => Ok(f),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
-            std::fs::File::create(&tmp)
-        }
-        Err(e) => Err(e),
+    // Redis's name, `temp-<pid>.rdb` (its tests look for it), truncated if a dead process
+    // of the same pid left one; a save of this process already writing it (a DEBUG RELOAD
+    // beside a BGSAVE) makes this one take a numbered name.
+    let own_name = !TEMP_HELD.swap(true, Ordering::AcqRel);
+    let tmp = if own_name {
+        temp_path(&dir)
+    } else {
+        dir.join(format!("temp-{}-{}.rdb", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)))
     };
+    let created = std::fs::File::create(&tmp);
+    let made = created.is_ok();
     let result = (|| {
         let f = AutoSync::new(created?, autosync);
         let (info, w) = write(BufWriter::with_capacity(1 << 20, f))?;
@@ -571,11 +571,17 @@ pub fn save_with(
         }
         Ok(info)
     })();
-    if result.is_err() {
+    if result.is_err() && made {
         let _ = std::fs::remove_file(&tmp);
+    }
+    if own_name {
+        TEMP_HELD.store(false, Ordering::Release);
     }
     result
 }
+
+/// A save of this process is writing `temp-<pid>.rdb`.
+static TEMP_HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A file being written that is fsync'd (data only) every [`AUTOSYNC_BYTES`] when asked to,
 /// as Redis's `rioSetAutoSync`: the disk takes a large snapshot as it comes, instead of all at

@@ -75,7 +75,8 @@ pub struct Beat {
     /// The command last started (its table id + 1) and its client's id.
     pub cmd: std::sync::atomic::AtomicU32,
     pub client: AtomicU64,
-    /// The worker waits in `Server::settle_peers`: others do not wait for it meanwhile.
+    /// The worker is letting the others run their rounds before an INFO or CLIENT LIST
+    /// (`settle_peers` in exec): others do not wait for it meanwhile.
     pub settling: std::sync::atomic::AtomicBool,
 }
 

@@ -20,12 +20,18 @@ if [ "$(printf '%s\n%s\n' "$need_rust" "$have_rust" | sort -V | head -1)" != "$n
 fi
 echo "==> $(rustc --version)"
 
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then
-  echo "==> installing redis-server and redis-tools (the differential tests' oracle)"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+# Installs Debian packages the tests need (as root, or through sudo), saying why.
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+apt_install() {
+  echo "==> installing $1"
+  shift
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server redis-tools >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then
+  apt_install "redis-server and redis-tools (the differential tests' oracle)" redis-server redis-tools
   # The package may start a system instance on 6379; Atoll's default port. Tests use their
   # own ports, but leave 6379 free for `cargo run`.
   $SUDO service redis-server stop >/dev/null 2>&1 || true
@@ -35,19 +41,11 @@ echo "==> $(redis-server --version) (redis-benchmark, redis-cli)"
 # TLS: the oracle is built with TLS when OpenSSL's headers are there, and the tests make an
 # encrypted key with the openssl tool.
 if [ ! -f /usr/include/openssl/ssl.h ] || ! command -v openssl >/dev/null 2>&1; then
-  echo "==> installing libssl-dev and openssl (TLS tests; the oracle's TLS build)"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libssl-dev openssl >/dev/null
+  apt_install "libssl-dev and openssl (TLS tests; the oracle's TLS build)" libssl-dev openssl
 fi
 # strace: the fsync settings' test counts the server's fdatasync calls with it.
 if ! command -v strace >/dev/null 2>&1; then
-  echo "==> installing strace (the fsync settings' test counts fsyncs with it)"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq strace >/dev/null
+  apt_install "strace (the fsync settings' test counts fsyncs with it)" strace
 fi
 # A cached oracle built before OpenSSL's headers were there has no TLS: build it again.
 oracle_home=${REDIS72_HOME:-$HOME/.cache/atoll-redis72}
@@ -66,31 +64,19 @@ echo "==> oracle: $("$REDIS_SERVER" --version)"
 
 # The dashboard's browser test needs Chromium.
 if ! command -v chromium >/dev/null 2>&1; then
-  echo "==> installing chromium (the dashboard's browser test)"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  apt_install "chromium (the dashboard's browser test)" chromium
 fi
 
 # The power-loss test mounts forgetfs (tests/python/forgetfs.py) with FUSE: libfuse2 for fusepy.
 if ! ldconfig -p | grep -q 'libfuse\.so\.2'; then
-  echo "==> installing libfuse2 (the power-loss test's FUSE layer)"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libfuse2 >/dev/null
+  apt_install "libfuse2 (the power-loss test's FUSE layer)" libfuse2
 fi
 
 # The Python tests' dependencies (redis-py, pytest, rq, fusepy …) go into a virtual
 # environment of their own, never the system Python ($ATOLL_VENV to put it elsewhere).
 venv=${ATOLL_VENV:-$HOME/.cache/atoll-venv}
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  echo "==> installing python3-venv (the Python tests' virtual environment)"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+  apt_install "python3-venv (the Python tests' virtual environment)" python3-venv
 fi
 if [ ! -x "$venv/bin/python" ]; then
   echo "==> creating the Python virtual environment $venv"
@@ -124,11 +110,7 @@ ATOLL_TEST_IO_BACKEND=epoll cargo test -p atoll-server --test blackbox --test bl
 # A real Node.js application: a BullMQ job queue (every operation a Lua script) with worker
 # processes, against the debug binary.
 if ! command -v node >/dev/null 2>&1; then
-  echo "==> installing nodejs and npm (the BullMQ test)"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+  apt_install "nodejs and npm (the BullMQ test)" nodejs npm
 fi
 (cd tests/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 node tests/node/bullmq_test.js 2>&1 | tee -a "$log"

@@ -65,10 +65,9 @@ pub fn memory_stats(ctx: &mut Ctx) -> CmdResult {
         if srv.ks.db_if_exists(db).is_none() {
             continue;
         }
-        let (keys, _) = ctx.ks.locks.db_stats(db);
+        let (keys, main, exp) = ctx.ks.locks.db_overhead(db);
         if keys > 0 {
             keys_total += keys as u64;
-            let (main, exp) = ctx.ks.locks.db_overhead(db);
             dbs.push((db, main as u64, exp as u64));
         }
     }

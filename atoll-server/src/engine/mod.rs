@@ -868,20 +868,21 @@ impl<'k> Locks<'k> {
         self.db_stats(db).0
     }
 
-    /// The keyspace tables' own heap in `db` (MEMORY STATS `overhead.hashtable.*`): the key
-    /// tables' bucket arrays, and the expiry tables' arrays and nodes (a key's own node is
-    /// the key's, MEMORY USAGE's).
-    pub fn db_overhead(&mut self, db: usize) -> (usize, usize) {
-        let (mut main, mut expires) = (0, 0);
+    /// The keys in `db` and the keyspace tables' own heap there (MEMORY STATS: `keys.count`
+    /// and `overhead.hashtable.*`), in one pass: the key tables' bucket arrays, and the expiry
+    /// tables' arrays and nodes (a key's own node is the key's, MEMORY USAGE's).
+    pub fn db_overhead(&mut self, db: usize) -> (usize, usize, usize) {
+        let (mut keys, mut main, mut expires) = (0, 0, 0);
         if self.ks.db_if_exists(db).is_some() {
             for s in 0..SHARDS {
                 self.with_shard(db, s, |sh| {
+                    keys += sh.keys.len();
                     main += sh.keys.table_bytes();
                     expires += sh.expires.table_bytes() + sh.expires.len() * dict::Dict::<i64>::entry_bytes(b"");
                 });
             }
         }
-        (main, expires)
+        (keys, main, expires)
     }
 
     /// (keys, keys with expiry) in `db`, as `dbsize`.

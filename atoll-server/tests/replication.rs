@@ -612,6 +612,34 @@ fn implicit_deletions_propagate_as_del_or_unlink_as_redis_does() {
     assert!(seen[0].iter().any(|c| c == "UNLINK s") && seen[0].iter().any(|c| c == "DEL r"), "{:?}", seen[0]);
 }
 
+/// SET with a relative time reaches replicas as SET … PXAT <ms>; one given PXAT goes as the
+/// client sent it (its spelling and GET kept), as Redis 7.2.6 propagates it.
+#[test]
+fn set_given_pxat_propagates_as_sent_as_redis_does() {
+    let atoll = start_atoll(&["--repl-diskless-sync", "no"]);
+    let redis = start_redis(&["--repl-diskless-sync", "no"]);
+    let mut seen = Vec::new();
+    for port in [redis.port, atoll.port] {
+        let mut c = con(port);
+        let mut repl = ReplStream::attach(port);
+        q(&mut c, &["SET", "a", "v", "pxat", "4102444800000"]);
+        q(&mut c, &["SET", "a", "w", "PxAt", "4102444800000", "GET"]);
+        q(&mut c, &["SET", "b", "v", "NX", "pxat", "4102444800001"]);
+        q(&mut c, &["SET", "c", "v", "ex", "100", "GET"]);
+        q(&mut c, &["SET", "c", "v", "XX", "PX", "100000"]);
+        seen.push(
+            repl.commands()
+                .iter()
+                .map(|c| if c.contains("4102444800") { c.clone() } else { without_times(c) })
+                .collect::<Vec<_>>(),
+        );
+        let cmds = repl.commands();
+        assert!(cmds.is_empty(), "{cmds:?}");
+    }
+    assert_eq!(seen[1], seen[0], "Atoll's replication stream (right) against Redis's (left)");
+    assert!(seen[0].iter().any(|c| c == "SET a w PxAt 4102444800000 GET"), "{:?}", seen[0]);
+}
+
 /// What came after 7.2 reaches replicas as Valkey 9.1.2 sends it: SET … IFEQ verbatim (without
 /// GET; as SET … PXAT with an expiry), DELIFEQ as DEL, MSETEX with its absolute time, and
 /// nothing for a condition that failed.
@@ -1215,4 +1243,62 @@ fn a_replica_pauses_its_stream_and_takes_the_replica_oom_class() {
         assert_eq!(s(&mut r, &["REPLICAOF", "NO", "ONE"]), "OK");
         assert_eq!(oom(), (mine + 10).min(1000), "{who}: a primary's class again");
     }
+}
+
+/// A writable replica (`replica-read-only no`) expires the keys its own clients gave a TTL —
+/// the master will never send their DELs — and only those: a key of the master's waits for
+/// the master's DEL. INFO's `slave_expires_tracked_keys` counts the names tracked, one per
+/// name whatever the databases; FLUSHALL forgets them. Run on Redis 7.2.6 and Atoll replicas
+/// of a Redis master, with the AOF off and on (as Redis's own expire test does); both must see
+/// the same.
+#[test]
+fn a_writable_replica_expires_the_keys_its_clients_wrote() {
+    let master = start_redis(&["--repl-diskless-sync-delay", "0"]);
+    let mut m = con(master.port);
+    q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let mut seen = Vec::new();
+    for (who, start) in [("redis", redis), ("atoll", atoll)] {
+        let port = master.port.to_string();
+        let replica = start(&["--replicaof", "127.0.0.1", &port, "--replica-read-only", "no"]);
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        let mut lines = Vec::new();
+        for aof in ["no", "yes"] {
+            q(&mut r, &["CONFIG", "SET", "appendonly", aof]);
+            wait_until(&format!("{who}: the AOF rewrite"), 20, || {
+                info_field(&mut r, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+                    && info_field(&mut r, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+            });
+            q(&mut r, &["FLUSHALL"]);
+            let tag = format!("from-master-{aof}");
+            q(&mut m, &["SET", &tag, "v", "PX", "50"]);
+            wait_until(&format!("{who}: the master's key"), 20, || q(&mut r, &["DBSIZE"]) == Value::Int(1));
+            let expired = |r: &mut redis::Connection| info_field(r, "stats", "expired_keys").unwrap();
+            let before: u64 = expired(&mut r).parse().unwrap();
+            q(&mut r, &["SET", "foo", "bar", "PX", "50"]);
+            q(&mut r, &["SET", "keep", "v", "EX", "1000"]);
+            q(&mut r, &["SELECT", "3"]);
+            q(&mut r, &["SET", "foo", "bar", "PX", "50"]);
+            q(&mut r, &["SELECT", "0"]);
+            lines.push(format!("tracked {}", info_field(&mut r, "stats", "slave_expires_tracked_keys").unwrap()));
+            wait_until(&format!("{who}: the replica's own keys to expire"), 10, || {
+                expired(&mut r).parse::<u64>().unwrap() >= before + 2
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            lines.push(format!("expired {}", expired(&mut r).parse::<u64>().unwrap() - before));
+            lines.push(format!("tracked {}", info_field(&mut r, "stats", "slave_expires_tracked_keys").unwrap()));
+            // The master's key is past its time too, but stays (hidden) until the master's DEL.
+            lines.push(format!("dbsize {:?} get {:?}", q(&mut r, &["DBSIZE"]), q(&mut r, &["GET", &tag])));
+            lines.push(format!("foo {:?} keep {:?}", q(&mut r, &["GET", "foo"]), q(&mut r, &["EXISTS", "keep"])));
+            q(&mut r, &["FLUSHALL"]);
+            lines.push(format!("tracked {}", info_field(&mut r, "stats", "slave_expires_tracked_keys").unwrap()));
+        }
+        seen.push(lines);
+    }
+    let expect = ["tracked 2", "expired 2", "tracked 1", "dbsize int(2) get nil", "foo nil keep int(1)", "tracked 0"];
+    let expect: Vec<String> = expect.iter().chain(expect.iter()).map(|s| s.to_string()).collect();
+    assert_eq!(seen[0], expect, "redis");
+    assert_eq!(seen[1], expect, "atoll");
 }

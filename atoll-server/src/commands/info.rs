@@ -423,7 +423,7 @@ fn stats(o: &mut String, cx: &mut Cx) {
     f!(o, "latest_fork_usec:0");
     f!(o, "total_forks:0");
     f!(o, "migrate_cached_sockets:{}", srv.migrate_sockets.len());
-    f!(o, "slave_expires_tracked_keys:0");
+    f!(o, "slave_expires_tracked_keys:{}", srv.ks.replica_ttls.lock().len());
     f!(o, "active_defrag_hits:0");
     f!(o, "active_defrag_misses:0");
     f!(o, "active_defrag_key_hits:0");

@@ -195,6 +195,7 @@ fn exec_queued(ctx: &mut Ctx) -> CmdResult {
             ready: std::mem::take(&mut ctx.client.ready),
             key_hint: None,
             hold_expired: false,
+            replica_ttls: false,
             loading: false,
             notify: ctx.ks.notify,
             notes: Vec::new(),

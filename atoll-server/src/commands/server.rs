@@ -126,6 +126,9 @@ pub fn flushall(ctx: &mut Ctx) -> CmdResult {
         }
     }
     ctx.ks.dirty += n.max(1) as u64;
+    // A writable replica forgets the keys it was to expire: the master may send keys of
+    // those names, and expiring them is the master's business (Redis does the same).
+    ctx.srv.ks.replica_ttls.lock().clear();
     // The save it may make holds this command's changes (Redis counts them before it saves).
     crate::daemons::persistence::after_flushall(ctx.srv, ctx.ks.locks, ctx.ks.dirty);
     ctx.srv.tracking.flushed(&ctx.srv.reach());

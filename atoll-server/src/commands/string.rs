@@ -314,9 +314,13 @@ fn set_generic(
     if let Some(ms) = when {
         ctx.ks.set_expire(key, ms);
         ctx.ks.note(notify::GENERIC, "expire", key);
-        // Relative times would replay differently later: propagate the absolute time.
-        let ms = itoa::Buffer::new().format(ms).as_bytes().to_vec();
-        ctx.rewrite_effect(vec![b"SET".to_vec(), key.to_vec(), val.to_vec(), b"PXAT".to_vec(), ms]);
+        // Relative times would replay differently later: propagate the absolute time. A
+        // command given PXAT already goes as it is, GET and the option's spelling included, as
+        // Redis propagates it.
+        if !f.pxat {
+            let ms = itoa::Buffer::new().format(ms).as_bytes().to_vec();
+            ctx.rewrite_effect(vec![b"SET".to_vec(), key.to_vec(), val.to_vec(), b"PXAT".to_vec(), ms]);
+        }
     } else if f.get {
         // Propagate without GET (which may be repeated); the rest is deterministic as is.
         ctx.rewrite_effect(without_get(ctx.args));
@@ -1085,7 +1089,8 @@ pub(crate) mod tests {
         assert_eq!(h.run("SET k w GET get"), "$1\r\nv\r\n");
         assert_eq!(h.take_effects(), vec!["SET k w"]);
         assert_eq!(h.run("SET k w PXAT 4102444800000 GET"), "$1\r\nw\r\n");
-        assert_eq!(h.take_effects(), vec!["SET k w PXAT 4102444800000"]);
+        // Given PXAT, the command goes as sent, GET included (as Redis 7.2 propagates it).
+        assert_eq!(h.take_effects(), vec!["SET k w PXAT 4102444800000 GET"]);
         h.run("SETEX s 10 v");
         assert!(h.take_effects()[0].starts_with("SET s v PXAT "));
         h.run("PSETEX s 10000 v");

@@ -249,6 +249,7 @@ pub fn after_flushall(srv: &Server, locks: &mut Locks, pending_dirty: u64) {
 /// them (a key each), instead of being freed here.
 pub fn empty_all(srv: &Server, locks: &mut Locks, lazy: bool) {
     srv.scripts.functions.update(|st| *st = Default::default());
+    srv.ks.replica_ttls.lock().clear();
     for db in 0..srv.ks.num_dbs() {
         if srv.ks.db_if_exists(db).is_none() {
             continue;

@@ -273,6 +273,11 @@ pub struct Keyspace {
     /// clients during a busy script ([`Keyspace::change_shard`]), and whether there are any.
     later: lockorder::Mutex<Vec<Later>, { lockorder::rank::LEAF }>,
     later_pending: AtomicBool,
+    /// Keys a client of a writable replica (`replica-read-only no`) gave a TTL, each with a bit
+    /// per database (0 to 63) it may be in. A replica leaves expiry to its master's DELs, but
+    /// no master will ever delete these: the replica's expiry cycle reclaims them (Redis's
+    /// `slaveKeysWithExpire`, shown as INFO's `slave_expires_tracked_keys`).
+    pub replica_ttls: lockorder::Mutex<Dict<u64>, { lockorder::rank::LEAF }>,
 }
 
 /// A change to one shard, run once the shard can be waited for.
@@ -460,6 +465,19 @@ impl Keyspace {
             script_gate: parking_lot::ReentrantMutex::new(()),
             later: lockorder::Mutex::new(Vec::new()),
             later_pending: AtomicBool::new(false),
+            replica_ttls: lockorder::Mutex::new(Dict::default()),
+        }
+    }
+
+    /// Remembers that a client of a writable replica set a TTL on `key` in `db`.
+    pub fn remember_replica_ttl(&self, db: usize, key: &[u8]) {
+        if db > 63 {
+            return; // as Redis: keys of databases past 63 are not tracked
+        }
+        let mut t = self.replica_ttls.lock();
+        match t.get_mut(key) {
+            Some(bits) => *bits |= 1 << db,
+            None => t.insert_new_slice(key, 1 << db),
         }
     }
 

@@ -663,6 +663,7 @@ pub fn call(
     let db = client.db;
     let no_touch = client.no_touch && cmd.name != "touch";
     let lfu = lfu_params(srv);
+    let replica = srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_REPLICA != 0;
     let mut ctx = Ctx {
         srv,
         ws,
@@ -683,8 +684,8 @@ pub fn call(
             stats: &ws.counters,
             ready: Vec::new(),
             key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
-            hold_expired: (srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused())
-                || srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_REPLICA != 0,
+            hold_expired: (srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused()) || replica,
+            replica_ttls: replica && !client.replaying,
             loading: client.replaying,
             notify: srv.config.hot.notify.load(Ordering::Relaxed),
             notes: Vec::new(),

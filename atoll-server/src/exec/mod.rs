@@ -137,6 +137,9 @@ pub struct KsView<'a, 'k> {
     /// CLIENT PAUSE is holding writes back: a key past its time reads as missing but is not
     /// deleted (Redis keeps expiry's deletions for after the pause).
     pub hold_expired: bool,
+    /// A writable replica's own client: a TTL it sets is remembered for the replica's expiry
+    /// cycle (`Keyspace::replica_ttls`).
+    pub replica_ttls: bool,
     /// Replaying a log at load time: nothing expires, and an expiry already past is set, not
     /// applied (as Redis loads: such keys go once loading ends).
     pub loading: bool,
@@ -493,6 +496,9 @@ impl<'a, 'k> KsView<'a, 'k> {
                 shard.expires.insert_new_slice(key, when);
                 self.locks.keyspace().db(self.db).mark_volatile(crate::engine::key_shard(key));
             }
+        }
+        if self.replica_ttls {
+            self.locks.keyspace().remember_replica_ttl(self.db, key);
         }
     }
 

@@ -25,9 +25,12 @@ const SHARDS_PER_CYCLE: usize = 256;
 /// Runs one bounded expiry cycle. Returns the number of keys reclaimed.
 pub fn cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
     // CLIENT PAUSE holds expiry's deletions back too, as Redis does.
-    // A replica leaves expiry to its master's DELs.
-    if !srv.active_expire.load(Ordering::Relaxed) || srv.writes_paused() || srv.repl.upstream.following() {
+    if !srv.active_expire.load(Ordering::Relaxed) || srv.writes_paused() {
         return 0;
+    }
+    // A replica leaves expiry to its master's DELs, but for keys its own clients wrote.
+    if srv.repl.upstream.following() {
+        return replica_cycle(srv, stats);
     }
     let hz = srv.config.hot.effective_hz.load(Ordering::Relaxed).max(1) as u64;
     let budget = Duration::from_micros(1_000_000 / hz / 4 / srv.threads.max(1) as u64);
@@ -115,6 +118,70 @@ pub fn cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
         srv.latency.add("expire-cycle", srv.now_ms() / 1000, ms);
     }
     srv.stats.note_expiry_sample(total_sampled, reclaimed);
+    reclaimed
+}
+
+/// A replica's expiry cycle (Redis's `expireSlaveKeys`): keys a client of a writable replica
+/// gave a TTL (`Keyspace::replica_ttls`) are picked at random and deleted once due. The DEL goes
+/// to the AOF only: a replica's own writes never reach replicas of it. Stops after more than
+/// three keys not yet due, or after a millisecond, as Redis's does.
+fn replica_cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usize {
+    let start = Instant::now();
+    let mut rng = rand::thread_rng();
+    let (mut reclaimed, mut not_due, mut picks) = (0, 0, 0u32);
+    // The pick is copied out: the table's lock ranks after the shards'. A table in use (another
+    // worker's cycle) is left to it.
+    let pick = |rng: &mut rand::rngs::ThreadRng| {
+        let t = srv.ks.replica_ttls.try_lock()?;
+        t.random(rng).map(|(k, &bits)| (Box::<[u8]>::from(k), bits))
+    };
+    while let Some((key, dbs)) = pick(&mut rng) {
+        let mut still = 0u64;
+        for db in (0..srv.ks.num_dbs().min(64)).filter(|db| dbs & (1 << db) != 0) {
+            let Some(d) = srv.ks.db_if_exists(db) else { continue };
+            let shard = crate::engine::key_shard(&key);
+            // A shard busy with a command keeps its key for a later pick.
+            let Some(mut s) = d.shards[shard].try_lock() else {
+                still |= 1 << db;
+                continue;
+            };
+            let Some(&when) = s.expires.get(&key) else { continue };
+            if when > srv.now_ms() {
+                not_due += 1;
+                still |= 1 << db;
+                continue;
+            }
+            srv.ks.snapshots.before_use(db, shard, &mut s);
+            s.remove(&key);
+            s.touch_watched(&key);
+            crate::services::notify::raise(&srv.reach(), crate::services::notify::EXPIRED, "expired", db, &key);
+            if srv.tracking.on() {
+                srv.tracking.modified(&srv.reach(), &[(key.clone(), true)], 0, None);
+            }
+            stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+            reclaimed += 1;
+            if srv.effects_enabled() {
+                let mut del = Effect::new(db, vec![b"DEL".to_vec(), key.to_vec()]);
+                del.to = crate::services::effects::Propagate::Aof;
+                srv.publish_effects(&[del], srv.ks.snapshots.seen(s.saved_epoch));
+            }
+        }
+        {
+            let mut t = srv.ks.replica_ttls.lock();
+            match (still, t.get_mut(&key)) {
+                (0, Some(_)) => drop(t.remove(&key)),
+                (_, Some(bits)) => *bits = still | (*bits & !dbs),
+                (_, None) => {}
+            }
+            if t.is_empty() {
+                break;
+            }
+        }
+        picks += 1;
+        if not_due > 3 || (picks % 64 == 0 && start.elapsed() > Duration::from_millis(1)) {
+            break;
+        }
+    }
     reclaimed
 }
 

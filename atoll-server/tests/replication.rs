@@ -1302,3 +1302,131 @@ fn a_writable_replica_expires_the_keys_its_clients_wrote() {
     assert_eq!(seen[0], expect, "redis");
     assert_eq!(seen[1], expect, "atoll");
 }
+
+fn offset_of(c: &mut redis::Connection) -> i64 {
+    info_field(c, "replication", "master_repl_offset").unwrap().parse().unwrap()
+}
+
+/// Writes across databases (SELECTs in the stream), a transaction, a script and expiries.
+fn chain_writes(m: &mut redis::Connection, round: usize) {
+    for db in [0, 3, 0, 9] {
+        q(m, &["SELECT", &db.to_string()]);
+        q(m, &["INCR", &format!("counter:{round}")]);
+        q(m, &["RPUSH", "list", &round.to_string()]);
+    }
+    q(m, &["SELECT", "0"]);
+    redis::pipe()
+        .atomic()
+        .cmd("SELECT")
+        .arg(4)
+        .cmd("SET")
+        .arg("tx")
+        .arg(round)
+        .cmd("SELECT")
+        .arg(0)
+        .query::<Value>(m)
+        .unwrap();
+    q(m, &["EVAL", "redis.call('hset', KEYS[1], ARGV[1], ARGV[1]); return 1", "1", "lua", &round.to_string()]);
+    q(m, &["SET", &format!("ttl:{round}"), "v", "EX", "1000"]);
+    q(m, &["SPOP", "set"]);
+}
+
+/// Chained replication: an Atoll replica serves replicas of its own with its master's stream
+/// and replication ID, byte for byte (their offsets are the top master's), in both mixes the
+/// issue names — Redis 7.2.6 → Atoll → {Atoll, Redis 7.2.6} and Atoll → Atoll → {Atoll, Redis
+/// 7.2.6} — through full syncs, partial resyncs after killed links (the middle's, the ends'),
+/// writes in several databases, transactions and scripts; every node's DEBUG DIGEST equal at
+/// the end. Then the middle is promoted (REPLICAOF NO ONE): both ends continue with it by a
+/// partial resync (its old ID is its `master_replid2`), and take its writes.
+#[test]
+fn chained_replicas_follow_the_masters_stream_and_its_promoted_middle() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    for (top_name, top) in [("redis", redis), ("atoll", atoll)] {
+        let fast = ["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"];
+        let master = top(&fast);
+        let mut m = con(master.port);
+        load_dataset(&mut m);
+        let mp = master.port.to_string();
+        let mut args = fast.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &mp]);
+        let middle = start_atoll(&args);
+        let mut mid = con(middle.port);
+        link_up(&mut mid);
+        chain_writes(&mut m, 0);
+        let midp = middle.port.to_string();
+        let mut args = fast.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &midp]);
+        let ends = [start_atoll(&args), start_redis(&args)];
+        let mut e: Vec<redis::Connection> = ends.iter().map(|p| con(p.port)).collect();
+        let case = |what: &str| format!("{top_name} → atoll → ends: {what}");
+        for round in 1..6 {
+            chain_writes(&mut m, round);
+            match round {
+                2 => drop(q(&mut mid, &["CLIENT", "KILL", "TYPE", "master"])),
+                3 => {
+                    for c in e.iter_mut() {
+                        q(c, &["CLIENT", "KILL", "TYPE", "master"]);
+                    }
+                }
+                4 => drop(q(&mut m, &["CLIENT", "KILL", "TYPE", "replica"])),
+                _ => {}
+            }
+        }
+        let want = offset_of(&mut m);
+        let digest = s(&mut m, &["DEBUG", "DIGEST"]);
+        let replid = info_field(&mut m, "replication", "master_replid").unwrap();
+        for (i, c) in std::iter::once(&mut mid).chain(e.iter_mut()).enumerate() {
+            wait_until(&case(&format!("node {i} to reach the master's offset")), 30, || {
+                info_field(c, "replication", "master_link_status").as_deref() == Some("up") && offset_of(c) == want
+            });
+            assert_eq!(s(c, &["DEBUG", "DIGEST"]), digest, "{}", case(&format!("node {i}'s digest")));
+            assert_eq!(info_field(c, "replication", "master_replid").unwrap(), replid, "{}", case("replid"));
+        }
+        let full_before: u64 = info_field(&mut mid, "stats", "sync_full").unwrap().parse().unwrap();
+        let partial_before: u64 = info_field(&mut mid, "stats", "sync_partial_ok").unwrap().parse().unwrap();
+        // The middle is promoted; the ends continue with it without a full sync.
+        q(&mut mid, &["REPLICAOF", "NO", "ONE"]);
+        assert_eq!(info_field(&mut mid, "replication", "master_replid2").unwrap(), replid, "{}", case("replid2"));
+        q(&mut mid, &["SET", "after-promotion", "1"]);
+        q(&mut mid, &["SELECT", "6"]);
+        q(&mut mid, &["INCR", "in6"]);
+        let want = offset_of(&mut mid);
+        let digest = s(&mut mid, &["DEBUG", "DIGEST"]);
+        for (i, c) in e.iter_mut().enumerate() {
+            wait_until(&case(&format!("end {i} to continue with the promoted middle")), 30, || {
+                info_field(c, "replication", "master_link_status").as_deref() == Some("up") && offset_of(c) == want
+            });
+            assert_eq!(s(c, &["DEBUG", "DIGEST"]), digest, "{}", case(&format!("end {i}'s digest after promotion")));
+        }
+        assert_eq!(
+            info_field(&mut mid, "stats", "sync_full").unwrap().parse::<u64>().unwrap(),
+            full_before,
+            "{}",
+            case("no full sync")
+        );
+        let partial: u64 = info_field(&mut mid, "stats", "sync_partial_ok").unwrap().parse().unwrap();
+        assert_eq!(partial, partial_before + 2, "{}", case("both ends continued"));
+        // The old master rejoins as a replica of the promoted middle, continuing its own
+        // history there (PSYNC with its ID and offset) rather than loading a snapshot.
+        q(&mut m, &["REPLICAOF", "127.0.0.1", &midp]);
+        q(&mut mid, &["SET", "after-rejoin", "1"]);
+        let want = offset_of(&mut mid);
+        wait_until(&case("the old master to follow the middle"), 30, || {
+            info_field(&mut m, "replication", "master_link_status").as_deref() == Some("up")
+                && offset_of(&mut m) == want
+        });
+        assert_eq!(
+            s(&mut m, &["DEBUG", "DIGEST"]),
+            s(&mut mid, &["DEBUG", "DIGEST"]),
+            "{}",
+            case("old master's digest")
+        );
+        assert_eq!(
+            info_field(&mut mid, "stats", "sync_full").unwrap().parse::<u64>().unwrap(),
+            full_before,
+            "{}",
+            case("the old master continued")
+        );
+    }
+}

@@ -99,10 +99,10 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
     }
     let up = &ctx.srv.repl.upstream;
     if up.following() {
+        // A replica serves replicas of its own once its link is up (chained replication).
         if up.state.load(Ordering::Relaxed) != crate::daemons::replica_link::CONNECTED {
             return Err(CmdError::msg("NOMASTERLINK Can't SYNC while not connected with my master"));
         }
-        return Err(CmdError::msg("ERR Atoll does not chain replicas yet: this server follows a master"));
     }
     if ctx.client.in_exec {
         return Err(CmdError::msg("ERR Replica can't be in a transaction"));

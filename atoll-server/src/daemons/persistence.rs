@@ -272,7 +272,14 @@ pub fn empty_all(srv: &Server, locks: &mut Locks, lazy: bool) {
 /// DEBUG RELOAD, with every shard of every database locked by the caller: saves the dataset
 /// (unless `save` is false), empties it (unless `flush` is false) and loads the file back.
 /// With `merge`, a loaded key replaces one already there; without it that is an error.
-pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: bool) -> Result<(), PersistError> {
+/// Returns the file's aux fields.
+pub fn reload(
+    srv: &Server,
+    locks: &mut Locks,
+    save: bool,
+    flush: bool,
+    merge: bool,
+) -> Result<Vec<(String, String)>, PersistError> {
     let path = rdb_path(srv);
     let ndbs = srv.ks.num_dbs();
     if save {
@@ -301,7 +308,7 @@ pub fn reload(srv: &Server, locks: &mut Locks, save: bool, flush: bool, merge: b
     install_functions(srv, &info.functions, merge)?;
     srv.persistence.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     srv.persistence.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
-    Ok(())
+    Ok(info.aux)
 }
 
 /// The save SHUTDOWN (or SIGTERM/SIGINT) makes before exiting: with SAVE always, by default

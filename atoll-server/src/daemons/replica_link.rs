@@ -88,21 +88,34 @@ pub fn cannot_follow(srv: &Server) -> Option<&'static str> {
 /// REPLICAOF host port: follows that master from now on. Ok(false): already following it.
 pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
     let up = &srv.repl.upstream;
-    {
+    let was_master = {
         let mut m = up.master.lock();
         if m.as_ref().is_some_and(|(h, p)| h.eq_ignore_ascii_case(host) && *p == port) {
             return false;
         }
-        *m = Some((host.to_string(), port));
+        m.replace((host.to_string(), port)).is_none()
+    };
+    if was_master {
+        // A master turned replica offers its own history to the new master (PSYNC with its
+        // replication ID and offset), which continues it when it is the same (PSYNC2: a
+        // failed-over master that rejoins), as Redis's replicationCacheMasterUsingMyself.
+        *up.master_replid.lock() = srv.replid.lock().clone();
+        let off = srv.repl.offset();
+        up.offset.store(off, Ordering::Release);
+        up.read_offset.store(off, Ordering::Release);
+        up.synced.store(true, Ordering::Release);
+        up.db.store(0, Ordering::Relaxed);
     }
+    srv.repl.proxying.store(true, Ordering::Release);
     up.generation.fetch_add(1, Ordering::AcqRel);
     up.cut();
     set_state(srv, CONNECT);
     up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
     srv.persistence.set_gate(GATE_REPLICA, true);
     srv.persistence.set_gate(GATE_READONLY, srv.config.flag(crate::config::p::REPLICA_READ_ONLY));
-    // Our own replicas would follow a history that is about to end.
-    srv.repl.drop_all_replicas();
+    // Our replicas reconnect, to continue with what this server continues (Redis's
+    // disconnectSlaves on a new master); the backlog stays for them.
+    srv.repl.disconnect_replicas();
     unblock_all(srv);
     oom_class(srv, true);
     crate::log_notice!("Connecting to MASTER {host}:{port}");
@@ -141,7 +154,11 @@ pub fn unfollow(srv: &Server) {
     srv.persistence.set_gate(GATE_READONLY, false);
     srv.persistence.set_gate(GATE_STALE, false);
     let off = up.offset.load(Ordering::Relaxed);
+    srv.repl.proxying.store(false, Ordering::Release);
     srv.repl.become_master(&srv.replid, off);
+    // Replicas of this one reconnect to learn its new replication ID; they continue from
+    // the backlog (the old ID is `replid2`), as Redis's do.
+    srv.repl.disconnect_replicas();
     oom_class(srv, false);
     crate::log_notice!("MASTER MODE enabled");
 }
@@ -360,19 +377,39 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
         let offset: i64 = it.next().and_then(|o| o.parse().ok()).ok_or(LinkError::Master("bad +FULLRESYNC".into()))?;
         crate::log_notice!("Full resync from master: {replid}:{offset}");
         link_state(srv, gen, SYNC);
-        full_sync(srv, &mut r, gen)?;
+        let stream_db = full_sync(srv, &mut r, gen)?;
         *up.master_replid.lock() = replid.clone();
         *srv.replid.lock() = replid;
+        *srv.repl.replid2.lock() = None;
         up.offset.store(offset, Ordering::Release);
         up.read_offset.store(offset, Ordering::Release);
         up.synced.store(true, Ordering::Release);
-        up.db.store(0, Ordering::Relaxed);
+        // The master's stream continues in the database its snapshot says it had selected
+        // (`repl-stream-db`; a Redis master selects afresh after a snapshot, Redis replicas
+        // serving their own replicas do not).
+        up.db.store(stream_db, Ordering::Relaxed);
+        srv.repl.restart_history(offset, crate::daemons::replication::backlog_size(srv));
+        srv.repl.feed.lock().stream_db = stream_db;
+        srv.refresh_effects();
         crate::log_notice!("MASTER <-> REPLICA sync: Finished with success");
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let replid = rest.trim();
-        if !replid.is_empty() {
+        let offset = up.offset.load(Ordering::Acquire);
+        let old = up.master_replid.lock().clone();
+        if !replid.is_empty() && replid != old {
+            // The master was promoted (or is a promoted replica of the old one): its ID is
+            // ours from now on; the old one stays continuable up to here (PSYNC2).
+            crate::log_notice!("Master replication ID changed to {replid}");
             *up.master_replid.lock() = replid.to_string();
             *srv.replid.lock() = replid.to_string();
+            *srv.repl.replid2.lock() = Some((old, offset + 1));
+            srv.repl.disconnect_replicas();
+        }
+        // Replicas of this one continue from its backlog, which must be at the stream's
+        // offset (it is, unless this server restarted or was a master without one).
+        if srv.repl.offset() != offset || !srv.repl.on() {
+            srv.repl.restart_history(offset, crate::daemons::replication::backlog_size(srv));
+            srv.refresh_effects();
         }
         crate::log_notice!("Successful partial resynchronization with master.");
     } else {
@@ -383,8 +420,10 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     stream(srv, r, w, gen)
 }
 
-/// Receives the snapshot into `dbfilename` and loads it in place of the dataset.
-fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64) -> Result<(), LinkError> {
+/// Receives the snapshot into `dbfilename` and loads it in place of the dataset. Returns the
+/// database the master's stream had selected at the snapshot (`repl-stream-db`, 0 if not
+/// said).
+fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64) -> Result<usize, LinkError> {
     let head = read_line(r)?;
     let Some(len) = head.strip_prefix('$') else {
         return Err(LinkError::Master(format!(
@@ -468,12 +507,14 @@ fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64) -> Result<(), L
         // Loaded: clients are no longer told -LOADING (Redis's loading ends with rdbLoad).
         // What needs the data waits for the AOF's rewrite below, as behind a busy thread.
         srv.persistence.set_gate(GATE_LOADING, false);
-        r.map_err(LinkError::Load)?;
+        let aux = r.map_err(LinkError::Load)?;
         // The AOF must hold the new dataset, which came without effects.
         if srv.persistence.aof.log().is_some() {
             crate::daemons::aof::rewrite_locked(srv, &mut locks).map_err(LinkError::Io)?;
         }
-        Ok::<(), LinkError>(())
+        let ndbs = srv.ks.num_dbs();
+        let stream_db = aux.iter().find(|(k, _)| k == "repl-stream-db").and_then(|(_, v)| v.parse::<usize>().ok());
+        Ok::<usize, LinkError>(stream_db.filter(|d| *d < ndbs).unwrap_or(0))
     })();
     srv.persistence.set_gate(GATE_LOADING, false);
     loaded
@@ -530,6 +571,11 @@ fn apply_stream(
     let base = up.offset.load(Ordering::Acquire);
     let max_bulk = srv.config.text(crate::config::p::PROTO_MAX_BULK_LEN).parse::<u64>().unwrap_or(512 << 20);
     let mut cmds = CommandReader::new(r, max_bulk);
+    // The master's commands as they came, kept while a transaction is being queued: replicas
+    // of this one get MULTI … EXEC in one piece once EXEC applied it (a snapshot for them never
+    // falls inside it).
+    let mut proxy: Vec<u8> = Vec::new();
+    let mut read_before = base;
     let result = loop {
         if !current(srv, gen) {
             break Ok(());
@@ -555,6 +601,13 @@ fn apply_stream(
         while current(srv, gen) && held_by_pause(srv, &argv) {
             std::thread::sleep(Duration::from_millis(1));
         }
+        // The command's bytes as the master sent them. The stream is RESP multibulk as any
+        // master writes it, so re-encoding gives those bytes back; a length that differs
+        // (another framing) would shift this server's offsets off the master's.
+        let before = proxy.len();
+        crate::persist::aof::encode(&mut proxy, &argv);
+        let canonical = (proxy.len() - before) as i64 == read_to - read_before;
+        read_before = read_to;
         if is(0, "replconf") && is(1, "getack") {
             // The offset before this command, as Redis answers.
             let log = srv.persistence.aof.log();
@@ -565,11 +618,32 @@ fn apply_stream(
             let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
             let mut out = crate::protocol::Reply::new(client.proto);
             client.clock = None;
+            // Fed to replicas of this one by the effects' publication, under the locks of the
+            // change (see `services::replication`'s PROXY).
+            crate::services::replication::set_proxy(std::mem::take(&mut proxy));
             crate::exec::dispatch(srv, &srv.stats.workers[0], &mut client, &args, &mut out);
+            if let Some(left) = crate::services::replication::take_proxy() {
+                proxy = left;
+            }
             up.db.store(client.db, Ordering::Relaxed);
             if out.buf.first() == Some(&b'-') {
                 super::replay_error(srv, super::Replayer::Master, &args, &out.buf);
             }
+        }
+        // What changed nothing (PING, SELECT, GETACK, a refused command) goes to replicas of
+        // this one now, unless a transaction is still being queued.
+        if client.multi.is_none() && !proxy.is_empty() {
+            srv.repl.feed_proxied(&srv.reach(), &proxy, Some(client.db));
+            proxy.clear();
+        } else if client.multi.is_none() {
+            srv.repl.feed.lock().stream_db = client.db;
+        }
+        if !canonical || (client.multi.is_none() && srv.repl.offset() != read_to) {
+            // Not the master's bytes: replicas of this one start over from here.
+            crate::log_warning!("The master's stream is not in canonical RESP; replicas of this replica will resync");
+            srv.repl.restart_history(read_to, crate::daemons::replication::backlog_size(srv));
+            srv.repl.feed.lock().stream_db = client.db;
+            proxy.clear();
         }
         up.offset.store(read_to, Ordering::Release);
         acks.applied(read_to, srv.persistence.aof.log().as_deref());

@@ -248,7 +248,9 @@ pub fn run_thread(srv: Arc<Server>) {
         crate::daemons::replica_link::maybe_start(&srv);
         let now = srv.now_ms();
         // Not while writes are paused: the stream must not move then (Redis's beforeSleep).
-        if repl.connected() > 0 && !srv.writes_paused() && repl.getack.swap(false, Ordering::AcqRel) {
+        // A replica's stream is its master's: it adds nothing of its own (PINGs, GETACKs).
+        let proxying = repl.proxying.load(Ordering::Acquire);
+        if repl.connected() > 0 && !srv.writes_paused() && repl.getack.swap(false, Ordering::AcqRel) && !proxying {
             repl.feed_command(&srv.reach(), &[b"REPLCONF", b"GETACK", b"*"]);
         }
         if !repl.waits.lock().is_empty() {
@@ -260,7 +262,7 @@ pub fn run_thread(srv: Arc<Server>) {
             srv.config.text(crate::config::p::REPL_PING_REPLICA_PERIOD).parse::<i64>().unwrap_or(10).max(1) * 1000;
         // The first comes a period after a replica attached, not at once (Redis's fall on
         // multiples of the period since start; a stream read right after SYNC has none).
-        if repl.connected() == 0 {
+        if repl.connected() == 0 || proxying {
             last_ping = now;
         } else if now - last_ping >= period && !srv.writes_paused() {
             last_ping = now;
@@ -322,7 +324,13 @@ fn free_idle_backlog(srv: &Server, now: i64) {
     let repl = &srv.repl;
     let ttl = srv.config.text(crate::config::p::REPL_BACKLOG_TTL).parse::<i64>().unwrap_or(3600);
     let since = repl.alone_since.load(Ordering::Relaxed);
-    if ttl == 0 || since == 0 || now - since < ttl * 1000 || !repl.queue.lock().is_empty() {
+    // A replica keeps its backlog (replicas of it continue from there), as Redis's do.
+    if ttl == 0
+        || since == 0
+        || now - since < ttl * 1000
+        || repl.proxying.load(Ordering::Acquire)
+        || !repl.queue.lock().is_empty()
+    {
         return;
     }
     let mut f = repl.feed.lock();
@@ -372,6 +380,8 @@ struct SyncHooks<'a> {
     srv: &'a Server,
     batch: &'a [Arc<Replica>],
     mark: Option<[u8; 40]>,
+    /// (replication ID, offset, stream database) at the instant.
+    at: Option<(String, i64, usize)>,
 }
 
 impl rdbfile::SnapshotHooks for SyncHooks<'_> {
@@ -392,7 +402,10 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
         let replid = srv.replid.lock().clone();
         let mut f = repl.feed.lock();
         let off = repl.offset();
-        // The stream after the instant starts with a SELECT (Redis resets slaveseldb).
+        // A master's stream after the instant starts with a SELECT (Redis resets slaveseldb);
+        // a replica's is its master's, whose database the snapshot records.
+        let stream_db = if repl.proxying.load(Ordering::Acquire) { f.stream_db } else { 0 };
+        self.at = Some((replid.clone(), off, stream_db));
         f.db = None;
         for r in self.batch {
             if r.handle.killed.load(Ordering::Relaxed) {
@@ -418,6 +431,15 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
         }
         repl.count.store(f.replicas.len(), Ordering::Relaxed);
         repl.alone_since.store(0, Ordering::Relaxed);
+    }
+
+    fn instant_aux(&mut self) -> Vec<(&'static str, String)> {
+        match &self.at {
+            Some((id, off, db)) => {
+                vec![("repl-stream-db", db.to_string()), ("repl-id", id.clone()), ("repl-offset", off.to_string())]
+            }
+            None => Vec::new(),
+        }
     }
 }
 
@@ -482,7 +504,7 @@ fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
         if live(&batch).next().is_none() {
             break Err("no replica left".to_string());
         }
-        let mut hooks = SyncHooks { srv, batch: &batch, mark };
+        let mut hooks = SyncHooks { srv, batch: &batch, mark, at: None };
         let r = if diskless {
             rdbfile::write_snapshot(&srv.ks, Fanout { srv, batch: &batch }, &mut hooks, opts, form, &progress)
                 .and_then(|_| send_all(srv, &batch, mark.as_ref().unwrap()))

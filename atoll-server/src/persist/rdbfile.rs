@@ -320,6 +320,12 @@ pub trait SnapshotHooks {
     }
     /// Still under the gate: the snapshot began (its epoch), or could not (None).
     fn begun(&mut self, _epoch: Option<u64>) {}
+    /// Aux fields known only at the instant (a replica's sync: the replication ID and offset
+    /// the snapshot stands at, and the database the stream has selected), taken right after
+    /// `begun`; written before `aof-base`, where Redis writes them.
+    fn instant_aux(&mut self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
     /// Every shard has been serialized (every write the snapshot holds is done); the snapshot
     /// is about to end.
     fn walked(&mut self) {}
@@ -363,7 +369,7 @@ pub fn write_snapshot<W: Write>(
     if ks.snapshots.running() {
         return Err(std::io::Error::other(ERR_IN_PROGRESS));
     }
-    let head = hooks.header(ks)?;
+    let mut head = hooks.header(ks)?;
     let all = hooks.quiesce().then(|| {
         let mut plan = crate::engine::LockPlan::default();
         for db in 0..ks.num_dbs() {
@@ -373,7 +379,12 @@ pub fn write_snapshot<W: Write>(
     });
     let epoch = ks.snapshots.begin(sink.clone());
     hooks.begun(epoch);
+    let extra = hooks.instant_aux();
     drop(all);
+    if !extra.is_empty() {
+        let at = head.aux.iter().position(|(k, _)| *k == "aof-base").unwrap_or(head.aux.len());
+        head.aux.splice(at..at, extra);
+    }
     if epoch.is_none() {
         return Err(std::io::Error::other(ERR_IN_PROGRESS));
     }

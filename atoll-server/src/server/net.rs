@@ -642,7 +642,8 @@ async fn wait_for_replicas(srv: &Server) -> bool {
     if timeout <= 0 || srv.repl.lagging(srv.now_ms()).is_empty() {
         return true;
     }
-    if !srv.writes_paused() {
+    // (A replica's stream is its master's: it asks nothing of its own replicas.)
+    if !srv.writes_paused() && !srv.repl.proxying.load(Ordering::Acquire) {
         srv.repl.feed_command(&srv.reach(), &[b"REPLCONF", b"GETACK", b"*"]);
     }
     let start = srv.now_ms();

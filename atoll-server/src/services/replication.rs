@@ -24,6 +24,12 @@
 //! * **The replication thread** pings replicas every `repl-ping-replica-period`, drops those
 //!   silent past `repl-timeout`, ends WAITs, starts full resyncs and frees the backlog
 //!   `repl-backlog-ttl` seconds after the last replica left.
+//! * **A replica serves replicas of its own** (chained replication, Redis's PSYNC2): while it
+//!   follows a master (`proxying`), its stream is the master's, byte for byte — each command
+//!   of the master's goes to its backlog and replicas once applied (`feed_proxied`), under the
+//!   same shard locks as its change when it has one, so its offsets and replication ID are
+//!   the master's and a replica of it may continue with the master, or with it once promoted.
+//!   Its own writes (a writable replica's) reach no replica of it, as in Redis.
 
 //!
 //! This module holds the state both halves share and the feed; the threads and the protocol
@@ -101,6 +107,10 @@ pub struct Feed {
     pub db: Option<usize>,
     pub replicas: Vec<Arc<Replica>>,
     scratch: Vec<u8>,
+    /// While proxying a master's stream: the database that stream has selected, which a
+    /// snapshot for a replica of this one records (`repl-stream-db`) so that replica applies
+    /// what follows the snapshot in the right database.
+    pub stream_db: usize,
 }
 
 /// A client in WAIT: done once `n` replicas acknowledged `target`.
@@ -143,6 +153,8 @@ pub struct Replication {
     pub replid2: Mutex<Option<(String, i64)>, { rank::LEAF }>,
     /// The replica's half: the master this server follows, if any.
     pub upstream: Upstream,
+    /// Following a master: the stream is the master's (`feed_proxied`), not effects.
+    pub proxying: AtomicBool,
 }
 
 thread_local! {
@@ -150,6 +162,23 @@ thread_local! {
     /// by its worker's thread, so this is at or past the client's last write: what WAIT waits
     /// for (Redis keeps it per client, `woff`; this may wait for a few more bytes, never fewer).
     static FED: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+thread_local! {
+    /// The master's command (or transaction) the replica link thread is applying, as it came:
+    /// fed to this server's replicas by the effects' publication, under the command's locks,
+    /// or by the link once the command is done if it changed nothing.
+    static PROXY: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The link thread: `bytes` are the master's command it is about to apply (see `PROXY`).
+pub fn set_proxy(bytes: Vec<u8>) {
+    PROXY.with(|p| *p.borrow_mut() = Some(bytes));
+}
+
+/// What `set_proxy` left that no publication took (None once fed).
+pub fn take_proxy() -> Option<Vec<u8>> {
+    PROXY.with(|p| p.borrow_mut().take())
 }
 
 /// The offset WAIT on this thread waits for (see `FED`).
@@ -243,6 +272,14 @@ impl Replication {
     /// Feeds a command's effects to the stream. Called under the server's effect lock (see
     /// `publish_effects` in the call path), so the stream's order is the writes' order.
     pub fn feed(&self, r: &Reach, effects: &[Effect]) {
+        if self.proxying.load(Ordering::Acquire) {
+            // A replica passes its master's stream on as it came; its own writes (on a
+            // writable replica) reach no replica of it.
+            if let Some(b) = take_proxy() {
+                self.feed_proxied(r, &b, None);
+            }
+            return;
+        }
         let mut f = self.feed.lock();
         let f = &mut *f;
         let mut out = std::mem::take(&mut f.scratch);
@@ -270,6 +307,48 @@ impl Replication {
         let mut out = Vec::new();
         encode(&mut out, &argv);
         self.append(r, &mut f, &out);
+    }
+
+    /// A replica: feeds bytes of its master's stream as they came, and (`db`) the database
+    /// that stream has selected after them.
+    pub fn feed_proxied(&self, r: &Reach, bytes: &[u8], db: Option<usize>) {
+        let mut f = self.feed.lock();
+        if let Some(db) = db {
+            f.stream_db = db;
+        }
+        self.append(r, &mut f, bytes);
+    }
+
+    /// A replica's new history (a full sync from its master at `offset`): its replicas are
+    /// disconnected (what they hold is of the old one) and the backlog starts afresh there, so
+    /// replicas of this one can sync and continue (a replica keeps its backlog: Redis's
+    /// replicas never free theirs).
+    pub fn restart_history(&self, offset: i64, cap: usize) {
+        self.disconnect_replicas();
+        let mut f = self.feed.lock();
+        self.offset.store(offset, Ordering::Release);
+        f.backlog = Some(Backlog { buf: VecDeque::new(), cap, first: offset + 1 });
+        f.db = None;
+        f.stream_db = 0;
+        drop(f);
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// Disconnects this server's replicas; the backlog stays, so they may continue from it
+    /// when they come back (to learn of a new replication ID, for one).
+    pub fn disconnect_replicas(&self) {
+        let mut f = self.feed.lock();
+        for r in f.replicas.drain(..) {
+            r.handle.kill();
+        }
+        self.count.store(0, Ordering::Relaxed);
+        if self.alone_since.load(Ordering::Relaxed) == 0 {
+            self.alone_since.store(super::clock::unix_ms(), Ordering::Relaxed);
+        }
+        drop(f);
+        for r in self.queue.lock().drain(..) {
+            r.handle.kill();
+        }
     }
 
     fn append(&self, r: &Reach, f: &mut Feed, bytes: &[u8]) {
@@ -361,28 +440,16 @@ impl Replication {
         self.wake_thread();
     }
 
-    /// Becoming a replica: our replicas are disconnected and the backlog goes (the history
-    /// they followed ends here).
-    pub fn drop_all_replicas(&self) {
-        let mut f = self.feed.lock();
-        for r in f.replicas.drain(..) {
-            r.handle.kill();
-        }
-        self.count.store(0, Ordering::Relaxed);
-        for r in self.queue.lock().drain(..) {
-            r.handle.kill();
-        }
-        f.backlog = None;
-        drop(f);
-        self.on.store(false, Ordering::Release);
-    }
-
     /// REPLICAOF NO ONE: a new history that continues the followed one at `offset`, which
     /// replicas of the old master may still continue (`replid2`).
     pub fn become_master(&self, replid: &Mutex<String, { rank::LEAF }>, offset: i64) {
         let old = std::mem::replace(&mut *replid.lock(), new_replid());
         *self.replid2.lock() = Some((old, offset + 1));
+        let mut f = self.feed.lock();
         self.offset.store(offset, Ordering::Release);
+        // The next write selects its database: what the master's stream selected last is
+        // not known to follow.
+        f.db = None;
     }
 
     pub fn wake_thread(&self) {

@@ -1213,8 +1213,8 @@ fn commandlog_records_what_valkey_records() {
 // COMMAND LIST / INFO / DOCS against Redis 7.2.6 (issue 36). The facts are generated from
 // Redis 7.2.6's own src/commands/*.json (tools/gen_specs.py); this checks the replies.
 
-/// Commands Redis 7.2 has and Atoll not yet: cluster mode (issue 38) and FAILOVER (issue 37).
-const NOT_YET: &[&str] = &["cluster", "failover", "asking", "restore-asking"];
+/// Commands Redis 7.2 has and Atoll not yet: cluster mode's (issue 38).
+const NOT_YET: &[&str] = &["cluster", "asking", "restore-asking"];
 /// Subcommands Atoll has beyond Redis 7.2 (Valkey's), inside 7.2's containers.
 const BEYOND_SUBS: &[&str] = &["client|capa", "script|show"];
 
@@ -1308,7 +1308,7 @@ fn doc_entry(v: &V) -> V {
 /// Every command of Redis 7.2.6 answers COMMAND INFO as Redis does — arity, flags (in Redis's
 /// order, the hidden ones hidden), first/last/step, ACL categories, tips, key specs (their
 /// notes aside), subcommands — and COMMAND DOCS gives it the same since, group, doc flags and
-/// arguments. COMMAND LIST holds Redis's commands (those of cluster mode and FAILOVER aside,
+/// arguments. COMMAND LIST holds Redis's commands (those of cluster mode aside,
 /// not done yet) and, beyond them, only commands added after 7.2.
 #[test]
 fn command_info_list_and_docs_match_redis() {

@@ -1430,3 +1430,131 @@ fn chained_replicas_follow_the_masters_stream_and_its_promoted_middle() {
         );
     }
 }
+
+fn err_of(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<Value>(c) {
+        Ok(v) => format!("ok {v:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// FAILOVER's refusals, word for word as Redis 7.2.6's: without replicas, bad arguments, on a
+/// replica, a second one while one waits, REPLICAOF meanwhile, ABORT with none; and a failover
+/// that times out (its replica stopped) gives the role back.
+#[test]
+fn failover_refuses_and_times_out_as_redis_does() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let mut seen = Vec::new();
+    for start in [redis, atoll] {
+        let master = start(&["--repl-diskless-sync-delay", "0"]);
+        let mut m = con(master.port);
+        let mut lines = vec![err_of(&mut m, &["FAILOVER"]), err_of(&mut m, &["FAILOVER", "ABORT"])];
+        let mp = master.port.to_string();
+        let replica = start(&["--replicaof", "127.0.0.1", &mp]);
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        let rp = replica.port.to_string();
+        for args in [
+            &["FAILOVER", "TIMEOUT", "0"][..],
+            &["FAILOVER", "TIMEOUT", "x"],
+            &["FAILOVER", "FORCE", "TIMEOUT", "100"],
+            &["FAILOVER", "TO", "127.0.0.1", &rp, "FORCE"],
+            &["FAILOVER", "TO", "127.0.0.1", "notaport"],
+            &["FAILOVER", "TO", "127.0.0.2", &rp],
+            &["FAILOVER", "TO", "127.0.0.1"],
+            &["FAILOVER", "FORCE", "FORCE"],
+            &["FAILOVER", "ABORT", "TIMEOUT", "10"],
+        ] {
+            lines.push(err_of(&mut m, args));
+        }
+        lines.push(err_of(&mut r, &["FAILOVER"]));
+        // A replica that never catches up: the failover waits, then gives up.
+        signal(&replica, libc::SIGSTOP);
+        q(&mut m, &["SET", "k", "1"]);
+        lines.push(err_of(&mut m, &["FAILOVER", "TO", "127.0.0.1", &rp, "TIMEOUT", "600"]));
+        lines.push(info_field(&mut m, "replication", "master_failover_state").unwrap());
+        lines.push(err_of(&mut m, &["FAILOVER"]));
+        lines.push(err_of(&mut m, &["REPLICAOF", "NO", "ONE"]));
+        lines.push(err_of(&mut m, &["GET", "k"]));
+        wait_until("the failover to time out", 10, || {
+            info_field(&mut m, "replication", "master_failover_state").as_deref() == Some("no-failover")
+        });
+        lines.push(info_field(&mut m, "replication", "role").unwrap());
+        lines.push(err_of(&mut m, &["SET", "k", "2"]));
+        signal(&replica, libc::SIGCONT);
+        seen.push(lines);
+    }
+    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert!(seen[0].iter().any(|l| l.contains("waiting-for-sync")), "{:?}", seen[0]);
+}
+
+/// FAILOVER hands the role over without losing a write, in both directions between Atoll
+/// and Redis 7.2.6: a write load runs on the master meanwhile (paused, then refused with
+/// READONLY once the master has become a replica); the target continues the master's history
+/// (the old master and the other replica join it by partial resync), every acknowledged write
+/// is there, and the digests agree.
+#[test]
+fn failover_hands_the_master_role_to_a_replica_both_ways() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    for (mname, mstart, tname, tstart) in [("atoll", atoll, "redis", redis), ("redis", redis, "atoll", atoll)] {
+        let case = format!("{mname} master fails over to a {tname} replica");
+        let fast = ["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"];
+        let master = mstart(&fast);
+        let mut m = con(master.port);
+        load_dataset(&mut m);
+        let mp = master.port.to_string();
+        let mut args = fast.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &mp]);
+        let target = tstart(&args);
+        let other = start_atoll(&args);
+        let (mut t, mut o) = (con(target.port), con(other.port));
+        link_up(&mut t);
+        link_up(&mut o);
+        // The write load: INCRs until the master refuses (READONLY once it follows the target).
+        let port = master.port;
+        let load = std::thread::spawn(move || {
+            let mut c = con(port);
+            let mut acked = 0u64;
+            loop {
+                match redis::cmd("INCR").arg("load").query::<i64>(&mut c) {
+                    Ok(_) => acked += 1,
+                    Err(e) => {
+                        assert!(e.to_string().contains("read only replica"), "{e}");
+                        return acked;
+                    }
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let partial_before: u64 = info_field(&mut t, "stats", "sync_partial_ok").unwrap().parse().unwrap();
+        let tp = target.port.to_string();
+        assert_eq!(s(&mut m, &["FAILOVER", "TO", "127.0.0.1", &tp, "TIMEOUT", "10000"]), "OK", "{case}");
+        wait_until(&format!("{case}: the failover to end"), 20, || {
+            info_field(&mut m, "replication", "master_failover_state").as_deref() == Some("no-failover")
+        });
+        let acked = load.join().unwrap();
+        assert_eq!(info_field(&mut m, "replication", "role").as_deref(), Some("slave"), "{case}");
+        assert_eq!(info_field(&mut t, "replication", "role").as_deref(), Some("master"), "{case}");
+        q(&mut o, &["REPLICAOF", "127.0.0.1", &tp]);
+        q(&mut t, &["SET", "after", "1"]);
+        let want = offset_of(&mut t);
+        for (who, c) in [("old master", &mut m), ("other replica", &mut o)] {
+            wait_until(&format!("{case}: the {who} to follow the target"), 20, || {
+                info_field(c, "replication", "master_link_status").as_deref() == Some("up") && offset_of(c) == want
+            });
+        }
+        let load_value: u64 = s(&mut t, &["GET", "load"]).parse().unwrap();
+        assert!(acked > 0 && load_value == acked, "{case}: {acked} INCRs acknowledged, the target holds {load_value}");
+        let partial: u64 = info_field(&mut t, "stats", "sync_partial_ok").unwrap().parse().unwrap();
+        assert_eq!(partial, partial_before + 2, "{case}: the old master and the other replica continued");
+        let digest = s(&mut t, &["DEBUG", "DIGEST"]);
+        assert_eq!(s(&mut m, &["DEBUG", "DIGEST"]), digest, "{case}: old master");
+        assert_eq!(s(&mut o, &["DEBUG", "DIGEST"]), digest, "{case}: other replica");
+    }
+}

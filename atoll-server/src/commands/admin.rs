@@ -98,6 +98,27 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     let up = &ctx.srv.repl.upstream;
+    // PSYNC replid offset FAILOVER: our master hands over to us (its FAILOVER), if we follow
+    // the history it names.
+    if ctx.args.len() > 3 && eq_ic(ctx.arg(0), "psync") && eq_ic(ctx.arg(3), "failover") {
+        let id = String::from_utf8_lossy(ctx.arg(1)).into_owned();
+        crate::log_notice!("Failover request received for replid {id}.");
+        if !up.following() {
+            return Err(CmdError::msg("ERR PSYNC FAILOVER can't be sent to a master."));
+        }
+        if *ctx.srv.replid.lock() != id {
+            return Err(CmdError::msg("ERR PSYNC FAILOVER replid must match my replid."));
+        }
+        crate::daemons::replica_link::unfollow(ctx.srv);
+        crate::log_notice!(
+            "MASTER MODE enabled (failover request from 'id={} addr={}')",
+            ctx.client.id(),
+            ctx.client.handle.addr
+        );
+    }
+    if ctx.srv.repl.failover.lock().state != repl::FailoverState::None {
+        return Err(CmdError::msg("NOMASTERLINK Can't SYNC while failing over"));
+    }
     if up.following() {
         // A replica serves replicas of its own once its link is up (chained replication).
         if up.state.load(Ordering::Relaxed) != crate::daemons::replica_link::CONNECTED {
@@ -108,7 +129,7 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR Replica can't be in a transaction"));
     }
     let hs = ctx.client.repl_hs.take().map(|b| *b).unwrap_or_default();
-    let psync = (ctx.args.len() == 3).then(|| (ctx.arg(1), ctx.arg(2)));
+    let psync = (ctx.args.len() >= 3).then(|| (ctx.arg(1), ctx.arg(2)));
     let mut head = Vec::new();
     let handle = ctx.client.handle.clone();
     repl::attach(ctx.srv, &handle, &hs, psync, &mut head);
@@ -121,6 +142,9 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
 
 // REPLICAOF host port | NO ONE   (and SLAVEOF)
 pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
+    if ctx.srv.repl.failover.lock().state != repl::FailoverState::None {
+        return Err(CmdError::msg("ERR REPLICAOF not allowed while failing over."));
+    }
     if eq_ic(ctx.arg(1), "no") && eq_ic(ctx.arg(2), "one") {
         if ctx.srv.repl.upstream.following() {
             crate::daemons::replica_link::unfollow(ctx.srv);
@@ -143,6 +167,73 @@ pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
     } else {
         ctx.reply.simple("OK Already connected to specified master");
     }
+    Ok(())
+}
+
+// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT milliseconds]
+//
+// Hands the master's role to a replica without losing a write: writes pause until the
+// replica has acknowledged the whole stream, then this server follows it and asks it to take
+// over (PSYNC … FAILOVER); the replication thread and the link carry it out
+// (`daemons::replication::start_failover`), INFO's `master_failover_state` follows it.
+pub fn failover(ctx: &mut Ctx) -> CmdResult {
+    let srv = ctx.srv;
+    if ctx.args.len() == 2 && eq_ic(ctx.arg(1), "abort") {
+        if srv.repl.failover.lock().state == repl::FailoverState::None {
+            return Err(CmdError::msg("ERR No failover in progress."));
+        }
+        repl::abort_failover(srv, "Failover manually aborted");
+        ctx.reply.ok();
+        return Ok(());
+    }
+    let (mut timeout, mut force, mut target) = (0i64, false, None::<(String, i64)>);
+    let mut j = 1;
+    while j < ctx.args.len() {
+        let a = ctx.arg(j);
+        if eq_ic(a, "timeout") && j + 1 < ctx.args.len() && timeout == 0 {
+            timeout = ctx.arg_i64(j + 1)?;
+            if timeout <= 0 {
+                return Err(CmdError::msg("ERR FAILOVER timeout must be greater than 0"));
+            }
+            j += 2;
+        } else if eq_ic(a, "to") && j + 2 < ctx.args.len() && target.is_none() {
+            let port = ctx.arg_i64(j + 2)?;
+            target = Some((String::from_utf8_lossy(ctx.arg(j + 1)).into_owned(), port));
+            j += 3;
+        } else if eq_ic(a, "force") && !force {
+            force = true;
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if srv.repl.failover.lock().state != repl::FailoverState::None {
+        return Err(CmdError::msg("ERR FAILOVER already in progress."));
+    }
+    if srv.repl.upstream.following() {
+        return Err(CmdError::msg("ERR FAILOVER is not valid when server is a replica."));
+    }
+    if srv.repl.connected() == 0 {
+        return Err(CmdError::msg("ERR FAILOVER requires connected replicas."));
+    }
+    if force && (timeout == 0 || target.is_none()) {
+        return Err(CmdError::msg("ERR FAILOVER with force option requires both a timeout and target HOST and IP."));
+    }
+    let target = match target {
+        Some((host, port)) => {
+            let found = u16::try_from(port).ok().and_then(|p| srv.repl.find_replica(&host, p));
+            let Some(r) = found else {
+                return Err(CmdError::msg("ERR FAILOVER target HOST and PORT is not a replica."));
+            };
+            if r.link() != repl::Link::Online {
+                return Err(CmdError::msg("ERR FAILOVER target replica is not online."));
+            }
+            Some((host, r.port))
+        }
+        None => None,
+    };
+    repl::start_failover(srv, target, timeout, force);
+    ctx.reply.ok();
     Ok(())
 }
 

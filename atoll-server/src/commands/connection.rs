@@ -771,14 +771,14 @@ pub fn client_pause(ctx: &mut Ctx) -> CmdResult {
             String::from_utf8_lossy(ctx.arg(1))
         )));
     }
-    ctx.srv.pause(ctx.ks.now, ctx.ks.now.saturating_add(ms), all);
+    ctx.srv.pause(crate::exec::PauseBy::Client, ctx.ks.now, ctx.ks.now.saturating_add(ms), all);
     ctx.reply.ok();
     Ok(())
 }
 
 // CLIENT UNPAUSE
 pub fn client_unpause(ctx: &mut Ctx) -> CmdResult {
-    ctx.srv.unpause();
+    ctx.srv.unpause(crate::exec::PauseBy::Client);
     ctx.reply.ok();
     Ok(())
 }

@@ -509,7 +509,7 @@ fn replication(o: &mut String, cx: &mut Cx) {
             (now - r.ack_ms.load(Ordering::Relaxed)).max(0) / 1000
         );
     }
-    f!(o, "master_failover_state:no-failover");
+    f!(o, "master_failover_state:{}", srv.repl.failover.lock().state.name());
     f!(o, "master_replid:{}", srv.replid.lock());
     let (id2, second) =
         srv.repl.replid2.lock().clone().unwrap_or_else(|| ("0000000000000000000000000000000000000000".into(), -1));

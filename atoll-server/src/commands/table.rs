@@ -105,6 +105,7 @@ static ROWS: &[Row] = &[
     c("wait", adm::wait, None),
     c("waitaof", adm::waitaof, None),
     c("replicaof", adm::replicaof, None),
+    c("failover", adm::failover, None),
     c("replconf", adm::replconf, None),
     c("psync", adm::psync, None),
     c("sync", adm::psync, None),

@@ -24,6 +24,7 @@ use crate::exec::Server;
 use crate::lockorder::{rank, Mutex};
 use crate::persist::aof::{CommandReader, Next};
 use crate::services::gates::{GATE_LOADING, GATE_READONLY, GATE_REPLICA, GATE_STALE};
+use crate::services::replication::FailoverState;
 pub use crate::services::replication::{Upstream, CONNECT, CONNECTED, CONNECTING, HANDSHAKE, SYNC};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -367,8 +368,26 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     if id != "?" {
         crate::log_notice!("Trying a partial resynchronization (request {id}:{off}).");
     }
-    send(&mut w, &[b"PSYNC", id.as_bytes(), off.as_bytes()])?;
+    // A failover (FAILOVER on this server, which was the master) asks the target to take
+    // over as it answers (Redis's PSYNC … FAILOVER).
+    let failing_over = srv.repl.failover.lock().state == FailoverState::InProgress;
+    if failing_over {
+        if let Err(e) = send(&mut w, &[b"PSYNC", id.as_bytes(), off.as_bytes(), b"FAILOVER"]) {
+            crate::daemons::replication::abort_failover(srv, "Write error to failover target");
+            return Err(e);
+        }
+    } else {
+        send(&mut w, &[b"PSYNC", id.as_bytes(), off.as_bytes()])?;
+    }
     let reply = read_line(&mut r)?;
+    if failing_over {
+        if reply.starts_with("+FULLRESYNC") || reply.starts_with("+CONTINUE") {
+            crate::daemons::replication::clear_failover(srv);
+        } else {
+            crate::daemons::replication::abort_failover(srv, "Failover target rejected psync request");
+            return Err(LinkError::Master(format!("Unexpected reply to PSYNC from master: {reply}")));
+        }
+    }
     up.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
     count_from_here(&mut r, &srv.stats.background().counters.net_repl_input_bytes);
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
@@ -540,11 +559,11 @@ fn stream(srv: &Server, mut r: BufReader<Counted>, w: TcpStream, gen: u64) -> Re
                     return;
                 }
                 drop(log);
-                for _ in 0..10 {
+                for _ in 0..100 {
                     if stop.load(Ordering::Acquire) {
                         return;
                     }
-                    std::thread::sleep(Duration::from_millis(100));
+                    std::thread::sleep(Duration::from_millis(10));
                 }
             }
         });
@@ -553,6 +572,13 @@ fn stream(srv: &Server, mut r: BufReader<Counted>, w: TcpStream, gen: u64) -> Re
         }
         let result = apply_stream(srv, &mut r, &w, &acks, gen);
         stop.store(true, Ordering::Release);
+        // The link is down from here (INFO says so at once, as Redis's does), not once the
+        // ACK thread has noticed.
+        if result.is_err() && current(srv, gen) {
+            up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
+            crate::log_notice!("Connection with master lost.");
+            link_state(srv, gen, CONNECT);
+        }
         result
     })
 }

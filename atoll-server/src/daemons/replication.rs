@@ -268,6 +268,7 @@ pub fn run_thread(srv: Arc<Server>) {
             last_ping = now;
             repl.feed_command(&srv.reach(), &[b"PING"]);
         }
+        update_failover(&srv, now);
         drop_timed_out(&srv, now);
         refresh_good(&srv);
         start_syncs(&srv, now);
@@ -587,4 +588,82 @@ fn to_file(
     })();
     let _ = std::fs::remove_file(&path);
     result
+}
+
+/// FAILOVER, once checked: writes pause (until the failover ends) while the replication
+/// thread waits for the target — or any replica — to acknowledge the whole stream.
+pub fn start_failover(srv: &Server, target: Option<(String, u16)>, timeout_ms: i64, force: bool) {
+    let now = srv.now_ms();
+    match &target {
+        Some((h, p)) => crate::log_notice!("FAILOVER requested to {h}:{p}."),
+        None => crate::log_notice!("FAILOVER requested to any replica."),
+    }
+    *srv.repl.failover.lock() = Failover {
+        state: FailoverState::WaitForSync,
+        target,
+        end_ms: if timeout_ms > 0 { now.saturating_add(timeout_ms) } else { 0 },
+        force,
+    };
+    srv.pause(crate::exec::PauseBy::Failover, now, i64::MAX, false);
+    srv.repl.wake_thread();
+}
+
+/// The failover is over (done, or given up): writes resume.
+pub fn clear_failover(srv: &Server) {
+    *srv.repl.failover.lock() = Failover::default();
+    srv.unpause(crate::exec::PauseBy::Failover);
+}
+
+/// Gives the failover up (FAILOVER ABORT, its timeout, a target that refused): a server that
+/// already follows the target is a master again (with a new history that continues its
+/// old one, so its replicas continue too), as Redis's abortFailover.
+pub fn abort_failover(srv: &Server, why: &str) {
+    let f = srv.repl.failover.lock().clone();
+    if f.state == FailoverState::None {
+        return;
+    }
+    match &f.target {
+        Some((h, p)) => crate::log_notice!("FAILOVER to {h}:{p} aborted: {why}"),
+        None => crate::log_notice!("FAILOVER to any replica aborted: {why}"),
+    }
+    if f.state == FailoverState::InProgress {
+        crate::daemons::replica_link::unfollow(srv);
+    }
+    clear_failover(srv);
+}
+
+/// The replication thread's turn at a failover waiting for its replica (Redis's
+/// updateFailoverStatus): on time out it fails over anyway (FORCE) or gives up; once the
+/// target (or any replica) has acknowledged the whole stream, this server follows it and the
+/// link asks it to take over.
+fn update_failover(srv: &Server, now: i64) {
+    let f = srv.repl.failover.lock().clone();
+    if f.state != FailoverState::WaitForSync {
+        return;
+    }
+    if f.end_ms != 0 && f.end_ms <= now {
+        match (&f.target, f.force) {
+            (Some((h, p)), true) => {
+                crate::log_notice!("FAILOVER to {h}:{p} time out exceeded, failing over.");
+                srv.repl.failover.lock().state = FailoverState::InProgress;
+                crate::daemons::replica_link::follow(srv, h, *p);
+            }
+            _ => abort_failover(srv, "Replica never caught up before timeout"),
+        }
+        return;
+    }
+    let offset = srv.repl.offset();
+    let caught_up = match &f.target {
+        Some((h, p)) => srv.repl.find_replica(h, *p).filter(|r| r.ack_offset.load(Ordering::Acquire) == offset),
+        None => srv.repl.replicas().into_iter().find(|r| r.ack_offset.load(Ordering::Acquire) == offset),
+    };
+    let Some(r) = caught_up else { return };
+    let (host, port) = (r.ip.clone(), r.port);
+    {
+        let mut g = srv.repl.failover.lock();
+        g.state = FailoverState::InProgress;
+        g.target = Some((host.clone(), port));
+    }
+    crate::log_notice!("Failover target {host}:{port} is synced, failing over.");
+    crate::daemons::replica_link::follow(srv, &host, port);
 }

@@ -684,7 +684,10 @@ pub fn call(
             stats: &ws.counters,
             ready: Vec::new(),
             key_hint: arg1_hash.and_then(|h| argv.get(1).map(|a| (a.as_ptr() as usize, a.len(), h))),
-            hold_expired: (srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused()) || replica,
+            // A replica leaves expired keys to its master's DELs — but a writable replica's
+            // own write deletes what it finds expired, as Redis's lookups for writing do.
+            hold_expired: (srv.pause_until.load(Ordering::Relaxed) != 0 && srv.writes_paused())
+                || (replica && (client.replaying || !cmd.has(flags::WRITE))),
             replica_ttls: replica && !client.replaying,
             loading: client.replaying,
             notify: srv.config.hot.notify.load(Ordering::Relaxed),

@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering;
 pub use crate::services::clock::{unix_ms, unix_us, Clock};
 use crate::services::{evict, stats, tracking};
 pub use call::{call, dispatch, error_reply, lock_plan, resolve};
-pub use state::{EffectSink, Server, ShutdownMode};
+pub use state::{EffectSink, PauseBy, Server, ShutdownMode};
 pub use table::{Command, CommandTable};
 
 /// Errors are values (DESIGN habit 5); [`CmdError::text`] is the one place that words them.

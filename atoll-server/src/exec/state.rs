@@ -69,6 +69,14 @@ pub type EffectSink = Box<dyn Fn(&[Effect], u64) + Send + Sync>;
 /// What installs FUNCTION libraries found by a load (see `Server::functions_loader`).
 pub type FunctionsLoader = fn(&Server, &[Vec<u8>], bool) -> Result<(), crate::persist::PersistError>;
 
+/// Why writes are paused (Redis's pause purposes): each ends on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PauseBy {
+    Client = 0,
+    Shutdown = 1,
+    Failover = 2,
+}
+
 pub struct Server {
     pub config: Config,
     pub ks: Keyspace,
@@ -143,11 +151,15 @@ pub struct Server {
     pub commandlog: crate::services::commandlog::CommandLog,
     /// The latency monitor's events (LATENCY LATEST …).
     pub latency: crate::services::latency::Monitor,
-    /// CLIENT PAUSE: its end (unix ms; 0 when none), whether it holds back every command or
-    /// only writes, and the clients postponed by it.
+    /// The pause in force (CLIENT PAUSE, SHUTDOWN's wait for replicas, FAILOVER, combined):
+    /// its end (unix ms; 0 when none), whether it holds back every command or only writes,
+    /// and the clients postponed by it.
     pub pause_until: AtomicI64,
     pub pause_all: AtomicBool,
     pub paused: Mutex<Vec<std::sync::Arc<super::blocking::Waiter>>, { rank::WAITS }>,
+    /// Each purpose's own pause (end, all), as Redis keeps them apart: CLIENT UNPAUSE ends
+    /// the client's, not a failover's.
+    pause_by: Mutex<[(i64, bool); 3], { rank::LEAF }>,
     /// Clients suspended in a blocking command (INFO blocked_clients).
     pub blocked_clients: std::sync::atomic::AtomicUsize,
     /// Time of the last INFO stats reset etc. are derived from these.
@@ -218,6 +230,7 @@ impl Server {
             pause_until: AtomicI64::new(0),
             pause_all: AtomicBool::new(false),
             paused: Mutex::new(Vec::new()),
+            pause_by: Mutex::new([(0, false); 3]),
             commandlog: Default::default(),
             latency: Default::default(),
             effects_on: AtomicBool::new(false),
@@ -270,21 +283,25 @@ impl Server {
         self.effects_on.store(g.is_some() || self.repl.on(), Ordering::Release);
     }
 
-    /// CLIENT PAUSE at `now`: holds back writes (or, with `all`, every command) until
-    /// `until`. A pause still on keeps the later end and the wider kind, as in Redis; one
-    /// that has ended leaves nothing behind (a `WRITE` pause after an `ALL` one that ran out
-    /// holds back writes only).
-    pub fn pause(&self, now: i64, until: i64, all: bool) {
-        // CLIENT PAUSE calls are rare: one at a time, so the check and the update agree.
-        let _one = self.paused.lock();
-        if self.pause_active(now).is_none() {
-            self.pause_all.store(false, Ordering::Relaxed);
-            self.pause_until.store(0, Ordering::Relaxed);
+    /// A pause for `by` at `now`: holds back writes (or, with `all`, every command) until
+    /// `until`. A pause of the same purpose still on keeps the later end and the wider kind,
+    /// as in Redis; one that has ended leaves nothing behind (a `WRITE` pause after an `ALL`
+    /// one that ran out holds back writes only). What is in force is the widest of them all.
+    pub fn pause(&self, by: PauseBy, now: i64, until: i64, all: bool) {
+        let mut p = self.pause_by.lock();
+        let e = &mut p[by as usize];
+        if e.0 == 0 || now >= e.0 {
+            *e = (0, false);
         }
-        self.pause_until.fetch_max(until, Ordering::Relaxed);
-        if all {
-            self.pause_all.store(true, Ordering::Relaxed);
-        }
+        e.0 = e.0.max(until);
+        e.1 |= all;
+        self.publish_pause(&p, now);
+    }
+
+    fn publish_pause(&self, p: &[(i64, bool); 3], now: i64) {
+        let on = || p.iter().filter(|(until, _)| *until != 0 && now < *until);
+        self.pause_until.store(on().map(|e| e.0).max().unwrap_or(0), Ordering::Relaxed);
+        self.pause_all.store(on().any(|e| e.1), Ordering::Relaxed);
     }
 
     /// Some(all) while a pause is on at `now`.
@@ -298,10 +315,14 @@ impl Server {
         self.pause_until.load(Ordering::Relaxed) != 0 && self.pause_active(self.now_ms()).is_some()
     }
 
-    /// CLIENT UNPAUSE: ends the pause; every postponed client runs its command.
-    pub fn unpause(&self) {
-        self.pause_until.store(0, Ordering::Relaxed);
-        self.pause_all.store(false, Ordering::Relaxed);
+    /// Ends `by`'s pause (CLIENT UNPAUSE: the client's); every postponed client tries its
+    /// command again (held back again if another pause still holds it).
+    pub fn unpause(&self, by: PauseBy) {
+        {
+            let mut p = self.pause_by.lock();
+            p[by as usize] = (0, false);
+            self.publish_pause(&p, self.now_ms());
+        }
         for w in std::mem::take(&mut *self.paused.lock()) {
             if w.finish(super::blocking::WaitState::Retry) {
                 self.blocked_clients.fetch_sub(1, Ordering::Relaxed);

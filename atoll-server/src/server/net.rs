@@ -647,7 +647,7 @@ async fn wait_for_replicas(srv: &Server) -> bool {
         srv.repl.feed_command(&srv.reach(), &[b"REPLCONF", b"GETACK", b"*"]);
     }
     let start = srv.now_ms();
-    srv.pause(start, i64::MAX, false);
+    srv.pause(crate::exec::PauseBy::Shutdown, start, i64::MAX, false);
     let deadline = start + timeout * 1000;
     srv.shutdown_deadline_ms.store(deadline, Ordering::Relaxed);
     log_notice!("Waiting for replicas before shutting down.");
@@ -669,7 +669,7 @@ async fn wait_for_replicas(srv: &Server) -> bool {
 /// clients whose SHUTDOWN waited are told, as Redis answers them.
 fn cancel_shutdown(srv: &Server) {
     srv.shutdown_deadline_ms.store(0, Ordering::Relaxed);
-    srv.unpause();
+    srv.unpause(crate::exec::PauseBy::Shutdown);
     let callers = std::mem::take(&mut *srv.shutdown_callers.lock());
     srv.blocked_clients.fetch_sub(callers.len(), Ordering::Relaxed);
     for h in callers {

@@ -155,6 +155,39 @@ pub struct Replication {
     pub upstream: Upstream,
     /// Following a master: the stream is the master's (`feed_proxied`), not effects.
     pub proxying: AtomicBool,
+    /// FAILOVER's progress (`master_failover_state`).
+    pub failover: Mutex<Failover, { rank::LEAF }>,
+}
+
+/// A coordinated failover (FAILOVER): writes are paused until a replica has the whole stream,
+/// then this server follows it and asks it to take over (PSYNC … FAILOVER).
+#[derive(Default, Clone)]
+pub struct Failover {
+    pub state: FailoverState,
+    /// The replica named (TO host port), or the one found caught up.
+    pub target: Option<(String, u16)>,
+    /// Unix ms the wait for the replica ends (0: none).
+    pub end_ms: i64,
+    pub force: bool,
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FailoverState {
+    #[default]
+    None,
+    WaitForSync,
+    InProgress,
+}
+
+impl FailoverState {
+    /// INFO's `master_failover_state`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailoverState::None => "no-failover",
+            FailoverState::WaitForSync => "waiting-for-sync",
+            FailoverState::InProgress => "failover-in-progress",
+        }
+    }
 }
 
 thread_local! {
@@ -456,6 +489,11 @@ impl Replication {
         let (m, cv) = &self.wake;
         *m.lock() = true;
         cv.notify_one();
+    }
+
+    /// The replica at `host`:`port` (its announced or connection address and listening port).
+    pub fn find_replica(&self, host: &str, port: u16) -> Option<Arc<Replica>> {
+        self.feed.lock().replicas.iter().find(|r| r.ip.eq_ignore_ascii_case(host) && r.port == port).cloned()
     }
 
     /// Replicas that acknowledged `target` or more.

@@ -1003,7 +1003,6 @@ const STILL_INERT: &[(&str, &str)] = &[
     ("io-threads-do-reads", "Atoll's workers always read their own connections"),
     ("list-compress-depth", "Redis's own list tests set it; Atoll's lists are not compressed"),
     ("proc-title-template", "Redis's own tests set it; Atoll does not retitle its process yet"),
-    ("repl-diskless-load", "Redis's own tests set it; a replica loads through dbfilename, to the same dataset"),
     ("sanitize-dump-payload", "Redis's own tests set it; Atoll always checks a payload whole"),
     ("set-proc-title", "as proc-title-template (its default, yes, not honoured yet)"),
 ];

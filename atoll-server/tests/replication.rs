@@ -1558,3 +1558,217 @@ fn failover_hands_the_master_role_to_a_replica_both_ways() {
         assert_eq!(s(&mut o, &["DEBUG", "DIGEST"]), digest, "{case}: other replica");
     }
 }
+
+fn stat(c: &mut redis::Connection, section: &str, name: &str) -> i64 {
+    info_field(c, section, name).unwrap_or_else(|| panic!("INFO {name}")).parse().unwrap()
+}
+
+/// The RDB file keeps the replication history (`repl-id`, `repl-offset`, `repl-stream-db`, as
+/// Redis writes them), and a restart continues it as Redis's does (PSYNC2): a restarted master
+/// takes the old ID as its second one, so its replicas — Atoll and Redis 7.2.6 — and their own
+/// replicas continue by partial resync, and gets the DELs of the keys that expired while it was
+/// down; a restarted replica continues with its master the same way.
+#[test]
+fn a_restart_continues_the_replication_history_kept_in_the_rdb() {
+    let mport = free_port();
+    let mdir = scratch_dir(mport);
+    let mdir = mdir.to_str().unwrap().to_string();
+    let fast =
+        ["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes", "--repl-ping-replica-period", "3600"];
+    let margs: Vec<&str> = fast.iter().copied().chain(["--dir", &mdir]).collect();
+    let master = start_atoll_at(mport, &margs);
+    let mut m = con(master.port);
+    // Before the replicas come (DEBUG POPULATE is not replicated; their full sync carries it).
+    load_dataset(&mut m);
+    let mp = mport.to_string();
+    let mut rargs = fast.to_vec();
+    rargs.extend(["--replicaof", "127.0.0.1", &mp]);
+    let r1port = free_port();
+    let r1dir = scratch_dir(r1port);
+    let r1dir = r1dir.to_str().unwrap().to_string();
+    let r1args: Vec<&str> = rargs.iter().copied().chain(["--dir", &r1dir]).collect();
+    let r1 = start_atoll_at(r1port, &r1args);
+    let r2 = start_redis(&rargs);
+    let r1p = r1port.to_string();
+    let sub = start_atoll(&["--replicaof", "127.0.0.1", &r1p, "--enable-debug-command", "yes"]);
+    let (mut c1, mut c2, mut c3) = (con(r1.port), con(r2.port), con(sub.port));
+    chain_writes(&mut m, 0);
+    q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    for j in 0..64 {
+        q(&mut m, &["SELECT", &(j % 16).to_string()]);
+        q(&mut m, &["SET", &format!("short:{j}"), "v", "PX", "10"]);
+    }
+    q(&mut m, &["SELECT", "0"]);
+    let offset = offset_of(&mut m);
+    for c in [&mut c1, &mut c2, &mut c3] {
+        wait_until("the replicas to reach the master's offset", 30, || {
+            info_field(c, "replication", "master_link_status").as_deref() == Some("up") && offset_of(c) == offset
+        });
+    }
+    wait_until("the master to know its replicas have it all", 10, || {
+        s(&mut m, &["INFO", "replication"]).lines().filter(|l| l.contains(&format!("offset={offset},"))).count() == 2
+    });
+    std::thread::sleep(Duration::from_millis(30));
+    let replid = info_field(&mut m, "replication", "master_replid").unwrap();
+    let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<Value>(&mut m);
+    drop(master);
+    let master = start_atoll_at(mport, &margs);
+    let mut m = con(master.port);
+    assert_eq!(stat(&mut m, "persistence", "rdb_last_load_keys_expired"), 64);
+    assert_ne!(info_field(&mut m, "replication", "master_replid").unwrap(), replid);
+    assert_eq!(info_field(&mut m, "replication", "master_replid2").unwrap(), replid);
+    assert_eq!(stat(&mut m, "replication", "second_repl_offset"), offset + 1);
+    assert_eq!(stat(&mut m, "replication", "repl_backlog_first_byte_offset"), offset + 1);
+    let dels = stat(&mut m, "replication", "repl_backlog_histlen");
+    assert!(dels > 0, "the expired keys' DELs are in the backlog");
+    assert_eq!(offset_of(&mut m), offset + dels);
+    let want = offset_of(&mut m);
+    for c in [&mut c1, &mut c2, &mut c3] {
+        wait_until("the replicas to continue with the restarted master", 30, || {
+            info_field(c, "replication", "master_link_status").as_deref() == Some("up") && offset_of(c) == want
+        });
+    }
+    assert_eq!(stat(&mut m, "stats", "sync_full"), 0, "no full sync after the master's restart");
+    assert_eq!(stat(&mut m, "stats", "sync_partial_ok"), 2);
+    let digest = s(&mut m, &["DEBUG", "DIGEST"]);
+    for (who, c) in [("atoll replica", &mut c1), ("redis replica", &mut c2), ("replica of the replica", &mut c3)] {
+        assert_eq!(s(c, &["DEBUG", "DIGEST"]), digest, "{who}");
+    }
+    // The Atoll replica restarts: it continues with the master too.
+    q(&mut m, &["SELECT", "7"]);
+    q(&mut m, &["SET", "before-replica-restart", "1"]);
+    let want = offset_of(&mut m);
+    wait_until("the replica to have it", 10, || offset_of(&mut c1) == want);
+    let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<Value>(&mut c1);
+    drop(r1);
+    q(&mut m, &["SET", "while-replica-down", "1"]);
+    let r1 = start_atoll_at(r1port, &r1args);
+    let mut c1 = con(r1.port);
+    let want = offset_of(&mut m);
+    wait_until("the restarted replica to continue", 30, || {
+        info_field(&mut c1, "replication", "master_link_status").as_deref() == Some("up") && offset_of(&mut c1) == want
+    });
+    assert_eq!(stat(&mut m, "stats", "sync_full"), 0, "no full sync after the replica's restart");
+    assert_eq!(stat(&mut m, "stats", "sync_partial_ok"), 3);
+    assert_eq!(s(&mut c1, &["DEBUG", "DIGEST"]), s(&mut m, &["DEBUG", "DIGEST"]), "restarted replica");
+}
+
+/// `repl-diskless-load`, beside Redis 7.2.6 as the replica. With `swapdb` the snapshot is
+/// parsed from the link into a dataset of its own: when the master's history is the replica's
+/// (a full resync from the same master, its backlog outrun) the old dataset goes on serving
+/// reads meanwhile (INFO `async_loading:1`), and a transfer cut short (the master killed)
+/// leaves it as it was; from a new master, clients get -LOADING until the load ends. With
+/// `on-empty-db`, an empty replica loads from the link and one holding data goes through the
+/// disk, as the log says ("to parser", "to disk"). The master (Redis) sends its snapshot
+/// slowly (`rdb-key-save-delay`), big enough (2 MB) that it arrives piece by piece.
+#[test]
+fn diskless_load_serves_the_old_data_while_the_new_arrives() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let mut seen = Vec::new();
+    for (who, start) in [("redis", redis), ("atoll", atoll)] {
+        let mut lines = Vec::new();
+        let master = start_redis(&["--repl-diskless-sync-delay", "0", "--repl-backlog-size", "16384"]);
+        let mut m = con(master.port);
+        q(&mut m, &["DEBUG", "POPULATE", "2000", "key", "1000"]);
+        let mp = master.port.to_string();
+        // Redis serves clients between pieces of a load (every 1 KB here).
+        let replica = start(&[
+            "--repl-diskless-load",
+            "swapdb",
+            "--replicaof",
+            "127.0.0.1",
+            &mp,
+            "--loading-process-events-interval-bytes",
+            "1024",
+            "--enable-debug-command",
+            "yes",
+        ]);
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        q(&mut m, &["SET", "old", "1"]);
+        wait_until(&format!("{who}: old"), 10, || q(&mut r, &["EXISTS", "old"]) == Value::Int(1));
+        for attempt in ["whole", "cut"] {
+            // The master's backlog is outrun while the link is down: a full resync of the same
+            // history, sent slowly.
+            q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "1000"]);
+            signal(&replica, libc::SIGSTOP);
+            q(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]);
+            let big = "x".repeat(40_000);
+            q(&mut m, &["SET", &format!("big-{attempt}"), &big]);
+            signal(&replica, libc::SIGCONT);
+            wait_until(&format!("{who}: the load to start"), 20, || {
+                info_field(&mut r, "persistence", "async_loading").as_deref() == Some("1")
+            });
+            lines.push(format!(
+                "{attempt}: during: loading={} old={:?} big={:?} dbsize={:?}",
+                info_field(&mut r, "persistence", "loading").unwrap(),
+                q(&mut r, &["GET", "old"]),
+                q(&mut r, &["EXISTS", &format!("big-{attempt}")]),
+                q(&mut r, &["DBSIZE"])
+            ));
+            if attempt == "cut" {
+                signal(&master, libc::SIGKILL);
+                wait_until(&format!("{who}: the cut load to end"), 20, || {
+                    info_field(&mut r, "persistence", "async_loading").as_deref() == Some("0")
+                });
+                lines.push(format!(
+                    "cut: after: old={:?} dbsize={:?}",
+                    q(&mut r, &["GET", "old"]),
+                    q(&mut r, &["DBSIZE"])
+                ));
+                break;
+            }
+            q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+            link_up(&mut r);
+            wait_until(&format!("{who}: the stream after the load"), 10, || offset_of(&mut r) == offset_of(&mut m));
+            lines.push(format!(
+                "whole: after: big={:?} dbsize={:?}",
+                q(&mut r, &["EXISTS", "big-whole"]),
+                q(&mut r, &["DBSIZE"])
+            ));
+            assert_eq!(s(&mut r, &["DEBUG", "DIGEST"]), s(&mut m, &["DEBUG", "DIGEST"]), "{who}");
+        }
+        seen.push(lines);
+    }
+    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert!(seen[0].iter().any(|l| l == "cut: after: old=bulk-string('\"1\"') dbsize=int(2002)"), "{:?}", seen[0]);
+
+    // From a new master, -LOADING meanwhile; on-empty-db: from the link when empty, through
+    // the disk otherwise.
+    for (mode, data, want) in
+        [("swapdb", true, "to parser"), ("on-empty-db", false, "to parser"), ("on-empty-db", true, "to disk")]
+    {
+        let master = start_redis(&["--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "1000"]);
+        let mut m = con(master.port);
+        q(&mut m, &["DEBUG", "POPULATE", "2000", "key", "1000"]);
+        let log = std::env::temp_dir().join(format!("atoll-diskless-{}-{mode}-{data}.log", std::process::id()));
+        let _ = std::fs::remove_file(&log);
+        let replica = start_atoll(&[
+            "--repl-diskless-load",
+            mode,
+            "--logfile",
+            log.to_str().unwrap(),
+            "--loglevel",
+            "notice",
+            "--enable-debug-command",
+            "yes",
+        ]);
+        let mut r = con(replica.port);
+        if data {
+            q(&mut r, &["SET", "mine", "1"]);
+        }
+        q(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+        if want == "to parser" {
+            wait_until("-LOADING during the load", 20, || {
+                err_of(&mut r, &["GET", "mine"]).contains("Redis is loading the dataset in memory")
+            });
+            assert_eq!(info_field(&mut r, "persistence", "async_loading").as_deref(), Some("0"));
+        }
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        link_up(&mut r);
+        assert_eq!(s(&mut r, &["DEBUG", "DIGEST"]), s(&mut m, &["DEBUG", "DIGEST"]));
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains(&format!("receiving streamed RDB from master with EOF {want}")), "{mode} {data}: {text}");
+    }
+}

@@ -310,7 +310,7 @@ fn persistence(o: &mut String, cx: &mut Cx) {
     let p = &srv.persistence;
     let loading = p.loading();
     f!(o, "loading:{}", loading as u8);
-    f!(o, "async_loading:0");
+    f!(o, "async_loading:{}", srv.repl.upstream.async_loading.load(Ordering::Relaxed) as u8);
     if loading {
         let total = p.loading_total_bytes.load(Ordering::Relaxed);
         let done = p.loading.loaded_bytes.load(Ordering::Relaxed);

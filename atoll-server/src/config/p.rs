@@ -72,6 +72,7 @@ pub const REPLICA_SERVE_STALE_DATA: Param<bool> = flag("replica-serve-stale-data
 pub const REPL_BACKLOG_SIZE: Param<String> = text("repl-backlog-size");
 pub const REPL_BACKLOG_TTL: Param<String> = text("repl-backlog-ttl");
 pub const REPL_DISKLESS_SYNC: Param<bool> = flag("repl-diskless-sync");
+pub const REPL_DISKLESS_LOAD: Param<String> = text("repl-diskless-load");
 pub const REPL_DISKLESS_SYNC_DELAY: Param<String> = text("repl-diskless-sync-delay");
 pub const REPL_DISKLESS_SYNC_MAX_REPLICAS: Param<String> = text("repl-diskless-sync-max-replicas");
 pub const REPL_PING_REPLICA_PERIOD: Param<String> = text("repl-ping-replica-period");

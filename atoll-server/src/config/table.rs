@@ -293,7 +293,7 @@ pub const DEFS: &[Def] = &[
     Def::new("repl-backlog-size", Memory { min: 1, max: LMAX }, "1048576").live(),
     Def::new("repl-backlog-ttl", Int { min: 0, max: LMAX }, "3600").live(),
     Def::new("repl-disable-tcp-nodelay", Bool, "no").pending(NODELAY),
-    Def::new("repl-diskless-load", Enum(&["disabled", "on-empty-db", "swapdb"]), "disabled").flags(DENY_LOADING).inert(),
+    Def::new("repl-diskless-load", Enum(&["disabled", "on-empty-db", "swapdb"]), "disabled").flags(DENY_LOADING).live(),
     Def::new("repl-diskless-sync", Bool, "yes").live(),
     Def::new("repl-diskless-sync-delay", Int { min: 0, max: IMAX }, "5").live(),
     Def::new("repl-diskless-sync-max-replicas", Int { min: 0, max: IMAX }, "0").live(),

@@ -45,6 +45,57 @@ pub(super) fn header_with(
     rdbfile::Header { aux, functions }
 }
 
+/// Where the replication history stands, for a file to record (Redis's rdbPopulateSaveInfo):
+/// the database the stream has selected, the replication ID and the offset — for a master
+/// with a backlog (replicas may continue from it) or a replica that has synced (it may
+/// continue with its master after a restart). Read under the feed lock, so ID, offset and
+/// database agree; with every shard locked (or a snapshot's instant) the data agrees too.
+pub(crate) fn repl_aux(srv: &Server) -> Option<Vec<(&'static str, String)>> {
+    let repl = &srv.repl;
+    let proxying = repl.proxying.load(Ordering::Acquire);
+    let f = repl.feed.lock();
+    let db = if proxying {
+        if !repl.upstream.synced.load(Ordering::Acquire) {
+            return None;
+        }
+        f.stream_db
+    } else {
+        f.backlog.as_ref()?;
+        f.db.unwrap_or(0)
+    };
+    let id = srv.replid.lock().clone();
+    Some(vec![("repl-stream-db", db.to_string()), ("repl-id", id), ("repl-offset", repl.offset().to_string())])
+}
+
+/// A snapshot to the RDB file: its header, and where the replication history stands at its
+/// instant (taken with every shard locked when there is a history to record).
+struct SaveHooks<'a> {
+    srv: &'a Server,
+    head: Option<rdbfile::Header<'static>>,
+    history: bool,
+    at: Option<Vec<(&'static str, String)>>,
+}
+
+impl rdbfile::SnapshotHooks for SaveHooks<'_> {
+    fn header(&mut self, _: &crate::engine::Keyspace) -> std::io::Result<rdbfile::Header<'static>> {
+        Ok(self.head.take().unwrap_or_default())
+    }
+
+    fn quiesce(&self) -> bool {
+        self.history
+    }
+
+    fn begun(&mut self, epoch: Option<u64>) {
+        if epoch.is_some() && self.history {
+            self.at = repl_aux(self.srv);
+        }
+    }
+
+    fn instant_aux(&mut self) -> Vec<(&'static str, String)> {
+        self.at.take().unwrap_or_default()
+    }
+}
+
 /// Installs the FUNCTION libraries a load found (through the scripting layer's loader, which
 /// the server registers at start). `replace`: a library of the same name is replaced (DEBUG
 /// RELOAD MERGE); otherwise it is an error, as in Redis.
@@ -104,7 +155,8 @@ pub fn write(srv: &Server, background: bool) -> Result<rdbfile::SaveInfo, Persis
     let path = rdb_path(srv);
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.flag(crate::config::p::RDBCHECKSUM);
-    let mut head = rdbfile::FixedHeader(Some(header(srv, false)));
+    let history = srv.repl.proxying.load(Ordering::Acquire) || srv.repl.on();
+    let mut head = SaveHooks { srv, head: Some(header(srv, false)), history, at: None };
     let autosync = srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC);
     let r = rdbfile::save_file(&srv.ks, &path, &mut head, opts, rdbfile::Form::Rdb { checksum }, &p.progress, autosync);
     p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -178,11 +230,15 @@ pub fn load_at_startup(srv: &Server) -> Result<(), PersistError> {
         return Ok(());
     }
     let start = std::time::Instant::now();
-    let opts = crate::persist::load_opts(&srv.config);
+    let mut opts = crate::persist::load_opts(&srv.config);
+    // A master keeps the names of keys that expired in the file: with its replication
+    // history restored, their DELs go to the replicas that continue it.
+    let replica = !srv.config.text(crate::config::p::REPLICAOF).is_empty();
+    opts.keep_expired = !replica;
     let now = srv.now_ms();
     let p = &srv.persistence;
     p.loading_total_bytes.store(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
-    let info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)
+    let mut info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)
         // Redis logs the corruption where it finds it, then why it stops.
         .inspect_err(|e| crate::log_warning!("Internal error in RDB reading -> {e}"))?;
     install_functions(srv, &info.functions, false)?;
@@ -202,7 +258,47 @@ pub fn load_at_startup(srv: &Server) -> Result<(), PersistError> {
         crate::log_notice!("Done loading RDB, keys loaded: {}, keys expired: {}.", info.keys_loaded, info.keys_expired);
     }
     crate::log_notice!("DB loaded from disk: {:.3} seconds", start.elapsed().as_secs_f64());
+    restore_history(srv, &info.aux, replica, std::mem::take(&mut info.expired));
     Ok(())
+}
+
+/// The replication history an RDB file recorded (`repl-id`, `repl-offset`, `repl-stream-db`),
+/// restored at start as Redis restores it: a replica continues with its master from there (a
+/// partial resync after a restart); a master keeps it as its second ID, so its replicas
+/// continue with it, and feeds them the DELs of the keys that expired while it was down.
+fn restore_history(srv: &Server, aux: &[(String, String)], replica: bool, expired: Vec<(usize, Box<[u8]>)>) {
+    let get = |name: &str| aux.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let id = get("repl-id").filter(|id| id.len() == 40);
+    let off = get("repl-offset").and_then(|o| o.parse::<i64>().ok()).filter(|o| *o >= 0);
+    let db = get("repl-stream-db").and_then(|d| d.parse::<usize>().ok()).filter(|d| *d < srv.ks.num_dbs());
+    let (Some(id), Some(off), Some(db)) = (id, off, db) else { return };
+    let repl = &srv.repl;
+    let cap = crate::daemons::replication::backlog_size(srv);
+    if replica {
+        *srv.replid.lock() = id.to_string();
+        repl.restart_history(off, cap);
+        repl.feed.lock().stream_db = db;
+        // As REPLICAOF on a master would (`follow`), whichever of the two came first.
+        let up = &repl.upstream;
+        *up.master_replid.lock() = id.to_string();
+        up.offset.store(off, Ordering::Release);
+        up.read_offset.store(off, Ordering::Release);
+        up.db.store(db, Ordering::Relaxed);
+        up.synced.store(true, Ordering::Release);
+    } else {
+        *repl.replid2.lock() = Some((id.to_string(), off + 1));
+        repl.restart_history(off, cap);
+        repl.alone_since.store(srv.now_ms(), Ordering::Relaxed);
+        srv.refresh_effects();
+        if !expired.is_empty() {
+            let dels: Vec<crate::exec::Effect> = expired
+                .into_iter()
+                .map(|(db, k)| crate::exec::Effect::new(db, vec![b"DEL".to_vec(), k.into_vec()]))
+                .collect();
+            repl.feed(&srv.reach(), &dels);
+        }
+    }
+    srv.refresh_effects();
 }
 
 /// Saves the dataset from shards the caller holds locked, all of them (DEBUG RELOAD, and
@@ -217,7 +313,11 @@ fn save_locked_counting(srv: &Server, locks: &mut Locks, pending_dirty: u64) -> 
     let start_dirty = dirty(srv) + pending_dirty;
     let opts = crate::persist::save_opts(&srv.config);
     let checksum = srv.config.flag(crate::config::p::RDBCHECKSUM);
-    let head = header(srv, false);
+    let mut head = header(srv, false);
+    if let Some(extra) = repl_aux(srv) {
+        let at = head.aux.iter().position(|(k, _)| *k == "aof-base").unwrap_or(head.aux.len());
+        head.aux.splice(at..at, extra);
+    }
     let mut visit = |f: &mut dyn FnMut(usize, &crate::engine::Shard)| each_locked_shard(srv, locks, f);
     let autosync = srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC);
     let info = rdbfile::save_with(&path, autosync, |w| {

@@ -100,7 +100,8 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
         // A master turned replica offers its own history to the new master (PSYNC with its
         // replication ID and offset), which continues it when it is the same (PSYNC2: a
         // failed-over master that rejoins), as Redis's replicationCacheMasterUsingMyself.
-        *up.master_replid.lock() = srv.replid.lock().clone();
+        let own = srv.replid.lock().clone();
+        *up.master_replid.lock() = own;
         let off = srv.repl.offset();
         up.offset.store(off, Ordering::Release);
         up.read_offset.store(off, Ordering::Release);
@@ -108,6 +109,9 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
         up.db.store(0, Ordering::Relaxed);
     }
     srv.repl.proxying.store(true, Ordering::Release);
+    // CONFIG GET replicaof and CONFIG REWRITE show the master followed now (Sentinel rewrites
+    // a replica's configuration after REPLICAOF).
+    srv.config.set_internal("replicaof", &format!("{host} {port}"));
     up.generation.fetch_add(1, Ordering::AcqRel);
     up.cut();
     set_state(srv, CONNECT);
@@ -156,6 +160,7 @@ pub fn unfollow(srv: &Server) {
     srv.persistence.set_gate(GATE_STALE, false);
     let off = up.offset.load(Ordering::Relaxed);
     srv.repl.proxying.store(false, Ordering::Release);
+    srv.config.set_internal("replicaof", "");
     srv.repl.become_master(&srv.replid, off);
     // Replicas of this one reconnect to learn its new replication ID; they continue from
     // the backlog (the old ID is `replid2`), as Redis's do.
@@ -216,6 +221,10 @@ fn current(srv: &Server, gen: u64) -> bool {
 /// link is retried every second.
 fn run_link(srv: &Server, host: &str, port: u16, gen: u64) {
     let up = &srv.repl.upstream;
+    // Not before the dataset (and the history it may restore) has loaded at start.
+    while current(srv, gen) && srv.persistence.loading() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     while current(srv, gen) {
         link_state(srv, gen, CONNECTING);
         if let Err(e) = session(srv, host, port, gen) {
@@ -396,7 +405,10 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
         let offset: i64 = it.next().and_then(|o| o.parse().ok()).ok_or(LinkError::Master("bad +FULLRESYNC".into()))?;
         crate::log_notice!("Full resync from master: {replid}:{offset}");
         link_state(srv, gen, SYNC);
-        let stream_db = full_sync(srv, &mut r, gen)?;
+        // The same history as ours (a resync from our own master): a `swapdb` load may serve
+        // the old data meanwhile.
+        let same = *srv.replid.lock() == replid;
+        let stream_db = full_sync(srv, &mut r, gen, same)?;
         *up.master_replid.lock() = replid.clone();
         *srv.replid.lock() = replid;
         *srv.repl.replid2.lock() = None;
@@ -442,13 +454,24 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
 /// Receives the snapshot into `dbfilename` and loads it in place of the dataset. Returns the
 /// database the master's stream had selected at the snapshot (`repl-stream-db`, 0 if not
 /// said).
-fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64) -> Result<usize, LinkError> {
+fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64, same: bool) -> Result<usize, LinkError> {
     let head = read_line(r)?;
     let Some(len) = head.strip_prefix('$') else {
         return Err(LinkError::Master(format!(
             "Bad protocol from MASTER, the first byte is not '$' (we received '{head}')"
         )));
     };
+    // `repl-diskless-load`: straight from the link into memory — always with `swapdb` (the
+    // old dataset serves until the new one is whole), with `on-empty-db` when there is
+    // nothing to lose if the transfer fails.
+    let diskless = match srv.config.text(crate::config::p::REPL_DISKLESS_LOAD).as_str() {
+        "swapdb" => Some(true),
+        "on-empty-db" if (0..srv.ks.num_dbs()).all(|d| srv.ks.dbsize(d) == 0) => Some(false),
+        _ => None,
+    };
+    if let Some(swap) = diskless {
+        return load_from_link(srv, r, len, gen, swap, swap && same);
+    }
     let path = crate::daemons::persistence::rdb_path(srv);
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -536,6 +559,126 @@ fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64) -> Result<usize
         Ok::<usize, LinkError>(stream_db.filter(|d| *d < ndbs).unwrap_or(0))
     })();
     srv.persistence.set_gate(GATE_LOADING, false);
+    loaded
+}
+
+/// A diskless load (`repl-diskless-load`): the snapshot is parsed as it arrives into a dataset
+/// of its own, which then takes the place of the old one in one step, every shard locked, as
+/// Redis 7.2 loads: with `swap` (`swapdb`) the old dataset stays if the transfer fails, and
+/// with `serve` (the master's history is ours) it goes on serving reads meanwhile (INFO
+/// `async_loading:1`); otherwise clients get -LOADING until the load ends.
+fn load_from_link(
+    srv: &Server,
+    r: &mut BufReader<Counted>,
+    len: &str,
+    gen: u64,
+    swap: bool,
+    serve: bool,
+) -> Result<usize, LinkError> {
+    let ndbs = srv.ks.num_dbs();
+    let mark = len.strip_prefix("EOF:").map(|m| m.as_bytes().to_vec());
+    if mark.as_ref().is_some_and(|m| m.len() != 40) {
+        return Err(LinkError::Master("bad EOF mark".into()));
+    }
+    match &mark {
+        Some(_) => crate::log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to parser"),
+        None => crate::log_notice!("MASTER <-> REPLICA sync: receiving {len} bytes from master to parser"),
+    }
+    if !swap {
+        crate::log_notice!("MASTER <-> REPLICA sync: Flushing old data");
+    }
+    crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+    if serve {
+        srv.repl.upstream.async_loading.store(true, Ordering::Relaxed);
+    } else {
+        srv.persistence.set_gate(GATE_LOADING, true);
+    }
+    let fresh = crate::engine::Keyspace::new(ndbs);
+    let loaded = (|| {
+        let opts = crate::persist::load_opts(&srv.config);
+        let now = srv.now_ms();
+        let lru = srv.lru_clock(now);
+        let hooks = &srv.persistence.loading;
+        let info = match &mark {
+            Some(mark) => {
+                let info =
+                    crate::persist::rdbfile::load_into(&fresh, r, &opts, now, lru, hooks).map_err(LinkError::Load)?;
+                // The mark follows the RDB's checksum.
+                let mut got = [0u8; 40];
+                io(r.read_exact(&mut got))?;
+                if got[..] != mark[..] {
+                    return Err(LinkError::Master("the snapshot does not end with its EOF mark".into()));
+                }
+                info
+            }
+            None => {
+                let n: u64 = len.parse().map_err(|_| LinkError::Master(format!("bad bulk length '{len}'")))?;
+                let mut body = std::io::Read::take(&mut *r, n);
+                let info = crate::persist::rdbfile::load_into(&fresh, &mut body, &opts, now, lru, hooks)
+                    .map_err(LinkError::Load)?;
+                if body.limit() != 0 {
+                    return Err(LinkError::Master("the snapshot is shorter than its length".into()));
+                }
+                info
+            }
+        };
+        if !current(srv, gen) {
+            return Err(LinkError::Master("REPLICAOF changed during the transfer".into()));
+        }
+        // In place of the old dataset, all at once.
+        if swap {
+            crate::log_notice!("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
+        }
+        let mut locks = crate::daemons::aof::lock_all(srv);
+        for db in 0..ndbs {
+            let new_db = fresh.db_if_exists(db);
+            for i in 0..crate::engine::SHARDS {
+                let sh = locks.shard(db, i);
+                let mut n = new_db.map(|d| d.shards[i].lock());
+                let keys = &sh.keys;
+                let incoming = n.as_deref().map(|n| &n.keys);
+                sh.touch_watched_where(|k| keys.contains_key(k) || incoming.is_some_and(|t| t.contains_key(k)));
+                match n.as_deref_mut() {
+                    Some(n) => {
+                        std::mem::swap(&mut sh.keys, &mut n.keys);
+                        std::mem::swap(&mut sh.expires, &mut n.expires);
+                        std::mem::swap(&mut sh.field_ttls, &mut n.field_ttls);
+                    }
+                    None => sh.empty(),
+                }
+                if !sh.expires.is_empty() || sh.field_ttls.is_some() {
+                    srv.ks.db(db).mark_volatile(i);
+                }
+            }
+        }
+        srv.ks.replica_ttls.lock().clear();
+        srv.scripts.functions.update(|st| *st = Default::default());
+        crate::daemons::persistence::install_functions(srv, &info.functions, true).map_err(LinkError::Load)?;
+        srv.persistence.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
+        srv.persistence.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);
+        // The AOF must hold the new dataset, which came without effects.
+        if srv.persistence.aof.log().is_some() {
+            crate::daemons::aof::rewrite_locked(srv, &mut locks).map_err(LinkError::Io)?;
+        }
+        let stream_db = info.aux.iter().find(|(k, _)| k == "repl-stream-db").and_then(|(_, v)| v.parse::<usize>().ok());
+        Ok(stream_db.filter(|d| *d < ndbs).unwrap_or(0))
+    })();
+    srv.repl.upstream.async_loading.store(false, Ordering::Relaxed);
+    srv.persistence.set_gate(GATE_LOADING, false);
+    match &loaded {
+        Err(e) => {
+            crate::log_warning!("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
+            crate::log_warning!("{e}");
+            if swap {
+                crate::log_notice!("MASTER <-> REPLICA sync: Discarding temporary DB in background");
+            }
+        }
+        Ok(_) if swap => crate::log_notice!("MASTER <-> REPLICA sync: Discarding old DB in background"),
+        Ok(_) => {}
+    }
+    // The dataset left over (the old one, or a partial new one) is freed here, on the link's
+    // thread, no lock held.
+    drop(fresh);
     loaded
 }
 

@@ -649,6 +649,9 @@ pub struct LoadInfo {
     pub version: u16,
     pub keys_loaded: u64,
     pub keys_expired: u64,
+    /// (database, name) of the keys skipped as expired, with `LoadOpts::keep_expired`.
+    pub expired: Vec<(usize, Box<[u8]>)>,
+    keep_expired: bool,
     /// Empty aggregates Redis would skip (written by old versions).
     pub empty_keys_skipped: u64,
     pub aux: Vec<(String, String)>,
@@ -667,7 +670,7 @@ pub fn load<R: Read>(
     hooks: &LoadHooks,
     insert: impl FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), PersistError>,
 ) -> Result<LoadInfo, PersistError> {
-    load_stream(r, num_dbs, hooks, opts.any_version, &mut Inline { opts, now_ms, insert })
+    load_stream(r, num_dbs, hooks, (opts.any_version, opts.keep_expired), &mut Inline { opts, now_ms, insert })
 }
 
 /// What a load does with each key it reads.
@@ -699,6 +702,7 @@ fn key_error(x: rdb::RdbError, key: &[u8]) -> PersistError {
 /// versions) is skipped with a warning, a key past its expiry is counted and dropped, any
 /// other is stored by `insert`; `info` counts which.
 fn place<K: AsRef<[u8]>>(
+    db: usize,
     key: K,
     v: Option<Value>,
     exp: Option<i64>,
@@ -719,7 +723,12 @@ fn place<K: AsRef<[u8]>>(
             }
             info.empty_keys_skipped += 1
         }
-        Some(_) if exp.is_some_and(|t| t < now_ms) => info.keys_expired += 1,
+        Some(_) if exp.is_some_and(|t| t < now_ms) => {
+            info.keys_expired += 1;
+            if info.keep_expired {
+                info.expired.push((db, key.as_ref().into()));
+            }
+        }
         Some(v) => {
             insert(key, v)?;
             info.keys_loaded += 1;
@@ -746,7 +755,7 @@ impl<R: Read, F: FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), Persist
         info: &mut LoadInfo,
     ) -> Result<(), PersistError> {
         let v = rdb::load::value(t, inp, self.opts).map_err(|x| key_error(x, &key))?;
-        place(key, v, exp, self.now_ms, info, |key, v| (self.insert)(db, key, v, exp))
+        place(db, key, v, exp, self.now_ms, info, |key, v| (self.insert)(db, key, v, exp))
     }
 }
 
@@ -754,7 +763,7 @@ fn load_stream<R: Read, K: OnKey<R>>(
     r: R,
     num_dbs: usize,
     hooks: &LoadHooks,
-    any_version: bool,
+    (any_version, keep_expired): (bool, bool),
     on: &mut K,
 ) -> Result<LoadInfo, PersistError> {
     let mut inp = Input::new(r, true);
@@ -779,7 +788,7 @@ fn load_stream<R: Read, K: OnKey<R>>(
     if version < 1 || (!rdb::version_known(version) && !any_version) {
         return Err(PersistError::Unsupported(format!("Can't handle RDB format version {version}")));
     }
-    let mut info = LoadInfo { version, ..LoadInfo::default() };
+    let mut info = LoadInfo { version, keep_expired, ..LoadInfo::default() };
     let mut db = 0usize;
     let mut expire: Option<i64> = None;
     let e = |inp: &Input<R>, m: PersistError| m.at(inp.pos);
@@ -896,7 +905,7 @@ pub fn load_into<R: Read>(
         }
         let mut on =
             Parallel { shared: &shared, senders, batches: (0..threads).map(|_| Batch::default()).collect(), handles };
-        load_stream(r, ks.num_dbs(), hooks, opts.any_version, &mut on)
+        load_stream(r, ks.num_dbs(), hooks, (opts.any_version, opts.keep_expired), &mut on)
     })
 }
 
@@ -961,7 +970,7 @@ struct Decoders<'a> {
 
 impl Decoders<'_> {
     fn run(&self, rx: std::sync::mpsc::Receiver<Batch>) -> LoadInfo {
-        let mut c = LoadInfo::default();
+        let mut c = LoadInfo { keep_expired: self.opts.keep_expired, ..LoadInfo::default() };
         for batch in rx {
             if self.stop.load(Ordering::Relaxed) {
                 continue;
@@ -996,7 +1005,7 @@ impl Decoders<'_> {
                 v
             }
         };
-        place(key, v, rec.exp, self.now_ms, c, |key, v| {
+        place(rec.db, key, v, rec.exp, self.now_ms, c, |key, v| {
             self.store.insert(rec.db, key, v, rec.exp).map_err(|m| m.at(rec.pos))
         })
     }
@@ -1065,7 +1074,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
                         rdb::IntOrStr::Str(s) => Value::from_bytes(&s),
                     };
                     let store = &self.shared.store;
-                    return place(&key[..], Some(v), exp, self.shared.now_ms, info, |key, v| {
+                    return place(db, &key[..], Some(v), exp, self.shared.now_ms, info, |key, v| {
                         store.insert(db, key, v, exp)
                     });
                 }
@@ -1086,7 +1095,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
                 let v = rdb::load::value(t, inp, &self.shared.opts).map_err(|x| key_error(x, &key))?;
                 match v {
                     Some(v) => Body::Value(v),
-                    None => return place(&key[..], None, exp, 0, info, |_, _| Ok(())),
+                    None => return place(db, &key[..], None, exp, 0, info, |_, _| Ok(())),
                 }
             }
             Err(x) => return Err(key_error(x, &key)),
@@ -1106,6 +1115,7 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
             let c = h.join().map_err(|_| PersistError::Refused("A loader thread panicked".into()))?;
             info.keys_loaded += c.keys_loaded;
             info.keys_expired += c.keys_expired;
+            info.expired.extend(c.expired);
             info.empty_keys_skipped += c.empty_keys_skipped;
         }
         match self.shared.error.lock().take() {

@@ -549,6 +549,9 @@ pub struct Upstream {
     pub sock: Mutex<Option<TcpStream>, { rank::LEAF }>,
     /// A link thread is to be started (the replication thread has the server's Arc).
     pub start_wanted: AtomicBool,
+    /// A snapshot is being loaded from the link beside the old dataset, which goes on
+    /// serving (`repl-diskless-load swapdb`; INFO `async_loading`).
+    pub async_loading: AtomicBool,
 }
 
 impl Upstream {

@@ -83,11 +83,19 @@ pub fn note_fallback(test: &str, what: &str) {
 
 pub fn start_atoll(extra: &[&str]) -> ServerProc {
     let port = free_port();
+    // Each server in a directory of its own, so no test loads (or leaves) another's dump.rdb.
+    let dir = scratch_dir(port);
+    let mut args = vec!["--dir", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    start_atoll_at(port, &args)
+}
+
+/// `start_atoll` on a given port, its directory as `extra` says (a restart: the files a
+/// previous server left there are loaded).
+pub fn start_atoll_at(port: u16, extra: &[&str]) -> ServerProc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_atoll-server"));
     cmd.args(["--port", &port.to_string(), "--loglevel", "warning"]);
-    // Each server in a directory of its own, so no test loads (or leaves) another's dump.rdb;
-    // and no save points unless the test asks for them.
-    cmd.arg("--dir").arg(scratch_dir(port));
+    // No save points unless the test asks for them.
     if !extra.contains(&"--save") {
         cmd.args(["--save", ""]);
     }

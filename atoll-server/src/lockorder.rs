@@ -27,6 +27,8 @@ pub enum Rank {
     /// The keyspace's shard mutexes (`engine::Locks`), several in ascending id order with
     /// only the first waited for.
     Shard,
+    /// FAILOVER's steps (start, the switch to following the target, abort): one at a time.
+    Failover,
     /// The loaded function libraries.
     Functions,
     /// `AofState.log`: which AOF log is open (switched by a rewrite or `appendonly`).
@@ -81,6 +83,7 @@ pub enum Rank {
 pub mod rank {
     use super::Rank;
     pub const AOF_FILES: u8 = Rank::AofFiles as u8;
+    pub const FAILOVER: u8 = Rank::Failover as u8;
     pub const FUNCTIONS: u8 = Rank::Functions as u8;
     pub const AOF_SWITCH: u8 = Rank::AofSwitch as u8;
     pub const SNAPSHOT_SINK: u8 = Rank::SnapshotSink as u8;
@@ -113,6 +116,7 @@ const ALL: [Rank; RANKS] = [
     Rank::AofFiles,
     Rank::ScriptGate,
     Rank::Shard,
+    Rank::Failover,
     Rank::Functions,
     Rank::AofSwitch,
     Rank::SnapshotSink,

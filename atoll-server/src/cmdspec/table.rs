@@ -48,6 +48,7 @@ pub mod flags {
     /// Atoll's own: may run while a RESP2 client is subscribed (Redis lists these commands
     /// in `processCommand`).
     pub const PUBSUB_CONTEXT: u32 = 1 << 19;
+    pub const NO_ASYNC_LOADING: u32 = 1 << 20;
 
     pub fn from_name(n: &str) -> u32 {
         match n {
@@ -69,6 +70,7 @@ pub mod flags {
             "ALLOW_BUSY" => ALLOW_BUSY,
             "PROTECTED" => PROTECTED,
             "NO_MANDATORY_KEYS" => NO_MANDATORY_KEYS,
+            "NO_ASYNC_LOADING" => NO_ASYNC_LOADING,
             _ => 0,
         }
     }

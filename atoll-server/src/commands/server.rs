@@ -254,6 +254,18 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let pairs: Vec<(&[u8], &[u8])> = args.chunks(2).map(|p| (p[0], p[1])).collect();
+    // While a dataset loads (an async load included), parameters that would change what it
+    // loads into are refused with LOADING, before any other error (Redis's
+    // DENY_LOADING_CONFIG).
+    let loading = ctx.srv.persistence.loading() || ctx.srv.repl.upstream.async_loading.load(Ordering::Relaxed);
+    if loading
+        && pairs.iter().any(|(k, _)| {
+            crate::config::find_def(&String::from_utf8_lossy(k).to_ascii_lowercase())
+                .is_some_and(|(_, d)| d.flags & crate::config::table::DENY_LOADING != 0)
+        })
+    {
+        return Err(CmdError::Loading);
+    }
     let names = |n: &str| pairs.iter().any(|(k, _)| k.eq_ignore_ascii_case(n.as_bytes()));
     let aof_switch = names("appendonly");
     let was_on = ctx.srv.config.flag(crate::config::p::APPENDONLY);
@@ -336,6 +348,9 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
 // CONFIG RESETSTAT
 pub fn config_resetstat(ctx: &mut Ctx) -> CmdResult {
     ctx.srv.stats.reset();
+    for c in [&ctx.srv.repl.sync_full, &ctx.srv.repl.sync_partial_ok, &ctx.srv.repl.sync_partial_err] {
+        c.store(0, Ordering::Relaxed);
+    }
     ctx.srv.lazyfree.reset_stats();
     ctx.srv.evict.reset_stats();
     ctx.reply.ok();

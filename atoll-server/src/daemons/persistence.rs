@@ -234,7 +234,7 @@ pub fn load_at_startup(srv: &Server) -> Result<(), PersistError> {
     // A master keeps the names of keys that expired in the file: with its replication
     // history restored, their DELs go to the replicas that continue it.
     let replica = !srv.config.text(crate::config::p::REPLICAOF).is_empty();
-    opts.keep_expired = !replica;
+    opts.keep_expired = if replica { 0 } else { crate::daemons::replication::backlog_size(srv) };
     let now = srv.now_ms();
     let p = &srv.persistence;
     p.loading_total_bytes.store(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
@@ -258,15 +258,26 @@ pub fn load_at_startup(srv: &Server) -> Result<(), PersistError> {
         crate::log_notice!("Done loading RDB, keys loaded: {}, keys expired: {}.", info.keys_loaded, info.keys_expired);
     }
     crate::log_notice!("DB loaded from disk: {:.3} seconds", start.elapsed().as_secs_f64());
-    restore_history(srv, &info.aux, replica, std::mem::take(&mut info.expired));
+    let dels = if info.expired_overflow { Err(info.expired_bytes) } else { Ok(std::mem::take(&mut info.expired)) };
+    restore_history(srv, &info.aux, replica, dels);
     Ok(())
 }
+
+/// (database, name) of a key the load found expired.
+type ExpiredKey = (usize, Box<[u8]>);
 
 /// The replication history an RDB file recorded (`repl-id`, `repl-offset`, `repl-stream-db`),
 /// restored at start as Redis restores it: a replica continues with its master from there (a
 /// partial resync after a restart); a master keeps it as its second ID, so its replicas
 /// continue with it, and feeds them the DELs of the keys that expired while it was down.
-fn restore_history(srv: &Server, aux: &[(String, String)], replica: bool, expired: Vec<(usize, Box<[u8]>)>) {
+/// `expired`: the keys to DEL, or (Err) the bytes of more DELs than the backlog holds — the
+/// replicas then need a full sync, as they would from Redis.
+fn restore_history(
+    srv: &Server,
+    aux: &[(String, String)],
+    replica: bool,
+    expired: Result<Vec<ExpiredKey>, usize>,
+) {
     let get = |name: &str| aux.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let id = get("repl-id").filter(|id| id.len() == 40);
     let off = get("repl-offset").and_then(|o| o.parse::<i64>().ok()).filter(|o| *o >= 0);
@@ -287,16 +298,22 @@ fn restore_history(srv: &Server, aux: &[(String, String)], replica: bool, expire
         up.synced.store(true, Ordering::Release);
     } else {
         *repl.replid2.lock() = Some((id.to_string(), off + 1));
-        repl.restart_history(off, cap);
-        repl.alone_since.store(srv.now_ms(), Ordering::Relaxed);
-        srv.refresh_effects();
-        if !expired.is_empty() {
-            let dels: Vec<crate::exec::Effect> = expired
-                .into_iter()
-                .map(|(db, k)| crate::exec::Effect::new(db, vec![b"DEL".to_vec(), k.into_vec()]))
-                .collect();
-            repl.feed(&srv.reach(), &dels);
+        match expired {
+            Ok(keys) => {
+                repl.restart_history(off, cap);
+                // In pieces, as the backlog trims as it goes.
+                for chunk in keys.chunks(1024) {
+                    let dels: Vec<crate::exec::Effect> = chunk
+                        .iter()
+                        .map(|(db, k)| crate::exec::Effect::new(*db, vec![b"DEL".to_vec(), k.to_vec()]))
+                        .collect();
+                    repl.feed(&srv.reach(), &dels);
+                }
+            }
+            // Past the backlog: what replicas would need is gone, as it is from Redis's.
+            Err(bytes) => repl.restart_history(off + bytes as i64, cap),
         }
+        repl.alone_since.store(srv.now_ms(), Ordering::Relaxed);
     }
     srv.refresh_effects();
 }

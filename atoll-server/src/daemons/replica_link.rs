@@ -35,9 +35,12 @@ use std::time::Duration;
 /// The link's socket as its reader sees it: once the handshake is over, what it reads from
 /// the master (the snapshot and the stream) counts as replication input (INFO
 /// `total_net_repl_input_bytes`), apart from clients' `total_net_input_bytes`, as in Redis.
+/// Every read also says when the master was last heard from (`Upstream::last_io_ms`, a
+/// keepalive newline included), which the replication thread's timeout check goes by.
 struct Counted<'a> {
     sock: TcpStream,
     to: Option<&'a AtomicU64>,
+    heard: &'a AtomicI64,
 }
 
 impl Read for Counted<'_> {
@@ -45,6 +48,9 @@ impl Read for Counted<'_> {
         let n = self.sock.read(buf)?;
         if let Some(c) = self.to {
             c.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if n > 0 {
+            self.heard.store(crate::services::clock::unix_ms(), Ordering::Relaxed);
         }
         Ok(n)
     }
@@ -96,19 +102,22 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
         }
         m.replace((host.to_string(), port)).is_none()
     };
+    // Writes are refused from here on (a write already past that check is counted in the
+    // history below, or marks it `stray_write`).
+    srv.persistence.set_gate(GATE_REPLICA, true);
+    srv.persistence.set_gate(GATE_READONLY, srv.config.flag(crate::config::p::REPLICA_READ_ONLY));
     if was_master {
         // A master turned replica offers its own history to the new master (PSYNC with its
         // replication ID and offset), which continues it when it is the same (PSYNC2: a
         // failed-over master that rejoins), as Redis's replicationCacheMasterUsingMyself.
+        let off = srv.repl.start_proxying();
         let own = srv.replid.lock().clone();
         *up.master_replid.lock() = own;
-        let off = srv.repl.offset();
         up.offset.store(off, Ordering::Release);
         up.read_offset.store(off, Ordering::Release);
         up.synced.store(true, Ordering::Release);
         up.db.store(0, Ordering::Relaxed);
     }
-    srv.repl.proxying.store(true, Ordering::Release);
     // CONFIG GET replicaof and CONFIG REWRITE show the master followed now (Sentinel rewrites
     // a replica's configuration after REPLICAOF).
     srv.config.set_internal("replicaof", &format!("{host} {port}"));
@@ -116,8 +125,6 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
     up.cut();
     set_state(srv, CONNECT);
     up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
-    srv.persistence.set_gate(GATE_REPLICA, true);
-    srv.persistence.set_gate(GATE_READONLY, srv.config.flag(crate::config::p::REPLICA_READ_ONLY));
     // Our replicas reconnect, to continue with what this server continues (Redis's
     // disconnectSlaves on a new master); the backlog stays for them.
     srv.repl.disconnect_replicas();
@@ -155,13 +162,13 @@ pub fn unfollow(srv: &Server) {
     }
     up.generation.fetch_add(1, Ordering::AcqRel);
     up.cut();
+    srv.config.set_internal("replicaof", "");
+    // The history continues from what was fed of the master's stream (a transaction still
+    // being queued is dropped, as Redis drops it).
+    srv.repl.become_master(&srv.replid);
     srv.persistence.set_gate(GATE_REPLICA, false);
     srv.persistence.set_gate(GATE_READONLY, false);
     srv.persistence.set_gate(GATE_STALE, false);
-    let off = up.offset.load(Ordering::Relaxed);
-    srv.repl.proxying.store(false, Ordering::Release);
-    srv.config.set_internal("replicaof", "");
-    srv.repl.become_master(&srv.replid, off);
     // Replicas of this one reconnect to learn its new replication ID; they continue from
     // the backlog (the old ID is `replid2`), as Redis's do.
     srv.repl.disconnect_replicas();
@@ -326,7 +333,8 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     crate::log_notice!("MASTER <-> REPLICA sync started");
     link_state(srv, gen, HANDSHAKE);
     let mut w = io(sock.try_clone())?;
-    let mut r = BufReader::with_capacity(64 << 10, Counted { sock, to: None });
+    up.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
+    let mut r = BufReader::with_capacity(64 << 10, Counted { sock, to: None, heard: &up.last_io_ms });
     // The handshake.
     send(&mut w, &[b"PING"])?;
     let pong = read_line(&mut r)?;
@@ -368,6 +376,12 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     // Redis 7.2 answers the unknown option with an error, which changes nothing.
     send(&mut w, &[b"REPLCONF", b"version", READS_RDB_OF_VALKEY.as_bytes()])?;
     let _ = read_line(&mut r)?;
+    // A write of our own that raced REPLICAOF on a read-only replica: our data is no longer
+    // the history we would offer, so a full sync.
+    if srv.repl.stray_write.swap(false, Ordering::Relaxed) && srv.config.flag(crate::config::p::REPLICA_READ_ONLY) {
+        crate::log_warning!("A write reached this server as it became a replica: a full resync follows");
+        up.synced.store(false, Ordering::Release);
+    }
     // Continue the history we have, if any.
     let (id, off) = if up.synced.load(Ordering::Acquire) {
         (up.master_replid.lock().clone(), (up.offset.load(Ordering::Acquire) + 1).to_string())
@@ -405,6 +419,9 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
         let offset: i64 = it.next().and_then(|o| o.parse().ok()).ok_or(LinkError::Master("bad +FULLRESYNC".into()))?;
         crate::log_notice!("Full resync from master: {replid}:{offset}");
         link_state(srv, gen, SYNC);
+        // Our history ends here: until the new one is in place, a save records none, and a
+        // failed transfer leads to a full sync again (Redis discards its cached master).
+        up.synced.store(false, Ordering::Release);
         // The same history as ours (a resync from our own master): a `swapdb` load may serve
         // the old data meanwhile.
         let same = *srv.replid.lock() == replid;
@@ -419,7 +436,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
         // (`repl-stream-db`; a Redis master selects afresh after a snapshot, Redis replicas
         // serving their own replicas do not).
         up.db.store(stream_db, Ordering::Relaxed);
-        srv.repl.restart_history(offset, crate::daemons::replication::backlog_size(srv));
+        srv.repl.restart_history_if_proxying(offset, crate::daemons::replication::backlog_size(srv));
         srv.repl.feed.lock().stream_db = stream_db;
         srv.refresh_effects();
         crate::log_notice!("MASTER <-> REPLICA sync: Finished with success");
@@ -439,7 +456,7 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
         // Replicas of this one continue from its backlog, which must be at the stream's
         // offset (it is, unless this server restarted or was a master without one).
         if srv.repl.offset() != offset || !srv.repl.on() {
-            srv.repl.restart_history(offset, crate::daemons::replication::backlog_size(srv));
+            srv.repl.restart_history_if_proxying(offset, crate::daemons::replication::backlog_size(srv));
             srv.refresh_effects();
         }
         crate::log_notice!("Successful partial resynchronization with master.");
@@ -667,8 +684,11 @@ fn load_from_link(
     srv.persistence.set_gate(GATE_LOADING, false);
     match &loaded {
         Err(e) => {
+            if let LinkError::Load(e) = e {
+                // Redis's words where its loader stops (a short read when the link is cut).
+                crate::log_warning!("Internal error in RDB reading -> {e}");
+            }
             crate::log_warning!("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
-            crate::log_warning!("{e}");
             if swap {
                 crate::log_notice!("MASTER <-> REPLICA sync: Discarding temporary DB in background");
             }
@@ -810,8 +830,7 @@ fn apply_stream(
         if !canonical || (client.multi.is_none() && srv.repl.offset() != read_to) {
             // Not the master's bytes: replicas of this one start over from here.
             crate::log_warning!("The master's stream is not in canonical RESP; replicas of this replica will resync");
-            srv.repl.restart_history(read_to, crate::daemons::replication::backlog_size(srv));
-            srv.repl.feed.lock().stream_db = client.db;
+            srv.repl.restart_history_if_proxying(read_to, crate::daemons::replication::backlog_size(srv));
             proxy.clear();
         }
         up.offset.store(read_to, Ordering::Release);
@@ -917,4 +936,32 @@ fn master_client(srv: &Server, sock: &TcpStream) -> crate::exec::client::Client 
     let mut c = crate::exec::client::Client::new(h, 0, false);
     c.replaying = true;
     c
+}
+
+/// The replication thread's check of the link (Redis's replicationCron): a master silent for
+/// `repl-timeout` — while connecting, in the handshake, sending the snapshot or streaming —
+/// gets the link cut (logged in Redis's words); the link thread then reconnects. Goes by the
+/// setting as it is now (CONFIG SET repl-timeout applies to a link already up).
+pub fn check_timeout(srv: &Server, now: i64) {
+    let up = &srv.repl.upstream;
+    let state = up.state.load(Ordering::Relaxed);
+    // (Not while the snapshot received loads: the master has nothing to say meanwhile.)
+    if state == CONNECT || !up.following() || srv.persistence.loading() {
+        return;
+    }
+    let timeout = srv.config.text(crate::config::p::REPL_TIMEOUT).parse::<i64>().unwrap_or(60).max(1) * 1000;
+    let last = up.last_io_ms.load(Ordering::Relaxed);
+    if last == 0 || now - last <= timeout {
+        return;
+    }
+    match state {
+        CONNECTED => crate::log_warning!("MASTER timeout: no data nor PING received..."),
+        SYNC => crate::log_warning!(
+            "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value."
+        ),
+        _ => crate::log_warning!("Timeout connecting to the MASTER..."),
+    }
+    // Once per silence: the next session starts the clock again.
+    up.last_io_ms.store(now, Ordering::Relaxed);
+    up.cut();
 }

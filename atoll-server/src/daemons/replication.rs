@@ -49,6 +49,7 @@ pub fn attach(
         ack_offset: AtomicI64::new(0),
         aof_ack_offset: AtomicI64::new(0),
         ack_ms: AtomicI64::new(now),
+        acked: Default::default(),
     });
     repl.ensure_backlog(backlog_size(srv));
     srv.refresh_effects();
@@ -160,6 +161,10 @@ pub fn ack(srv: &Server, id: u64, offset: i64, fack: Option<i64>) {
         if r.state.lock().await_ack {
             put_online(srv, &r);
         }
+        // An ACK from a replica online (its snapshot loaded).
+        if r.link() == Link::Online {
+            r.acked.store(true, Ordering::Relaxed);
+        }
         if srv.persistence.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_NO_REPLICAS != 0 {
             refresh_good(srv);
         }
@@ -269,6 +274,7 @@ pub fn run_thread(srv: Arc<Server>) {
             repl.feed_command(&srv.reach(), &[b"PING"]);
         }
         update_failover(&srv, now);
+        crate::daemons::replica_link::check_timeout(&srv, now);
         drop_timed_out(&srv, now);
         refresh_good(&srv);
         start_syncs(&srv, now);
@@ -593,6 +599,7 @@ fn to_file(
 /// FAILOVER, once checked: writes pause (until the failover ends) while the replication
 /// thread waits for the target — or any replica — to acknowledge the whole stream.
 pub fn start_failover(srv: &Server, target: Option<(String, u16)>, timeout_ms: i64, force: bool) {
+    let _step = srv.repl.failover_step.lock();
     let now = srv.now_ms();
     match &target {
         Some((h, p)) => crate::log_notice!("FAILOVER requested to {h}:{p}."),
@@ -618,6 +625,7 @@ pub fn clear_failover(srv: &Server) {
 /// already follows the target is a master again (with a new history that continues its
 /// old one, so its replicas continue too), as Redis's abortFailover.
 pub fn abort_failover(srv: &Server, why: &str) {
+    let _step = srv.repl.failover_step.lock();
     let f = srv.repl.failover.lock().clone();
     if f.state == FailoverState::None {
         return;
@@ -637,6 +645,7 @@ pub fn abort_failover(srv: &Server, why: &str) {
 /// target (or any replica) has acknowledged the whole stream, this server follows it and the
 /// link asks it to take over.
 fn update_failover(srv: &Server, now: i64) {
+    let _step = srv.repl.failover_step.lock();
     let f = srv.repl.failover.lock().clone();
     if f.state != FailoverState::WaitForSync {
         return;
@@ -648,14 +657,22 @@ fn update_failover(srv: &Server, now: i64) {
                 srv.repl.failover.lock().state = FailoverState::InProgress;
                 crate::daemons::replica_link::follow(srv, h, *p);
             }
-            _ => abort_failover(srv, "Replica never caught up before timeout"),
+            _ => {
+                drop(_step);
+                abort_failover(srv, "Replica never caught up before timeout");
+            }
         }
         return;
     }
     let offset = srv.repl.offset();
+    // A replica online that has acknowledged the whole stream (an ACK, not the offset its
+    // snapshot began at: one still loading is no candidate).
+    let synced = |r: &Arc<Replica>| {
+        r.link() == Link::Online && r.acked.load(Ordering::Relaxed) && r.ack_offset.load(Ordering::Acquire) == offset
+    };
     let caught_up = match &f.target {
-        Some((h, p)) => srv.repl.find_replica(h, *p).filter(|r| r.ack_offset.load(Ordering::Acquire) == offset),
-        None => srv.repl.replicas().into_iter().find(|r| r.ack_offset.load(Ordering::Acquire) == offset),
+        Some((h, p)) => srv.repl.find_replica(h, *p).filter(synced),
+        None => srv.repl.replicas().into_iter().find(synced),
     };
     let Some(r) = caught_up else { return };
     let (host, port) = (r.ip.clone(), r.port);

@@ -380,16 +380,25 @@ fn memory_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]])
 #[cold]
 fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], gates: u8) -> Option<CmdError> {
     use crate::services::gates::{
-        GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
+        GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_REPLICA, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
     };
     if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) {
         return Some(CmdError::Loading);
     }
+
     // The master's stream on a replica waits for a busy script instead (its shards).
     if gates & GATE_SCRIPT_BUSY != 0 && !cmd.has(flags::ALLOW_BUSY) {
         return Some(busy_error(srv));
     }
     let eff = gate_flags(srv, client, cmd, argv);
+    // A replica loading its master's snapshot beside the old data still serves, but not what
+    // would change its role or its files meanwhile (Redis's no-async-loading commands).
+    if gates & GATE_REPLICA != 0
+        && eff & flags::NO_ASYNC_LOADING != 0
+        && srv.repl.upstream.async_loading.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Some(CmdError::Loading);
+    }
     let writes = eff & flags::WRITE != 0;
     if gates & GATE_STALE != 0 && eff & flags::STALE == 0 {
         return Some(CmdError::MasterDown);
@@ -429,7 +438,7 @@ fn gate_flags(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]]) -> u
             let args: Vec<&[u8]> = q.iter().map(|a| a.as_slice()).collect();
             if let Ok(c) = resolve(srv, &args) {
                 let f = gate_flags(srv, client, c, &args);
-                eff |= f & (flags::WRITE | flags::DENYOOM);
+                eff |= f & (flags::WRITE | flags::DENYOOM | flags::NO_ASYNC_LOADING);
                 if f & flags::STALE == 0 {
                     eff &= !flags::STALE;
                 }
@@ -567,7 +576,7 @@ fn postpone(srv: &Server, client: &mut Client, argv: &[&[u8]]) {
         db: client.db,
         argv: argv.iter().map(|a| a.to_vec()).collect(),
         keys: Vec::new(),
-        deadline_ms: Some(srv.pause_until.load(Ordering::Relaxed)),
+        deadline_ms: Some(srv.pause_retry_at(srv.now_ms())),
         proto: client.proto,
         serve: blocking::never_served,
         on_timeout: |_| {},

@@ -156,6 +156,9 @@ pub struct Server {
     /// and the clients postponed by it.
     pub pause_until: AtomicI64,
     pub pause_all: AtomicBool,
+    /// When the last pause of everything ends (an `ALL` pause shorter than a write pause of
+    /// another purpose leaves the write pause alone once it is over).
+    pause_all_until: AtomicI64,
     pub paused: Mutex<Vec<std::sync::Arc<super::blocking::Waiter>>, { rank::WAITS }>,
     /// Each purpose's own pause (end, all), as Redis keeps them apart: CLIENT UNPAUSE ends
     /// the client's, not a failover's.
@@ -229,6 +232,7 @@ impl Server {
             blocked_clients: Default::default(),
             pause_until: AtomicI64::new(0),
             pause_all: AtomicBool::new(false),
+            pause_all_until: AtomicI64::new(0),
             paused: Mutex::new(Vec::new()),
             pause_by: Mutex::new([(0, false); 3]),
             commandlog: Default::default(),
@@ -300,14 +304,29 @@ impl Server {
 
     fn publish_pause(&self, p: &[(i64, bool); 3], now: i64) {
         let on = || p.iter().filter(|(until, _)| *until != 0 && now < *until);
+        let all_until = on().filter(|e| e.1).map(|e| e.0).max().unwrap_or(0);
+        self.pause_all_until.store(all_until, Ordering::Relaxed);
         self.pause_until.store(on().map(|e| e.0).max().unwrap_or(0), Ordering::Relaxed);
-        self.pause_all.store(on().any(|e| e.1), Ordering::Relaxed);
+        self.pause_all.store(all_until != 0, Ordering::Relaxed);
+    }
+
+    /// When a postponed command should look again: the end of the pause of everything if it
+    /// ends first (a read may run then; a write is held again if a write pause remains).
+    pub fn pause_retry_at(&self, now: i64) -> i64 {
+        let all = self.pause_all_until.load(Ordering::Relaxed);
+        let until = self.pause_until.load(Ordering::Relaxed);
+        if all > now && all < until {
+            all
+        } else {
+            until
+        }
     }
 
     /// Some(all) while a pause is on at `now`.
     pub fn pause_active(&self, now: i64) -> Option<bool> {
         let until = self.pause_until.load(Ordering::Relaxed);
-        (until != 0 && now < until).then(|| self.pause_all.load(Ordering::Relaxed))
+        (until != 0 && now < until)
+            .then(|| self.pause_all.load(Ordering::Relaxed) && now < self.pause_all_until.load(Ordering::Relaxed))
     }
 
     /// Writes are held back now (so expiry must not delete keys either, as in Redis).

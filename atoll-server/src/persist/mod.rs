@@ -127,7 +127,7 @@ pub fn load_opts(c: &Config) -> LoadOpts {
             value: r(&h.zset_max_listpack_value),
         },
         any_version: c.text(crate::config::p::RDB_VERSION_CHECK) == "relaxed",
-        keep_expired: false,
+        keep_expired: 0,
     }
 }
 

@@ -649,9 +649,12 @@ pub struct LoadInfo {
     pub version: u16,
     pub keys_loaded: u64,
     pub keys_expired: u64,
-    /// (database, name) of the keys skipped as expired, with `LoadOpts::keep_expired`.
+    /// (database, name) of the keys skipped as expired, with `LoadOpts::keep_expired`, and
+    /// the bytes their DELs take (counted past the cap too: then `expired` is cleared).
     pub expired: Vec<(usize, Box<[u8]>)>,
-    keep_expired: bool,
+    pub expired_bytes: usize,
+    pub expired_overflow: bool,
+    keep_expired: usize,
     /// Empty aggregates Redis would skip (written by old versions).
     pub empty_keys_skipped: u64,
     pub aux: Vec<(String, String)>,
@@ -725,8 +728,15 @@ fn place<K: AsRef<[u8]>>(
         }
         Some(_) if exp.is_some_and(|t| t < now_ms) => {
             info.keys_expired += 1;
-            if info.keep_expired {
-                info.expired.push((db, key.as_ref().into()));
+            if info.keep_expired > 0 {
+                // `*2 $3 DEL $<len> <key>` and its CRLFs, about.
+                info.expired_bytes += key.as_ref().len() + 24;
+                if info.expired_bytes > info.keep_expired {
+                    info.expired_overflow = true;
+                    info.expired = Vec::new();
+                } else {
+                    info.expired.push((db, key.as_ref().into()));
+                }
             }
         }
         Some(v) => {
@@ -763,7 +773,7 @@ fn load_stream<R: Read, K: OnKey<R>>(
     r: R,
     num_dbs: usize,
     hooks: &LoadHooks,
-    (any_version, keep_expired): (bool, bool),
+    (any_version, keep_expired): (bool, usize),
     on: &mut K,
 ) -> Result<LoadInfo, PersistError> {
     let mut inp = Input::new(r, true);
@@ -1115,7 +1125,13 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
             let c = h.join().map_err(|_| PersistError::Refused("A loader thread panicked".into()))?;
             info.keys_loaded += c.keys_loaded;
             info.keys_expired += c.keys_expired;
-            info.expired.extend(c.expired);
+            info.expired_bytes += c.expired_bytes;
+            info.expired_overflow |= c.expired_overflow || info.expired_bytes > info.keep_expired;
+            if info.expired_overflow {
+                info.expired = Vec::new();
+            } else {
+                info.expired.extend(c.expired);
+            }
             info.empty_keys_skipped += c.empty_keys_skipped;
         }
         match self.shared.error.lock().take() {

@@ -135,25 +135,38 @@ fn replica_cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usiz
         let t = srv.ks.replica_ttls.try_lock()?;
         t.random(rng).map(|(k, &bits)| (Box::<[u8]>::from(k), bits))
     };
+    // Clears `db`'s bit for `key` (called with the key's shard in that database locked, so a
+    // TTL set there meanwhile, which sets the bit under the same lock, is never lost).
+    let forget = |key: &[u8], db: usize| {
+        let mut t = srv.ks.replica_ttls.lock();
+        if let Some(bits) = t.get_mut(key) {
+            *bits &= !(1u64 << db);
+            if *bits == 0 {
+                drop(t.remove(key));
+            }
+        }
+    };
     while let Some((key, dbs)) = pick(&mut rng) {
-        let mut still = 0u64;
         for db in (0..srv.ks.num_dbs().min(64)).filter(|db| dbs & (1 << db) != 0) {
-            let Some(d) = srv.ks.db_if_exists(db) else { continue };
-            let shard = crate::engine::key_shard(&key);
-            // A shard busy with a command keeps its key for a later pick.
-            let Some(mut s) = d.shards[shard].try_lock() else {
-                still |= 1 << db;
+            let Some(d) = srv.ks.db_if_exists(db) else {
+                forget(&key, db);
                 continue;
             };
-            let Some(&when) = s.expires.get(&key) else { continue };
+            let shard = crate::engine::key_shard(&key);
+            // A shard busy with a command keeps its key for a later pick.
+            let Some(mut s) = d.shards[shard].try_lock() else { continue };
+            let Some(&when) = s.expires.get(&key) else {
+                forget(&key, db);
+                continue;
+            };
             if when > srv.now_ms() {
                 not_due += 1;
-                still |= 1 << db;
                 continue;
             }
             srv.ks.snapshots.before_use(db, shard, &mut s);
             s.remove(&key);
             s.touch_watched(&key);
+            forget(&key, db);
             crate::services::notify::raise(&srv.reach(), crate::services::notify::EXPIRED, "expired", db, &key);
             if srv.tracking.on() {
                 srv.tracking.modified(&srv.reach(), &[(key.clone(), true)], 0, None);
@@ -166,16 +179,8 @@ fn replica_cycle(srv: &Server, stats: &crate::services::stats::Counters) -> usiz
                 srv.publish_effects(&[del], srv.ks.snapshots.seen(s.saved_epoch));
             }
         }
-        {
-            let mut t = srv.ks.replica_ttls.lock();
-            match (still, t.get_mut(&key)) {
-                (0, Some(_)) => drop(t.remove(&key)),
-                (_, Some(bits)) => *bits = still | (*bits & !dbs),
-                (_, None) => {}
-            }
-            if t.is_empty() {
-                break;
-            }
+        if srv.ks.replica_ttls.lock().is_empty() {
+            break;
         }
         picks += 1;
         if not_due > 3 || (picks % 64 == 0 && start.elapsed() > Duration::from_millis(1)) {

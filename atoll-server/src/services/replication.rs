@@ -76,6 +76,9 @@ pub struct Replica {
     /// The offset the replica's own AOF has fsync'd (REPLCONF ACK … FACK), for WAITAOF.
     pub aof_ack_offset: AtomicI64,
     pub ack_ms: AtomicI64,
+    /// Has sent a REPLCONF ACK (so holds its snapshot, loaded): what FAILOVER requires of its
+    /// target, as Redis's `repl_ack_off` moves only on an ACK.
+    pub acked: AtomicBool,
 }
 
 pub struct ReplicaState {
@@ -157,6 +160,13 @@ pub struct Replication {
     pub proxying: AtomicBool,
     /// FAILOVER's progress (`master_failover_state`).
     pub failover: Mutex<Failover, { rank::LEAF }>,
+    /// Held through each of FAILOVER's steps, so an ABORT never falls between a step's check
+    /// and its action.
+    pub failover_step: Mutex<(), { rank::FAILOVER }>,
+    /// A write of this server's own was applied while it proxied a master's stream (never
+    /// fed): on a read-only replica that is a write that raced REPLICAOF, and the history this
+    /// server would offer its new master no longer matches its data.
+    pub stray_write: AtomicBool,
 }
 
 /// A coordinated failover (FAILOVER): writes are paused until a replica has the whole stream,
@@ -305,15 +315,18 @@ impl Replication {
     /// Feeds a command's effects to the stream. Called under the server's effect lock (see
     /// `publish_effects` in the call path), so the stream's order is the writes' order.
     pub fn feed(&self, r: &Reach, effects: &[Effect]) {
+        // Under the feed lock: a switch of role (`start_proxying`, `become_master`) falls
+        // wholly before or after this write, which is then counted exactly once.
+        let mut f = self.feed.lock();
         if self.proxying.load(Ordering::Acquire) {
             // A replica passes its master's stream on as it came; its own writes (on a
             // writable replica) reach no replica of it.
-            if let Some(b) = take_proxy() {
-                self.feed_proxied(r, &b, None);
+            match take_proxy() {
+                Some(b) => self.append(r, &mut f, &b),
+                None => self.stray_write.store(true, Ordering::Relaxed),
             }
             return;
         }
-        let mut f = self.feed.lock();
         let f = &mut *f;
         let mut out = std::mem::take(&mut f.scratch);
         out.clear();
@@ -346,10 +359,24 @@ impl Replication {
     /// that stream has selected after them.
     pub fn feed_proxied(&self, r: &Reach, bytes: &[u8], db: Option<usize>) {
         let mut f = self.feed.lock();
+        // Promoted meanwhile: the master's last command is not part of this one's history.
+        if !self.proxying.load(Ordering::Acquire) {
+            return;
+        }
         if let Some(db) = db {
             f.stream_db = db;
         }
         self.append(r, &mut f, bytes);
+    }
+
+    /// A master becomes a replica: from now on the stream is the master's. Returns the
+    /// offset its own history stands at, every write fed before it counted (under the feed
+    /// lock), to offer the new master.
+    pub fn start_proxying(&self) -> i64 {
+        let _f = self.feed.lock();
+        self.proxying.store(true, Ordering::Release);
+        self.stray_write.store(false, Ordering::Relaxed);
+        self.offset()
     }
 
     /// A replica's new history (a full sync from its master at `offset`): its replicas are
@@ -359,11 +386,27 @@ impl Replication {
     pub fn restart_history(&self, offset: i64, cap: usize) {
         self.disconnect_replicas();
         let mut f = self.feed.lock();
+        self.reset_backlog(&mut f, offset, cap);
+    }
+
+    /// `restart_history` by the replica's link, unless this server was promoted meanwhile
+    /// (checked under the feed lock, which the promotion takes).
+    pub fn restart_history_if_proxying(&self, offset: i64, cap: usize) {
+        if !self.proxying.load(Ordering::Acquire) {
+            return;
+        }
+        self.disconnect_replicas();
+        let mut f = self.feed.lock();
+        if self.proxying.load(Ordering::Acquire) {
+            self.reset_backlog(&mut f, offset, cap);
+        }
+    }
+
+    fn reset_backlog(&self, f: &mut Feed, offset: i64, cap: usize) {
         self.offset.store(offset, Ordering::Release);
         f.backlog = Some(Backlog { buf: VecDeque::new(), cap, first: offset + 1 });
         f.db = None;
         f.stream_db = 0;
-        drop(f);
         self.on.store(true, Ordering::Release);
     }
 
@@ -475,11 +518,14 @@ impl Replication {
 
     /// REPLICAOF NO ONE: a new history that continues the followed one at `offset`, which
     /// replicas of the old master may still continue (`replid2`).
-    pub fn become_master(&self, replid: &Mutex<String, { rank::LEAF }>, offset: i64) {
+    pub fn become_master(&self, replid: &Mutex<String, { rank::LEAF }>) {
+        // Under the feed lock: the master's command being applied now is either fed before
+        // (and in the old history) or not at all (its effects then start the new one).
+        let mut f = self.feed.lock();
+        self.proxying.store(false, Ordering::Release);
+        let offset = self.offset();
         let old = std::mem::replace(&mut *replid.lock(), new_replid());
         *self.replid2.lock() = Some((old, offset + 1));
-        let mut f = self.feed.lock();
-        self.offset.store(offset, Ordering::Release);
         // The next write selects its database: what the master's stream selected last is
         // not known to follow.
         f.db = None;

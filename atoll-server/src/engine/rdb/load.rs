@@ -25,9 +25,11 @@ pub struct LoadOpts {
     /// `rdb-version-check relaxed`: files and DUMP payloads of a newer RDB version are read
     /// as far as they are understood.
     pub any_version: bool,
-    /// The names of keys skipped because their time had passed are kept (`LoadInfo::expired`):
-    /// a master restarting with its replication history feeds their DELs to its replicas.
-    pub keep_expired: bool,
+    /// The names of keys skipped because their time had passed are kept (`LoadInfo::expired`),
+    /// up to about this many bytes (0: none): a master restarting with its replication
+    /// history feeds their DELs to its replicas — unless they outgrow its backlog, when the
+    /// replicas need a full sync anyway.
+    pub keep_expired: usize,
 }
 
 impl Default for LoadOpts {
@@ -38,7 +40,7 @@ impl Default for LoadOpts {
             set: SetLimits { intset_entries: 512, listpack_entries: 128, listpack_value: 64 },
             zset: ZLimits { entries: 128, value: 64 },
             any_version: false,
-            keep_expired: false,
+            keep_expired: 0,
         }
     }
 }

@@ -272,12 +272,7 @@ type ExpiredKey = (usize, Box<[u8]>);
 /// continue with it, and feeds them the DELs of the keys that expired while it was down.
 /// `expired`: the keys to DEL, or (Err) the bytes of more DELs than the backlog holds — the
 /// replicas then need a full sync, as they would from Redis.
-fn restore_history(
-    srv: &Server,
-    aux: &[(String, String)],
-    replica: bool,
-    expired: Result<Vec<ExpiredKey>, usize>,
-) {
+fn restore_history(srv: &Server, aux: &[(String, String)], replica: bool, expired: Result<Vec<ExpiredKey>, usize>) {
     let get = |name: &str| aux.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let id = get("repl-id").filter(|id| id.len() == 40);
     let off = get("repl-offset").and_then(|o| o.parse::<i64>().ok()).filter(|o| *o >= 0);

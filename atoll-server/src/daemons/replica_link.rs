@@ -798,8 +798,13 @@ fn apply_stream(
         let canonical = (proxy.len() - before) as i64 == read_to - read_before;
         read_before = read_to;
         if is(0, "replconf") && is(1, "getack") {
-            // The offset before this command, as Redis answers.
+            // The offset before this command, as Redis answers. With `appendfsync always`
+            // what was applied is fsync'd first (a worker does so before its replies; the
+            // master's commands have none), so FACK covers it, as Redis's does.
             let log = srv.persistence.aof.log();
+            if let Some(l) = log.as_deref() {
+                l.before_replies(l.appended());
+            }
             if let Err(e) = send_ack(srv, w, acks, log.as_deref()) {
                 break Err(e);
             }

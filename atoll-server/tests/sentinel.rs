@@ -79,15 +79,20 @@ fn start_sentinel(master_port: u16) -> ServerProc {
         ),
     )
     .unwrap();
+    let conf = conf.to_str().unwrap();
+    spawn_redis(port, &[conf, "--sentinel"], "sentinel")
+}
+
+/// Redis 7.2.6 (`redis_bin`) with these arguments, once it takes connections on `port`.
+fn spawn_redis(port: u16, args: &[&str], name: &'static str) -> ServerProc {
     let child = Command::new(redis_bin())
-        .arg(&conf)
-        .arg("--sentinel")
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start a sentinel");
-    let proc = ServerProc { child, port, name: "sentinel" };
-    wait_until("the sentinel to listen", 20, || {
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    let proc = ServerProc { child, port, name };
+    wait_until(&format!("{name} to listen on {port}"), 20, || {
         redis::Client::open(format!("redis://127.0.0.1:{port}/")).and_then(|c| c.get_connection()).is_ok()
     });
     proc
@@ -117,18 +122,10 @@ fn start_primary(atoll: bool, port: u16, args: &[&str]) -> ServerProc {
     if atoll {
         return start_atoll_at(port, args);
     }
-    let child = Command::new(redis_bin())
-        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    let p = ServerProc { child, port, name: "redis" };
-    wait_until("the primary to listen", 20, || {
-        redis::Client::open(format!("redis://127.0.0.1:{port}/")).and_then(|c| c.get_connection()).is_ok()
-    });
-    p
+    let port_s = port.to_string();
+    let mut all = vec!["--port", port_s.as_str(), "--save", "", "--appendonly", "no"];
+    all.extend_from_slice(args);
+    spawn_redis(port, &all, "redis")
 }
 
 #[test]

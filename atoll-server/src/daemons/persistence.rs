@@ -263,6 +263,12 @@ pub fn load_at_startup(srv: &Server) -> Result<(), PersistError> {
     Ok(())
 }
 
+/// The database a file says its replication stream had selected (`repl-stream-db`), if it
+/// says one this server has.
+pub(crate) fn stream_db_in(aux: &[(String, String)], ndbs: usize) -> Option<usize> {
+    aux.iter().find(|(k, _)| k == "repl-stream-db").and_then(|(_, v)| v.parse::<usize>().ok()).filter(|d| *d < ndbs)
+}
+
 /// (database, name) of a key the load found expired.
 type ExpiredKey = (usize, Box<[u8]>);
 
@@ -276,7 +282,7 @@ fn restore_history(srv: &Server, aux: &[(String, String)], replica: bool, expire
     let get = |name: &str| aux.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let id = get("repl-id").filter(|id| id.len() == 40);
     let off = get("repl-offset").and_then(|o| o.parse::<i64>().ok()).filter(|o| *o >= 0);
-    let db = get("repl-stream-db").and_then(|d| d.parse::<usize>().ok()).filter(|d| *d < srv.ks.num_dbs());
+    let db = stream_db_in(aux, srv.ks.num_dbs());
     let (Some(id), Some(off), Some(db)) = (id, off, db) else { return };
     let repl = &srv.repl;
     let cap = crate::daemons::replication::backlog_size(srv);

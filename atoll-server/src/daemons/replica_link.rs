@@ -571,9 +571,7 @@ fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64, same: bool) -> 
         if srv.persistence.aof.log().is_some() {
             crate::daemons::aof::rewrite_locked(srv, &mut locks).map_err(LinkError::Io)?;
         }
-        let ndbs = srv.ks.num_dbs();
-        let stream_db = aux.iter().find(|(k, _)| k == "repl-stream-db").and_then(|(_, v)| v.parse::<usize>().ok());
-        Ok::<usize, LinkError>(stream_db.filter(|d| *d < ndbs).unwrap_or(0))
+        Ok::<usize, LinkError>(crate::daemons::persistence::stream_db_in(&aux, srv.ks.num_dbs()).unwrap_or(0))
     })();
     srv.persistence.set_gate(GATE_LOADING, false);
     loaded
@@ -677,8 +675,7 @@ fn load_from_link(
         if srv.persistence.aof.log().is_some() {
             crate::daemons::aof::rewrite_locked(srv, &mut locks).map_err(LinkError::Io)?;
         }
-        let stream_db = info.aux.iter().find(|(k, _)| k == "repl-stream-db").and_then(|(_, v)| v.parse::<usize>().ok());
-        Ok(stream_db.filter(|d| *d < ndbs).unwrap_or(0))
+        Ok(crate::daemons::persistence::stream_db_in(&info.aux, ndbs).unwrap_or(0))
     })();
     srv.repl.upstream.async_loading.store(false, Ordering::Relaxed);
     srv.persistence.set_gate(GATE_LOADING, false);

@@ -127,6 +127,15 @@ fn link_up(replica: &mut redis::Connection) {
     });
 }
 
+/// Until the master counts its first `n` replicas online: a replica sees its link up a moment
+/// before (the master waits for its first ACK), and FAILOVER refuses a target not yet online.
+fn online_at_master(master: &mut redis::Connection, n: usize) {
+    wait_until("the master to count its replicas online", 30, || {
+        let text = s(master, &["INFO", "replication"]);
+        text.lines().filter(|l| l.starts_with("slave") && l.contains(",state=online,")).count() >= n
+    });
+}
+
 #[test]
 fn a_redis_replica_follows_atoll() {
     for diskless in ["yes", "no"] {
@@ -1458,6 +1467,7 @@ fn failover_refuses_and_times_out_as_redis_does() {
         let replica = start(&["--replicaof", "127.0.0.1", &mp]);
         let mut r = con(replica.port);
         link_up(&mut r);
+        online_at_master(&mut m, 1);
         let rp = replica.port.to_string();
         for args in [
             &["FAILOVER", "TIMEOUT", "0"][..],
@@ -1516,6 +1526,7 @@ fn failover_hands_the_master_role_to_a_replica_both_ways() {
         let (mut t, mut o) = (con(target.port), con(other.port));
         link_up(&mut t);
         link_up(&mut o);
+        online_at_master(&mut m, 2);
         // The write load: INCRs until the master refuses (READONLY once it follows the target).
         let port = master.port;
         let load = std::thread::spawn(move || {

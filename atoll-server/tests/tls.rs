@@ -33,16 +33,19 @@ impl Pki {
         let ca = p.self_signed(&ca_key).unwrap();
         let pki = Pki { dir: dir.to_path_buf(), ca, ca_key };
         std::fs::write(pki.path("ca.crt"), pki.ca.pem()).unwrap();
-        pki.issue("server", ExtendedKeyUsagePurpose::ServerAuth);
-        pki.issue("client", ExtendedKeyUsagePurpose::ClientAuth);
+        pki.issue("server", &[ExtendedKeyUsagePurpose::ServerAuth]);
+        pki.issue("client", &[ExtendedKeyUsagePurpose::ClientAuth]);
+        // A node's certificate when it is both (a replica shows its server certificate to
+        // its master unless `tls-client-cert-file` is set).
+        pki.issue("node", &[ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth]);
         pki
     }
 
-    fn issue(&self, who: &str, usage: ExtendedKeyUsagePurpose) {
+    fn issue(&self, who: &str, usage: &[ExtendedKeyUsagePurpose]) {
         let key = KeyPair::generate().unwrap();
         let mut p = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         p.distinguished_name.push(DnType::CommonName, who);
-        p.extended_key_usages = vec![usage];
+        p.extended_key_usages = usage.to_vec();
         let cert = p.signed_by(&key, &self.ca, &self.ca_key).unwrap();
         std::fs::write(self.path(&format!("{who}.crt")), cert.pem()).unwrap();
         std::fs::write(self.path(&format!("{who}.key")), key.serialize_pem()).unwrap();
@@ -54,10 +57,19 @@ impl Pki {
 
     /// The server's `--tls-*` arguments (owned strings, see `args`).
     fn server_args(&self, tls_port: u16) -> Vec<String> {
+        self.args_with(tls_port, "server")
+    }
+
+    /// `server_args` with the certificate for both ends of a link.
+    fn node_args(&self, tls_port: u16) -> Vec<String> {
+        self.args_with(tls_port, "node")
+    }
+
+    fn args_with(&self, tls_port: u16, cert: &str) -> Vec<String> {
         [
             ("--tls-port", tls_port.to_string()),
-            ("--tls-cert-file", self.path("server.crt")),
-            ("--tls-key-file", self.path("server.key")),
+            ("--tls-cert-file", self.path(&format!("{cert}.crt"))),
+            ("--tls-key-file", self.path(&format!("{cert}.key"))),
             ("--tls-ca-cert-file", self.path("ca.crt")),
         ]
         .into_iter()
@@ -590,4 +602,102 @@ fn an_x509_v1_server_certificate_is_served_as_redis_serves_it() {
     let atoll = env!("CARGO_BIN_EXE_atoll-server").to_string();
     assert_eq!(exit_code(&atoll, &wrong), exit_code(&redis_bin(), &wrong));
     assert_eq!(exit_code(&atoll, &wrong), Some(1));
+}
+
+/// One INFO field over a plain port.
+fn info(port: u16, section: &str, name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(&RawConn::connect(port).cmd(&[b"INFO", section.as_bytes()])).into_owned();
+    text.lines().find_map(|l| l.strip_prefix(&format!("{name}:")).map(|v| v.to_string()))
+}
+
+/// Replication over TLS (`tls-replication yes`), as Redis 7.2.6 makes and serves it: an Atoll
+/// replica of an Atoll and of a Redis master, and a Redis replica of an Atoll master, each on
+/// the master's TLS port with client certificates required. The snapshot and the stream
+/// arrive (digests equal after a write load), the replica's ACKs reach the master (WAIT), and
+/// the master lists the replica at its TLS port, as Redis announces it. A replica whose CA
+/// does not trust the master, whose certificate the master's CA did not sign, or whose
+/// certificate is for servers only (no clientAuth usage), never links — Redis's neither.
+#[test]
+fn replication_links_run_over_tls_as_redis_makes_them() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let pki = Pki::new(&pki_dir("repl"), "repl");
+    let other = Pki::new(&pki_dir("repl-other"), "repl-other");
+    let cases: [(&str, Start, &str, Start); 3] =
+        [("atoll", atoll, "atoll", atoll), ("redis", redis, "atoll", atoll), ("atoll", atoll, "redis", redis)];
+    for (mname, mstart, rname, rstart) in cases {
+        let case = format!("{rname} replica of a {mname} master");
+        let mtls = free_port();
+        let mut margs = pki.node_args(mtls);
+        margs.extend(["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"].map(String::from));
+        let master = mstart(&args(&margs));
+        let mut m = RawConn::connect(master.port);
+        assert_eq!(m.cmd(&[b"DEBUG", b"POPULATE", b"5000", b"key", b"100"]), b"+OK\r\n", "{case}");
+        let rtls = free_port();
+        let mut rargs = pki.node_args(rtls);
+        rargs.extend(
+            [
+                "--tls-replication",
+                "yes",
+                "--enable-debug-command",
+                "yes",
+                "--replicaof",
+                "127.0.0.1",
+                &mtls.to_string(),
+            ]
+            .map(String::from),
+        );
+        if rname == "atoll" && mname == "redis" {
+            // The client certificate apart from the server's (`tls-client-cert-file`).
+            rargs.extend(
+                [
+                    ("--tls-client-cert-file".to_string(), pki.path("client.crt")),
+                    ("--tls-client-key-file".to_string(), pki.path("client.key")),
+                ]
+                .into_iter()
+                .flat_map(|(k, v)| [k, v]),
+            );
+        }
+        let replica = rstart(&args(&rargs));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while info(replica.port, "replication", "master_link_status").as_deref() != Some("up") {
+            assert!(Instant::now() < deadline, "{case}: the link never came up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The stream: writes after the snapshot, a big value across many TLS records.
+        for i in 0..2000 {
+            m.cmd(&[b"INCR", format!("n{}", i % 10).as_bytes()]);
+        }
+        let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        m.cmd(&[b"SET", b"big", &big]);
+        assert_eq!(m.cmd(&[b"WAIT", b"1", b"5000"]), b":1\r\n", "{case}: the replica's ACK");
+        let mut r = RawConn::connect(replica.port);
+        assert_eq!(show(&r.cmd(&[b"DEBUG", b"DIGEST"])), show(&m.cmd(&[b"DEBUG", b"DIGEST"])), "{case}");
+        let slave0 = info(master.port, "replication", "slave0").unwrap();
+        assert!(slave0.starts_with(&format!("ip=127.0.0.1,port={rtls},state=online")), "{case}: {slave0}");
+        // Refusals: the replica does not trust the master's CA; the master does not trust the
+        // replica's certificate. The link stays down (both sides log the handshake's failure).
+        for (what, ca, cert) in [
+            ("an untrusted master", other.path("ca.crt"), pki.path("node")),
+            ("an untrusted replica", pki.path("ca.crt"), other.path("node")),
+            ("a replica showing a server-only certificate", pki.path("ca.crt"), pki.path("server")),
+        ] {
+            let port = free_port();
+            let mut bargs: Vec<String> = [
+                ("--tls-port", port.to_string()),
+                ("--tls-cert-file", format!("{cert}.crt")),
+                ("--tls-key-file", format!("{cert}.key")),
+                ("--tls-ca-cert-file", ca),
+                ("--tls-replication", "yes".into()),
+            ]
+            .into_iter()
+            .flat_map(|(k, v)| [k.to_string(), v])
+            .collect();
+            bargs.extend(["--replicaof", "127.0.0.1", &mtls.to_string()].map(String::from));
+            let bad = rstart(&args(&bargs));
+            std::thread::sleep(Duration::from_secs(3));
+            assert_eq!(info(bad.port, "replication", "master_link_status").as_deref(), Some("down"), "{case}: {what}");
+            assert_eq!(info(bad.port, "replication", "role").as_deref(), Some("slave"), "{case}: {what}");
+        }
+    }
 }

@@ -158,9 +158,6 @@ pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
         _ => return Err(CmdError::msg("ERR Invalid master port")),
     };
     let host = String::from_utf8_lossy(ctx.arg(1)).into_owned();
-    if let Some(e) = crate::daemons::replica_link::cannot_follow(ctx.srv) {
-        return Err(CmdError::msg(e));
-    }
     if crate::daemons::replica_link::follow(ctx.srv, &host, port) {
         crate::log_notice!("REPLICAOF {host}:{port} enabled (user request from 'id={}')", ctx.client.id());
         ctx.reply.ok();

@@ -342,9 +342,9 @@ pub const DEFS: &[Def] = &[
     Def::new("tls-client-cert-file", Str, "").live(),
     Def::new("tls-client-key-file", Str, "").live(),
     Def::new("tls-client-key-file-pass", Str, "").live(),
-    // tls-cluster and tls-replication choose TLS for links Atoll does not make yet (cluster bus;
-    // a replica's link to its master: REPLICAOF refuses to follow a master then); as in Redis
-    // they require a CA and turn the TLS configuration on.
+    // tls-replication makes a replica's link to its master TLS (daemons::upstream_conn);
+    // tls-cluster chooses TLS for the cluster bus, which Atoll does not run yet. As in Redis
+    // both require a CA and turn the TLS configuration on.
     Def::new("tls-cluster", Bool, "no").live(),
     Def::new("tls-dh-params-file", Str, "").live(),
     Def::new("tls-key-file", Str, "").live(),

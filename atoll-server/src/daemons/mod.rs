@@ -7,6 +7,7 @@ pub mod persistence;
 pub mod replica_link;
 pub mod replication;
 pub mod scheduler;
+pub mod upstream_conn;
 pub mod watchdog;
 
 use crate::exec;

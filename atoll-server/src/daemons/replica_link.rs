@@ -20,6 +20,7 @@
 
 /// The Valkey release whose RDB files Atoll reads whole (`REPLCONF version`).
 const READS_RDB_OF_VALKEY: &str = "9.1.2";
+use crate::daemons::upstream_conn::Writer;
 use crate::exec::Server;
 use crate::lockorder::{rank, Mutex};
 use crate::persist::aof::{CommandReader, Next};
@@ -38,7 +39,7 @@ use std::time::Duration;
 /// Every read also says when the master was last heard from (`Upstream::last_io_ms`, a
 /// keepalive newline included), which the replication thread's timeout check goes by.
 struct Counted<'a> {
-    sock: TcpStream,
+    sock: crate::daemons::upstream_conn::Reader,
     to: Option<&'a AtomicU64>,
     heard: &'a AtomicI64,
 }
@@ -82,14 +83,6 @@ impl std::fmt::Display for LinkError {
             LinkError::Load(e) => write!(f, "{e}"),
         }
     }
-}
-
-/// Why this server cannot follow a master now, if it cannot: with `tls-replication yes` the
-/// link would have to be TLS, which Atoll's replica side does not make yet.
-pub fn cannot_follow(srv: &Server) -> Option<&'static str> {
-    srv.config
-        .flag(crate::config::p::TLS_REPLICATION)
-        .then_some("ERR Atoll does not make TLS links to a master yet (tls-replication yes)")
 }
 
 /// REPLICAOF host port: follows that master from now on. Ok(false): already following it.
@@ -288,11 +281,11 @@ fn read_line(r: &mut impl BufRead) -> Result<String, LinkError> {
 }
 
 /// Writes a command to the master; the bytes written.
-fn send(w: &mut impl Write, argv: &[&[u8]]) -> Result<usize, LinkError> {
+fn send(w: &Writer, argv: &[&[u8]]) -> Result<usize, LinkError> {
     let argv: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
     let mut out = Vec::new();
     crate::persist::aof::encode(&mut out, &argv);
-    io(w.write_all(&out))?;
+    io(w.send(&out))?;
     Ok(out.len())
 }
 
@@ -332,11 +325,24 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     }
     crate::log_notice!("MASTER <-> REPLICA sync started");
     link_state(srv, gen, HANDSHAKE);
-    let mut w = io(sock.try_clone())?;
+    // `tls-replication yes`: TLS from the first byte, with the client certificate and CA of
+    // the `tls-*` settings (checked when they were set).
+    let tls = match srv.config.flag(crate::config::p::TLS_REPLICATION) {
+        false => None,
+        true => Some(srv.tls.client_config().ok_or_else(|| {
+            LinkError::Master(
+                "tls-replication is on but TLS is not configured (tls-cert-file, tls-ca-cert-file)".into(),
+            )
+        })?),
+    };
+    let tls_link = tls.is_some();
+    let (sock, w) =
+        crate::daemons::upstream_conn::open(sock, host, tls).map_err(|e| LinkError::Master(format!("TLS: {e}")))?;
+    let w = &w;
     up.last_io_ms.store(srv.now_ms(), Ordering::Relaxed);
     let mut r = BufReader::with_capacity(64 << 10, Counted { sock, to: None, heard: &up.last_io_ms });
     // The handshake.
-    send(&mut w, &[b"PING"])?;
+    send(w, &[b"PING"])?;
     let pong = read_line(&mut r)?;
     if pong.starts_with('-') && !pong.starts_with("-NOAUTH") && !pong.starts_with("-NOPERM") {
         return Err(LinkError::Master(format!("Error reply to PING from master: '{pong}'")));
@@ -346,9 +352,9 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     if !auth.is_empty() {
         let user = srv.config.text(crate::config::p::MASTERUSER);
         if user.is_empty() {
-            send(&mut w, &[b"AUTH", auth.as_bytes()])?;
+            send(w, &[b"AUTH", auth.as_bytes()])?;
         } else {
-            send(&mut w, &[b"AUTH", user.as_bytes(), auth.as_bytes()])?;
+            send(w, &[b"AUTH", user.as_bytes(), auth.as_bytes()])?;
         }
         let l = read_line(&mut r)?;
         if l.starts_with('-') {
@@ -357,24 +363,27 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     }
     // What the master shows and hands out for this replica (`replica-announce-*`).
     let announced = srv.config.text(crate::config::p::REPLICA_ANNOUNCE_PORT);
+    // A TLS replica is reached on its TLS port (Redis's choice when none is announced).
+    let tls_port = srv.config.int(crate::config::p::TLS_PORT);
     let my_port = match announced.as_str() {
+        "0" | "" if tls_link && tls_port != 0 => tls_port.to_string(),
         "0" | "" => srv.tcp_port.load(Ordering::Relaxed).to_string(),
         p => p.to_string(),
     };
-    send(&mut w, &[b"REPLCONF", b"listening-port", my_port.as_bytes()])?;
+    send(w, &[b"REPLCONF", b"listening-port", my_port.as_bytes()])?;
     let _ = read_line(&mut r)?;
     let ip = srv.config.text(crate::config::p::REPLICA_ANNOUNCE_IP);
     if !ip.is_empty() {
-        send(&mut w, &[b"REPLCONF", b"ip-address", ip.as_bytes()])?;
+        send(w, &[b"REPLCONF", b"ip-address", ip.as_bytes()])?;
         let _ = read_line(&mut r)?;
     }
-    send(&mut w, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
+    send(w, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
     let _ = read_line(&mut r)?;
     // A Valkey master writes the snapshot in the newest RDB the replica says it reads, going by
     // the version announced here: Atoll reads Valkey 9.1.2's (VALKEY080 with hash-field
     // deadlines), which a Valkey master then sends instead of failing on such a hash in RDB 11.
     // Redis 7.2 answers the unknown option with an error, which changes nothing.
-    send(&mut w, &[b"REPLCONF", b"version", READS_RDB_OF_VALKEY.as_bytes()])?;
+    send(w, &[b"REPLCONF", b"version", READS_RDB_OF_VALKEY.as_bytes()])?;
     let _ = read_line(&mut r)?;
     // A write of our own that raced REPLICAOF on a read-only replica: our data is no longer
     // the history we would offer, so a full sync.
@@ -395,12 +404,12 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
     // over as it answers (Redis's PSYNC … FAILOVER).
     let failing_over = srv.repl.failover.lock().state == FailoverState::InProgress;
     if failing_over {
-        if let Err(e) = send(&mut w, &[b"PSYNC", id.as_bytes(), off.as_bytes(), b"FAILOVER"]) {
+        if let Err(e) = send(w, &[b"PSYNC", id.as_bytes(), off.as_bytes(), b"FAILOVER"]) {
             crate::daemons::replication::abort_failover(srv, "Write error to failover target");
             return Err(e);
         }
     } else {
-        send(&mut w, &[b"PSYNC", id.as_bytes(), off.as_bytes()])?;
+        send(w, &[b"PSYNC", id.as_bytes(), off.as_bytes()])?;
     }
     let reply = read_line(&mut r)?;
     if failing_over {
@@ -700,9 +709,8 @@ fn load_from_link(
 }
 
 /// Applies the master's stream until the link ends.
-fn stream(srv: &Server, mut r: BufReader<Counted>, w: TcpStream, gen: u64) -> Result<(), LinkError> {
+fn stream(srv: &Server, mut r: BufReader<Counted>, w: &Writer, gen: u64) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
-    let w: Mutex<TcpStream, { rank::LEAF }> = Mutex::new(w);
     // What the AOF holds at the start is durable (a full sync rewrote it).
     let start = up.offset.load(Ordering::Acquire);
     let acks = Acks { offset: AtomicI64::new(start), fsynced: AtomicI64::new(start), aof: Default::default() };
@@ -715,7 +723,7 @@ fn stream(srv: &Server, mut r: BufReader<Counted>, w: TcpStream, gen: u64) -> Re
                 // since (CONFIG SET appendonly yes), and FACK must follow it, or a master's
                 // WAITAOF waits forever.
                 let log = srv.persistence.aof.log();
-                if send_ack(srv, &w, &acks, log.as_deref()).is_err() {
+                if send_ack(srv, w, &acks, log.as_deref()).is_err() {
                     return;
                 }
                 drop(log);
@@ -730,7 +738,7 @@ fn stream(srv: &Server, mut r: BufReader<Counted>, w: TcpStream, gen: u64) -> Re
         if let Err(e) = spawned {
             return Err(LinkError::Io(std::io::Error::new(e.kind(), format!("can't start the ACK thread: {e}"))));
         }
-        let result = apply_stream(srv, &mut r, &w, &acks, gen);
+        let result = apply_stream(srv, &mut r, w, &acks, gen);
         stop.store(true, Ordering::Release);
         // The link is down from here (INFO says so at once, as Redis's does), not once the
         // ACK thread has noticed.
@@ -744,15 +752,9 @@ fn stream(srv: &Server, mut r: BufReader<Counted>, w: TcpStream, gen: u64) -> Re
 }
 
 /// `stream`'s loop: reads the master's commands and runs them, answering GETACK.
-fn apply_stream(
-    srv: &Server,
-    r: &mut BufReader<Counted>,
-    w: &Mutex<TcpStream, { rank::LEAF }>,
-    acks: &Acks,
-    gen: u64,
-) -> Result<(), LinkError> {
+fn apply_stream(srv: &Server, r: &mut BufReader<Counted>, w: &Writer, acks: &Acks, gen: u64) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
-    let mut client = master_client(srv, &r.get_ref().sock);
+    let mut client = master_client(srv, r.get_ref().sock.tcp());
     client.db = up.db.load(Ordering::Relaxed);
     let base = up.offset.load(Ordering::Acquire);
     let max_bulk = srv.config.text(crate::config::p::PROTO_MAX_BULK_LEN).parse::<u64>().unwrap_or(512 << 20);
@@ -900,16 +902,11 @@ impl Acks {
 /// Sends REPLCONF ACK (and FACK) on the link; the figures are read before the socket is
 /// locked (both are leaves of the lock order). The bytes count as this server's output
 /// (`total_net_output_bytes`: the master's client is not a replica), as in Redis.
-fn send_ack(
-    srv: &Server,
-    w: &Mutex<TcpStream, { rank::LEAF }>,
-    acks: &Acks,
-    log: Option<&crate::persist::aof::AofLog>,
-) -> Result<(), LinkError> {
+fn send_ack(srv: &Server, w: &Writer, acks: &Acks, log: Option<&crate::persist::aof::AofLog>) -> Result<(), LinkError> {
     let o = acks.offset.load(Ordering::Acquire).to_string();
     let n = match acks.fsynced(log) {
-        Some(f) => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes(), b"FACK", f.to_string().as_bytes()])?,
-        None => send(&mut *w.lock(), &[b"REPLCONF", b"ACK", o.as_bytes()])?,
+        Some(f) => send(w, &[b"REPLCONF", b"ACK", o.as_bytes(), b"FACK", f.to_string().as_bytes()])?,
+        None => send(w, &[b"REPLCONF", b"ACK", o.as_bytes()])?,
     };
     // Two threads send ACKs (the link's and the ACK thread): an atomic add, not `bump`.
     srv.stats.background().counters.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);

@@ -209,10 +209,6 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let of = srv.config.text(crate::config::p::REPLICAOF);
         let mut it = of.split_whitespace();
         if let (Some(host), Some(port)) = (it.next(), it.next().and_then(|p| p.parse::<u16>().ok())) {
-            if let Some(e) = crate::daemons::replica_link::cannot_follow(&srv) {
-                log_warning!("Can't follow {host}:{port}: {}. Exiting.", e.trim_start_matches("ERR "));
-                std::process::exit(1);
-            }
             crate::daemons::replica_link::follow(&srv, host, port);
         }
     }

@@ -14,11 +14,13 @@
 
 use crate::config::Config;
 use crate::lockorder::{rank, Mutex, RwLock};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{NoServerSessionStorage, StoresServerSessions, WebPkiClientVerifier};
-use rustls::{CipherSuite, RootCertStore, ServerConfig, SupportedCipherSuite};
+use rustls::{CipherSuite, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SupportedCipherSuite};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +29,8 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub struct TlsContext {
     current: RwLock<Option<Arc<ServerConfig>>, { rank::LEAF }>,
+    /// For the connections Atoll makes (a replica's link to its master).
+    client: RwLock<Option<Arc<ClientConfig>>, { rank::LEAF }>,
 }
 
 impl TlsContext {
@@ -35,11 +39,17 @@ impl TlsContext {
         self.current.read().clone()
     }
 
+    /// The configuration for a connection made now (None until TLS is configured).
+    pub fn client_config(&self) -> Option<Arc<ClientConfig>> {
+        self.client.read().clone()
+    }
+
     /// Builds the configuration from the `tls-*` parameters and puts it in use. On error
     /// (Redis's log line) the one in use stays.
     pub fn reconfigure(&self, config: &Config) -> Result<(), TlsError> {
-        let built = build(config)?;
-        *self.current.write() = Some(Arc::new(built));
+        let (server, client) = build(config)?;
+        *self.current.write() = Some(Arc::new(server));
+        *self.client.write() = client.map(Arc::new);
         Ok(())
     }
 }
@@ -89,7 +99,7 @@ enum ClientAuth {
     Optional,
 }
 
-fn build(config: &Config) -> Result<ServerConfig, TlsError> {
+fn build(config: &Config) -> Result<(ServerConfig, Option<ClientConfig>), TlsError> {
     let opt = |p: crate::config::table::Param<String>| Some(config.text(p)).filter(|v| !v.is_empty());
     let cert_file =
         opt(crate::config::p::TLS_CERT_FILE).ok_or_else(|| TlsError::Setting("No tls-cert-file configured!".into()))?;
@@ -126,16 +136,35 @@ fn build(config: &Config) -> Result<ServerConfig, TlsError> {
     if let Some(f) = opt(crate::config::p::TLS_DH_PARAMS_FILE) {
         check_dh_params(&f)?;
     }
-    // The certificate used when Atoll connects out (replication, cluster): checked now, as
-    // Redis builds its client context with the server's; Atoll makes no such connection yet.
-    if let (Some(c), Some(k)) =
-        (opt(crate::config::p::TLS_CLIENT_CERT_FILE), opt(crate::config::p::TLS_CLIENT_KEY_FILE))
-    {
-        load_certs(&c).map_err(|w| TlsError::Certificate { path: c.clone(), why: w.0 })?;
-        load_key(&k, &config.text(crate::config::p::TLS_CLIENT_KEY_FILE_PASS))
-            .map_err(|w| TlsError::Key { path: k.clone(), why: w.0 })?;
-    }
-
+    let certified = Arc::new(certified_key(chain, key, &provider, &cert_file, &key_file)?);
+    // The certificate Atoll shows when it connects out (a replica to its master):
+    // `tls-client-cert-file` with its key if both are set, else the server's, as Redis builds
+    // its client context.
+    let client_cert = match (opt(crate::config::p::TLS_CLIENT_CERT_FILE), opt(crate::config::p::TLS_CLIENT_KEY_FILE)) {
+        (Some(c), Some(k)) => {
+            let chain = load_certs(&c).map_err(|w| TlsError::Certificate { path: c.clone(), why: w.0 })?;
+            let key = load_key(&k, &config.text(crate::config::p::TLS_CLIENT_KEY_FILE_PASS))
+                .map_err(|w| TlsError::Key { path: k.clone(), why: w.0 })?;
+            Arc::new(certified_key(chain, key, &provider, &c, &k)?)
+        }
+        _ => certified.clone(),
+    };
+    // Without a CA (`tls-auth-clients no`, no `tls-replication`) there is nothing to check a
+    // master's certificate against, and no outgoing TLS to make.
+    let client = if roots.is_empty() {
+        None
+    } else {
+        let chain_check = WebPkiServerVerifier::builder_with_provider(Arc::new(roots.clone()), provider.clone())
+            .build()
+            .map_err(|e| TlsError::Roots(e.to_string()))?;
+        let c = ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&versions)
+            .map_err(|e| TlsError::Setting(format!("Failed to configure ciphers: {e}")))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(ChainOnly(chain_check)))
+            .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(client_cert)));
+        Some(c)
+    };
     let verifier = match auth {
         ClientAuth::No => WebPkiClientVerifier::no_client_auth(),
         _ => {
@@ -144,7 +173,6 @@ fn build(config: &Config) -> Result<ServerConfig, TlsError> {
             b.build().map_err(|e| TlsError::Roots(e.to_string()))?
         }
     };
-    let certified = certified_key(chain, key, &provider, &cert_file, &key_file)?;
     let mut sc = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
         .map_err(|e| TlsError::Setting(format!("Failed to configure ciphers: {e}")))?
@@ -160,7 +188,54 @@ fn build(config: &Config) -> Result<ServerConfig, TlsError> {
         // TLSv1.3 tickets are entries of the cache: none to hand out.
         sc.send_tls13_tickets = 0;
     }
-    Ok(sc)
+    Ok((sc, client))
+}
+
+/// How a replica checks its master's certificate: signed by a CA it trusts, whatever names
+/// it carries, as Redis's client context does (OpenSSL's SSL_VERIFY_PEER without a host
+/// check): masters are often reached by an address their certificate does not name.
+#[derive(Debug)]
+struct ChainOnly(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // webpki checks the chain first and the name last: a wrong name means the chain held.
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 /// `tls-protocols`: "" is Redis's default (TLSv1.2 and TLSv1.3).

@@ -103,8 +103,33 @@ cargo test --workspace -- --test-threads=2 2>&1 | tee "$log"
 ATOLL_TEST_IO_BACKEND=epoll cargo test -p atoll-server --test blackbox --test blocking --test scan --test tls \
   -- --test-threads=2 2>&1 | tee -a "$log"
 
+# Go, for the go-redis client test (tests/go): a Go of 1.21 or newer on PATH or in
+# /usr/local/go, else Go's release toolchain from the Go module proxy (the
+# golang.org/toolchain module, its SHA-256 pinned here) unpacked into a cache: Debian
+# bookworm's golang-go (1.19) is too old for go-redis v9.
+go_ok() { [ -x "$1" ] && "$1" version 2>/dev/null | grep -qE 'go1\.(2[1-9]|[3-9][0-9])'; }
+GO=$(command -v go || true)
+go_ok "${GO:-}" || GO=/usr/local/go/bin/go
+if ! go_ok "$GO"; then
+  gocache=${ATOLL_GO_HOME:-$HOME/.cache/atoll-go}
+  GO=$gocache/go/bin/go
+  if ! go_ok "$GO"; then
+    v=v0.0.1-go1.24.11.linux-amd64
+    sha=8a9685c09d449928863152512648530dafde05e7d41fcbb21baba3a852e84ef4
+    echo "==> fetching Go ($v) from the Go module proxy into $gocache"
+    command -v unzip >/dev/null 2>&1 || apt_install "unzip (to unpack Go)" unzip
+    mkdir -p "$gocache" && rm -rf "$gocache/go" "$gocache/golang.org"
+    curl -fsSL "https://proxy.golang.org/golang.org/toolchain/@v/$v.zip" -o "$gocache/go.zip"
+    echo "$sha  $gocache/go.zip" | sha256sum -c --quiet - || { echo "test.sh: the Go toolchain's SHA-256 is not the pinned one" >&2; exit 1; }
+    (cd "$gocache" && unzip -q go.zip && mv "golang.org/toolchain@$v" go && rm -rf golang.org go.zip)
+    chmod +x "$gocache"/go/bin/* "$gocache"/go/pkg/tool/*/*
+  fi
+fi
+export PATH="$(dirname "$GO"):$PATH"
+echo "==> $("$GO" version)"
+
 # Real client libraries beyond the Rust one: redis-py (and prometheus_client's parser for
-# /metrics) against the debug binary built above.
+# /metrics), go-redis (tests/go, built by the test) against the debug binary built above.
 "$PY" -m pytest -q tests/python 2>&1 | tee -a "$log"
 
 # A real Node.js application: a BullMQ job queue (every operation a Lua script) with worker

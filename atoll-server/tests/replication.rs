@@ -1440,6 +1440,104 @@ fn chained_replicas_follow_the_masters_stream_and_its_promoted_middle() {
     }
 }
 
+/// A chain under a write load that never pauses, with links killed at random moments: Atoll
+/// → Atoll → Redis 7.2.6 and Redis 7.2.6 → Atoll → Atoll. While writes flow (several
+/// databases, transactions, scripts, keys with TTLs), a killer drops a random link every
+/// 50–300 ms (the middle's or the end's link to its master, or the master's side of the
+/// replicas' links) from a seeded generator whose seed is printed; when the load stops, every
+/// node reaches the top's offset with the same DEBUG DIGEST, and every reconnection was a
+/// partial resync (a replica that starts with `replicaof` set asks `PSYNC ? -1`, as Redis's).
+#[test]
+fn a_chain_under_load_survives_random_link_kills() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let seed = std::env::var("ATOLL_CHAIN_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    println!("a_chain_under_load_survives_random_link_kills: ATOLL_CHAIN_SEED={seed}");
+    for (name, top, end) in [("atoll → atoll → redis", atoll, redis), ("redis → atoll → atoll", redis, atoll)] {
+        // A backlog for several seconds of this load: a link down for the second a replica
+        // waits before it reconnects must continue by partial resync.
+        let fast = ["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes", "--repl-backlog-size", "64mb"];
+        let master = top(&fast);
+        let mut m = con(master.port);
+        load_dataset(&mut m);
+        let mp = master.port.to_string();
+        let mut args = fast.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &mp]);
+        let middle = start_atoll(&args);
+        let midp = middle.port.to_string();
+        let mut args = fast.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &midp]);
+        let last = end(&args);
+        let (mut mid, mut e) = (con(middle.port), con(last.port));
+        link_up(&mut mid);
+        link_up(&mut e);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let port = master.port;
+        let load = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = con(port);
+                let mut round = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    chain_writes(&mut c, round % 50);
+                    round += 1;
+                }
+                round
+            })
+        };
+        let mut rng = seed ^ (name.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let start = Instant::now();
+        let mut kills = 0;
+        while start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50 + next() % 250));
+            let (c, kind) = match next() % 4 {
+                0 => (&mut mid, "master"),
+                1 => (&mut e, "master"),
+                2 => (&mut m, "replica"),
+                _ => (&mut mid, "replica"),
+            };
+            q(c, &["CLIENT", "KILL", "TYPE", kind]);
+            kills += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let rounds = load.join().unwrap();
+        let want = offset_of(&mut m);
+        let digest = s(&mut m, &["DEBUG", "DIGEST"]);
+        for (who, c) in [("middle", &mut mid), ("end", &mut e)] {
+            wait_until(&format!("{name}: the {who} to reach the top's offset (seed {seed})"), 60, || {
+                info_field(c, "replication", "master_link_status").as_deref() == Some("up") && offset_of(c) == want
+            });
+            assert_eq!(s(c, &["DEBUG", "DIGEST"]), digest, "{name}: the {who}'s digest (seed {seed})");
+        }
+        let syncs = |c: &mut redis::Connection| {
+            let mut n = |f: &str| info_field(c, "stats", f).unwrap();
+            format!(
+                "{} full, {} partial, {} partial refused",
+                n("sync_full"),
+                n("sync_partial_ok"),
+                n("sync_partial_err")
+            )
+        };
+        let (top_syncs, mid_syncs) = (syncs(&mut m), syncs(&mut mid));
+        println!("{name}: {rounds} rounds of writes, {kills} links killed; the top served {top_syncs}, the middle {mid_syncs}");
+        // Each link's first sync is its only full one: every reconnection continued.
+        for (who, got) in [("top", &top_syncs), ("middle", &mid_syncs)] {
+            assert!(
+                got.starts_with("1 full,") && got.ends_with(" 0 partial refused"),
+                "{name}: the {who} served {got} (seed {seed})"
+            );
+        }
+    }
+}
+
 fn err_of(c: &mut redis::Connection, args: &[&str]) -> String {
     let mut cmd = redis::cmd(args[0]);
     for a in &args[1..] {

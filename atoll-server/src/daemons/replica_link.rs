@@ -87,6 +87,17 @@ impl std::fmt::Display for LinkError {
 
 /// REPLICAOF host port: follows that master from now on. Ok(false): already following it.
 pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
+    follow_as(srv, host, port, true)
+}
+
+/// `replicaof` in the configuration at start-up: as REPLICAOF, except that a server that was
+/// never a master has no history of its own to offer: it asks `PSYNC ? -1` unless its RDB
+/// restored one (Redis sets its master from the configuration without caching itself).
+pub fn follow_configured(srv: &Server, host: &str, port: u16) -> bool {
+    follow_as(srv, host, port, false)
+}
+
+fn follow_as(srv: &Server, host: &str, port: u16, offer_own_history: bool) -> bool {
     let up = &srv.repl.upstream;
     let was_master = {
         let mut m = up.master.lock();
@@ -99,7 +110,11 @@ pub fn follow(srv: &Server, host: &str, port: u16) -> bool {
     // history below, or marks it `stray_write`).
     srv.persistence.set_gate(GATE_REPLICA, true);
     srv.persistence.set_gate(GATE_READONLY, srv.config.flag(crate::config::p::REPLICA_READ_ONLY));
-    if was_master {
+    if was_master && !offer_own_history {
+        // Its stream is its master's from here; the history comes with the first sync, or
+        // came from the RDB (`persistence::restore_history`).
+        srv.repl.start_proxying();
+    } else if was_master {
         // A master turned replica offers its own history to the new master (PSYNC with its
         // replication ID and offset), which continues it when it is the same (PSYNC2: a
         // failed-over master that rejoins), as Redis's replicationCacheMasterUsingMyself.

@@ -84,9 +84,7 @@ impl Read for Reader {
                     self.at += c.read_tls(&mut &self.raw[self.at..])?;
                     let state = c.process_new_packets().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                     // What the master's TLS asks back (a key update's answer) goes out now.
-                    while c.wants_write() {
-                        c.write_tls(&mut &self.sock)?;
-                    }
+                    flush_tls(&mut c, &self.sock)?;
                     if state.peer_has_closed() && state.plaintext_bytes_to_read() == 0 {
                         return Ok(0);
                     }
@@ -94,7 +92,10 @@ impl Read for Reader {
                 }
             }
             self.raw.resize(64 << 10, 0);
-            let n = (&self.sock).read(&mut self.raw)?;
+            let got = (&self.sock).read(&mut self.raw);
+            // On an error nothing was read: no stale bytes may reach rustls on a retry (an
+            // interrupted read is retried by the std readers above this one).
+            let n = got.inspect_err(|_| self.raw.clear())?;
             self.raw.truncate(n);
             self.at = 0;
             if n == 0 {
@@ -112,11 +113,21 @@ impl Writer {
             Writer::Tls { sock, tls } => {
                 let mut c = tls.lock();
                 c.writer().write_all(bytes)?;
-                while c.wants_write() {
-                    c.write_tls(&mut &*sock)?;
-                }
-                Ok(())
+                flush_tls(&mut c, sock)
             }
         }
     }
+}
+
+/// Sends what rustls has sealed, all of it; a signal that interrupts a write (the socket has a
+/// send timeout, so Linux does not restart the call) is retried, as `write_all` retries.
+fn flush_tls(c: &mut ClientConnection, sock: &TcpStream) -> io::Result<()> {
+    while c.wants_write() {
+        match c.write_tls(&mut &*sock) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -209,7 +209,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         let of = srv.config.text(crate::config::p::REPLICAOF);
         let mut it = of.split_whitespace();
         if let (Some(host), Some(port)) = (it.next(), it.next().and_then(|p| p.parse::<u16>().ok())) {
-            crate::daemons::replica_link::follow(&srv, host, port);
+            crate::daemons::replica_link::follow_configured(&srv, host, port);
         }
     }
     let (sd_tx, mut sd_rx) = tokio::sync::watch::channel(None);

@@ -1881,3 +1881,154 @@ fn diskless_load_serves_the_old_data_while_the_new_arrives() {
         assert!(text.contains(&format!("receiving streamed RDB from master with EOF {want}")), "{mode} {data}: {text}");
     }
 }
+
+/// While a master makes the snapshot for a full sync, INFO says so as Redis's does for the
+/// child making one: `rdb_bgsave_in_progress:1`, a running `rdb_current_bgsave_time_sec`, and
+/// the replica `wait_bgsave` for the whole of a diskless transfer; once it is loaded, no save
+/// in progress and the replica `online` — beside Redis 7.2.6.
+#[test]
+fn a_snapshot_for_replicas_shows_in_info_as_redis_shows_its_child() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let mut seen = Vec::new();
+    for start in [redis, atoll] {
+        let master = start(&["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"]);
+        let mut m = con(master.port);
+        q(&mut m, &["DEBUG", "POPULATE", "20", "key", "10"]);
+        // 50 ms a key: a second of snapshot.
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "50000"]);
+        let mp = master.port.to_string();
+        let replica = start(&["--replicaof", "127.0.0.1", &mp]);
+        let mut during = String::new();
+        wait_until("the snapshot to start", 10, || {
+            let slave0 = info_field(&mut m, "replication", "slave0").unwrap_or_default();
+            let state = slave0.split(',').find_map(|f| f.strip_prefix("state=")).unwrap_or("").to_string();
+            let inprog = info_field(&mut m, "persistence", "rdb_bgsave_in_progress").unwrap();
+            let secs: i64 = info_field(&mut m, "persistence", "rdb_current_bgsave_time_sec").unwrap().parse().unwrap();
+            during = format!("in_progress={inprog} state={state} current_secs_set={}", secs >= 0);
+            inprog == "1"
+        });
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        online_at_master(&mut m, 1);
+        let after = format!(
+            "in_progress={} current_secs={}",
+            info_field(&mut m, "persistence", "rdb_bgsave_in_progress").unwrap(),
+            info_field(&mut m, "persistence", "rdb_current_bgsave_time_sec").unwrap()
+        );
+        seen.push((during, after));
+    }
+    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[0].0, "in_progress=1 state=wait_bgsave current_secs_set=true");
+}
+
+/// A replica's hard output limit set below `repl-backlog-size` counts as the backlog's size,
+/// as in Redis 7: a replica whose link broke during a burst bigger than its limit continues
+/// by partial resync and is not dropped for the burst's backlog — beside Redis 7.2.6, with
+/// Redis's own scenario (10 MB values, a 512 KB limit, a 100 MB backlog).
+#[test]
+fn a_replica_output_limit_below_the_backlog_counts_as_the_backlog_as_in_redis() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let mut seen = Vec::new();
+    let big = "A".repeat(10 << 20);
+    for start in [redis, atoll] {
+        let master = start(&[
+            "--repl-diskless-sync-delay",
+            "0",
+            "--enable-debug-command",
+            "yes",
+            "--repl-backlog-size",
+            "100mb",
+            "--client-output-buffer-limit",
+            "replica 512k 0 0",
+        ]);
+        let mut m = con(master.port);
+        let mp = master.port.to_string();
+        let replica = start(&["--replicaof", "127.0.0.1", &mp]);
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        online_at_master(&mut m, 1);
+        let v: Value = redis::pipe()
+            .atomic()
+            .cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .cmd("SET")
+            .arg("key")
+            .arg(&big)
+            .cmd("SET")
+            .arg("key")
+            .arg(&big)
+            .cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(2)
+            .query(&mut m)
+            .unwrap();
+        drop(v);
+        q(&mut m, &["SET", "key", &big]);
+        let caught_up = |m: &mut redis::Connection, r: &mut redis::Connection| {
+            let want = offset_of(m);
+            wait_until("the replica to reach the master's offset", 30, || offset_of(r) == want);
+        };
+        caught_up(&mut m, &mut r);
+        let syncs = |m: &mut redis::Connection| {
+            format!(
+                "full={} partial={}",
+                info_field(m, "stats", "sync_full").unwrap(),
+                info_field(m, "stats", "sync_partial_ok").unwrap()
+            )
+        };
+        let first = syncs(&mut m);
+        redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg("key")
+            .arg(&big)
+            .cmd("SET")
+            .arg("key")
+            .arg(&big)
+            .query::<Value>(&mut m)
+            .unwrap();
+        caught_up(&mut m, &mut r);
+        seen.push((first, syncs(&mut m)));
+    }
+    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[0], ("full=1 partial=1".to_string(), "full=1 partial=1".to_string()));
+}
+
+/// A replica's connection answers nothing but is dropped when it sends anything else than
+/// REPLCONF (its reply would land in the replication stream), and PSYNC with an offset that
+/// is not a number is refused with the client left as it was — beside Redis 7.2.6.
+#[test]
+fn a_replica_connection_that_sends_commands_is_dropped_as_redis_drops_it() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let mut seen = Vec::new();
+    for start in [redis, atoll] {
+        let master = start(&["--repl-diskless-sync-delay", "0"]);
+        let mut m = con(master.port);
+        let mut lines = vec![err_of(&mut m, &["PSYNC", "replicationid", "offset_str"]), err_of(&mut m, &["PING"])];
+        for (sync, cmd) in [
+            (&[&b"SYNC"[..]][..], &[&b"PING"[..]][..]),
+            (&[b"PSYNC", b"replicationid", b"-1"], &[b"GET", b"foo"]),
+            (&[b"PSYNC", b"replicationid", b"-1"], &[b"SLOWLOG", b"GET"]),
+        ] {
+            let mut rc = RawConn::connect(master.port);
+            rc.send(&sync.iter().map(|a| a.to_vec()).collect::<Vec<_>>());
+            wait_until("the connection to count as a replica", 10, || {
+                info_field(&mut m, "replication", "connected_slaves").as_deref() == Some("1")
+            });
+            rc.send(&cmd.iter().map(|a| a.to_vec()).collect::<Vec<_>>());
+            wait_until("the replica to be dropped", 10, || {
+                info_field(&mut m, "replication", "connected_slaves").as_deref() == Some("0")
+            });
+            lines.push(format!("{:?} dropped", String::from_utf8_lossy(cmd[0])));
+        }
+        lines.push(err_of(&mut m, &["PING"]));
+        seen.push(lines);
+    }
+    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+}

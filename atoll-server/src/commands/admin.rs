@@ -128,11 +128,23 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
     if ctx.client.in_exec {
         return Err(CmdError::msg("ERR Replica can't be in a transaction"));
     }
+    // An offset that is not a number: an error, and the client stays what it was (Redis's
+    // syncCommand, since 7.0.12).
+    if eq_ic(ctx.arg(0), "psync") && ctx.args.len() >= 3 && crate::protocol::parse_i64(ctx.arg(2)).is_none() {
+        let hs = ctx.client.repl_hs.as_deref();
+        let ip = hs
+            .and_then(|h| h.ip.clone())
+            .unwrap_or_else(|| crate::daemons::replication::host_of(&ctx.client.handle.addr));
+        let port = hs.map(|h| h.port).unwrap_or(0);
+        crate::log_warning!("Replica {ip}:{port} asks for synchronization but with a wrong offset");
+        return Err(CmdError::msg("ERR value is not an integer or out of range"));
+    }
     let hs = ctx.client.repl_hs.take().map(|b| *b).unwrap_or_default();
     let psync = (ctx.args.len() >= 3).then(|| (ctx.arg(1), ctx.arg(2)));
     let mut head = Vec::new();
     let handle = ctx.client.handle.clone();
     repl::attach(ctx.srv, &handle, &hs, psync, &mut head);
+    ctx.client.replica = true;
     // A partial resync answers +CONTINUE now; a full one answers when its snapshot begins.
     if !head.is_empty() {
         ctx.reply.raw(&head);

@@ -327,8 +327,13 @@ fn persistence(o: &mut String, cx: &mut Cx) {
     }
     // A fork-less snapshot's "copy-on-write" is what commands serialized ahead of
     // its walk because they were about to change a shard (see rdbfile::Progress).
-    let running = p.in_progress.load(Ordering::Relaxed);
-    let pr = &p.progress;
+    // A snapshot for replicas counts as Redis counts its child making one for them.
+    let for_replicas = srv.repl.snapshot.lock().clone();
+    let running = p.in_progress.load(Ordering::Relaxed) || for_replicas.is_some();
+    let pr = match &for_replicas {
+        Some((_, pr)) if !p.in_progress.load(Ordering::Relaxed) => &**pr,
+        _ => &p.progress,
+    };
     let (cow, done, total) = if running {
         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         (l(&pr.cow_bytes), l(&pr.keys_processed), l(&pr.keys_total))
@@ -347,7 +352,11 @@ fn persistence(o: &mut String, cx: &mut Cx) {
     f!(o, "rdb_last_save_time:{}", srv.lastsave.load(Ordering::Relaxed));
     f!(o, "rdb_last_bgsave_status:{}", if p.failed() { "err" } else { "ok" });
     f!(o, "rdb_last_bgsave_time_sec:{}", p.last_bgsave_secs.load(Ordering::Relaxed));
-    let current = if running { (now - p.bgsave_started_ms.load(Ordering::Relaxed)) / 1000 } else { -1 };
+    let started = match &for_replicas {
+        Some((since, _)) if !p.in_progress.load(Ordering::Relaxed) => *since,
+        _ => p.bgsave_started_ms.load(Ordering::Relaxed),
+    };
+    let current = if running { (now - started) / 1000 } else { -1 };
     f!(o, "rdb_current_bgsave_time_sec:{}", current);
     f!(o, "rdb_saves:{}", p.saves.load(Ordering::Relaxed));
     f!(o, "rdb_last_cow_size:{}", p.last_cow_bytes.load(Ordering::Relaxed));

@@ -775,6 +775,15 @@ impl Config {
                 h.obuf[i * 3 + j].store(*v, Ordering::Relaxed);
             }
         }
+        // A replica's hard limit is never below `repl-backlog-size` (Redis's
+        // checkClientOutputBufferLimits): what it has not read yet is in the backlog anyway, and
+        // a lower limit would turn every partial resync after a burst into a disconnection.
+        let backlog = get("repl-backlog-size").parse::<u64>().unwrap_or(1 << 20);
+        let replica_hard = &h.obuf[2 * 3];
+        let hard = replica_hard.load(Ordering::Relaxed);
+        if hard > 0 && hard < backlog {
+            replica_hard.store(backlog, Ordering::Relaxed);
+        }
         let look = [0, 2].iter().flat_map(|&c| &limits[c][..2]).copied().filter(|&b| b > 0).min().unwrap_or(u64::MAX);
         h.obuf_look.store(look, Ordering::Relaxed);
         h.batch_look.store(if mc != 0 { look.min(32 << 10) } else { look }, Ordering::Relaxed);

@@ -133,9 +133,10 @@ fn follow_as(srv: &Server, host: &str, port: u16, offer_own_history: bool) -> bo
     up.cut();
     set_state(srv, CONNECT);
     up.down_since_ms.store(srv.now_ms(), Ordering::Relaxed);
-    // Our replicas reconnect, to continue with what this server continues (Redis's
-    // disconnectSlaves on a new master); the backlog stays for them.
-    srv.repl.disconnect_replicas();
+    // Our replicas stay: they continue with whatever continues this server's history (a
+    // partial resync with the new master streams on at the same offsets). A new history — a
+    // full sync about to load, or a new replication ID — disconnects them then, as Redis 7.2
+    // does (not at REPLICAOF: Redis's "Don't disconnect with replicas before loading").
     unblock_all(srv);
     oom_class(srv, true);
     crate::log_notice!("Connecting to MASTER {host}:{port}");
@@ -443,9 +444,6 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
         let offset: i64 = it.next().and_then(|o| o.parse().ok()).ok_or(LinkError::Master("bad +FULLRESYNC".into()))?;
         crate::log_notice!("Full resync from master: {replid}:{offset}");
         link_state(srv, gen, SYNC);
-        // Our history ends here: until the new one is in place, a save records none, and a
-        // failed transfer leads to a full sync again (Redis discards its cached master).
-        up.synced.store(false, Ordering::Release);
         // The same history as ours (a resync from our own master): a `swapdb` load may serve
         // the old data meanwhile.
         let same = *srv.replid.lock() == replid;
@@ -579,6 +577,11 @@ fn full_sync(srv: &Server, r: &mut BufReader<Counted>, gen: u64, same: bool) -> 
     if let Ok(d) = std::fs::File::open(&dir) {
         let _ = d.sync_all();
     }
+    // Our history ends here, as the data it describes goes: until the new one is in place a
+    // save records none, and a failed load leads to a full sync. Not before: a transfer that
+    // fails leaves data and history as they were, and the next PSYNC (to this master or
+    // another) continues them (Redis 7.2 discards its cached master only now).
+    srv.repl.upstream.synced.store(false, Ordering::Release);
     crate::log_notice!("MASTER <-> REPLICA sync: Flushing old data");
     crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
     srv.persistence.set_gate(GATE_LOADING, true);
@@ -623,6 +626,8 @@ fn load_from_link(
         Some(_) => crate::log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to parser"),
         None => crate::log_notice!("MASTER <-> REPLICA sync: receiving {len} bytes from master to parser"),
     }
+    // Loading starts with the transfer here: our history ends (see `full_sync`).
+    srv.repl.upstream.synced.store(false, Ordering::Release);
     if !swap {
         crate::log_notice!("MASTER <-> REPLICA sync: Flushing old data");
     }

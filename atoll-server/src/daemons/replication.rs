@@ -135,7 +135,7 @@ fn try_partial(srv: &Server, r: &Arc<Replica>, id: &[u8], off: &[u8], reply: &mu
 }
 
 /// The host part of `ip:port` (`[v6]:port` keeps the brackets off).
-fn host_of(addr: &str) -> String {
+pub fn host_of(addr: &str) -> String {
     match addr.rfind(':') {
         Some(i) => addr[..i].trim_start_matches('[').trim_end_matches(']').to_string(),
         None => addr.to_string(),
@@ -429,7 +429,6 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
                 head.extend_from_slice(mark);
                 head.extend_from_slice(b"\r\n");
             }
-            r.state.lock().link = Link::SendBulk;
             r.ack_offset.store(off, Ordering::Relaxed);
             if !head.is_empty() {
                 srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, &head);
@@ -507,6 +506,7 @@ fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
         m
     });
     crate::log_notice!("Starting BGSAVE for SYNC with target: {}", if diskless { "replicas sockets" } else { "disk" });
+    *srv.repl.snapshot.lock() = Some((srv.now_ms(), progress.clone()));
     let sent = loop {
         if live(&batch).next().is_none() {
             break Err("no replica left".to_string());
@@ -523,6 +523,8 @@ fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
             r => break r.map_err(|e| e.to_string()),
         }
     };
+    // Made (a file's is sent after this, as Redis's parent sends what its child wrote).
+    *srv.repl.snapshot.lock() = None;
     if let Err(e) = sent {
         crate::log_warning!("Replica full sync failed: {e}");
         for r in &batch {
@@ -580,6 +582,12 @@ fn to_file(
         let w = std::io::BufWriter::with_capacity(1 << 20, f);
         let (_, w) = rdbfile::write_snapshot(&srv.ks, w, hooks, opts, form, progress)?;
         drop(w.into_inner().map_err(|e| e.into_error())?);
+        // The file is made; now it is sent (INFO's `send_bulk`, as Redis's replicas show while
+        // the parent sends its child's file; a diskless transfer shows `wait_bgsave` throughout).
+        *srv.repl.snapshot.lock() = None;
+        for r in batch {
+            r.state.lock().link = Link::SendBulk;
+        }
         let len = std::fs::metadata(&path)?.len();
         send_all(srv, batch, format!("${len}\r\n").as_bytes())?;
         let mut f = std::fs::File::open(&path)?;

@@ -249,6 +249,11 @@ fn gated(
             return reject(srv, ws, client, out, Some(cmd), e);
         }
     }
+    // A replica's connection carries its ACKs: anything that would answer goes into its
+    // stream instead. Redis drops such a replica (one bool, set by SYNC/PSYNC).
+    if client.replica && cmd.name != "replconf" {
+        return replica_misuse(srv, client, cmd);
+    }
     // A MONITOR client is a replica to Redis, which keeps it away from the keyspace.
     if client.monitor.is_some() && cmd.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
         return reject(srv, ws, client, out, Some(cmd), CmdError::msg("ERR Replica can't interact with the keyspace"));
@@ -318,6 +323,22 @@ fn gated(
     drop(locks);
     // What the busy poll put off while this command ran a script (one load otherwise).
     srv.ks.run_later();
+}
+
+/// A command from one of this server's replicas other than its REPLCONF: its reply would
+/// land in the replication stream, so the replica is dropped unanswered, with Redis's log
+/// lines (a keyspace command's refusal first, as Redis logs an error sent to a replica).
+#[cold]
+fn replica_misuse(srv: &Server, client: &mut Client, cmd: &Command) {
+    let name = cmd.full_name();
+    if cmd.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
+        crate::log_warning!(
+            "== CRITICAL == This master is sending an error to its replica: 'Replica can't interact with the keyspace' after processing the command '{name}'"
+        );
+    }
+    let info = super::client::info_line(&srv.table, &client.handle, srv.now_ms(), None);
+    crate::log_warning!("Replica generated a reply to command '{name}', disconnecting it: {info}");
+    client.handle.kill();
 }
 
 /// Runs a command whose gates it passed already on its worker: the EVAL of a Lua debugging

@@ -105,6 +105,9 @@ pub struct Client {
     pub monitor: Option<Arc<Mailbox>>,
     /// What a replica said with REPLCONF before its PSYNC.
     pub repl_hs: Option<Box<Handshake>>,
+    /// This connection is a replica of this server (it ran SYNC or PSYNC): its commands are
+    /// its ACKs, never answered (`call::replica_misuse` for anything else).
+    pub replica: bool,
     /// Re-running a command after its wait (a blocking retry, a CLIENT PAUSE): MONITOR
     /// showed it already.
     pub retrying: bool,
@@ -201,6 +204,7 @@ impl Client {
             push_reply: false,
             monitor: None,
             repl_hs: None,
+            replica: false,
             retrying: false,
             blocked_us: 0,
             req_bytes: 0,

@@ -167,6 +167,10 @@ pub struct Replication {
     /// fed): on a read-only replica that is a write that raced REPLICAOF, and the history this
     /// server would offer its new master no longer matches its data.
     pub stray_write: AtomicBool,
+    /// The snapshot being made for replicas, while it is made (when it began, how far it is):
+    /// INFO reports it as Redis reports its child making an RDB for replicas
+    /// (`rdb_bgsave_in_progress`, `rdb_current_bgsave_time_sec`, the `current_*` fields).
+    pub snapshot: Mutex<Option<(i64, Arc<crate::persist::rdbfile::Progress>)>, { rank::LEAF }>,
 }
 
 /// A coordinated failover (FAILOVER): writes are paused until a replica has the whole stream,

@@ -2032,3 +2032,117 @@ fn a_replica_connection_that_sends_commands_is_dropped_as_redis_drops_it() {
     }
     assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
 }
+
+/// REPLICAOF to another master keeps what this replica has until a new dataset actually
+/// loads, as Redis 7.2: its own replicas stay connected, and when the full sync from the new
+/// master is cut before the snapshot arrives, going back to the first master continues the
+/// old history by partial resync (Redis's "Don't disconnect with replicas before loading
+/// transferred RDB" and "Discard cache master before loading"). The aborted master is Redis
+/// 7.2.6 and Atoll in turn.
+#[test]
+fn an_aborted_full_sync_keeps_the_replicas_and_the_history() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    for (name, second) in [("redis", redis), ("atoll", atoll)] {
+        let fast = ["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"];
+        let master1 = start_atoll(&fast);
+        let mut m1 = con(master1.port);
+        q(&mut m1, &["SET", "a", "b"]);
+        let master2 = second(&fast);
+        let mut m2 = con(master2.port);
+        q(&mut m2, &["DEBUG", "POPULATE", "10", "master2", "10"]);
+        // A second a key: the snapshot never finishes before the master goes.
+        q(&mut m2, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]);
+        let p1 = master1.port.to_string();
+        let mut args = fast.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &p1]);
+        let middle = start_atoll(&args);
+        let mut mid = con(middle.port);
+        link_up(&mut mid);
+        let pm = middle.port.to_string();
+        let mut args = fast.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &pm]);
+        let sub = start_atoll(&args);
+        let mut sc = con(sub.port);
+        link_up(&mut sc);
+        let p2 = master2.port.to_string();
+        q(&mut mid, &["REPLICAOF", "127.0.0.1", &p2]);
+        wait_until(&format!("{name}: the full sync to start"), 10, || {
+            info_field(&mut m2, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("1")
+                && info_field(&mut m2, "replication", "slave0").is_some_and(|s| s.contains("wait_bgsave"))
+        });
+        drop(m2);
+        drop(master2);
+        let replid = info_field(&mut m1, "replication", "master_replid").unwrap();
+        assert_eq!(info_field(&mut mid, "replication", "master_replid").unwrap(), replid, "{name}");
+        let (full, partial) = (
+            info_field(&mut m1, "stats", "sync_full").unwrap(),
+            info_field(&mut m1, "stats", "sync_partial_ok").unwrap().parse::<u64>().unwrap(),
+        );
+        q(&mut mid, &["REPLICAOF", "127.0.0.1", &p1]);
+        link_up(&mut mid);
+        q(&mut m1, &["SET", "after", "1"]);
+        let want = offset_of(&mut m1);
+        wait_until(&format!("{name}: the sub-replica to get the write"), 10, || offset_of(&mut sc) == want);
+        assert_eq!(info_field(&mut m1, "stats", "sync_full").unwrap(), full, "{name}: no full sync");
+        assert_eq!(
+            info_field(&mut m1, "stats", "sync_partial_ok").unwrap().parse::<u64>().unwrap(),
+            partial + 1,
+            "{name}: a partial resync"
+        );
+        // The sub-replica never had to sync again.
+        assert_eq!(info_field(&mut mid, "stats", "sync_full").unwrap(), "1", "{name}");
+        assert_eq!(info_field(&mut mid, "stats", "sync_partial_ok").unwrap(), "0", "{name}");
+        assert_eq!(s(&mut sc, &["GET", "after"]), "1", "{name}");
+    }
+}
+
+/// A replica that stops reading during a full sync is dropped after `repl-timeout`, and the
+/// other replica of the same snapshot gets it whole — beside Redis 7.2.6 ("Disconnecting
+/// timedout replica (full sync)"); before, one stopped replica held the snapshot for ever.
+#[test]
+fn a_replica_stopped_during_a_full_sync_is_dropped_and_the_other_completes() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let mut seen = Vec::new();
+    for start in [redis, atoll] {
+        let master = start(&[
+            "--repl-diskless-sync-delay",
+            "1",
+            "--repl-diskless-sync-max-replicas",
+            "2",
+            "--repl-timeout",
+            "2",
+            "--rdbcompression",
+            "no",
+            "--enable-debug-command",
+            "yes",
+        ]);
+        let mut m = con(master.port);
+        q(&mut m, &["DEBUG", "POPULATE", "3000", "key", "10000"]);
+        // 1 ms a key: a snapshot of 3 s, 30 MB.
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "1000"]);
+        let mp = master.port.to_string();
+        let (a, b) = (start(&["--replicaof", "127.0.0.1", &mp]), start(&["--replicaof", "127.0.0.1", &mp]));
+        wait_until("both replicas in the snapshot", 20, || {
+            info_field(&mut m, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("1")
+                && info_field(&mut m, "replication", "connected_slaves").as_deref() == Some("2")
+        });
+        signal(&b, libc::SIGSTOP);
+        let mut ac = con(a.port);
+        wait_until("the other replica's link", 60, || {
+            info_field(&mut ac, "replication", "master_link_status").as_deref() == Some("up")
+        });
+        wait_until("the stopped replica to be dropped", 30, || {
+            info_field(&mut m, "replication", "connected_slaves").as_deref() == Some("1")
+        });
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        let dbsize = |c: &mut redis::Connection| s(c, &["DBSIZE"]);
+        let want = offset_of(&mut m);
+        wait_until("the replica to catch up", 20, || offset_of(&mut ac) == want);
+        seen.push((dbsize(&mut ac), dbsize(&mut m)));
+        signal(&b, libc::SIGCONT);
+    }
+    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[0], ("3000".to_string(), "3000".to_string()));
+}

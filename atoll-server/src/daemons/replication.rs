@@ -475,13 +475,32 @@ fn live(batch: &[Arc<Replica>]) -> impl Iterator<Item = &Arc<Replica>> {
 
 /// Pushes `buf` to the replicas, waiting first while any of them has more than
 /// `IN_FLIGHT` bytes not yet written to its socket. Err once none is left.
+/// A replica that reads nothing of it for `repl-timeout` is dropped, so one stopped replica
+/// does not hold the snapshot (and the others) for ever — Redis's "Disconnecting timedout
+/// replica (full sync)".
 fn send_all(srv: &Server, batch: &[Arc<Replica>], buf: &[u8]) -> std::io::Result<()> {
+    let timeout = srv.config.text(crate::config::p::REPL_TIMEOUT).parse::<i64>().unwrap_or(60).max(1) * 1000;
+    // Per replica: the least output it had pending while we waited, and since when.
+    let mut read = vec![(usize::MAX, 0i64); batch.len()];
     loop {
         if live(batch).next().is_none() || srv.shutting_down.load(Ordering::Relaxed) {
             return Err(std::io::Error::other("no replica left"));
         }
-        let behind =
-            live(batch).any(|r| r.mailbox.len() + r.handle.out_pending.load(Ordering::Relaxed) as usize > IN_FLIGHT);
+        let now = srv.now_ms();
+        let mut behind = false;
+        for (r, (least, since)) in batch.iter().zip(read.iter_mut()) {
+            let pending = r.mailbox.len() + r.handle.out_pending.load(Ordering::Relaxed) as usize;
+            if r.handle.killed.load(Ordering::Relaxed) || pending <= IN_FLIGHT {
+                continue;
+            }
+            behind = true;
+            if pending < *least {
+                (*least, *since) = (pending, now);
+            } else if now - *since > timeout {
+                crate::log_warning!("Disconnecting timedout replica (full sync): {}:{}", r.ip, r.port);
+                r.handle.kill();
+            }
+        }
         if !behind {
             break;
         }

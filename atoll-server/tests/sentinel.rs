@@ -222,6 +222,13 @@ fn sentinels_fail_over_a_killed_primary_to_a_replica_under_load() {
             auth: false,
         },
         Topology {
+            name: "Valkey sentinels, Valkey primary, Atoll and Valkey replicas",
+            sentinels: Valkey,
+            primary: Valkey,
+            replicas: [Atoll, Valkey],
+            auth: false,
+        },
+        Topology {
             name: "Valkey sentinels, Atoll primary, Valkey and Atoll replicas",
             sentinels: Valkey,
             primary: Atoll,

@@ -97,7 +97,7 @@ def one_round(kind, redis_bin):
         killed = time.time()
         switched = None
         while True:
-            if switched is None and s0.sentinel_get_master_addr_by_name("mymaster")[1] != str(pport):
+            if switched is None and int(s0.sentinel_get_master_addr_by_name("mymaster")[1]) != pport:
                 switched = time.time() - killed
             try:
                 master.incr("n")

@@ -626,8 +626,6 @@ fn load_from_link(
         Some(_) => crate::log_notice!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to parser"),
         None => crate::log_notice!("MASTER <-> REPLICA sync: receiving {len} bytes from master to parser"),
     }
-    // Loading starts with the transfer here: our history ends (see `full_sync`).
-    srv.repl.upstream.synced.store(false, Ordering::Release);
     if !swap {
         crate::log_notice!("MASTER <-> REPLICA sync: Flushing old data");
     }
@@ -669,6 +667,9 @@ fn load_from_link(
         if !current(srv, gen) {
             return Err(LinkError::Master("REPLICAOF changed during the transfer".into()));
         }
+        // Our history ends as the old dataset goes (see `full_sync`): until here a cut
+        // transfer left both, and the next PSYNC continues them.
+        srv.repl.upstream.synced.store(false, Ordering::Release);
         // In place of the old dataset, all at once.
         if swap {
             crate::log_notice!("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");

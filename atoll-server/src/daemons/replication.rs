@@ -480,7 +480,10 @@ fn live(batch: &[Arc<Replica>]) -> impl Iterator<Item = &Arc<Replica>> {
 /// replica (full sync)".
 fn send_all(srv: &Server, batch: &[Arc<Replica>], buf: &[u8]) -> std::io::Result<()> {
     let timeout = srv.config.text(crate::config::p::REPL_TIMEOUT).parse::<i64>().unwrap_or(60).max(1) * 1000;
-    // Per replica: the least output it had pending while we waited, and since when.
+    // Per replica: the output it had pending when we last saw it change, and when. A worker
+    // moves a mailbox's bytes to its socket buffer before it counts them there, so a reading
+    // replica's figure can dip for a moment: any change counts as progress, only a figure
+    // that stays the same for `repl-timeout` as a stall.
     let mut read = vec![(usize::MAX, 0i64); batch.len()];
     loop {
         if live(batch).next().is_none() || srv.shutting_down.load(Ordering::Relaxed) {
@@ -488,14 +491,14 @@ fn send_all(srv: &Server, batch: &[Arc<Replica>], buf: &[u8]) -> std::io::Result
         }
         let now = srv.now_ms();
         let mut behind = false;
-        for (r, (least, since)) in batch.iter().zip(read.iter_mut()) {
+        for (r, (seen, since)) in batch.iter().zip(read.iter_mut()) {
             let pending = r.mailbox.len() + r.handle.out_pending.load(Ordering::Relaxed) as usize;
             if r.handle.killed.load(Ordering::Relaxed) || pending <= IN_FLIGHT {
                 continue;
             }
             behind = true;
-            if pending < *least {
-                (*least, *since) = (pending, now);
+            if pending != *seen {
+                (*seen, *since) = (pending, now);
             } else if now - *since > timeout {
                 crate::log_warning!("Disconnecting timedout replica (full sync): {}:{}", r.ip, r.port);
                 r.handle.kill();
@@ -543,7 +546,7 @@ fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
         }
     };
     // Made (a file's is sent after this, as Redis's parent sends what its child wrote).
-    *srv.repl.snapshot.lock() = None;
+    clear_snapshot(srv, &progress);
     if let Err(e) = sent {
         crate::log_warning!("Replica full sync failed: {e}");
         for r in &batch {
@@ -565,6 +568,15 @@ fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
             put_online(srv, r);
         }
         crate::log_notice!("Synchronization with replica {}:{} succeeded", r.ip, r.port);
+    }
+}
+
+/// This sync's snapshot is made: INFO stops reporting it — unless another sync's has begun
+/// since (a disk-based sync sends its file after its snapshot, and the next may start then).
+fn clear_snapshot(srv: &Server, progress: &Arc<rdbfile::Progress>) {
+    let mut s = srv.repl.snapshot.lock();
+    if s.as_ref().is_some_and(|(_, p)| Arc::ptr_eq(p, progress)) {
+        *s = None;
     }
 }
 
@@ -603,7 +615,7 @@ fn to_file(
         drop(w.into_inner().map_err(|e| e.into_error())?);
         // The file is made; now it is sent (INFO's `send_bulk`, as Redis's replicas show while
         // the parent sends its child's file; a diskless transfer shows `wait_bgsave` throughout).
-        *srv.repl.snapshot.lock() = None;
+        clear_snapshot(srv, progress);
         for r in batch {
             r.state.lock().link = Link::SendBulk;
         }

@@ -43,6 +43,11 @@ fn reject(srv: &Server, ws: &WorkerStats, client: &mut Client, out: &mut Reply, 
     if let Some(c) = cmd {
         ws.cmds[c.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
     }
+    // An error for one of this server's replicas would land in its stream: dropped instead.
+    if client.replica {
+        let name = cmd.map(|c| c.full_name()).unwrap_or("unknown");
+        return replica_misuse(srv, client, name, Some(&e.text()));
+    }
     if let Some(m) = client.multi.as_mut() {
         m.error = true;
         // A refused EXEC ends the transaction, as Redis's execCommandAbort does: the client
@@ -252,7 +257,13 @@ fn gated(
     // A replica's connection carries its ACKs: anything that would answer goes into its
     // stream instead. Redis drops such a replica (one bool, set by SYNC/PSYNC).
     if client.replica && cmd.name != "replconf" {
-        return replica_misuse(srv, client, cmd);
+        let keyspace = cmd.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE);
+        return replica_misuse(
+            srv,
+            client,
+            cmd.full_name(),
+            keyspace.then_some("Replica can't interact with the keyspace"),
+        );
     }
     // A MONITOR client is a replica to Redis, which keeps it away from the keyspace.
     if client.monitor.is_some() && cmd.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
@@ -329,11 +340,11 @@ fn gated(
 /// land in the replication stream, so the replica is dropped unanswered, with Redis's log
 /// lines (a keyspace command's refusal first, as Redis logs an error sent to a replica).
 #[cold]
-fn replica_misuse(srv: &Server, client: &mut Client, cmd: &Command) {
-    let name = cmd.full_name();
-    if cmd.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
+fn replica_misuse(srv: &Server, client: &mut Client, name: &str, error: Option<&str>) {
+    if let Some(e) = error {
+        let e = e.strip_prefix("ERR ").unwrap_or(e);
         crate::log_warning!(
-            "== CRITICAL == This master is sending an error to its replica: 'Replica can't interact with the keyspace' after processing the command '{name}'"
+            "== CRITICAL == This master is sending an error to its replica: '{e}' after processing the command '{name}'"
         );
     }
     let info = super::client::info_line(&srv.table, &client.handle, srv.now_ms(), None);

@@ -2146,3 +2146,32 @@ fn a_replica_stopped_during_a_full_sync_is_dropped_and_the_other_completes() {
     assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
     assert_eq!(seen[0], ("3000".to_string(), "3000".to_string()));
 }
+
+/// WAIT counts a replica once it has the data and said so: one still receiving its snapshot
+/// does not count, not even for writes the snapshot holds — beside Redis 7.2.6.
+#[test]
+fn wait_does_not_count_a_replica_still_receiving_its_snapshot() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let (redis, atoll): (Start, Start) = (start_redis, start_atoll);
+    let mut seen = Vec::new();
+    for start in [redis, atoll] {
+        let master = start(&["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"]);
+        let mut m = con(master.port);
+        q(&mut m, &["DEBUG", "POPULATE", "20", "key", "10"]);
+        q(&mut m, &["SET", "before", "1"]);
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]);
+        let mp = master.port.to_string();
+        let replica = start(&["--replicaof", "127.0.0.1", &mp]);
+        wait_until("the snapshot to start", 10, || {
+            info_field(&mut m, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("1")
+        });
+        let during = s(&mut m, &["WAIT", "1", "200"]);
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        let after = s(&mut m, &["WAIT", "1", "5000"]);
+        seen.push((during, after));
+    }
+    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[0], ("0".to_string(), "1".to_string()));
+}

@@ -546,14 +546,26 @@ impl Replication {
         self.feed.lock().replicas.iter().find(|r| r.ip.eq_ignore_ascii_case(host) && r.port == port).cloned()
     }
 
-    /// Replicas that acknowledged `target` or more.
+    /// Replicas that acknowledged `target` or more. Only one that has ACKed counts: a
+    /// replica still receiving its snapshot has none of the data yet, whatever offset the
+    /// snapshot began at (Redis counts online replicas by their ACKs).
     pub fn acked(&self, target: i64) -> usize {
-        self.feed.lock().replicas.iter().filter(|r| r.ack_offset.load(Ordering::Relaxed) >= target).count()
+        self.feed
+            .lock()
+            .replicas
+            .iter()
+            .filter(|r| r.acked.load(Ordering::Relaxed) && r.ack_offset.load(Ordering::Relaxed) >= target)
+            .count()
     }
 
     /// Replicas whose AOF has fsync'd `target` or more (WAITAOF).
     pub fn aof_acked(&self, target: i64) -> usize {
-        self.feed.lock().replicas.iter().filter(|r| r.aof_ack_offset.load(Ordering::Relaxed) >= target).count()
+        self.feed
+            .lock()
+            .replicas
+            .iter()
+            .filter(|r| r.acked.load(Ordering::Relaxed) && r.aof_ack_offset.load(Ordering::Relaxed) >= target)
+            .count()
     }
 }
 

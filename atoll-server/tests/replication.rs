@@ -1597,7 +1597,7 @@ fn failover_refuses_and_times_out_as_redis_does() {
         signal(&replica, libc::SIGCONT);
         seen.push(lines);
     }
-    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[1], seen[0], "Atoll (left) against Redis (right)");
     assert!(seen[0].iter().any(|l| l.contains("waiting-for-sync")), "{:?}", seen[0]);
 }
 
@@ -1840,7 +1840,7 @@ fn diskless_load_serves_the_old_data_while_the_new_arrives() {
         }
         seen.push(lines);
     }
-    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[1], seen[0], "Atoll (left) against Redis (right)");
     assert!(seen[0].iter().any(|l| l == "cut: after: old=bulk-string('\"1\"') dbsize=int(2002)"), "{:?}", seen[0]);
 
     // From a new master, -LOADING meanwhile; on-empty-db: from the link when empty, through
@@ -1919,7 +1919,7 @@ fn a_snapshot_for_replicas_shows_in_info_as_redis_shows_its_child() {
         );
         seen.push((during, after));
     }
-    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[1], seen[0], "Atoll (left) against Redis (right)");
     assert_eq!(seen[0].0, "in_progress=1 state=wait_bgsave current_secs_set=true");
 }
 
@@ -1995,7 +1995,7 @@ fn a_replica_output_limit_below_the_backlog_counts_as_the_backlog_as_in_redis() 
         caught_up(&mut m, &mut r);
         seen.push((first, syncs(&mut m)));
     }
-    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[1], seen[0], "Atoll (left) against Redis (right)");
     assert_eq!(seen[0], ("full=1 partial=1".to_string(), "full=1 partial=1".to_string()));
 }
 
@@ -2030,7 +2030,7 @@ fn a_replica_connection_that_sends_commands_is_dropped_as_redis_drops_it() {
         lines.push(err_of(&mut m, &["PING"]));
         seen.push(lines);
     }
-    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[1], seen[0], "Atoll (left) against Redis (right)");
 }
 
 /// REPLICAOF to another master keeps what this replica has until a new dataset actually
@@ -2143,7 +2143,7 @@ fn a_replica_stopped_during_a_full_sync_is_dropped_and_the_other_completes() {
         seen.push((dbsize(&mut ac), dbsize(&mut m)));
         signal(&b, libc::SIGCONT);
     }
-    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[1], seen[0], "Atoll (left) against Redis (right)");
     assert_eq!(seen[0], ("3000".to_string(), "3000".to_string()));
 }
 
@@ -2172,6 +2172,6 @@ fn wait_does_not_count_a_replica_still_receiving_its_snapshot() {
         let after = s(&mut m, &["WAIT", "1", "5000"]);
         seen.push((during, after));
     }
-    assert_eq!(seen[1], seen[0], "Atoll (right) against Redis (left)");
+    assert_eq!(seen[1], seen[0], "Atoll (left) against Redis (right)");
     assert_eq!(seen[0], ("0".to_string(), "1".to_string()));
 }

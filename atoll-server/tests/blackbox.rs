@@ -616,9 +616,10 @@ fn large_values_round_trip_through_small_buffers() {
 /// reason naming what is missing; it is never silently ignored.
 #[test]
 fn unsupported_settings_refuse_to_start() {
-    for (name, value, missing) in
-        [("cluster-enabled", "yes", "cluster mode"), ("server_cpulist", "0-1", "CPU affinity lists")]
-    {
+    for (name, value, missing) in [
+        ("server_cpulist", "0-1", "CPU affinity lists"),
+        ("dual-channel-replication-enabled", "yes", "dual-channel replication"),
+    ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll-server"))
             .args(["--port", "0", &format!("--{name}")])
             .args(value.split(' '))

@@ -1061,7 +1061,8 @@ fn every_row_acts_or_is_refused() {
             wrong.push(format!("{n}: in STILL_INERT but its row is not inert"));
         }
     }
-    assert!(refused >= 25, "only {refused} rows refused");
+    // Cluster mode's twenty rows act since issue 38 (tests/cluster.rs); the rest still refuse.
+    assert!(refused >= 10, "only {refused} rows refused");
     assert!(wrong.is_empty(), "{} rows:\n{}", wrong.len(), wrong.join("\n"));
 }
 

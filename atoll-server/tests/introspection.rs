@@ -1213,8 +1213,8 @@ fn commandlog_records_what_valkey_records() {
 // COMMAND LIST / INFO / DOCS against Redis 7.2.6 (issue 36). The facts are generated from
 // Redis 7.2.6's own src/commands/*.json (tools/gen_specs.py); this checks the replies.
 
-/// Commands Redis 7.2 has and Atoll not yet: cluster mode's (issue 38).
-const NOT_YET: &[&str] = &["cluster", "asking", "restore-asking"];
+/// Commands Redis 7.2 has and Atoll not yet.
+const NOT_YET: &[&str] = &[];
 /// Subcommands Atoll has beyond Redis 7.2 (Valkey's), inside 7.2's containers.
 const BEYOND_SUBS: &[&str] = &["client|capa", "script|show"];
 

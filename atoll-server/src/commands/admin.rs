@@ -154,6 +154,9 @@ pub fn psync(ctx: &mut Ctx) -> CmdResult {
 
 // REPLICAOF host port | NO ONE   (and SLAVEOF)
 pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
+    if ctx.srv.cluster.enabled {
+        return Err(CmdError::msg("ERR REPLICAOF not allowed in cluster mode."));
+    }
     if ctx.srv.repl.failover.lock().state != repl::FailoverState::None {
         return Err(CmdError::msg("ERR REPLICAOF not allowed while failing over."));
     }
@@ -187,6 +190,9 @@ pub fn replicaof(ctx: &mut Ctx) -> CmdResult {
 // (`daemons::replication::start_failover`), INFO's `master_failover_state` follows it.
 pub fn failover(ctx: &mut Ctx) -> CmdResult {
     let srv = ctx.srv;
+    if srv.cluster.enabled {
+        return Err(CmdError::msg("ERR FAILOVER not allowed in cluster mode. Use CLUSTER FAILOVER command instead."));
+    }
     if ctx.args.len() == 2 && eq_ic(ctx.arg(1), "abort") {
         if srv.repl.failover.lock().state == repl::FailoverState::None {
             return Err(CmdError::msg("ERR No failover in progress."));

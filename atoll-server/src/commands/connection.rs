@@ -25,9 +25,11 @@ pub fn ping(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-// READONLY, READWRITE: cluster commands; Atoll runs standalone, and answers them as Redis
-// without cluster mode does — unless the client declared CLIENT CAPA redirect (Valkey 8): then
-// READONLY lets its reads be served on a replica, READWRITE has them redirected again.
+// READONLY, READWRITE: in cluster mode, reads of a replica's master's slots are served by the
+// replica after READONLY (`services::cluster::State::route`). Standalone they are refused as
+// Redis without cluster mode refuses them — unless the client declared CLIENT CAPA redirect
+// (Valkey 8): then READONLY lets its reads be served on a replica, READWRITE has them
+// redirected again.
 pub fn readonly(ctx: &mut Ctx) -> CmdResult {
     set_read_only_mode(ctx, true)
 }
@@ -37,7 +39,7 @@ pub fn readwrite(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn set_read_only_mode(ctx: &mut Ctx, on: bool) -> CmdResult {
-    if !ctx.client.capa_redirect {
+    if !ctx.client.capa_redirect && !ctx.srv.cluster.enabled {
         return Err(CmdError::msg("ERR This instance has cluster support disabled"));
     }
     ctx.client.read_only_mode = on;
@@ -202,6 +204,9 @@ pub fn reset(ctx: &mut Ctx) -> CmdResult {
 // SELECT index
 pub fn select(ctx: &mut Ctx) -> CmdResult {
     let idx = ctx.arg_i64(1)?;
+    if ctx.srv.cluster.enabled && idx != 0 {
+        return Err(CmdError::msg("ERR SELECT is not allowed in cluster mode"));
+    }
     if idx < 0 || idx >= ctx.srv.ks.num_dbs() as i64 {
         return Err(CmdError::msg("ERR DB index is out of range"));
     }

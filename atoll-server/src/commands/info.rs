@@ -558,9 +558,9 @@ fn errorstats(o: &mut String, cx: &mut Cx) {
     }
 }
 
-fn cluster(o: &mut String, _: &mut Cx) {
+fn cluster(o: &mut String, cx: &mut Cx) {
     o.push_str("# Cluster\r\n");
-    f!(o, "cluster_enabled:0");
+    f!(o, "cluster_enabled:{}", u8::from(cx.srv.cluster.enabled));
 }
 
 fn keyspace(o: &mut String, cx: &mut Cx) {

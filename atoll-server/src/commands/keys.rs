@@ -289,6 +289,9 @@ pub fn plan_copy(args: &[&[u8]], db: usize, plan: &mut LockPlan) -> CmdResult {
 pub fn copy(ctx: &mut Ctx) -> CmdResult {
     let (src, dst) = (ctx.args[1], ctx.args[2]);
     let (dst_db, replace) = parse_copy_options(ctx.args, ctx.ks.db, ctx.srv.ks.num_dbs())?;
+    if ctx.srv.cluster.enabled && (dst_db != 0 || ctx.ks.db != 0) {
+        return Err(CmdError::msg("ERR Copying to another database is not allowed in cluster mode"));
+    }
     if dst_db == ctx.ks.db && src == dst {
         return Err(CmdError::msg(ERR_SAME_OBJECT));
     }
@@ -328,6 +331,9 @@ pub fn plan_move(args: &[&[u8]], _db: usize, plan: &mut LockPlan) -> CmdResult {
 
 // MOVE key db
 pub fn move_(ctx: &mut Ctx) -> CmdResult {
+    if ctx.srv.cluster.enabled {
+        return Err(CmdError::msg("ERR MOVE is not allowed in cluster mode"));
+    }
     let key = ctx.args[1];
     let dst_db = parse_db_index(ctx.args[2], ctx.srv.ks.num_dbs())?;
     if dst_db == ctx.ks.db {

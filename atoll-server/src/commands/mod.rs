@@ -5,6 +5,7 @@
 pub mod acl;
 pub mod admin;
 pub mod bitmap;
+pub mod cluster;
 pub mod connection;
 pub mod debug;
 pub mod hotkeys;

@@ -244,7 +244,9 @@ pub fn migrate(ctx: &mut Ctx) -> CmdResult {
             crate::persist::aof::encode(&mut req, &[b"SELECT".to_vec(), dbid.to_string().into_bytes()]);
         }
         for (k, payload, ttl) in &found {
-            let mut argv = vec![b"RESTORE".to_vec(), k.to_vec(), ttl.to_string().into_bytes(), payload.clone()];
+            // In cluster mode the target is importing the slot: RESTORE-ASKING lets it in.
+            let verb: &[u8] = if ctx.srv.cluster.enabled { b"RESTORE-ASKING" } else { b"RESTORE" };
+            let mut argv = vec![verb.to_vec(), k.to_vec(), ttl.to_string().into_bytes(), payload.clone()];
             if replace {
                 argv.push(b"REPLACE".to_vec());
             }

@@ -131,6 +131,7 @@ pub fn sunsubscribe(ctx: &mut Ctx) -> CmdResult {
 // PUBLISH channel message
 pub fn publish(ctx: &mut Ctx) -> CmdResult {
     let n = ctx.srv.pubsub.publish(&ctx.srv.config.hot, false, ctx.args[1], ctx.args[2], ctx.client.id());
+    to_cluster(ctx, false);
     to_replicas(ctx);
     ctx.reply.int(n as i64);
     Ok(())
@@ -139,9 +140,19 @@ pub fn publish(ctx: &mut Ctx) -> CmdResult {
 // SPUBLISH shardchannel message
 pub fn spublish(ctx: &mut Ctx) -> CmdResult {
     let n = ctx.srv.pubsub.publish(&ctx.srv.config.hot, true, ctx.args[1], ctx.args[2], ctx.client.id());
+    to_cluster(ctx, true);
     to_replicas(ctx);
     ctx.reply.int(n as i64);
     Ok(())
+}
+
+/// In cluster mode a message reaches the other nodes' subscribers over the bus (all nodes
+/// for PUBLISH, this shard's for SPUBLISH), as Redis's clusterPropagatePublish.
+fn to_cluster(ctx: &mut Ctx, shard: bool) {
+    if ctx.srv.cluster.enabled && !ctx.client.replaying {
+        let (c, m) = (ctx.args[1], ctx.args[2]);
+        ctx.srv.cluster.with(|st| st.propagate_publish(c, m, shard));
+    }
 }
 
 /// Messages reach the replicas' subscribers too: (S)PUBLISH goes down the replication

@@ -156,6 +156,9 @@ pub fn plan_swapdb(args: &[&[u8]], _db: usize, plan: &mut LockPlan) -> CmdResult
 
 // SWAPDB index1 index2
 pub fn swapdb(ctx: &mut Ctx) -> CmdResult {
+    if ctx.srv.cluster.enabled {
+        return Err(CmdError::msg("ERR SWAPDB is not allowed in cluster mode"));
+    }
     let n = ctx.srv.ks.num_dbs();
     let a = parse_db_index(ctx.args[1], "first", n)?;
     let b = parse_db_index(ctx.args[2], "second", n)?;

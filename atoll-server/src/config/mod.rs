@@ -942,9 +942,9 @@ mod tests {
         let err = Config::from_args(&["--maxmemory".into(), "--port".into(), "7398".into()]).err().unwrap().to_string();
         assert!(err.contains(">>> 'maxmemory \"--port\" \"7398\"'\nwrong number of arguments"), "{err}");
         // A setting Atoll cannot honour is refused, never ignored.
-        let err = Config::from_args(&["--cluster-enabled".into(), "yes".into()]).err().unwrap().to_string();
-        assert!(err.ends_with("not supported by Atoll yet: cluster mode"), "{err}");
-        assert!(Config::from_args(&["--cluster-enabled".into(), "no".into()]).is_ok());
+        let err = Config::from_args(&["--server_cpulist".into(), "0-1".into()]).err().unwrap().to_string();
+        assert!(err.ends_with("not supported by Atoll yet: CPU affinity lists"), "{err}");
+        assert!(Config::from_args(&["--server_cpulist".into(), "".into()]).is_ok());
         // More clients than the open-files limit allows is lowered at start-up, not refused.
         assert!(Config::from_args(&["--maxclients".into(), "4000000".into()]).is_ok());
         // Old names Redis 7.2 still reads and ignores.

@@ -3,6 +3,7 @@
 //! server; the state they keep lives in `services`.
 
 pub mod aof;
+pub mod cluster_bus;
 pub mod persistence;
 pub mod replica_link;
 pub mod replication;

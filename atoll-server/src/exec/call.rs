@@ -77,6 +77,124 @@ fn redirect(srv: &Server, client: &Client, cmd: &Command) -> Option<CmdError> {
     Some(CmdError::msg(format!("REDIRECT {host}:{port}")))
 }
 
+/// Cluster mode's routing (Redis's getNodeByQuery): `None` when this node runs the command.
+/// ASKING holds for one command, or for a whole transaction.
+#[inline]
+fn cluster_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]]) -> Option<CmdError> {
+    let asking = client.asking;
+    if client.multi.is_none() || cmd.name == "exec" {
+        client.asking = cmd.name == "asking" && client.multi.is_none();
+    }
+    if client.replaying {
+        return None;
+    }
+    let exec = cmd.name == "exec";
+    if cmd.key_specs.is_empty() && !cmd.has(flags::MOVABLE_KEYS) && !exec {
+        return None;
+    }
+    // The common case: one key, in a slot served here with nothing moving.
+    if let Some(i) = cmd.single_key {
+        if let Some(k) = argv.get(i) {
+            if srv.cluster.serves(crate::engine::slot::key_slot(k)) {
+                return None;
+            }
+        }
+    }
+    cluster_route(srv, client, cmd, argv, asking)
+}
+
+#[cold]
+fn cluster_route(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], asking: bool) -> Option<CmdError> {
+    use crate::services::cluster::{Query, Redirect};
+    // Every key the command (or the transaction) names.
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut write = cmd.has(flags::WRITE);
+    let mut is_migrate = cmd.name == "migrate";
+    fn add<'a>(c: &Command, a: &[&'a [u8]], keys: &mut Vec<&'a [u8]>) {
+        let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
+        if keyspec::key_positions(&c.key_specs, a, &mut pos).is_ok() {
+            for p in pos {
+                // MIGRATE … "" … KEYS k1 k2: the empty key argument names no key (Redis's
+                // migrateGetKeys).
+                let empty_migrate_key = p == 3 && c.name == "migrate" && a[p].is_empty();
+                if p < a.len() && !empty_migrate_key {
+                    keys.push(a[p]);
+                }
+            }
+        }
+    }
+    let owned: Vec<Vec<&[u8]>>;
+    if cmd.name == "exec" {
+        let m = client.multi.as_ref()?;
+        owned = m.queued.iter().map(|q| q.iter().map(|a| a.as_slice()).collect()).collect();
+        for q in &owned {
+            if let Ok(c) = resolve(srv, q) {
+                write |= c.has(flags::WRITE);
+                is_migrate = false;
+                add(c, q, &mut keys);
+            }
+        }
+    } else {
+        add(cmd, argv, &mut keys);
+    }
+    let mut slot = None;
+    let mut multiple = false;
+    for k in &keys {
+        let s = crate::engine::slot::key_slot(k);
+        match slot {
+            None => slot = Some(s),
+            Some(f) if f != s => return Some(CmdError::msg("CROSSSLOT Keys in request don't hash to the same slot")),
+            _ => multiple |= *k != keys[0],
+        }
+    }
+    let pubsubshard = matches!(cmd.name.as_str(), "ssubscribe" | "sunsubscribe" | "spublish");
+    let q = Query {
+        slot,
+        keys: &keys,
+        multiple_keys: multiple,
+        write,
+        asking: asking || cmd.name == "restore-asking",
+        readonly: client.read_only_mode,
+        pubsubshard,
+        is_migrate,
+    };
+    let tls_port = srv.config.int(crate::config::p::TLS_PORT);
+    let tls_client =
+        tls_port != 0 && client.handle.laddr.rsplit(':').next().and_then(|p| p.parse::<i64>().ok()) == Some(tls_port);
+    // Whether a key exists here (a slot being moved): looked up in database 0 without the
+    // cluster lock, which ranks after the shards.
+    let needs_lookup = {
+        let g = srv.cluster.state.lock();
+        let st = g.as_ref()?;
+        slot.is_some_and(|s| st.migrating.contains_key(&s) || st.importing.contains_key(&s))
+    };
+    let present: Vec<bool> = if needs_lookup && !pubsubshard {
+        keys.iter().map(|k| key_exists(srv, k)).collect()
+    } else {
+        vec![true; keys.len()]
+    };
+    let g = srv.cluster.state.lock();
+    let st = g.as_ref()?;
+    let mut i = 0;
+    let r: Result<(), Redirect> = st.route(&q, &mut |_| {
+        i += 1;
+        present[i - 1]
+    });
+    r.err().map(|e| CmdError::msg(st.redirect_text(&e, tls_client)))
+}
+
+/// Whether `key` is in database 0 and not expired.
+fn key_exists(srv: &Server, key: &[u8]) -> bool {
+    if srv.ks.db_if_exists(0).is_none() {
+        return false;
+    }
+    let mut plan = LockPlan::default();
+    plan.key(0, key);
+    let mut locks = Locks::acquire_keys(&srv.ks, plan);
+    let shard = locks.shard(0, crate::engine::slot::key_shard(key));
+    shard.keys.get(key).is_some() && !shard.is_expired(key, crate::exec::unix_ms())
+}
+
 /// Writes an error reply and counts it in INFO errorstats.
 pub fn error_reply(ws: &WorkerStats, out: &mut Reply, e: &CmdError) {
     let text = e.text();
@@ -218,6 +336,19 @@ fn gated(
             let context = if client.multi.is_some() { Context::Multi } else { Context::Toplevel };
             let e = acl_denied(srv, client, cmd, argv, d, pos, context);
             return reject(srv, ws, client, out, Some(cmd), CmdError::msg(format!("NOPERM {e}")));
+        }
+    }
+    // Cluster mode: a command on keys this node does not serve goes elsewhere (one bool when
+    // standalone; one byte per key slot in the common case).
+    if srv.cluster.enabled {
+        if let Some(e) = cluster_gate(srv, client, cmd, argv) {
+            if cmd.name == "exec" {
+                super::multi::discard_state(srv, client);
+                super::multi::unwatch_all(srv, client);
+                ws.cmds[cmd.id].rejected_calls.fetch_add(1, Ordering::Relaxed);
+                return error_reply(ws, out, &e);
+            }
+            return reject(srv, ws, client, out, Some(cmd), e);
         }
     }
     // CLIENT CAPA redirect: on a replica, data commands go to the master (one load otherwise).

@@ -62,6 +62,8 @@ pub struct Client {
     /// master:port` instead of being served; READONLY (`read_only_mode`) lets reads through.
     pub capa_redirect: bool,
     pub read_only_mode: bool,
+    /// ASKING: the next command (or the transaction) may run on a slot being imported.
+    pub asking: bool,
     /// Close once the pending replies are written (QUIT, protocol error).
     pub close_after_reply: bool,
     /// SHUTDOWN asked; the network layer acts on it.
@@ -186,6 +188,7 @@ impl Client {
             no_touch: false,
             capa_redirect: false,
             read_only_mode: false,
+            asking: false,
             close_after_reply: false,
             shutdown: None,
             in_exec: false,

@@ -128,6 +128,8 @@ pub struct Server {
     pub lastsave: AtomicI64,
     /// RDB snapshots: SAVE/BGSAVE state and INFO persistence figures.
     pub persistence: crate::services::persistence::Persistence,
+    /// Redis Cluster: this node's view and the per-slot routes (disabled: standalone).
+    pub cluster: crate::services::cluster::Cluster,
     /// Replicas, the replication stream and its backlog.
     pub repl: crate::services::replication::Replication,
     pub shutting_down: AtomicBool,
@@ -239,6 +241,7 @@ impl Server {
             latency: Default::default(),
             effects_on: AtomicBool::new(false),
             sink: Mutex::new(None),
+            cluster: crate::services::cluster::Cluster::new(config.flag(crate::config::p::CLUSTER_ENABLED)),
             repl: Default::default(),
             ops_sample: Mutex::new(Sample { at: Instant::now(), ..Sample::default() }),
             config,

@@ -133,6 +133,12 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             log_warning!("Failed to write PID file: {}", crate::log::strerror(&e));
         }
     }
+    // Cluster mode has one database (Redis changes the setting too).
+    let dbs = config.int(crate::config::p::DATABASES);
+    if config.flag(crate::config::p::CLUSTER_ENABLED) && dbs > 1 {
+        log_warning!("WARNING: Changing databases number from {dbs} to 1 since we are in cluster mode");
+        config.set_internal("databases", "1");
+    }
     let mut table = crate::commands::table::build();
     for r in &config.renames {
         if let Err(e) = table.rename(&r.from, &r.to) {
@@ -153,6 +159,9 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
         return 1;
     }
     let _ = srv.functions_loader.set(crate::scripting::install_libraries);
+    if srv.cluster.enabled && !start_cluster(&srv) {
+        return 1;
+    }
     let (allocated, _, _) = crate::commands::info::allocated_bytes();
     srv.startup_allocated.store(allocated, Ordering::Relaxed);
     srv.peak_allocated.store(allocated, Ordering::Relaxed);
@@ -517,6 +526,37 @@ async fn first_events(srv: &Server) {
 
 /// Listens on `port` at every `bind` address (a `-` marks one that may be missing); None
 /// after logging why when a required address cannot be bound.
+/// Cluster mode: nodes.conf loaded and locked, the bus port bound, the bus thread started.
+fn start_cluster(srv: &Arc<Server>) -> bool {
+    use crate::config::p;
+    if srv.config.flag(p::TLS_CLUSTER) {
+        log_warning!(
+            "tls-cluster yes: a TLS cluster bus is not supported by Atoll yet (cluster mode runs the bus over TCP)."
+        );
+        return false;
+    }
+    if !srv.config.text(p::REPLICAOF).is_empty() {
+        log_warning!("replicaof directive not allowed in cluster mode");
+        return false;
+    }
+    let lock = match crate::daemons::cluster_bus::load(srv) {
+        Ok(l) => l,
+        Err(e) => {
+            log_warning!("{e}");
+            return false;
+        }
+    };
+    // The lock lives as long as the process, as Redis keeps its descriptor open.
+    std::mem::forget(lock);
+    let bus_port = crate::daemons::cluster_bus::settings(srv).bus_port;
+    let backlog = srv.config.int(p::TCP_BACKLOG) as i32;
+    let Some(ls) = bind_all(&srv.config.text(p::BIND), bus_port, backlog, "cluster bus") else {
+        return false;
+    };
+    crate::daemons::cluster_bus::spawn(srv.clone(), ls);
+    true
+}
+
 fn bind_all(bind: &str, port: u16, backlog: i32, what: &str) -> Option<Vec<std::net::TcpListener>> {
     match try_bind_all(bind, port, backlog) {
         Ok(ls) => Some(ls),

@@ -5,6 +5,7 @@
 pub mod acl;
 pub mod clients;
 pub mod clock;
+pub mod cluster;
 pub mod commandlog;
 pub mod effects;
 pub mod evict;

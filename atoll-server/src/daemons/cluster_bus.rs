@@ -1,0 +1,512 @@
+//! The cluster bus thread: listens on the bus port, keeps a link to every known node, reads
+//! whole messages and hands them to `services::cluster` (`State::process`), runs the bus's
+//! 100 ms cron, and carries out what those leave behind — messages to send, links to close,
+//! replication to start or stop, keys of lost slots to delete, nodes.conf to save.
+//!
+//! One thread with a `mio` poll: the bus carries a few messages per node per second, so a
+//! thread of its own keeps it off the workers (a worker never waits for the bus) and keeps
+//! its timing (failure detection, elections) independent of the load on the workers.
+
+use crate::exec::Server;
+use crate::services::cluster::gossip::{Action, LinkView};
+use crate::services::cluster::wire::{self, Name};
+use crate::services::cluster::{self as cl, Endpoint, Settings, State};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WAKE: Token = Token(usize::MAX - 1);
+const LISTEN_BASE: usize = usize::MAX - 64;
+
+struct Link {
+    stream: TcpStream,
+    node: Option<Name>,
+    inbound: bool,
+    connecting: bool,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    peer_ip: String,
+    local_ip: String,
+}
+
+/// The cluster settings from the configuration.
+pub fn settings(srv: &Server) -> Settings {
+    use crate::config::p;
+    let c = &srv.config;
+    let tcp_port = srv.tcp_port.load(std::sync::atomic::Ordering::Relaxed);
+    let tls_port = c.int(p::TLS_PORT) as u16;
+    let tls_cluster = c.flag(p::TLS_CLUSTER);
+    let cport = c.int(p::CLUSTER_PORT) as u16;
+    let base = if tls_cluster { tls_port } else { tcp_port };
+    Settings {
+        node_timeout: c.int(p::CLUSTER_NODE_TIMEOUT),
+        ping_interval: c.int(p::CLUSTER_PING_INTERVAL),
+        require_full_coverage: c.flag(p::CLUSTER_REQUIRE_FULL_COVERAGE),
+        allow_reads_when_down: c.flag(p::CLUSTER_ALLOW_READS_WHEN_DOWN),
+        allow_pubsubshard_when_down: c.flag(p::CLUSTER_ALLOW_PUBSUBSHARD_WHEN_DOWN),
+        allow_replica_migration: c.flag(p::CLUSTER_ALLOW_REPLICA_MIGRATION),
+        migration_barrier: c.int(p::CLUSTER_MIGRATION_BARRIER),
+        replica_validity_factor: c.int(p::CLUSTER_REPLICA_VALIDITY_FACTOR),
+        replica_no_failover: c.flag(p::CLUSTER_REPLICA_NO_FAILOVER),
+        announce_ip: c.text(p::CLUSTER_ANNOUNCE_IP),
+        announce_hostname: c.text(p::CLUSTER_ANNOUNCE_HOSTNAME),
+        announce_human_nodename: c.text(p::CLUSTER_ANNOUNCE_HUMAN_NODENAME),
+        announce_port: c.int(p::CLUSTER_ANNOUNCE_PORT) as u16,
+        announce_tls_port: c.int(p::CLUSTER_ANNOUNCE_TLS_PORT) as u16,
+        announce_bus_port: c.int(p::CLUSTER_ANNOUNCE_BUS_PORT) as u16,
+        preferred_endpoint: match c.text(p::CLUSTER_PREFERRED_ENDPOINT_TYPE).as_str() {
+            "hostname" => Endpoint::Hostname,
+            "unknown-endpoint" => Endpoint::Unknown,
+            _ => Endpoint::Ip,
+        },
+        tls_cluster,
+        link_sendbuf_limit: c.int(p::CLUSTER_LINK_SENDBUF_LIMIT) as u64,
+        tcp_port,
+        tls_port,
+        bus_port: if cport != 0 { cport } else { base.wrapping_add(10000) },
+    }
+}
+
+/// Loads (or creates) nodes.conf and locks it; the server exits when it cannot, as Redis.
+pub fn load(srv: &Server) -> Result<std::fs::File, String> {
+    use crate::config::p;
+    let file = srv.config.text(p::CLUSTER_CONFIG_FILE);
+    let path = std::path::PathBuf::from(&file);
+    let lock = cl::conf::lock(&path)?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("Loading the cluster node config from {file}: {e}"))?;
+    let s = settings(srv);
+    let st = match cl::conf::load(&text, s.clone()) {
+        Ok(Some(st)) => {
+            crate::log_notice!("Node configuration loaded, I'm {}", cl::name_str(&st.myself));
+            st
+        }
+        Ok(None) => {
+            let st = State::new(s);
+            crate::log_notice!("No cluster configuration found, I'm {}", cl::name_str(&st.myself));
+            cl::conf::save(&st, &path, true).map_err(|e| format!("Fatal: can't update cluster config file: {e}"))?;
+            st
+        }
+        Err(line) => return Err(format!("Unrecoverable error: corrupted cluster config file \"{line}\".")),
+    };
+    let _ = srv.cluster.conf_path.set(path);
+    srv.cluster.publish(&st);
+    *srv.cluster.state.lock() = Some(st);
+    Ok(lock)
+}
+
+/// Starts the bus thread on the listeners the server bound for it.
+pub fn spawn(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
+    std::thread::Builder::new()
+        .name("atoll-cluster".into())
+        .spawn(move || run(srv, listeners))
+        .expect("spawn the cluster bus thread");
+}
+
+fn offset(srv: &Server) -> u64 {
+    srv.repl.offset().max(0) as u64
+}
+
+fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
+    let mut poll = Poll::new().expect("a poll instance");
+    let waker = Arc::new(Waker::new(poll.registry(), WAKE).expect("a waker"));
+    let _ = srv.cluster.waker.set(waker);
+    let mut ls = Vec::new();
+    for (i, l) in listeners.into_iter().enumerate() {
+        let _ = l.set_nonblocking(true);
+        let mut l = TcpListener::from_std(l);
+        poll.registry().register(&mut l, Token(LISTEN_BASE + i), Interest::READABLE).expect("register");
+        ls.push(l);
+    }
+    let mut links: Slab<Link> = Slab::new();
+    let mut events = Events::with_capacity(256);
+    let mut iteration: u64 = 0;
+    let mut next_cron = Instant::now();
+    loop {
+        let wait = next_cron.saturating_duration_since(Instant::now());
+        if let Err(e) = poll.poll(&mut events, Some(wait)) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                crate::log_warning!("Cluster bus poll failed: {e}");
+            }
+        }
+        for ev in events.iter() {
+            let t = ev.token();
+            if t == WAKE {
+                continue;
+            }
+            if t.0 >= LISTEN_BASE {
+                let l = &ls[t.0 - LISTEN_BASE];
+                while let Ok((mut stream, peer)) = l.accept() {
+                    let _ = stream.set_nodelay(true);
+                    let entry = links.vacant_entry();
+                    let token = entry.key();
+                    if poll.registry().register(&mut stream, Token(token), Interest::READABLE).is_err() {
+                        continue;
+                    }
+                    let local_ip = stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+                    entry.insert(Link {
+                        stream,
+                        node: None,
+                        inbound: true,
+                        connecting: false,
+                        rbuf: Vec::new(),
+                        wbuf: Vec::new(),
+                        peer_ip: peer.ip().to_string(),
+                        local_ip,
+                    });
+                    crate::log_verbose!("Accepting cluster node connection from {}:{}", peer.ip(), peer.port());
+                }
+                continue;
+            }
+            let token = t.0;
+            if !links.contains(token) {
+                continue;
+            }
+            let mut ok = true;
+            if links[token].connecting && (ev.is_writable() || ev.is_error() || ev.is_write_closed()) {
+                let l = &mut links[token];
+                match (l.stream.take_error(), l.stream.peer_addr()) {
+                    (Ok(None), Ok(_)) => {
+                        l.connecting = false;
+                        l.local_ip = l.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+                    }
+                    _ => ok = false,
+                }
+            }
+            if ok && ev.is_readable() {
+                ok = read_link(&srv, &mut links, token);
+            }
+            if ok && links.contains(token) && !links[token].connecting {
+                ok = flush(&mut links[token]);
+            }
+            if !ok {
+                close(&srv, &poll, &mut links, token);
+            } else if links.contains(token) {
+                rearm(&poll, &mut links[token], token);
+            }
+        }
+        if Instant::now() >= next_cron {
+            next_cron = Instant::now() + Duration::from_millis(100);
+            iteration += 1;
+            cron(&srv, &poll, &mut links, iteration);
+        }
+        carry_out(&srv, &poll, &mut links);
+    }
+}
+
+/// Reads what arrived and processes every whole message; false: close the link.
+fn read_link(srv: &Server, links: &mut Slab<Link>, token: usize) -> bool {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let l = &mut links[token];
+        match l.stream.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => l.rbuf.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+        // Never more than one message beyond what is being read is held.
+        let held = l.rbuf.len();
+        if held > wire::MAX_LEN * 2 {
+            return false;
+        }
+        if !process_ready(srv, links, token) {
+            return false;
+        }
+    }
+    process_ready(srv, links, token)
+}
+
+fn process_ready(srv: &Server, links: &mut Slab<Link>, token: usize) -> bool {
+    loop {
+        let l = &mut links[token];
+        let len = match wire::frame_len(&l.rbuf) {
+            Ok(Some(n)) => n,
+            Ok(None) => return true,
+            Err(_) => {
+                crate::log_warning!("Bad message length or signature received on the Cluster bus.");
+                return false;
+            }
+        };
+        if l.rbuf.len() < len {
+            return true;
+        }
+        let frame: Vec<u8> = l.rbuf.drain(..len).collect();
+        let msg = match wire::decode(&frame) {
+            Ok(m) => m,
+            // Redis drops a message it cannot use and keeps the link.
+            Err(_) => continue,
+        };
+        let mut view = LinkView {
+            token,
+            node: l.node,
+            inbound: l.inbound,
+            peer_ip: l.peer_ip.clone(),
+            local_ip: l.local_ip.clone(),
+        };
+        let off = offset(srv);
+        let keep = {
+            let mut g = srv.cluster.state.lock();
+            let Some(st) = g.as_mut() else { return false };
+            let keep = st.process(&mut view, msg, off, &|_| true);
+            if let Some(n) = view.node {
+                if view.inbound {
+                    if let Some(node) = st.nodes.get_mut(&n) {
+                        if node.inbound == Some(token) && node.inbound_ctime == 0 {
+                            node.inbound_ctime = cl::now_ms();
+                        }
+                    }
+                }
+            }
+            srv.cluster.publish(st);
+            keep
+        };
+        links[token].node = view.node;
+        if !keep {
+            return false;
+        }
+    }
+}
+
+fn flush(l: &mut Link) -> bool {
+    while !l.wbuf.is_empty() {
+        match l.stream.write(&l.wbuf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                l.wbuf.drain(..n);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+fn rearm(poll: &Poll, l: &mut Link, token: usize) {
+    let interest =
+        if l.connecting || !l.wbuf.is_empty() { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+    let _ = poll.registry().reregister(&mut l.stream, Token(token), interest);
+}
+
+fn close(srv: &Server, poll: &Poll, links: &mut Slab<Link>, token: usize) {
+    if !links.contains(token) {
+        return;
+    }
+    let mut l = links.remove(token);
+    let _ = poll.registry().deregister(&mut l.stream);
+    let mut g = srv.cluster.state.lock();
+    if let Some(st) = g.as_mut() {
+        for n in st.nodes.values_mut() {
+            if n.link == Some(token) {
+                n.link = None;
+            }
+            if n.inbound == Some(token) {
+                n.inbound = None;
+                n.inbound_ctime = 0;
+            }
+        }
+    }
+}
+
+/// Queues a message on a link (dropped past `cluster-link-sendbuf-limit`, as Redis frees
+/// such a link).
+fn queue(srv: &Server, poll: &Poll, links: &mut Slab<Link>, token: usize, bytes: &[u8], limit: u64) {
+    let Some(l) = links.get_mut(token) else { return };
+    l.wbuf.extend_from_slice(bytes);
+    if limit != 0 && l.wbuf.len() as u64 > limit {
+        crate::log_warning!(
+            "Freeing cluster link ({} node {}), used memory: {} (exceeds limit of {limit})",
+            if l.inbound { "from" } else { "to" },
+            l.node.map(|n| cl::name_str(&n).to_string()).unwrap_or_default(),
+            l.wbuf.len()
+        );
+        if let Some(st) = srv.cluster.state.lock().as_mut() {
+            st.links_buffer_limit_exceeded += 1;
+        }
+        close(srv, poll, links, token);
+        return;
+    }
+    if !l.connecting && !flush(l) {
+        close(srv, poll, links, token);
+        return;
+    }
+    if let Some(l) = links.get_mut(token) {
+        rearm(poll, l, token);
+    }
+}
+
+fn cron(srv: &Server, poll: &Poll, links: &mut Slab<Link>, iteration: u64) {
+    let off = offset(srv);
+    let data_age = {
+        let up = &srv.repl.upstream;
+        let now = cl::now_ms();
+        if up.following() && up.synced.load(std::sync::atomic::Ordering::Relaxed) {
+            now - up.last_io_ms.load(std::sync::atomic::Ordering::Relaxed)
+        } else {
+            now - up.down_since_ms.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    };
+    let ping_period = srv.config.text(crate::config::p::REPL_PING_REPLICA_PERIOD).parse::<i64>().unwrap_or(10);
+    // CONFIG SET of a cluster-* setting takes effect within a second.
+    let fresh = iteration.is_multiple_of(10).then(|| settings(srv));
+    let connect = {
+        let mut g = srv.cluster.state.lock();
+        let Some(st) = g.as_mut() else { return };
+        if let Some(s) = fresh {
+            st.settings = s;
+            st.apply_announced();
+        }
+        let c = st.cron(iteration, off);
+        if st.me().is_slave() {
+            st.handle_manual_failover(off);
+            st.handle_replica_failover(off, data_age, ping_period);
+        }
+        srv.cluster.publish(st);
+        c.into_iter().filter_map(|n| st.nodes.get(&n).map(|x| (n, x.ip.clone(), x.cport))).collect::<Vec<_>>()
+    };
+    for (name, ip, cport) in connect {
+        let addr = match ip.parse::<std::net::IpAddr>() {
+            Ok(a) => std::net::SocketAddr::new(a, cport),
+            Err(_) => continue,
+        };
+        let stream = match TcpStream::connect(addr) {
+            Ok(s) => s,
+            Err(_) => {
+                if let Some(st) = srv.cluster.state.lock().as_mut() {
+                    if let Some(n) = st.nodes.get_mut(&name) {
+                        if n.ping_sent == 0 {
+                            n.ping_sent = cl::now_ms();
+                        }
+                    }
+                }
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let entry = links.vacant_entry();
+        let token = entry.key();
+        let mut link = Link {
+            stream,
+            node: Some(name),
+            inbound: false,
+            connecting: true,
+            rbuf: Vec::new(),
+            wbuf: Vec::new(),
+            peer_ip: ip.clone(),
+            local_ip: String::new(),
+        };
+        if poll.registry().register(&mut link.stream, Token(token), Interest::READABLE | Interest::WRITABLE).is_err() {
+            continue;
+        }
+        entry.insert(link);
+        let mut g = srv.cluster.state.lock();
+        let Some(st) = g.as_mut() else { return };
+        let Some(n) = st.nodes.get_mut(&name) else { continue };
+        n.link = Some(token);
+        n.link_ctime = cl::now_ms();
+        let old_ping = n.ping_sent;
+        // The first message on a new link: MEET to a node met by CLUSTER MEET, else PING.
+        if n.flags & cl::MEET != 0 {
+            n.flags &= !cl::MEET;
+            let m = st.ping(wire::MEET, off);
+            st.sent[wire::MEET as usize] += 1;
+            st.actions.push(Action::SendLink(token, m));
+        } else {
+            st.send_ping(name, off);
+        }
+        if old_ping != 0 {
+            if let Some(n) = st.nodes.get_mut(&name) {
+                n.ping_sent = old_ping;
+            }
+        }
+    }
+}
+
+/// Carries out what the state left to do, outside its lock.
+fn carry_out(srv: &Server, poll: &Poll, links: &mut Slab<Link>) {
+    let (actions, save, limit, targets) = {
+        let mut g = srv.cluster.state.lock();
+        let Some(st) = g.as_mut() else { return };
+        if st.todo_update {
+            st.todo_update = false;
+            st.update_state();
+            srv.cluster.publish(st);
+        }
+        let actions = std::mem::take(&mut st.actions);
+        let save = std::mem::take(&mut st.todo_save).then(|| cl::conf::render(st));
+        let targets: Vec<(Name, Option<usize>)> = st.nodes.values().map(|n| (n.name, n.link)).collect();
+        (actions, save, st.settings.link_sendbuf_limit, targets)
+    };
+    if let Some(text) = save {
+        if let Some(path) = srv.cluster.conf_path.get() {
+            if let Err(e) = write_conf(path, &text) {
+                crate::log_warning!("Fatal: can't update cluster config file: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    let link_of = |n: &Name| targets.iter().find(|(x, _)| x == n).and_then(|(_, l)| *l);
+    for a in actions {
+        match a {
+            Action::Send(to, msg) => {
+                if let Some(t) = link_of(&to) {
+                    queue(srv, poll, links, t, &wire::encode(&msg), limit);
+                }
+            }
+            Action::SendLink(t, msg) => queue(srv, poll, links, t, &wire::encode(&msg), limit),
+            Action::CloseLink(t) => close(srv, poll, links, t),
+            Action::Publish { channel, message, shard } => {
+                srv.pubsub.publish(&srv.config.hot, shard, &channel, &message, 0);
+            }
+            Action::Follow { host, port } => {
+                crate::daemons::replica_link::follow(srv, &host, port);
+            }
+            Action::BecomeMaster => crate::daemons::replica_link::unfollow(srv),
+            Action::DeleteSlots(slots) => delete_slots(srv, &slots),
+            Action::PauseWrites(until) => {
+                if until == 0 {
+                    srv.unpause(crate::exec::PauseBy::Failover);
+                } else {
+                    srv.pause(crate::exec::PauseBy::Failover, cl::now_ms(), until, false);
+                }
+            }
+        }
+    }
+}
+
+fn write_conf(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Deletes the keys of slots this node no longer serves (database 0).
+pub fn delete_slots(srv: &Server, slots: &[usize]) {
+    let mut shards: Vec<usize> = slots.iter().map(|s| s & (crate::engine::slot::SHARDS - 1)).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    let wanted: std::collections::HashSet<usize> = slots.iter().copied().collect();
+    for shard in shards {
+        let plan = crate::engine::LockPlan::one(0, shard);
+        let mut locks = crate::engine::Locks::acquire(&srv.ks, plan);
+        let s = locks.shard(0, shard);
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        s.keys.for_each(|k, _| {
+            if wanted.contains(&crate::engine::slot::key_slot(k)) {
+                doomed.push(k.to_vec());
+            }
+        });
+        for k in doomed {
+            s.remove(&k);
+        }
+    }
+}

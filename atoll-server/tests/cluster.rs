@@ -1,0 +1,823 @@
+//! Redis Cluster with real nodes and Redis's own tool: clusters of Atoll nodes, and of Atoll
+//! mixed with Redis 7.2.6 and Valkey 9.1.2 nodes, are made by `redis-cli --cluster create`
+//! (Redis 7.2.6's), checked by `--cluster check`, resharded by `--cluster reshard` under a
+//! write load, and failed over by killing a master (-9) — in both directions in the mixed
+//! clusters, each node kind electing and promoting the other's replicas over one bus. The
+//! redirections a client sees (MOVED, ASK, TRYAGAIN, CROSSSLOT, CLUSTERDOWN) and the CLUSTER
+//! subcommands' errors are compared byte for byte with Redis 7.2.6 in the same topology.
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kind {
+    Atoll,
+    Redis,
+    Valkey,
+}
+
+/// One cluster node: its process, client port, bus port and directory (for a restart).
+struct Node {
+    proc: Option<ServerProc>,
+    port: u16,
+    bus: u16,
+    kind: Kind,
+    dir: std::path::PathBuf,
+}
+
+const TIMEOUT_MS: &str = "2000";
+
+fn cluster_args(bus: u16) -> Vec<String> {
+    ["--cluster-enabled", "yes", "--cluster-node-timeout", TIMEOUT_MS, "--cluster-config-file", "nodes.conf"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["--cluster-port".to_string(), bus.to_string()])
+        .collect()
+}
+
+fn start_node(kind: Kind) -> Node {
+    let bus = free_port();
+    let args = cluster_args(bus);
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let p = match kind {
+        Kind::Atoll => start_atoll(&a),
+        Kind::Redis => start_redis(&a),
+        Kind::Valkey => start_valkey(&a),
+    };
+    let port = p.port;
+    Node { proc: Some(p), port, bus, kind, dir: scratch_dir_path(port) }
+}
+
+/// The directory `start_atoll` and the oracles gave the server on `port` (not emptied).
+fn scratch_dir_path(port: u16) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("atoll-test-{}-{port}", std::process::id()))
+}
+
+/// Starts a killed node again on its port, directory and nodes.conf.
+fn restart(n: &mut Node) {
+    let mut args = cluster_args(n.bus);
+    args.extend(["--dir".to_string(), n.dir.to_str().unwrap().to_string()]);
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let bin = match n.kind {
+        Kind::Atoll => {
+            n.proc = Some(start_atoll_at(n.port, &a));
+            return;
+        }
+        Kind::Redis => redis_bin(),
+        Kind::Valkey => valkey_bin(),
+    };
+    let mut cmd = Command::new(bin);
+    cmd.args(["--port", &n.port.to_string(), "--save", "", "--appendonly", "no", "--loglevel", "warning"]);
+    cmd.args(&a).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let child = cmd.spawn().expect("restart the oracle");
+    wait_for_port(n.port);
+    n.proc = Some(ServerProc { child, port: n.port, name: "oracle" });
+}
+
+fn kill(n: &mut Node) {
+    if let Some(mut p) = n.proc.take() {
+        let _ = p.child.kill();
+        let _ = p.child.wait();
+    }
+}
+
+fn redis_cli() -> std::path::PathBuf {
+    std::path::Path::new(&redis_bin()).parent().unwrap().join("redis-cli")
+}
+
+/// `redis-cli --cluster <args>`: its exit status and output.
+fn cli_cluster(args: &[String]) -> (bool, String) {
+    let out = Command::new(redis_cli()).arg("--cluster").args(args).output().expect("run redis-cli --cluster");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn addr(port: u16) -> String {
+    format!("127.0.0.1:{port}")
+}
+
+/// `redis-cli --cluster create` with every node, `replicas` replicas per master.
+fn create(nodes: &[&Node], replicas: usize) {
+    let mut args = vec!["create".to_string()];
+    args.extend(nodes.iter().map(|n| addr(n.port)));
+    args.extend(["--cluster-replicas".to_string(), replicas.to_string(), "--cluster-yes".to_string()]);
+    let (ok, out) = cli_cluster(&args);
+    assert!(ok, "redis-cli --cluster create failed:\n{out}");
+    assert!(out.contains("[OK] All 16384 slots covered."), "{out}");
+    wait_until("every node to see the cluster ok", Duration::from_secs(20), || {
+        nodes.iter().all(|n| info_field(n.port, "cluster_state").as_deref() == Some("ok"))
+    });
+    wait_replicas_synced(nodes);
+}
+
+/// Waits until every replica among `nodes` has its link to its master up (a first full sync
+/// waits `repl-diskless-sync-delay`, five seconds by default, for more replicas).
+fn wait_replicas_synced(nodes: &[&Node]) {
+    wait_until("every replica to finish its first sync", Duration::from_secs(30), || {
+        nodes.iter().all(|n| {
+            let r = String::from_utf8_lossy(&ask(n.port, &["INFO", "replication"]).unwrap_or_default()).into_owned();
+            r.contains("role:master") || r.contains("master_link_status:up")
+        })
+    });
+}
+
+/// `redis-cli --cluster add-node` of `replica` as a replica of the master at `master`.
+fn add_replica(replica: &Node, master: &Node) {
+    let (ok, out) = cli_cluster(&[
+        "add-node".into(),
+        addr(replica.port),
+        addr(master.port),
+        "--cluster-slave".into(),
+        "--cluster-master-id".into(),
+        myid(master.port),
+    ]);
+    assert!(ok, "add-node failed:\n{out}");
+}
+
+/// Masters of the first three kinds made by `--cluster create`, then a replica of each of
+/// the last three kinds added by `--cluster add-node --cluster-slave`.
+fn masters_then_replicas(kinds: [Kind; 6]) -> (Vec<Node>, Vec<(u16, u16)>) {
+    let nodes: Vec<Node> = kinds.iter().map(|k| start_node(*k)).collect();
+    create(&nodes.iter().take(3).collect::<Vec<_>>(), 0);
+    for i in 0..3 {
+        add_replica(&nodes[i + 3], &nodes[i]);
+    }
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("the replicas to be known to every node", Duration::from_secs(30), || {
+        refs.iter().all(|n| text(n.port, &["CLUSTER", "NODES"]).matches("slave").count() == 3)
+    });
+    wait_replicas_synced(&refs);
+    let (_, replicas) = masters_and_replicas(&refs);
+    assert_eq!(replicas.len(), 3, "{replicas:?}");
+    (nodes, replicas)
+}
+
+/// `redis-cli --cluster check` through `port`: clean means every node agrees on the slots,
+/// no slot is open and every slot is covered.
+fn check_clean(port: u16) -> String {
+    let (ok, out) = cli_cluster(&["check".to_string(), addr(port)]);
+    assert!(ok, "--cluster check failed:\n{out}");
+    for want in ["[OK] All nodes agree about slots configuration.", "[OK] All 16384 slots covered."] {
+        assert!(out.contains(want), "--cluster check through {port}:\n{out}");
+    }
+    assert!(!out.contains("[WARNING]") && !out.contains("[ERR]"), "--cluster check through {port}:\n{out}");
+    out
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One command on a fresh connection; None when the node does not answer.
+fn ask(port: u16, args: &[&str]) -> Option<Vec<u8>> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let v: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    s.write_all(&encode(&v)).ok()?;
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 65536];
+    loop {
+        if !buf.is_empty() {
+            if let Some(e) = reply_end(&buf, 0) {
+                buf.truncate(e);
+                return Some(buf);
+            }
+        }
+        let n = s.read(&mut tmp).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+fn text(port: u16, args: &[&str]) -> String {
+    let r = ask(port, args).unwrap_or_default();
+    // A bulk or verbatim reply's payload; anything else as sent.
+    let s = String::from_utf8_lossy(&r).into_owned();
+    match s.split_once("\r\n") {
+        Some((h, rest)) if h.starts_with('$') => rest.trim_end_matches("\r\n").to_string(),
+        _ => s.trim_end().to_string(),
+    }
+}
+
+fn info_field(port: u16, field: &str) -> Option<String> {
+    let t = text(port, &["CLUSTER", "INFO"]);
+    t.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+}
+
+fn myid(port: u16) -> String {
+    text(port, &["CLUSTER", "MYID"])
+}
+
+/// The node's CLUSTER NODES line about itself.
+fn my_line(port: u16) -> String {
+    text(port, &["CLUSTER", "NODES"]).lines().find(|l| l.contains("myself")).unwrap_or("").to_string()
+}
+
+fn role(port: u16) -> String {
+    let r = ask(port, &["ROLE"]).unwrap_or_default();
+    let s = String::from_utf8_lossy(&r).into_owned();
+    s.lines().nth(2).unwrap_or("").to_string()
+}
+
+/// A cluster client that follows MOVED and ASK, retries TRYAGAIN and CLUSTERDOWN, and moves
+/// on from a dead node to the others — what a cluster-aware client library does.
+struct Client {
+    ports: Vec<u16>,
+    slots: HashMap<u16, u16>,
+    conns: HashMap<u16, TcpStream>,
+}
+
+fn slot_of(key: &str) -> u16 {
+    // CRC16/XMODEM of the hash tag or key, as every client computes it.
+    let k = key.as_bytes();
+    let tag = match (k.iter().position(|&c| c == b'{'), k.iter().rposition(|&c| c == b'}')) {
+        (Some(a), Some(_)) => match k[a + 1..].iter().position(|&c| c == b'}') {
+            Some(b) if b > 0 => &k[a + 1..a + 1 + b],
+            _ => k,
+        },
+        _ => k,
+    };
+    let mut crc: u16 = 0;
+    for &b in tag {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc & 16383
+}
+
+impl Client {
+    fn new(ports: &[u16]) -> Client {
+        Client { ports: ports.to_vec(), slots: HashMap::new(), conns: HashMap::new() }
+    }
+
+    fn raw(&mut self, port: u16, args: &[Vec<u8>]) -> Option<Vec<u8>> {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.conns.entry(port) {
+            let s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+            e.insert(s);
+        }
+        let s = self.conns.get_mut(&port)?;
+        let res = (|| {
+            s.write_all(&encode(args)).ok()?;
+            let mut buf = Vec::new();
+            let mut tmp = [0u8; 8192];
+            loop {
+                if !buf.is_empty() {
+                    if let Some(e) = reply_end(&buf, 0) {
+                        buf.truncate(e);
+                        return Some(buf);
+                    }
+                }
+                let n = s.read(&mut tmp).ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&tmp[..n]);
+            }
+        })();
+        if res.is_none() {
+            self.conns.remove(&port);
+        }
+        res
+    }
+
+    /// Runs a command on `key`'s node; the reply, after up to 30 s of redirections/retries.
+    fn cmd(&mut self, key: &str, args: &[&str]) -> Vec<u8> {
+        let slot = slot_of(key);
+        let start = Instant::now();
+        let mut asking: Option<u16> = None;
+        let mut i = 0usize;
+        loop {
+            assert!(start.elapsed() < Duration::from_secs(30), "no node served {args:?}");
+            let port = asking.or_else(|| self.slots.get(&slot).copied()).unwrap_or(self.ports[i % self.ports.len()]);
+            let mut v: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+            if asking.take().is_some() {
+                let _ = self.raw(port, &[b"ASKING".to_vec()]);
+            }
+            let Some(r) = self.raw(port, &std::mem::take(&mut v).into_iter().collect::<Vec<_>>()) else {
+                self.slots.remove(&slot);
+                i += 1;
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let s = String::from_utf8_lossy(&r).into_owned();
+            if let Some(rest) = s.strip_prefix("-MOVED ") {
+                let p: u16 = rest.trim_end().rsplit(':').next().unwrap().parse().unwrap();
+                self.slots.insert(slot, p);
+                continue;
+            }
+            if let Some(rest) = s.strip_prefix("-ASK ") {
+                asking = Some(rest.trim_end().rsplit(':').next().unwrap().parse().unwrap());
+                continue;
+            }
+            if s.starts_with("-TRYAGAIN") || s.starts_with("-CLUSTERDOWN") || s.starts_with("-LOADING") {
+                std::thread::sleep(Duration::from_millis(50));
+                i += 1;
+                continue;
+            }
+            return r;
+        }
+    }
+}
+
+fn int(r: &[u8]) -> i64 {
+    let s = String::from_utf8_lossy(r);
+    s.trim_start_matches([':', '$']).lines().last().unwrap_or("").trim().parse().unwrap_or(-1)
+}
+
+/// Keys written through a client, each key's value its index.
+fn write_keys(c: &mut Client, n: usize, prefix: &str) {
+    for i in 0..n {
+        let k = format!("{prefix}{i}");
+        assert_eq!(c.cmd(&k, &["SET", &k, &i.to_string()]), b"+OK\r\n");
+    }
+}
+
+fn read_sum(c: &mut Client, n: usize, prefix: &str) -> i64 {
+    (0..n)
+        .map(|i| {
+            let k = format!("{prefix}{i}");
+            let r = c.cmd(&k, &["GET", &k]);
+            String::from_utf8_lossy(&r).lines().nth(1).and_then(|v| v.parse::<i64>().ok()).unwrap_or(-1_000_000)
+        })
+        .sum()
+}
+
+fn masters_and_replicas(nodes: &[&Node]) -> (Vec<u16>, Vec<(u16, u16)>) {
+    // (replica port, its master's port) as CLUSTER NODES says.
+    let ids: HashMap<String, u16> = nodes.iter().map(|n| (myid(n.port), n.port)).collect();
+    let mut masters = Vec::new();
+    let mut replicas = Vec::new();
+    for n in nodes {
+        let line = my_line(n.port);
+        let f: Vec<&str> = line.split(' ').collect();
+        if f[2].contains("slave") {
+            replicas.push((n.port, ids[f[3]]));
+        } else {
+            masters.push(n.port);
+        }
+    }
+    (masters, replicas)
+}
+
+/// Kills the master at `victim` and waits for its replica to be promoted by the others'
+/// votes; returns the promoted port and how long it took.
+fn fail_over(nodes: &mut [Node], victim: u16, replica: u16) -> Duration {
+    let start = Instant::now();
+    let n = nodes.iter_mut().find(|n| n.port == victim).unwrap();
+    kill(n);
+    wait_until(&format!("replica {replica} to be promoted after {victim} died"), Duration::from_secs(30), || {
+        my_line(replica).contains("myself,master") && info_field(replica, "cluster_state").as_deref() == Some("ok")
+    });
+    start.elapsed()
+}
+
+/// Three masters with a replica each, made of the given kinds (master kinds first), through
+/// the whole life of a cluster: create, write (each write confirmed by `WAIT 1`), check,
+/// lose each of two masters in turn, get the old masters back as replicas, check again.
+fn life_of_a_cluster(kinds: [Kind; 6], victims: [usize; 2]) {
+    let mut nodes: Vec<Node> = kinds.iter().map(|k| start_node(*k)).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    create(&refs, 1);
+    let (masters, replicas) = masters_and_replicas(&refs);
+    assert_eq!(masters.len(), 3, "three masters");
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let mut c = Client::new(&ports);
+    write_keys(&mut c, 600, "k");
+    // Every master's replica has the writes before a master dies (WAIT 1 on each master).
+    for m in &masters {
+        let r = ask(*m, &["WAIT", "1", "5000"]).unwrap();
+        assert_eq!(int(&r), 1, "master {m}: WAIT 1 → {}", show(&r));
+    }
+    check_clean(ports[0]);
+    let expected: i64 = (0..600).sum();
+    for v in victims {
+        let victim = nodes[v].port;
+        let replica = replicas.iter().find(|(_, m)| *m == victim).map(|(r, _)| *r).expect("a replica of the victim");
+        let took = fail_over(&mut nodes, victim, replica);
+        eprintln!(
+            "{:?} master {victim} killed: its {:?} replica {replica} promoted in {:.1} s",
+            nodes[v].kind,
+            nodes.iter().find(|n| n.port == replica).unwrap().kind,
+            took.as_secs_f64()
+        );
+        assert_eq!(read_sum(&mut c, 600, "k"), expected, "every confirmed write after {victim} died");
+        // The old master comes back as a replica of the one that replaced it.
+        restart(&mut nodes[v]);
+        let new_master = myid(replica);
+        wait_until(&format!("{victim} to rejoin as a replica"), Duration::from_secs(30), || {
+            let l = my_line(victim);
+            l.contains("myself,slave") && l.contains(&new_master)
+        });
+        wait_until(&format!("{victim} to sync from its new master"), Duration::from_secs(30), || {
+            role(victim).contains("connected")
+                || String::from_utf8_lossy(&ask(victim, &["INFO", "replication"]).unwrap_or_default())
+                    .contains("master_link_status:up")
+        });
+    }
+    write_keys(&mut c, 100, "after");
+    assert_eq!(read_sum(&mut c, 100, "after"), (0..100).sum::<i64>());
+    let live: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    wait_until("every node to agree again", Duration::from_secs(20), || {
+        cli_cluster(&["check".to_string(), addr(live[0])]).1.contains("[OK] All nodes agree about slots configuration.")
+    });
+    check_clean(live[0]);
+}
+
+#[test]
+fn redis_cli_makes_an_atoll_cluster_that_fails_over_and_heals() {
+    life_of_a_cluster([Kind::Atoll; 6], [0, 1]);
+}
+
+/// Redis 7.2.6 and Atoll nodes in one cluster: an Atoll replica takes over from a Redis master
+/// and a Redis replica from an Atoll master, each elected by the other kind's votes.
+#[test]
+fn a_cluster_of_redis_and_atoll_nodes_fails_over_both_ways() {
+    // Masters Atoll, Redis, Atoll, each with a replica of the other kind.
+    let (mut nodes, replicas) =
+        masters_then_replicas([Kind::Atoll, Kind::Redis, Kind::Atoll, Kind::Redis, Kind::Atoll, Kind::Redis]);
+    let kind_of = |p: u16, nodes: &[Node]| nodes.iter().find(|n| n.port == p).unwrap().kind;
+    let a = *replicas.iter().find(|(_, m)| kind_of(*m, &nodes) == Kind::Redis).unwrap();
+    let b = *replicas.iter().find(|(_, m)| kind_of(*m, &nodes) == Kind::Atoll).unwrap();
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let mut c = Client::new(&ports);
+    write_keys(&mut c, 600, "k");
+    for n in &nodes {
+        if my_line(n.port).contains("master") {
+            assert_eq!(int(&ask(n.port, &["WAIT", "1", "5000"]).unwrap()), 1);
+        }
+    }
+    check_clean(ports[0]);
+    for (replica, master) in [a, b] {
+        let took = fail_over(&mut nodes, master, replica);
+        eprintln!(
+            "{:?} master killed, {:?} replica promoted in {:.1} s",
+            kind_of(master, &nodes),
+            kind_of(replica, &nodes),
+            took.as_secs_f64()
+        );
+        assert_eq!(read_sum(&mut c, 600, "k"), (0..600).sum::<i64>());
+        let i = nodes.iter().position(|n| n.port == master).unwrap();
+        restart(&mut nodes[i]);
+        let new_master = myid(replica);
+        wait_until("the old master to rejoin as a replica", Duration::from_secs(30), || {
+            my_line(master).contains("myself,slave") && my_line(master).contains(&new_master)
+        });
+    }
+    wait_until("every node to agree again", Duration::from_secs(20), || {
+        cli_cluster(&["check".to_string(), addr(ports[0])]).1.contains("[OK] All nodes agree")
+    });
+    check_clean(ports[0]);
+}
+
+/// Valkey 9.1.2 nodes speak the same bus: a cluster of Valkey and Atoll masters forms and
+/// agrees, and a Valkey replica of an Atoll master takes over when it dies.
+#[test]
+fn a_cluster_of_valkey_and_atoll_nodes_forms_and_fails_over() {
+    let (mut nodes, replicas) =
+        masters_then_replicas([Kind::Atoll, Kind::Valkey, Kind::Atoll, Kind::Valkey, Kind::Atoll, Kind::Valkey]);
+    let kind_of = |p: u16, nodes: &[Node]| nodes.iter().find(|n| n.port == p).unwrap().kind;
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let mut c = Client::new(&ports);
+    write_keys(&mut c, 300, "v");
+    check_clean(ports[1]);
+    let (replica, master) = *replicas
+        .iter()
+        .find(|(r, m)| kind_of(*m, &nodes) == Kind::Atoll && kind_of(*r, &nodes) == Kind::Valkey)
+        .expect("a Valkey replica of an Atoll master");
+    assert_eq!(int(&ask(master, &["WAIT", "1", "5000"]).unwrap()), 1);
+    fail_over(&mut nodes, master, replica);
+    assert_eq!(read_sum(&mut c, 300, "v"), (0..300).sum::<i64>());
+}
+
+/// `redis-cli --cluster reshard` moves 1,000 slots from one Atoll master to another while a
+/// client keeps incrementing counters across the whole key space: the client follows the
+/// ASK/MOVED redirections, no key is lost or duplicated, every increment counts once.
+#[test]
+fn resharding_under_load_loses_and_duplicates_nothing() {
+    let nodes: Vec<Node> = (0..3).map(|_| start_node(Kind::Atoll)).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    create(&refs, 0);
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let mut c = Client::new(&ports);
+    write_keys(&mut c, 3000, "r");
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let counts = Arc::new(Mutex::new(vec![0i64; 200]));
+    let load = {
+        let (stop, done, counts, ports) = (stop.clone(), done.clone(), counts.clone(), ports.clone());
+        std::thread::spawn(move || {
+            let mut c = Client::new(&ports);
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let k = format!("ctr{}", i % 200);
+                let r = c.cmd(&k, &["INCR", &k]);
+                assert!(r.starts_with(b":"), "INCR {k}: {}", show(&r));
+                counts.lock().unwrap()[i % 200] += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+            }
+        })
+    };
+    let (from, to) = (myid(ports[0]), myid(ports[1]));
+    let started = Instant::now();
+    let (ok, out) = cli_cluster(&[
+        "reshard".into(),
+        addr(ports[0]),
+        "--cluster-from".into(),
+        from,
+        "--cluster-to".into(),
+        to,
+        "--cluster-slots".into(),
+        "1000".into(),
+        "--cluster-yes".into(),
+    ]);
+    let took = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    assert!(ok, "reshard failed:\n{}", &out[out.len().saturating_sub(2000)..]);
+    eprintln!("1000 slots resharded in {:.1} s under {} INCRs", took.as_secs_f64(), done.load(Ordering::Relaxed));
+    check_clean(ports[2]);
+    assert_eq!(read_sum(&mut c, 3000, "r"), (0..3000).sum::<i64>());
+    let counts = counts.lock().unwrap().clone();
+    for (i, want) in counts.iter().enumerate() {
+        let k = format!("ctr{i}");
+        let got =
+            String::from_utf8_lossy(&c.cmd(&k, &["GET", &k])).lines().nth(1).unwrap_or("0").parse::<i64>().unwrap_or(0);
+        assert_eq!(got, *want, "{k}: every acknowledged INCR counted once");
+    }
+    let total: i64 = ports.iter().map(|p| int(&ask(*p, &["DBSIZE"]).unwrap())).sum();
+    assert_eq!(total, 3000 + 200, "no key duplicated across nodes");
+    let moved = int(&ask(ports[1], &["DBSIZE"]).unwrap());
+    assert!(moved > 1000, "the target got the moved slots' keys ({moved})");
+}
+
+/// Two masters splitting the slots, of each kind: what clients see when a key is elsewhere,
+/// being moved, or unserved, and the CLUSTER subcommands' refusals, byte for byte as Redis.
+#[test]
+fn redirections_and_cluster_errors_match_redis() {
+    let mut transcripts = Vec::new();
+    for kind in [Kind::Redis, Kind::Atoll] {
+        let a = start_node(kind);
+        let b = start_node(kind);
+        let ids: std::cell::RefCell<Vec<(String, &str)>> = Default::default();
+        let run = |port: u16, args: &[&str]| -> String {
+            let mut r = format!("{args:?} → {}", show(&ask(port, args).unwrap_or_default()));
+            for (id, name) in ids.borrow().iter() {
+                r = r.replace(id, name);
+            }
+            r.replace(&a.bus.to_string(), "<Abus>")
+                .replace(&b.bus.to_string(), "<Bbus>")
+                .replace(&a.port.to_string(), "<A>")
+                .replace(&b.port.to_string(), "<B>")
+        };
+        let t: std::cell::RefCell<Vec<String>> = Default::default();
+        let step = |port: u16, args: &[&str]| t.borrow_mut().push(run(port, args));
+        step(a.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]);
+        step(b.port, &["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]);
+        step(a.port, &["CLUSTER", "MEET", "127.0.0.1", &b.port.to_string(), &b.bus.to_string()]);
+        wait_until("both nodes to agree", Duration::from_secs(20), || {
+            info_field(a.port, "cluster_state").as_deref() == Some("ok")
+                && info_field(b.port, "cluster_state").as_deref() == Some("ok")
+                && info_field(a.port, "cluster_known_nodes").as_deref() == Some("2")
+        });
+        let (ida, idb) = (myid(a.port), myid(b.port));
+        ids.borrow_mut().extend([(ida.clone(), "<idA>"), (idb.clone(), "<idB>")]);
+        // foo is slot 12182 (on B), bar 5061 (on A), {bar}x 5061 too.
+        for args in [
+            &["SET", "bar", "1"][..],
+            &["GET", "foo"],
+            &["MSET", "bar", "1", "foo", "2"],
+            &["MSET", "bar", "1", "{bar}x", "2"],
+            &["SELECT", "1"],
+            &["SELECT", "0"],
+            &["MOVE", "bar", "1"],
+            &["SWAPDB", "0", "1"],
+            &["COPY", "bar", "baz", "DB", "1"],
+            &["COPY", "bar", "{bar}z", "DB", "1"],
+            &["COPY", "bar", "{bar}z"],
+            &["CLUSTER", "KEYSLOT", "{user1000}.following"],
+            &["CLUSTER", "COUNTKEYSINSLOT", "5061"],
+            &["CLUSTER", "COUNTKEYSINSLOT", "16384"],
+            &["CLUSTER", "GETKEYSINSLOT", "5061", "10"],
+            &["CLUSTER", "GETKEYSINSLOT", "5061", "-1"],
+            &["CLUSTER", "ADDSLOTS", "1"],
+            &["CLUSTER", "ADDSLOTS", "abc"],
+            &["CLUSTER", "ADDSLOTS", "16384"],
+            &["CLUSTER", "ADDSLOTSRANGE", "5", "1"],
+            &["CLUSTER", "ADDSLOTSRANGE", "5"],
+            &["CLUSTER", "SETSLOT", "9999", "MIGRATING", &idb],
+            &["CLUSTER", "SETSLOT", "1", "IMPORTING", &ida],
+            &["CLUSTER", "SETSLOT", "1", "NODE", "0000000000000000000000000000000000000000"],
+            &["CLUSTER", "SETSLOT", "1", "BOGUS"],
+            &["CLUSTER", "FORGET", &ida],
+            &["CLUSTER", "FORGET", "0000000000000000000000000000000000000000"],
+            &["CLUSTER", "REPLICATE", &ida],
+            &["CLUSTER", "REPLICATE", &idb],
+            &["CLUSTER", "COUNT-FAILURE-REPORTS", &idb],
+            &["CLUSTER", "SET-CONFIG-EPOCH", "5"],
+            &["CLUSTER", "FAILOVER"],
+            &["CLUSTER", "FAILOVER", "BOGUS"],
+            &["CLUSTER", "RESET", "BOGUS"],
+            &["CLUSTER", "MEET", "not-an-ip", "1"],
+            &["CLUSTER", "MEET", "127.0.0.1", "x"],
+            &["CLUSTER", "BOGUS"],
+            &["CLUSTER", "FLUSHSLOTS"],
+            &["ASKING"],
+            &["READONLY"],
+            &["READWRITE"],
+        ] {
+            step(a.port, args);
+        }
+        // A slot on the move: bar's slot migrates from A to B. A key A still has is served;
+        // a missing one is sent to B with ASK; a multi-key command with some missing gets
+        // TRYAGAIN; B serves bar's slot only after ASKING, and MOVEs it back otherwise.
+        step(a.port, &["SET", "bar", "here"]);
+        step(b.port, &["CLUSTER", "SETSLOT", "5061", "IMPORTING", &ida]);
+        step(a.port, &["CLUSTER", "SETSLOT", "5061", "MIGRATING", &idb]);
+        step(a.port, &["GET", "bar"]);
+        step(a.port, &["GET", "{bar}missing"]);
+        step(a.port, &["MGET", "bar", "{bar}missing"]);
+        step(b.port, &["GET", "{bar}missing"]);
+        let mut c = RawConn::connect(b.port);
+        let mut sess = |args: &[&str]| {
+            let v: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+            let r = show(&c.cmd(&v)).replace(&a.port.to_string(), "<A>");
+            t.borrow_mut().push(format!("B session {args:?} → {r}"));
+        };
+        sess(&["ASKING"]);
+        sess(&["SET", "{bar}new", "1"]);
+        sess(&["GET", "{bar}new"]);
+        sess(&["ASKING"]);
+        sess(&["MGET", "{bar}new", "{bar}none"]);
+        sess(&["MULTI"]);
+        sess(&["GET", "foo"]);
+        sess(&["GET", "bar"]);
+        sess(&["EXEC"]);
+        // The slot unserved: CLUSTERDOWN.
+        step(b.port, &["CLUSTER", "SETSLOT", "5061", "STABLE"]);
+        step(a.port, &["CLUSTER", "SETSLOT", "5061", "STABLE"]);
+        step(a.port, &["CLUSTER", "DELSLOTSRANGE", "9000", "9001"]);
+        step(a.port, &["CLUSTER", "DELSLOTS", "100"]);
+        step(a.port, &["GET", "{bar}x"]);
+        let hundred = (0..100_000).map(|i| format!("k{i}")).find(|k| slot_of(k) == 100).unwrap();
+        step(a.port, &["GET", &hundred]);
+        transcripts.push(t.into_inner());
+    }
+    let (redis, atoll) = (&transcripts[0], &transcripts[1]);
+    for (r, a) in redis.iter().zip(atoll) {
+        if r.starts_with("[\"CLUSTER\", \"GETKEYSINSLOT\"") {
+            // The same keys; Redis lists them newest first (its per-slot list), Atoll in its
+            // table's order (docs/COMPATIBILITY.md, cluster mode).
+            let sorted = |t: &str| {
+                let mut v: Vec<String> = t.split("\\r\\n").map(str::to_string).collect();
+                v.sort();
+                v
+            };
+            assert_eq!(sorted(a), sorted(r), "Atoll (left) against Redis 7.2.6 (right)");
+            continue;
+        }
+        assert_eq!(a, r, "Atoll (left) against Redis 7.2.6 (right)");
+    }
+    assert_eq!(redis.len(), atoll.len());
+    // The walk reached every kind of redirection.
+    for want in [
+        "-MOVED 12182",
+        "-ASK 5061",
+        "-TRYAGAIN",
+        "-CROSSSLOT",
+        "-CLUSTERDOWN Hash slot not served",
+        "-CLUSTERDOWN The cluster is down",
+        "-EXECABORT",
+    ] {
+        assert!(atoll.iter().any(|l| l.contains(want)), "no {want} in {atoll:#?}");
+    }
+}
+
+/// nodes.conf is Redis's format: Redis 7.2.6 starts on a file Atoll wrote, as the same node
+/// with the same slots and epochs, and Atoll on Redis's.
+#[test]
+fn nodes_conf_moves_between_redis_and_atoll() {
+    for (first, second) in [(Kind::Atoll, Kind::Redis), (Kind::Redis, Kind::Atoll)] {
+        let mut n = start_node(first);
+        assert_eq!(text(n.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "99", "200", "300"]), "+OK");
+        assert_eq!(text(n.port, &["CLUSTER", "SET-CONFIG-EPOCH", "7"]), "+OK");
+        let id = myid(n.port);
+        let shard = text(n.port, &["CLUSTER", "MYSHARDID"]);
+        assert_eq!(text(n.port, &["CLUSTER", "SAVECONFIG"]), "+OK");
+        kill(&mut n);
+        n.kind = second;
+        restart(&mut n);
+        assert_eq!(myid(n.port), id, "{second:?} took {first:?}'s node ID");
+        assert_eq!(text(n.port, &["CLUSTER", "MYSHARDID"]), shard);
+        let line = my_line(n.port);
+        assert!(line.ends_with(" 7 connected 0-99 200-300"), "{second:?} after {first:?}: {line}");
+        assert_eq!(info_field(n.port, "cluster_current_epoch").as_deref(), Some("7"));
+    }
+}
+
+/// The cluster-* settings act as in Redis: coverage, reads while down, the announced
+/// address, port and hostname, and which endpoint redirections and CLUSTER SLOTS/SHARDS name.
+#[test]
+fn cluster_settings_act_as_redis() {
+    let mut transcripts = Vec::new();
+    for kind in [Kind::Redis, Kind::Atoll] {
+        let a = start_node(kind);
+        let b = start_node(kind);
+        let ids: std::cell::RefCell<Vec<(String, &str)>> = Default::default();
+        let run = |port: u16, args: &[&str]| -> String {
+            let mut r = format!("{args:?} → {}", show(&ask(port, args).unwrap_or_default()));
+            for (id, name) in ids.borrow().iter() {
+                r = r.replace(id, name);
+            }
+            r.replace(&a.bus.to_string(), "<Abus>")
+                .replace(&b.bus.to_string(), "<Bbus>")
+                .replace(&a.port.to_string(), "<A>")
+                .replace(&b.port.to_string(), "<B>")
+        };
+        let t: std::cell::RefCell<Vec<String>> = Default::default();
+        let step = |port: u16, args: &[&str]| t.borrow_mut().push(run(port, args));
+        // B announces another address, ports and a hostname.
+        for (k, v) in [
+            ("cluster-announce-hostname", "node-b.example"),
+            ("cluster-announce-human-nodename", "bee"),
+            ("cluster-announce-port", "7777"),
+            ("cluster-announce-bus-port", &b.bus.to_string()),
+        ] {
+            step(b.port, &["CONFIG", "SET", k, v]);
+        }
+        step(a.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]);
+        step(b.port, &["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]);
+        step(a.port, &["CLUSTER", "MEET", "127.0.0.1", &b.port.to_string(), &b.bus.to_string()]);
+        ids.borrow_mut().extend([(myid(a.port), "<idA>"), (myid(b.port), "<idB>")]);
+        wait_until("A to know B's hostname and the cluster ok", Duration::from_secs(20), || {
+            info_field(a.port, "cluster_state").as_deref() == Some("ok")
+                && text(a.port, &["CLUSTER", "NODES"]).contains("node-b.example")
+                && info_field(b.port, "cluster_state").as_deref() == Some("ok")
+        });
+        step(a.port, &["GET", "foo"]);
+        for endpoint in ["hostname", "unknown-endpoint", "ip"] {
+            step(a.port, &["CONFIG", "SET", "cluster-preferred-endpoint-type", endpoint]);
+            // The bus thread reads CONFIG SET within a second.
+            std::thread::sleep(Duration::from_millis(1200));
+            step(a.port, &["GET", "foo"]);
+            step(a.port, &["CLUSTER", "SLOTS"]);
+        }
+        // B's line as A sees it: the announced port and hostname (times and the epoch, which
+        // depends on which node ID is smaller, masked).
+        let line = text(a.port, &["CLUSTER", "NODES"])
+            .lines()
+            .find(|l| !l.contains("myself"))
+            .map(|l| {
+                l.split(' ')
+                    .enumerate()
+                    .map(|(i, f)| if (4..=6).contains(&i) { "<t>" } else { f })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        t.borrow_mut().push(
+            run(0, &[]).replace("[] → ", "")
+                + &line.replace(&myid(b.port), "<idB>").replace(&b.bus.to_string(), "<Bbus>"),
+        );
+        // Coverage: with B's slots unknown to A, A is down unless full coverage is not required.
+        step(a.port, &["SET", "bar", "1"]);
+        step(a.port, &["CLUSTER", "DELSLOTSRANGE", "8192", "16383"]);
+        wait_until("A to see the cluster down", Duration::from_secs(10), || {
+            info_field(a.port, "cluster_state").as_deref() == Some("fail")
+        });
+        step(a.port, &["GET", "bar"]);
+        step(a.port, &["CONFIG", "SET", "cluster-allow-reads-when-down", "yes"]);
+        std::thread::sleep(Duration::from_millis(1200));
+        step(a.port, &["GET", "bar"]);
+        step(a.port, &["SET", "bar", "2"]);
+        step(a.port, &["CONFIG", "SET", "cluster-require-full-coverage", "no"]);
+        wait_until("A to see the cluster ok again", Duration::from_secs(10), || {
+            info_field(a.port, "cluster_state").as_deref() == Some("ok")
+        });
+        step(a.port, &["SET", "bar", "3"]);
+        step(a.port, &["GET", "foo"]);
+        transcripts.push(t.into_inner());
+    }
+    let (redis, atoll) = (&transcripts[0], &transcripts[1]);
+    for (r, a) in redis.iter().zip(atoll) {
+        assert_eq!(a, r, "Atoll (left) against Redis 7.2.6 (right)");
+    }
+    assert_eq!(redis.len(), atoll.len());
+}

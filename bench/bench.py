@@ -19,7 +19,8 @@ new keys from a 10M keyspace (every write evicts); "acl" (and
 "redis-acl" for Redis) is the default backend with the load run as a restricted ACL user (keys
 ~key:*, commands +@all -@dangerous) instead of the default user; "tls" (and "redis-tls") serve the
 load over TLS (TLSv1.3, a P-256 certificate, client certificates required; redis-benchmark
---tls), certificates made once with the openssl tool; "untracked" is the
+--tls), certificates made once with the openssl tool; "cluster" (and "redis-cluster") run in
+cluster mode as one node serving all 16384 slots (what routing costs); "untracked" is the
 default backend with latency tracking and hot-key sampling off (their cost); "base" is an older
 build given by $ATOLL_BASE, for before/after comparisons in one run. Server CPU is also split
 into user space and kernel ("user" column): loopback TCP costs both servers the same kernel work.
@@ -102,9 +103,26 @@ def start(kind, cpu="0", extra=()):
         f, tls_port = tls_files(), free_port()
         extra = list(extra) + ["--tls-port", str(tls_port), "--tls-cert-file", f("server.crt"),
                                "--tls-key-file", f("server.key"), "--tls-ca-cert-file", f("ca.crt")]
-    base = {"redis-acl": "redis", "redis-evict": "redis", "redis-tls": "redis", "acl": "atoll", "evict": "atoll",
-            "tls": "atoll"}.get(kind, kind)
+    if kind in ("cluster", "redis-cluster"):
+        # A one-node cluster serving every slot: what cluster mode costs a command.
+        import tempfile
+        extra = list(extra) + ["--cluster-enabled", "yes", "--cluster-port", str(free_port()),
+                               "--dir", tempfile.mkdtemp(prefix="bench-cluster-")]
+    base = {"redis-acl": "redis", "redis-evict": "redis", "redis-tls": "redis", "redis-cluster": "redis",
+            "acl": "atoll", "evict": "atoll", "tls": "atoll", "cluster": "atoll"}.get(kind, kind)
     p, port = start_server(base, cpu, extra)
+    if kind in ("cluster", "redis-cluster"):
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(resp("CLUSTER", "ADDSLOTSRANGE", "0", "16383"))
+            assert s.recv(16).startswith(b"+OK")
+        for _ in range(100):
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(resp("CLUSTER", "INFO"))
+                if b"cluster_state:ok" in s.recv(4096):
+                    break
+            time.sleep(0.1)
+        else:
+            raise SystemExit(f"{kind}: the one-node cluster never came up")
     if tls_port:
         TLS_PORT[port] = tls_port
     if kind in ("acl", "redis-acl"):
@@ -446,7 +464,7 @@ def main():
     redis_version = subprocess.run([REDIS, "--version"], capture_output=True, text=True).stdout.strip()
     print(f"# beside: {redis_version}")
     pipelines = tuple(int(p) for p in a.pipelines.split(","))
-    own = ("base", "acl", "redis-acl", "evict", "redis-evict", "tls", "redis-tls")
+    own = ("base", "acl", "redis-acl", "evict", "redis-evict", "tls", "redis-tls", "cluster", "redis-cluster")
     kinds = ("redis",) + tuple(b if b in own else f"atoll-{b}" for b in a.backends.split(","))
     clients = tuple(int(c) for c in a.clients.split(","))
     if a.only in (None, "cpu"):

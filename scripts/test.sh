@@ -139,6 +139,8 @@ if ! command -v node >/dev/null 2>&1; then
 fi
 (cd tests/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 node tests/node/bullmq_test.js 2>&1 | tee -a "$log"
+# ioredis's Cluster client through a cluster of Atoll nodes and a failover.
+node tests/node/cluster_test.js 2>&1 | tee -a "$log"
 
 # The live dashboard in headless Chromium: it loads, polls, and its charts move under load.
 "$PY" -m pytest -q tests/browser 2>&1 | tee -a "$log"

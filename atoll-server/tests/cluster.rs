@@ -95,7 +95,14 @@ fn redis_cli() -> std::path::PathBuf {
 
 /// `redis-cli --cluster <args>`: its exit status and output.
 fn cli_cluster(args: &[String]) -> (bool, String) {
-    let out = Command::new(redis_cli()).arg("--cluster").args(args).output().expect("run redis-cli --cluster");
+    // redis-cli waits without end for a cluster that never agrees: two minutes at most.
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(redis_cli())
+        .arg("--cluster")
+        .args(args)
+        .output()
+        .expect("run redis-cli --cluster");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
@@ -645,6 +652,22 @@ fn redirections_and_cluster_errors_match_redis() {
         ] {
             step(a.port, args);
         }
+        // Scripts: declared keys are routed as keys; a script's own commands must stay on this
+        // node, and (with a shebang) in its declared keys' slot.
+        let other_a = (0..100_000).map(|i| format!("k{i}")).find(|k| slot_of(k) < 8192 && slot_of(k) != 5061).unwrap();
+        let get_other = format!("return redis.call('get', '{other_a}')");
+        for args in [
+            &["EVAL", "return redis.call('get', KEYS[1])", "1", "foo"][..],
+            &["EVAL", "return redis.call('get', KEYS[1])", "1", "bar"],
+            &["EVAL", "return redis.call('get', 'foo')", "1", "bar"],
+            &["EVAL", "return redis.pcall('get', 'foo')", "0"],
+            &["EVAL", &get_other, "1", "bar"],
+            &["EVAL", &format!("#!lua\n{get_other}"), "1", "bar"],
+            &["EVAL", &format!("#!lua flags=allow-cross-slot-keys\n{get_other}"), "1", "bar"],
+            &["EVAL", "#!lua flags=no-cluster\nreturn 1", "0"],
+        ] {
+            step(a.port, args);
+        }
         // A slot on the move: bar's slot migrates from A to B. A key A still has is served;
         // a missing one is sent to B with ASK; a multi-key command with some missing gets
         // TRYAGAIN; B serves bar's slot only after ASKING, and MOVEs it back otherwise.
@@ -698,6 +721,9 @@ fn redirections_and_cluster_errors_match_redis() {
     assert_eq!(redis.len(), atoll.len());
     // The walk reached every kind of redirection.
     for want in [
+        "Script attempted to access a non local key in a cluster node",
+        "Script attempted to access keys that do not hash to the same slot",
+        "Can not run script on cluster, 'no-cluster' flag is set.",
         "-MOVED 12182",
         "-ASK 5061",
         "-TRYAGAIN",

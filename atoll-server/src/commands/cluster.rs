@@ -140,6 +140,8 @@ pub fn keyslot(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// Keys of `slot` in database 0 (its shard holds sixteen slots; the others are skipped).
+/// The commands that call this have the `Walk` scope: in a transaction or a script the whole
+/// database is held, so the shard is; alone they take the one shard briefly.
 fn keys_in_slot(ctx: &mut Ctx, slot: usize, limit: usize) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     if ctx.srv.ks.db_if_exists(0).is_none() {
@@ -227,7 +229,7 @@ pub fn flushslots(ctx: &mut Ctx) -> CmdResult {
     if !ctx.srv.cluster.enabled {
         return Err(CmdError::msg(DISABLED));
     }
-    if ctx.srv.ks.dbsize(0) != 0 {
+    if ctx.ks.locks.dbsize(0) != 0 {
         return Err(CmdError::msg("ERR DB must be empty to perform CLUSTER FLUSHSLOTS."));
     }
     with_state(ctx, |st| {
@@ -410,12 +412,11 @@ pub fn saveconfig(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg(DISABLED));
     }
     let path = ctx.srv.cluster.conf_path.get().cloned().unwrap_or_default();
-    let g = ctx.srv.cluster.state.lock();
-    let st = g.as_ref().ok_or_else(|| CmdError::msg(DISABLED))?;
-    cl::conf::save(st, &path, true).map_err(|e| {
+    // Rendered under the view's lock, written (and fsynced) after it.
+    let text = ctx.srv.cluster.peek(|st| cl::conf::render(st)).ok_or_else(|| CmdError::msg(DISABLED))?;
+    cl::conf::write(&text, &path, true).map_err(|e| {
         CmdError::msg(format!("ERR error saving the cluster node config: {}", crate::log::strerror(&e)))
     })?;
-    drop(g);
     ctx.reply.ok();
     Ok(())
 }
@@ -449,8 +450,11 @@ pub fn forget(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn replicate(ctx: &mut Ctx) -> CmdResult {
+    if !ctx.srv.cluster.enabled {
+        return Err(CmdError::msg(DISABLED));
+    }
     let id = ctx.args[2];
-    let empty = ctx.srv.ks.dbsize(0) == 0;
+    let empty = ctx.ks.locks.dbsize(0) == 0;
     with_state(ctx, |st| {
         let n = lookup(st, id).ok_or_else(|| unknown_node(id))?;
         if n == st.myself {
@@ -542,7 +546,7 @@ pub fn reset(ctx: &mut Ctx) -> CmdResult {
         return Err(subcommand_syntax(ctx));
     }
     let slave = with_state(ctx, |st| st.me().is_slave())?;
-    if !slave && ctx.srv.ks.dbsize(0) != 0 {
+    if !slave && ctx.ks.locks.dbsize(0) != 0 {
         return Err(CmdError::msg("ERR CLUSTER RESET can't be called with master nodes containing keys"));
     }
     with_state(ctx, |st| {

@@ -132,7 +132,6 @@ pub fn sunsubscribe(ctx: &mut Ctx) -> CmdResult {
 pub fn publish(ctx: &mut Ctx) -> CmdResult {
     let n = ctx.srv.pubsub.publish(&ctx.srv.config.hot, false, ctx.args[1], ctx.args[2], ctx.client.id());
     to_cluster(ctx, false);
-    to_replicas(ctx);
     ctx.reply.int(n as i64);
     Ok(())
 }
@@ -141,17 +140,21 @@ pub fn publish(ctx: &mut Ctx) -> CmdResult {
 pub fn spublish(ctx: &mut Ctx) -> CmdResult {
     let n = ctx.srv.pubsub.publish(&ctx.srv.config.hot, true, ctx.args[1], ctx.args[2], ctx.client.id());
     to_cluster(ctx, true);
-    to_replicas(ctx);
     ctx.reply.int(n as i64);
     Ok(())
 }
 
 /// In cluster mode a message reaches the other nodes' subscribers over the bus (all nodes
 /// for PUBLISH, this shard's for SPUBLISH), as Redis's clusterPropagatePublish.
+/// Standalone, replicas' subscribers get it down the replication stream instead (the bus
+/// reaches replicas in cluster mode, so Redis 7.2 sends it one way only).
 fn to_cluster(ctx: &mut Ctx, shard: bool) {
-    if ctx.srv.cluster.enabled && !ctx.client.replaying {
+    if !ctx.srv.cluster.enabled {
+        return to_replicas(ctx);
+    }
+    if !ctx.client.replaying {
         let (c, m) = (ctx.args[1], ctx.args[2]);
-        ctx.srv.cluster.with(|st| st.propagate_publish(c, m, shard));
+        ctx.srv.cluster.peek(|st| st.propagate_publish(c, m, shard));
     }
 }
 

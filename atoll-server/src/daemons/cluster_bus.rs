@@ -173,6 +173,8 @@ fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
                         l.connecting = false;
                         l.local_ip = l.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
                     }
+                    // Not connected yet (a spurious wake-up): wait for the next event.
+                    (Ok(None), Err(e)) if e.kind() == std::io::ErrorKind::NotConnected && !ev.is_error() => {}
                     _ => ok = false,
                 }
             }
@@ -262,7 +264,7 @@ fn process_ready(srv: &Server, links: &mut Slab<Link>, token: usize) -> bool {
                     }
                 }
             }
-            srv.cluster.publish(st);
+            srv.cluster.publish_if_dirty(st);
             keep
         };
         links[token].node = view.node;
@@ -301,6 +303,8 @@ fn close(srv: &Server, poll: &Poll, links: &mut Slab<Link>, token: usize) {
     let _ = poll.registry().deregister(&mut l.stream);
     let mut g = srv.cluster.state.lock();
     if let Some(st) = g.as_mut() {
+        // The token is free for the next link: what was queued for this one is dropped.
+        st.actions.retain(|a| !matches!(a, Action::SendLink(t, _) | Action::CloseLink(t) if *t == token));
         for n in st.nodes.values_mut() {
             if n.link == Some(token) {
                 n.link = None;
@@ -354,6 +358,8 @@ fn cron(srv: &Server, poll: &Poll, links: &mut Slab<Link>, iteration: u64) {
     let ping_period = srv.config.text(crate::config::p::REPL_PING_REPLICA_PERIOD).parse::<i64>().unwrap_or(10);
     // CONFIG SET of a cluster-* setting takes effect within a second.
     let fresh = iteration.is_multiple_of(10).then(|| settings(srv));
+    // (Read before the view's lock: the upstream's state has a lock of its own.)
+    let following = srv.repl.upstream.following();
     let connect = {
         let mut g = srv.cluster.state.lock();
         let Some(st) = g.as_mut() else { return };
@@ -362,11 +368,19 @@ fn cron(srv: &Server, poll: &Poll, links: &mut Slab<Link>, iteration: u64) {
             st.apply_announced();
         }
         let c = st.cron(iteration, off);
+        // A replica (restarted from nodes.conf, or whose link was reset) follows its master.
+        if st.me().is_slave() && !following {
+            if let Some(m) = st.me().slaveof.and_then(|m| st.nodes.get(&m)).filter(|m| m.has_addr() && !m.ip.is_empty())
+            {
+                let port = if st.settings.tls_cluster { m.tls_port } else { m.tcp_port };
+                st.actions.push(Action::Follow { host: m.ip.clone(), port });
+            }
+        }
         if st.me().is_slave() {
             st.handle_manual_failover(off);
             st.handle_replica_failover(off, data_age, ping_period);
         }
-        srv.cluster.publish(st);
+        srv.cluster.publish_if_dirty(st);
         c.into_iter().filter_map(|n| st.nodes.get(&n).map(|x| (n, x.ip.clone(), x.cport))).collect::<Vec<_>>()
     };
     for (name, ip, cport) in connect {
@@ -435,7 +449,7 @@ fn carry_out(srv: &Server, poll: &Poll, links: &mut Slab<Link>) {
         if st.todo_update {
             st.todo_update = false;
             st.update_state();
-            srv.cluster.publish(st);
+            srv.cluster.publish_if_dirty(st);
         }
         let actions = std::mem::take(&mut st.actions);
         let save = std::mem::take(&mut st.todo_save).then(|| cl::conf::render(st));
@@ -444,14 +458,21 @@ fn carry_out(srv: &Server, poll: &Poll, links: &mut Slab<Link>) {
     };
     if let Some(text) = save {
         if let Some(path) = srv.cluster.conf_path.get() {
-            if let Err(e) = write_conf(path, &text) {
+            if let Err(e) = cl::conf::write(&text, path, true) {
                 crate::log_warning!("Fatal: can't update cluster config file: {e}");
                 std::process::exit(1);
             }
         }
     }
     let link_of = |n: &Name| targets.iter().find(|(x, _)| x == n).and_then(|(_, l)| *l);
+    // Tokens closed by this batch: later actions of the batch on them are stale.
+    let mut closed: Vec<usize> = Vec::new();
     for a in actions {
+        match &a {
+            Action::SendLink(t, _) | Action::CloseLink(t) if closed.contains(t) => continue,
+            Action::CloseLink(t) => closed.push(*t),
+            _ => {}
+        }
         match a {
             Action::Send(to, msg) => {
                 if let Some(t) = link_of(&to) {
@@ -479,16 +500,6 @@ fn carry_out(srv: &Server, poll: &Poll, links: &mut Slab<Link>) {
     }
 }
 
-fn write_conf(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    std::fs::File::open(dir)?.sync_all()
-}
-
 /// Deletes the keys of slots this node no longer serves (database 0).
 pub fn delete_slots(srv: &Server, slots: &[usize]) {
     let mut shards: Vec<usize> = slots.iter().map(|s| s & (crate::engine::slot::SHARDS - 1)).collect();
@@ -505,6 +516,12 @@ pub fn delete_slots(srv: &Server, slots: &[usize]) {
                 doomed.push(k.to_vec());
             }
         });
+        let mut with_keys: Vec<usize> = doomed.iter().map(|k| crate::engine::slot::key_slot(k)).collect();
+        with_keys.sort_unstable();
+        with_keys.dedup();
+        for slot in with_keys {
+            crate::log_notice!("Deleting keys in dirty slot {slot}");
+        }
         for k in doomed {
             s.remove(&k);
         }

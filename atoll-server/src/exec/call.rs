@@ -85,6 +85,7 @@ fn cluster_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]]
     if client.multi.is_none() || cmd.name == "exec" {
         client.asking = cmd.name == "asking" && client.multi.is_none();
     }
+    client.cluster_slot = None;
     if client.replaying {
         return None;
     }
@@ -95,8 +96,37 @@ fn cluster_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]]
     // The common case: one key, in a slot served here with nothing moving.
     if let Some(i) = cmd.single_key {
         if let Some(k) = argv.get(i) {
-            if srv.cluster.serves(crate::engine::slot::key_slot(k)) {
+            let slot = crate::engine::slot::key_slot(k);
+            if srv.cluster.serves(slot) {
+                client.cluster_slot = Some(slot);
                 return None;
+            }
+        }
+    } else if !exec {
+        // Several keys (MGET, a script's keys …): in one slot served here, or the slow path.
+        let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
+        if keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_ok() {
+            let mut slot = None;
+            for p in pos {
+                let Some(k) = argv.get(p) else { continue };
+                if p == 3 && k.is_empty() && cmd.name == "migrate" {
+                    continue;
+                }
+                let s = crate::engine::slot::key_slot(k);
+                match slot {
+                    None => slot = Some(s),
+                    Some(f) if f != s => return cluster_route(srv, client, cmd, argv, asking),
+                    _ => {}
+                }
+            }
+            match slot {
+                // No key at all: run here, whatever the cluster's state (as Redis).
+                None => return None,
+                Some(s) if srv.cluster.serves(s) => {
+                    client.cluster_slot = Some(s);
+                    return None;
+                }
+                _ => {}
             }
         }
     }
@@ -104,7 +134,7 @@ fn cluster_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]]
 }
 
 #[cold]
-fn cluster_route(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], asking: bool) -> Option<CmdError> {
+fn cluster_route(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]], asking: bool) -> Option<CmdError> {
     use crate::services::cluster::{Query, Redirect};
     // Every key the command (or the transaction) names.
     let mut keys: Vec<&[u8]> = Vec::new();
@@ -116,8 +146,11 @@ fn cluster_route(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], a
             for p in pos {
                 // MIGRATE … "" … KEYS k1 k2: the empty key argument names no key (Redis's
                 // migrateGetKeys).
+                if p >= a.len() {
+                    continue;
+                }
                 let empty_migrate_key = p == 3 && c.name == "migrate" && a[p].is_empty();
-                if p < a.len() && !empty_migrate_key {
+                if !empty_migrate_key {
                     keys.push(a[p]);
                 }
             }
@@ -147,6 +180,7 @@ fn cluster_route(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], a
             _ => multiple |= *k != keys[0],
         }
     }
+    client.cluster_slot = slot;
     let pubsubshard = matches!(cmd.name.as_str(), "ssubscribe" | "sunsubscribe" | "spublish");
     let q = Query {
         slot,
@@ -1229,10 +1263,82 @@ pub fn script_call(
         }
     };
     locks.add(&plan);
+    if srv.cluster.enabled && !client.replaying {
+        if let Err(m) = script_cluster_check(srv, client, cmd, argv, locks) {
+            return refuse(Refusal::Rule(m.into()));
+        }
+    }
     // A script's command came over no wire; its reply is its own (COMMANDLOG, as Valkey's).
     client.req_bytes = 0;
     client.reply_mark = out.buf.len();
     call(srv, ws, client, out, cmd, argv, locks, None);
+    Ok(())
+}
+
+/// Cluster mode, a script's own command (Redis's scriptVerifyClusterState): its keys must be
+/// served here, and in the slot of the script's declared keys unless the script may cross
+/// slots. The shards are already held (`locks`), so presence is looked up in them.
+fn script_cluster_check(
+    srv: &Server,
+    client: &mut Client,
+    cmd: &Command,
+    argv: &[&[u8]],
+    locks: &mut Locks<'_>,
+) -> Result<(), &'static str> {
+    use crate::services::cluster::{Query, Redirect};
+    let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
+    if cmd.key_specs.is_empty() || keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_err() {
+        return Ok(());
+    }
+    let keys: Vec<&[u8]> = pos.iter().filter(|&&p| p < argv.len()).map(|&p| argv[p]).collect();
+    let Some(first) = keys.first() else { return Ok(()) };
+    let slot = crate::engine::slot::key_slot(first);
+    let nonlocal = "Script attempted to access a non local key in a cluster node";
+    if keys.iter().any(|k| crate::engine::slot::key_slot(k) != slot) {
+        return Err(nonlocal);
+    }
+    if !srv.cluster.serves(slot) {
+        let now = crate::exec::unix_ms();
+        let present: Vec<bool> = keys
+            .iter()
+            .map(|k| {
+                let s = locks.shard(0, crate::engine::slot::key_shard(k));
+                s.keys.get(k).is_some() && !s.is_expired(k, now)
+            })
+            .collect();
+        let q = Query {
+            slot: Some(slot),
+            keys: &keys,
+            multiple_keys: keys.iter().any(|k| *k != keys[0]),
+            write: cmd.has(flags::WRITE),
+            asking: client.asking,
+            readonly: client.read_only_mode,
+            pubsubshard: matches!(cmd.name.as_str(), "spublish" | "ssubscribe" | "sunsubscribe"),
+            is_migrate: false,
+        };
+        let g = srv.cluster.state.lock();
+        if let Some(st) = g.as_ref() {
+            let mut i = 0;
+            match st.route(&q, &mut |_| {
+                i += 1;
+                present[i - 1]
+            }) {
+                Ok(()) => {}
+                Err(Redirect::DownReadOnly) => {
+                    return Err("Script attempted to execute a write command while the cluster is down and readonly")
+                }
+                Err(Redirect::Down) => return Err("Script attempted to execute a command while the cluster is down"),
+                Err(_) => return Err(nonlocal),
+            }
+        }
+    }
+    if !client.cross_slot_ok {
+        match client.cluster_slot {
+            None => client.cluster_slot = Some(slot),
+            Some(s) if s != slot => return Err("Script attempted to access keys that do not hash to the same slot"),
+            _ => {}
+        }
+    }
     Ok(())
 }
 

@@ -64,6 +64,10 @@ pub struct Client {
     pub read_only_mode: bool,
     /// ASKING: the next command (or the transaction) may run on a slot being imported.
     pub asking: bool,
+    /// Cluster mode: the slot of the keys of the command running (a script's own commands
+    /// must stay in it unless the script may cross slots).
+    pub cluster_slot: Option<usize>,
+    pub cross_slot_ok: bool,
     /// Close once the pending replies are written (QUIT, protocol error).
     pub close_after_reply: bool,
     /// SHUTDOWN asked; the network layer acts on it.
@@ -189,6 +193,8 @@ impl Client {
             capa_redirect: false,
             read_only_mode: false,
             asking: false,
+            cluster_slot: None,
+            cross_slot_ok: true,
             close_after_reply: false,
             shutdown: None,
             in_exec: false,

@@ -177,6 +177,9 @@ fn eval_run(ctx: &mut Ctx, evalsha: bool, ro: bool) -> CmdResult {
 /// the top level the gates (`call::gate_flags`) refused such a call already, with the error
 /// any write gets; these texts are what EXEC and a script calling a script see.
 pub fn prepare_flagged(ctx: &Ctx, flags: u32, ro: bool) -> Result<(), CmdError> {
+    if ctx.srv.cluster.enabled && flags & sflags::NO_CLUSTER != 0 {
+        return Err(CmdError::msg("ERR Can not run script on cluster, 'no-cluster' flag is set."));
+    }
     if flags & sflags::NO_WRITES == 0 {
         refuse_writable(ctx.srv, ctx.client.replaying, ro)?;
         if flags & sflags::ALLOW_OOM == 0
@@ -236,6 +239,12 @@ fn run(ctx: &mut Ctx, name: &str, target: Target, flags: u32, read_only: bool, n
         // (a read-only replica loading its AOF, as Redis's obey-client rule).
         client.replaying = ctx.client.replaying;
         client.allow_oom = flags & sflags::ALLOW_OOM != 0;
+        // Cluster mode: the script's commands are routed as its caller's (READONLY, ASKING),
+        // and stay in the slot of its declared keys unless it may cross slots.
+        client.asking = ctx.client.asking;
+        client.read_only_mode = ctx.client.read_only_mode;
+        client.cluster_slot = ctx.client.cluster_slot;
+        client.cross_slot_ok = flags & (sflags::EVAL_COMPAT | sflags::ALLOW_CROSS_SLOT) != 0;
         let state =
             RefCell::new(RunCtx { srv, ws: ctx.ws, locks: &mut *ctx.ks.locks, client, read_only, propagate: REPL_ALL });
         let worker = ctx.client.worker;

@@ -27,9 +27,17 @@ pub fn render(st: &State) -> String {
 
 /// Writes the state to `path` (fsynced when `sync`).
 pub fn save(st: &State, path: &Path, sync: bool) -> std::io::Result<()> {
-    let text = render(st);
+    write(&render(st), path, sync)
+}
+
+/// Writes rendered text to `path`: a temporary file, fsynced when `sync`, renamed over, the
+/// directory fsynced (outside the view's lock: callers render under it, then write).
+pub fn write(text: &str, path: &Path, sync: bool) -> std::io::Result<()> {
+    // Unique per write: SAVECONFIG and the bus thread may write at the same moment.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = path.with_file_name(format!(
-        "{}.tmp-{}-{}",
+        "{}.tmp-{}-{}-{seq}",
         path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
         std::process::id(),
         now_ms()

@@ -315,9 +315,7 @@ impl State {
             }
         }
         if !dirty.is_empty() {
-            for &j in &dirty {
-                crate::log_notice!("Deleting keys in dirty slot {j} on node {} () ", name_str(&self.myself));
-            }
+            // The bus thread deletes their keys and logs the slots that had some.
             self.actions.push(Action::DeleteSlots(dirty));
         }
     }
@@ -325,6 +323,7 @@ impl State {
     /// Makes myself a replica of `master` (Redis's `clusterSetMaster`).
     pub fn set_my_master(&mut self, master: Name) {
         let me = self.myself;
+        self.routes_dirty = true;
         if master == me {
             return;
         }
@@ -628,7 +627,7 @@ impl State {
             && self.nodes[&s].config_epoch == me.config_epoch
             && s > self.myself
         {
-            self.current_epoch += 1;
+            self.current_epoch = self.current_epoch.wrapping_add(1);
             let e = self.current_epoch;
             self.me_mut().config_epoch = e;
             self.todo_save = true;
@@ -748,8 +747,14 @@ impl State {
                 Ext::HumanNodename(h) => human = Some(String::from_utf8_lossy(h).into_owned()),
                 Ext::Forgotten { name, ttl } => {
                     let my_master = self.me().slaveof;
-                    if *name != self.myself && self.nodes.contains_key(name) && my_master != Some(*name) {
-                        self.blacklist.insert(*name, now_ms() / 1000 + *ttl as i64);
+                    // (A node cannot make us forget itself: its message is still being read.)
+                    if *name != self.myself
+                        && *name != sender
+                        && self.nodes.contains_key(name)
+                        && my_master != Some(*name)
+                    {
+                        let ttl = i64::try_from(*ttl).unwrap_or(i64::MAX);
+                        self.blacklist.insert(*name, (now_ms() / 1000).saturating_add(ttl));
                         self.del_node(name);
                         self.todo_update = true;
                         self.todo_save = true;
@@ -758,10 +763,8 @@ impl State {
                 Ext::ShardId(id) => shard = Some(*id),
             }
         }
-        let master_shard = {
-            let n = &self.nodes[&sender];
-            self.master_of(n).shard_id
-        };
+        let Some(n) = self.nodes.get(&sender) else { return };
+        let master_shard = self.master_of(n).shard_id;
         let my_master = self.me().slaveof;
         let Some(n) = self.nodes.get_mut(&sender) else { return };
         n.hostname = host.unwrap_or_default();
@@ -929,7 +932,7 @@ impl State {
             return;
         }
         if !self.failover_auth_sent {
-            self.current_epoch += 1;
+            self.current_epoch = self.current_epoch.wrapping_add(1);
             self.failover_auth_epoch = self.current_epoch;
             crate::log_notice!("Starting a failover election for epoch {}.", self.current_epoch);
             let mut hdr = self.header(wire::AUTH_REQUEST, offset);
@@ -1054,6 +1057,9 @@ impl State {
                 }
             }
         }
+        if self.me().is_slave() && self.settings.allow_replica_migration {
+            self.migrate_replica_if_needed(now);
+        }
         if self.mf_end != 0 && self.mf_end < now {
             crate::log_notice!("Manual failover timed out.");
             self.reset_manual_failover();
@@ -1086,6 +1092,74 @@ impl State {
             .collect();
         for t in targets {
             self.push_send(t, msg.clone());
+        }
+    }
+}
+
+impl State {
+    fn ok_replicas(&self, master: &Name) -> usize {
+        self.nodes.values().filter(|r| r.is_slave() && r.slaveof.as_ref() == Some(master) && !r.failed()).count()
+    }
+
+    /// Replica migration (Redis's `clusterHandleSlaveMigration`): when a master that had
+    /// replicas is left with none, the replica with the smallest ID among those of the
+    /// masters with the most replicas moves to it — if its own master keeps more than
+    /// `cluster-migration-barrier` working replicas — after the orphan waited 5 s.
+    fn migrate_replica_if_needed(&mut self, now: i64) {
+        let Some(my_master) = self.me().slaveof else { return };
+        let mut orphaned = 0;
+        let mut max_replicas = 0;
+        let mut mine = 0;
+        for n in self.nodes.values() {
+            if n.is_master() && !n.failed() && n.flags & (NOADDR | HANDSHAKE) == 0 {
+                let ok = self.ok_replicas(&n.name);
+                if ok == 0 && n.numslots > 0 && n.flags & MIGRATE_TO != 0 {
+                    orphaned += 1;
+                }
+                max_replicas = max_replicas.max(ok);
+                if n.name == my_master {
+                    mine = ok;
+                }
+            }
+        }
+        if orphaned == 0 || max_replicas < 2 || mine != max_replicas || !self.ok {
+            return;
+        }
+        if (self.ok_replicas(&my_master) as i64) <= self.settings.migration_barrier {
+            return;
+        }
+        let mut candidate = self.myself;
+        let mut target = None;
+        let names: Vec<Name> = self.nodes.keys().copied().collect();
+        for name in names {
+            let n = &self.nodes[&name];
+            let ok = if n.is_master() { self.ok_replicas(&name) } else { 0 };
+            let is_orphaned = n.is_master() && !n.failed() && n.flags & MIGRATE_TO != 0 && ok == 0;
+            if n.is_master() && ok == max_replicas {
+                for r in self.replicas_of(&name) {
+                    if r.name < candidate {
+                        candidate = r.name;
+                    }
+                }
+            }
+            let slots = n.numslots;
+            let n = self.nodes.get_mut(&name).expect("known");
+            if is_orphaned {
+                if target.is_none() && slots > 0 {
+                    target = Some(name);
+                }
+                if n.orphaned_time == 0 {
+                    n.orphaned_time = now;
+                }
+            } else {
+                n.orphaned_time = 0;
+            }
+        }
+        if let Some(t) = target {
+            if candidate == self.myself && now - self.nodes[&t].orphaned_time > 5000 {
+                crate::log_notice!("Migrating to orphaned master {}", name_str(&t));
+                self.set_my_master(t);
+            }
         }
     }
 }

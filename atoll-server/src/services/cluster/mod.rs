@@ -252,6 +252,9 @@ pub struct State {
     pub owner_not_claiming: Box<Slots>,
     /// Events for the bus thread or the server that cannot run under this lock.
     pub actions: Vec<gossip::Action>,
+    /// Slot ownership, an open slot or the cluster's state changed since the routes were
+    /// last published to the call path.
+    pub routes_dirty: bool,
 }
 
 impl State {
@@ -295,6 +298,7 @@ impl State {
             mf_can_start: false,
             owner_not_claiming: Box::new([0; SLOTS / 8]),
             actions: Vec::new(),
+            routes_dirty: true,
         };
         st.apply_announced();
         st
@@ -348,6 +352,7 @@ impl State {
             }
         }
         self.slots[slot] = Some(owner);
+        self.routes_dirty = true;
         true
     }
 
@@ -355,8 +360,10 @@ impl State {
         let Some(owner) = self.slots[slot].take() else {
             return false;
         };
-        // A deleted slot is no longer importing either (Redis's clusterDelSlot).
-        self.importing.remove(&slot);
+        // As Redis's clusterDelSlot: the slot's "owner stopped claiming it" mark goes with its
+        // owner; an import in progress stays (SETSLOT NODE to myself ends it).
+        wire::set_slot_bit(&mut self.owner_not_claiming, slot, false);
+        self.routes_dirty = true;
         if let Some(n) = self.nodes.get_mut(&owner) {
             if wire::slot_bit(&n.slots, slot) {
                 wire::set_slot_bit(&mut n.slots, slot, false);
@@ -389,7 +396,7 @@ impl State {
         let max = self.max_epoch();
         let mine = self.me().config_epoch;
         if mine == 0 || mine != max {
-            self.current_epoch += 1;
+            self.current_epoch = self.current_epoch.wrapping_add(1);
             let e = self.current_epoch;
             self.me_mut().config_epoch = e;
             self.todo_save = true;
@@ -407,6 +414,7 @@ impl State {
 
     /// Forgets `name`: its slots, its failure reports about others, its replicas' master.
     pub fn del_node(&mut self, name: &Name) {
+        self.routes_dirty = true;
         for s in 0..SLOTS {
             if self.importing.get(&s) == Some(name) {
                 self.importing.remove(&s);
@@ -489,6 +497,7 @@ impl State {
             }
             crate::log_notice!("Cluster state changed: {}", if new_ok { "ok" } else { "fail" });
             self.ok = new_ok;
+            self.routes_dirty = true;
         }
     }
 
@@ -786,6 +795,23 @@ impl Cluster {
         self.route[slot].load(Ordering::Relaxed) == ROUTE_MINE
     }
 
+    /// Publishes the state's slot ownership to the lock-free table when it changed (the bus
+    /// thread, after each message and cron).
+    pub fn publish_if_dirty(&self, st: &mut State) {
+        if std::mem::take(&mut st.routes_dirty) {
+            self.publish(st);
+        }
+    }
+
+    /// Runs `f` on the state without republishing the routes (reads, PUBLISH).
+    pub fn peek<R>(&self, f: impl FnOnce(&mut State) -> R) -> Option<R> {
+        let mut g = self.state.lock();
+        let r = f(g.as_mut()?);
+        drop(g);
+        self.wake();
+        Some(r)
+    }
+
     /// Publishes the state's slot ownership to the lock-free table (after any change).
     pub fn publish(&self, st: &State) {
         for (i, r) in st.routes().into_iter().enumerate() {
@@ -799,6 +825,12 @@ impl Cluster {
         let mut g = self.state.lock();
         let st = g.as_mut()?;
         let r = f(st);
+        // As Redis's beforeSleep after a command: the cluster's state is recomputed before the
+        // next command is routed.
+        if std::mem::take(&mut st.todo_update) {
+            st.update_state();
+        }
+        st.routes_dirty = false;
         self.publish(st);
         drop(g);
         self.wake();

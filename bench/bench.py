@@ -113,11 +113,11 @@ def start(kind, cpu="0", extra=()):
     p, port = start_server(base, cpu, extra)
     if kind in ("cluster", "redis-cluster"):
         with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(resp("CLUSTER", "ADDSLOTSRANGE", "0", "16383"))
+            s.sendall(resp(b"CLUSTER", b"ADDSLOTSRANGE", b"0", b"16383"))
             assert s.recv(16).startswith(b"+OK")
         for _ in range(100):
             with socket.create_connection(("127.0.0.1", port)) as s:
-                s.sendall(resp("CLUSTER", "INFO"))
+                s.sendall(resp(b"CLUSTER", b"INFO"))
                 if b"cluster_state:ok" in s.recv(4096):
                     break
             time.sleep(0.1)

@@ -427,6 +427,8 @@ impl Snapshots {
 pub struct Spot<'a> {
     pub db: usize,
     pub shard: usize,
+    /// The key's cluster hash slot (the shard is its low bits; cluster mode routes by it).
+    pub slot: usize,
     /// `dict::hash_key(key)`.
     pub hash: u64,
     pub key: &'a [u8],
@@ -435,7 +437,8 @@ pub struct Spot<'a> {
 impl<'a> Spot<'a> {
     #[inline]
     pub fn new(db: usize, key: &'a [u8]) -> Spot<'a> {
-        Spot { db, shard: key_shard(key), hash: dict::hash_key(key), key }
+        let slot = slot::key_slot(key);
+        Spot { db, shard: slot & (SHARDS - 1), slot, hash: dict::hash_key(key), key }
     }
 }
 

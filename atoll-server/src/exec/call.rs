@@ -20,6 +20,7 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Default)]
 pub struct KeyHint {
     pub shard: usize,
+    pub slot: usize,
     pub hash: u64,
 }
 
@@ -80,29 +81,41 @@ fn redirect(srv: &Server, client: &Client, cmd: &Command) -> Option<CmdError> {
 /// Cluster mode's routing (Redis's getNodeByQuery): `None` when this node runs the command.
 /// ASKING holds for one command, or for a whole transaction.
 #[inline]
-fn cluster_gate(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]]) -> Option<CmdError> {
+fn cluster_gate(
+    srv: &Server,
+    client: &mut Client,
+    cmd: &Command,
+    argv: &[&[u8]],
+    hint: Option<KeyHint>,
+) -> Option<CmdError> {
+    // ASKING lasts for this command, or this whole transaction (its own run sets it again).
     let asking = client.asking;
-    if client.multi.is_none() || cmd.name == "exec" {
-        client.asking = cmd.name == "asking" && client.multi.is_none();
+    if asking && (client.multi.is_none() || cmd.name == "exec") {
+        client.asking = false;
     }
     client.cluster_slot = None;
     if client.replaying {
         return None;
     }
-    let exec = cmd.name == "exec";
-    if cmd.key_specs.is_empty() && !cmd.has(flags::MOVABLE_KEYS) && !exec {
-        return None;
-    }
-    // The common case: one key, in a slot served here with nothing moving.
+    // The common case: one key, in a slot served here with nothing moving; the look-ahead
+    // that found its shard computed its slot.
     if let Some(i) = cmd.single_key {
         if let Some(k) = argv.get(i) {
-            let slot = crate::engine::slot::key_slot(k);
+            let slot = match hint {
+                Some(h) if i == 1 => h.slot,
+                _ => crate::engine::slot::key_slot(k),
+            };
             if srv.cluster.serves(slot) {
                 client.cluster_slot = Some(slot);
                 return None;
             }
         }
-    } else if !exec {
+    }
+    let exec = cmd.name == "exec";
+    if cmd.key_specs.is_empty() && !cmd.has(flags::MOVABLE_KEYS) && !exec {
+        return None;
+    }
+    if cmd.single_key.is_none() && !exec {
         // Several keys (MGET, a script's keys …): in one slot served here, or the slow path.
         let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
         if keyspec::key_positions(&cmd.key_specs, argv, &mut pos).is_ok() {
@@ -375,7 +388,7 @@ fn gated(
     // Cluster mode: a command on keys this node does not serve goes elsewhere (one bool when
     // standalone; one byte per key slot in the common case).
     if srv.cluster.enabled {
-        if let Some(e) = cluster_gate(srv, client, cmd, argv) {
+        if let Some(e) = cluster_gate(srv, client, cmd, argv, key_hint) {
             if cmd.name == "exec" {
                 super::multi::discard_state(srv, client);
                 super::multi::unwatch_all(srv, client);

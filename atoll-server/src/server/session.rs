@@ -328,12 +328,12 @@ fn prefetch(
                     debug_assert!(
                         h.shard == crate::engine::key_shard(key) && h.hash == crate::engine::dict::hash_key(key)
                     );
-                    Spot { db, shard: h.shard, hash: h.hash, key }
+                    Spot { db, shard: h.shard, slot: h.slot, hash: h.hash, key }
                 }
                 None => Spot::new(db, key),
             };
             spots.push(spot);
-            KeyHint { shard: spot.shard, hash: spot.hash }
+            KeyHint { shard: spot.shard, slot: spot.slot, hash: spot.hash }
         });
         ahead.reqs.push(AheadReq { at: pos, consumed, args: from..from + n, key });
         pos += consumed;
@@ -367,7 +367,7 @@ impl Session {
         f.consumed = scan_request(input, 0, AHEAD_MAX_ARGS, &limits, &mut f.args)?;
         let &(s, e) = f.args.get(1)?;
         let spot = Spot::new(self.client.db, &input[s..e]);
-        f.key = KeyHint { shard: spot.shard, hash: spot.hash };
+        f.key = KeyHint { shard: spot.shard, slot: spot.slot, hash: spot.hash };
         Some(spot)
     }
 }

@@ -11,6 +11,25 @@ fn with_state<R>(ctx: &Ctx, f: impl FnOnce(&mut State) -> R) -> Result<R, CmdErr
     ctx.srv.cluster.with(f).ok_or_else(|| CmdError::msg(DISABLED))
 }
 
+/// Refuses every cluster command outside cluster mode, as Redis does (HELP included).
+fn enabled(ctx: &Ctx) -> CmdResult {
+    if ctx.srv.cluster.enabled {
+        Ok(())
+    } else {
+        Err(CmdError::msg(DISABLED))
+    }
+}
+
+/// The master a SETSLOT names (MIGRATING/IMPORTING's refusals).
+fn target_master(st: &State, id: &[u8]) -> Result<wire::Name, CmdError> {
+    let n = lookup(st, id)
+        .ok_or_else(|| CmdError::msg(format!("ERR I don't know about node {}", String::from_utf8_lossy(id))))?;
+    if st.nodes[&n].is_slave() {
+        return Err(CmdError::msg("ERR Target node is not a master"));
+    }
+    Ok(n)
+}
+
 fn tls_client(ctx: &Ctx) -> bool {
     let tls = ctx.srv.config.int(crate::config::p::TLS_PORT);
     tls != 0 && ctx.client.handle.laddr.rsplit(':').next().and_then(|p| p.parse::<i64>().ok()) == Some(tls)
@@ -39,9 +58,7 @@ fn offset(ctx: &Ctx) -> u64 {
 }
 
 pub fn help(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     help_reply(
         ctx,
         "CLUSTER",
@@ -132,9 +149,7 @@ pub fn myshardid(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn keyslot(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     ctx.reply.int(crate::engine::slot::key_slot(ctx.args[2]) as i64);
     Ok(())
 }
@@ -159,9 +174,7 @@ fn keys_in_slot(ctx: &mut Ctx, slot: usize, limit: usize) -> Vec<Vec<u8>> {
 }
 
 pub fn countkeysinslot(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     let slot = ctx.arg_i64(2)?;
     if !(0..wire::SLOTS as i64).contains(&slot) {
         return Err(CmdError::msg("ERR Invalid slot"));
@@ -172,9 +185,7 @@ pub fn countkeysinslot(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn getkeysinslot(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     let slot = ctx.arg_i64(2)?;
     let count = ctx.arg_i64(3)?;
     if !(0..wire::SLOTS as i64).contains(&slot) || count < 0 {
@@ -189,9 +200,7 @@ pub fn getkeysinslot(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn meet(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     if ctx.args.len() > 5 {
         return Err(subcommand_syntax(ctx));
     }
@@ -226,9 +235,7 @@ fn subcommand_syntax(ctx: &Ctx) -> CmdError {
 }
 
 pub fn flushslots(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     if ctx.ks.locks.dbsize(0) != 0 {
         return Err(CmdError::msg("ERR DB must be empty to perform CLUSTER FLUSHSLOTS."));
     }
@@ -244,9 +251,7 @@ pub fn flushslots(ctx: &mut Ctx) -> CmdResult {
 
 /// ADDSLOTS/DELSLOTS and their RANGE forms: all the slots are checked before any changes.
 fn change_slots(ctx: &mut Ctx, del: bool, ranges: bool) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     let mut pairs = Vec::new();
     if ranges {
         if ctx.args.len() % 2 == 1 {
@@ -311,9 +316,7 @@ pub fn delslotsrange(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn setslot(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     if with_state(ctx, |st| st.me().is_slave())? {
         return Err(CmdError::msg("ERR Please use SETSLOT only with masters."));
     }
@@ -333,24 +336,14 @@ pub fn setslot(ctx: &mut Ctx) -> CmdResult {
                 if st.slots[slot] != Some(me) {
                     return Err(CmdError::msg(format!("ERR I'm not the owner of hash slot {slot}")));
                 }
-                let n = lookup(st, id).ok_or_else(|| {
-                    CmdError::msg(format!("ERR I don't know about node {}", String::from_utf8_lossy(id)))
-                })?;
-                if st.nodes[&n].is_slave() {
-                    return Err(CmdError::msg("ERR Target node is not a master"));
-                }
+                let n = target_master(st, id)?;
                 st.migrating.insert(slot, n);
             }
             (b"importing", 5) => {
                 if st.slots[slot] == Some(me) {
                     return Err(CmdError::msg(format!("ERR I'm already the owner of hash slot {slot}")));
                 }
-                let n = lookup(st, id).ok_or_else(|| {
-                    CmdError::msg(format!("ERR I don't know about node {}", String::from_utf8_lossy(id)))
-                })?;
-                if st.nodes[&n].is_slave() {
-                    return Err(CmdError::msg("ERR Target node is not a master"));
-                }
+                let n = target_master(st, id)?;
                 st.importing.insert(slot, n);
             }
             (b"stable", 4) => {
@@ -408,9 +401,7 @@ pub fn bumpepoch(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn saveconfig(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     let path = ctx.srv.cluster.conf_path.get().cloned().unwrap_or_default();
     // Rendered under the view's lock, written (and fsynced) after it.
     let text = ctx.srv.cluster.peek(|st| cl::conf::render(st)).ok_or_else(|| CmdError::msg(DISABLED))?;
@@ -450,9 +441,7 @@ pub fn forget(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn replicate(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     let id = ctx.args[2];
     let empty = ctx.ks.locks.dbsize(0) == 0;
     with_state(ctx, |st| {
@@ -505,9 +494,7 @@ pub fn count_failure_reports(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn set_config_epoch(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     let epoch = ctx.arg_i64(2)?;
     if epoch < 0 {
         return Err(CmdError::msg(format!("ERR Invalid config epoch specified: {epoch}")));
@@ -533,9 +520,7 @@ pub fn set_config_epoch(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn reset(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     let hard = match ctx.args.get(2).map(|a| a.to_ascii_lowercase()) {
         None => false,
         Some(a) if a == b"hard" => true,
@@ -587,9 +572,7 @@ pub fn reset(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn failover(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     if ctx.args.len() > 3 {
         return Err(subcommand_syntax(ctx));
     }
@@ -802,9 +785,7 @@ pub fn shards(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn asking(ctx: &mut Ctx) -> CmdResult {
-    if !ctx.srv.cluster.enabled {
-        return Err(CmdError::msg(DISABLED));
-    }
+    enabled(ctx)?;
     ctx.client.asking = true;
     ctx.reply.ok();
     Ok(())

@@ -154,23 +154,37 @@ pub fn keyslot(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// Keys of `slot` in database 0 (its shard holds sixteen slots; the others are skipped).
-/// The commands that call this have the `Walk` scope: in a transaction or a script the whole
-/// database is held, so the shard is; alone they take the one shard briefly.
+/// Up to `limit` keys of `slot` in database 0, as Redis's slot-to-keys index lists them
+/// (keys whose TTL passed but that were not deleted yet included). The shard holds sixteen
+/// slots: its walk skips the others and stops once the slot's count is reached. The commands
+/// that call this have the `Walk` scope: in a transaction or a script the whole database is
+/// held, so the shard is; alone they take the one shard briefly.
 fn keys_in_slot(ctx: &mut Ctx, slot: usize, limit: usize) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     if ctx.srv.ks.db_if_exists(0).is_none() {
         return out;
     }
-    let now = ctx.ks.now;
     ctx.ks.locks.with_shard(0, slot & (crate::engine::slot::SHARDS - 1), |s| {
-        s.keys.for_each(|k, _| {
-            if out.len() < limit && crate::engine::slot::key_slot(k) == slot && !s.is_expired(k, now) {
+        let want = s.keys.count_in_slot(slot).min(limit);
+        if want == 0 {
+            return;
+        }
+        s.keys.keys_while(|k| {
+            if crate::engine::slot::key_slot(k) == slot {
                 out.push(k.to_vec());
             }
+            out.len() < want
         });
     });
     out
+}
+
+/// How many keys `slot` holds in database 0 (its count, kept as keys come and go).
+fn count_in_slot(ctx: &mut Ctx, slot: usize) -> usize {
+    if ctx.srv.ks.db_if_exists(0).is_none() {
+        return 0;
+    }
+    ctx.ks.locks.with_shard(0, slot & (crate::engine::slot::SHARDS - 1), |s| s.keys.count_in_slot(slot))
 }
 
 pub fn countkeysinslot(ctx: &mut Ctx) -> CmdResult {
@@ -179,7 +193,7 @@ pub fn countkeysinslot(ctx: &mut Ctx) -> CmdResult {
     if !(0..wire::SLOTS as i64).contains(&slot) {
         return Err(CmdError::msg("ERR Invalid slot"));
     }
-    let n = keys_in_slot(ctx, slot as usize, usize::MAX).len();
+    let n = count_in_slot(ctx, slot as usize);
     ctx.reply.int(n as i64);
     Ok(())
 }
@@ -616,21 +630,47 @@ pub fn failover(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG CLUSTERLINK KILL <to|from|all> <node-id>: the bus thread closes the link(s); the
+/// cron connects again as after any lost link.
+pub fn kill_link(ctx: &mut Ctx) -> CmdResult {
+    if !ctx.srv.cluster.enabled {
+        return Err(CmdError::msg("ERR Debug option only available for cluster mode enabled setup!"));
+    }
+    let (dir, id) = (ctx.args[3], ctx.args[4]);
+    with_state(ctx, |st| {
+        let n = cl::parse_name(id).and_then(|n| st.nodes.get(&n)).ok_or_else(|| unknown_node(id))?;
+        let (to, from) = (n.link, n.inbound);
+        let doomed = match () {
+            _ if dir.eq_ignore_ascii_case(b"to") => [to, None],
+            _ if dir.eq_ignore_ascii_case(b"from") => [None, from],
+            _ if dir.eq_ignore_ascii_case(b"all") => [to, from],
+            // Redis writes this error and then +OK as well (two replies to one command):
+            // only the error is kept here.
+            _ => return Err(CmdError::msg(format!("ERR Unknown direction {}", String::from_utf8_lossy(dir)))),
+        };
+        st.actions.extend(doomed.into_iter().flatten().map(Action::CloseLink));
+        Ok(())
+    })??;
+    ctx.reply.ok();
+    Ok(())
+}
+
 pub fn links(ctx: &mut Ctx) -> CmdResult {
     let links = with_state(ctx, |st| {
         let mut v = Vec::new();
         for n in st.ordered_nodes() {
+            let io = |t: usize| st.link_io.get(&t).copied().unwrap_or((0, ""));
             if let Some(t) = n.link {
-                v.push(("to", n.name, t, n.link_ctime));
+                v.push(("to", n.name, n.link_ctime, io(t)));
             }
             if let Some(t) = n.inbound {
-                v.push(("from", n.name, t, n.inbound_ctime));
+                v.push(("from", n.name, n.inbound_ctime, io(t)));
             }
         }
         v
     })?;
     ctx.reply.array(links.len());
-    for (dir, name, _, ctime) in links {
+    for (dir, name, ctime, (queued, events)) in links {
         ctx.reply.map(6);
         ctx.reply.bulk(b"direction");
         ctx.reply.bulk(dir.as_bytes());
@@ -639,11 +679,12 @@ pub fn links(ctx: &mut Ctx) -> CmdResult {
         ctx.reply.bulk(b"create-time");
         ctx.reply.int(ctime);
         ctx.reply.bulk(b"events");
-        ctx.reply.bulk(b"r");
+        ctx.reply.bulk(events.as_bytes());
+        // Redis gives its queued messages' size for both.
         ctx.reply.bulk(b"send-buffer-allocated");
-        ctx.reply.int(0);
+        ctx.reply.int(queued as i64);
         ctx.reply.bulk(b"send-buffer-used");
-        ctx.reply.int(0);
+        ctx.reply.int(queued as i64);
     }
     Ok(())
 }

@@ -361,6 +361,8 @@ const HELP: &[&str] = &[
     "    Return the hottest keys seen by sampling (Atoll's own; `hotkeys` config).",
     "OBJECT <key>",
     "    Show low level info about `key` and associated value.",
+    "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+    "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
     "PANIC",
     "    Crash the server simulating a panic.",
     "PANIC-IN-HANDLER",
@@ -406,6 +408,8 @@ const HELP: &[&str] = &[
     "    In case RESET is provided the peak reset time will be restored to the default value",
     "REPLYBUFFER RESIZING <0|1>",
     "    Enable or disable the reply buffer resize cron job",
+    "CLUSTERLINK KILL <to|from|all> <node-id>",
+    "    Kills the link based on the direction to/from (both) with the provided node.",
 ];
 
 /// C's `atoi`: leading digits (after an optional sign), 0 for anything else.
@@ -446,6 +450,12 @@ pub fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.srv.skip_checksum.store(atoi(ctx.args[2]) != 0, Ordering::Relaxed);
             ctx.reply.ok();
         }
+        ("drop-cluster-packet-filter", 3) => {
+            let kind = ctx.arg_i64(2)?;
+            ctx.srv.cluster.drop_filter.store(kind, Ordering::Relaxed);
+            ctx.reply.ok();
+        }
+        ("clusterlink", 5) if eq_ic(ctx.args[2], "kill") => super::cluster::kill_link(ctx)?,
         ("set-active-expire", 3) => {
             ctx.srv.active_expire.store(atoi(ctx.args[2]) != 0, Ordering::Relaxed);
             ctx.reply.ok();

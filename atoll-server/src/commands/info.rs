@@ -295,7 +295,7 @@ fn memory(o: &mut String, cx: &mut Cx) {
         "mem_clients_normal:{}",
         srv.clients.fold(0, |sum, h| if h.replica.load(Ordering::Relaxed) { sum } else { sum + h.memory() })
     );
-    f!(o, "mem_cluster_links:0");
+    f!(o, "mem_cluster_links:{}", srv.cluster.links_mem.load(Ordering::Relaxed));
     f!(o, "mem_aof_buffer:{}", srv.persistence.aof.log().map_or(0, |l| l.buffered().1));
     f!(o, "mem_allocator:jemalloc");
     f!(o, "active_defrag_running:0");

@@ -71,7 +71,9 @@ pub fn memory_stats(ctx: &mut Ctx) -> CmdResult {
             dbs.push((db, main as u64, exp as u64));
         }
     }
+    let links = srv.cluster.links_mem.load(std::sync::atomic::Ordering::Relaxed);
     let overhead = startup
+        + links
         + clients
         + replicas
         + backlog
@@ -93,7 +95,7 @@ pub fn memory_stats(ctx: &mut Ctx) -> CmdResult {
     int(r, "replication.backlog", backlog);
     int(r, "clients.slaves", replicas);
     int(r, "clients.normal", clients);
-    int(r, "cluster.links", 0);
+    int(r, "cluster.links", links);
     int(r, "aof.buffer", aof_buffer);
     int(r, "lua.caches", eval_caches);
     int(r, "functions.caches", function_caches);

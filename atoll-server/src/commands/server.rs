@@ -294,6 +294,16 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
         }
     }
     crate::log::set_level(ctx.srv.config.hot.loglevel.load(Ordering::Relaxed));
+    // As Redis's apply functions: the node announces its new address at once (CLUSTER
+    // NODES right after the CONFIG SET shows it), and the bus uses the new timings.
+    if ctx.srv.cluster.enabled
+        && pairs.iter().any(|(k, _)| {
+            let k = String::from_utf8_lossy(k).to_ascii_lowercase();
+            k.starts_with("cluster-") || k == "port" || k == "tls-port"
+        })
+    {
+        crate::daemons::cluster_bus::apply_settings(ctx.srv);
+    }
     if names("maxmemory") {
         let limit = ctx.srv.config.hot.maxmemory.load(Ordering::Relaxed);
         let used = crate::services::evict::used_for_limit(ctx.srv);

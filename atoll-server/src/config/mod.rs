@@ -682,8 +682,10 @@ impl Config {
     fn lines_for(&self, i: usize, def: &Def) -> Vec<String> {
         let v = self.value_of(i, def);
         match def.kind {
-            // No master: no line (Redis's rewriteConfigReplicaOfOption).
-            Kind::Replicaof if v.is_empty() => Vec::new(),
+            // No master: no line; nor in cluster mode, where nodes.conf names the master and
+            // a `replicaof` line would stop the next start (Redis's
+            // rewriteConfigReplicaOfOption).
+            Kind::Replicaof if v.is_empty() || self.flag(p::CLUSTER_ENABLED) => Vec::new(),
             Kind::Save if !v.is_empty() => {
                 let w: Vec<&str> = v.split(' ').collect();
                 w.chunks(2).map(|p| format!("save {} {}", p[0], p[1])).collect()

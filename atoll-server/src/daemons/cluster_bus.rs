@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 
 const WAKE: Token = Token(usize::MAX - 1);
 const LISTEN_BASE: usize = usize::MAX - 64;
+/// Buffer capacity a link keeps once empty (a few pings' worth); more is released.
+const WBUF_KEEP: usize = 16 * 1024;
+const RBUF_KEEP: usize = 64 * 1024;
 
 struct Link {
     stream: TcpStream,
@@ -68,6 +71,15 @@ pub fn settings(srv: &Server) -> Settings {
         tls_port,
         bus_port: if cport != 0 { cport } else { base.wrapping_add(10000) },
     }
+}
+
+/// CONFIG SET changed a setting the bus uses: the state takes the new settings now.
+pub fn apply_settings(srv: &Server) {
+    let s = settings(srv);
+    srv.cluster.with(|st| {
+        st.settings = s;
+        st.apply_announced();
+    });
 }
 
 /// Loads (or creates) nodes.conf and locks it; the server exits when it cannot, as Redis.
@@ -194,8 +206,32 @@ fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
             next_cron = Instant::now() + Duration::from_millis(100);
             iteration += 1;
             cron(&srv, &poll, &mut links, iteration);
+            redirect_blocked(&srv);
         }
         carry_out(&srv, &poll, &mut links);
+        report(&srv, &links);
+    }
+}
+
+/// Tells the state what each link holds (CLUSTER LINKS) and the server what all of them
+/// hold (INFO's mem_cluster_links): measured here, where the buffers are.
+fn report(srv: &Server, links: &Slab<Link>) {
+    let mut mem = 0u64;
+    let mut io = std::collections::HashMap::with_capacity(links.len());
+    for (token, l) in links.iter() {
+        mem += (std::mem::size_of::<Link>() + l.rbuf.capacity() + l.wbuf.capacity()) as u64;
+        // What the poll waits for on it, named as Redis names its handlers: none while
+        // connecting, then reading, and writing while bytes wait.
+        let events = match (l.connecting, l.wbuf.is_empty()) {
+            (true, _) => "",
+            (false, true) => "r",
+            (false, false) => "rw",
+        };
+        io.insert(token, (l.wbuf.len() as u64, events));
+    }
+    srv.cluster.links_mem.store(mem, std::sync::atomic::Ordering::Relaxed);
+    if let Some(st) = srv.cluster.state.lock().as_mut() {
+        st.link_io = io;
     }
 }
 
@@ -238,11 +274,26 @@ fn process_ready(srv: &Server, links: &mut Slab<Link>, token: usize) -> bool {
             return true;
         }
         let frame: Vec<u8> = l.rbuf.drain(..len).collect();
+        if l.rbuf.is_empty() && l.rbuf.capacity() > RBUF_KEEP {
+            // A big message (a large PUBLISH) was read: its buffer is not kept.
+            l.rbuf = Vec::new();
+        }
         let msg = match wire::decode(&frame) {
             Ok(m) => m,
             // Redis drops a message it cannot use and keeps the link.
             Err(_) => continue,
         };
+        let filter = srv.cluster.drop_filter.load(std::sync::atomic::Ordering::Relaxed);
+        if filter == msg.hdr.kind as i64 {
+            // DEBUG DROP-CLUSTER-PACKET-FILTER: counted as received, then ignored.
+            if let Some(st) = srv.cluster.state.lock().as_mut() {
+                if let Some(c) = st.received.get_mut(msg.hdr.kind as usize) {
+                    *c += 1;
+                }
+            }
+            crate::log_warning!("Dropping packet that matches debug drop filter");
+            continue;
+        }
         let mut view = LinkView {
             token,
             node: l.node,
@@ -280,6 +331,11 @@ fn flush(l: &mut Link) -> bool {
             Ok(0) => return false,
             Ok(n) => {
                 l.wbuf.drain(..n);
+                if l.wbuf.is_empty() && l.wbuf.capacity() > WBUF_KEEP {
+                    // As Redis frees a link's message blocks once written: a burst of
+                    // publishes does not keep its memory.
+                    l.wbuf = Vec::new();
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -356,17 +412,11 @@ fn cron(srv: &Server, poll: &Poll, links: &mut Slab<Link>, iteration: u64) {
         }
     };
     let ping_period = srv.config.text(crate::config::p::REPL_PING_REPLICA_PERIOD).parse::<i64>().unwrap_or(10);
-    // CONFIG SET of a cluster-* setting takes effect within a second.
-    let fresh = iteration.is_multiple_of(10).then(|| settings(srv));
     // (Read before the view's lock: the upstream's state has a lock of its own.)
     let following = srv.repl.upstream.following();
     let connect = {
         let mut g = srv.cluster.state.lock();
         let Some(st) = g.as_mut() else { return };
-        if let Some(s) = fresh {
-            st.settings = s;
-            st.apply_announced();
-        }
         let c = st.cron(iteration, off);
         // A replica (restarted from nodes.conf, or whose link was reset) follows its master.
         if st.me().is_slave() && !following {
@@ -500,9 +550,67 @@ fn carry_out(srv: &Server, poll: &Poll, links: &mut Slab<Link>) {
     }
 }
 
+/// Clients blocked on keys of a slot this node no longer serves get the redirection they
+/// would get now (MOVED, or CLUSTERDOWN), and their wait ends: what they wait for will be
+/// written elsewhere (Redis's clusterRedirectBlockedClientIfNeeded, run from its cron as
+/// here). A slot being imported keeps its waiters, and so does a replica's reader of its
+/// master's slots.
+pub fn redirect_blocked(srv: &Server) {
+    use crate::exec::blocking::WaitState;
+    use crate::exec::table::flags;
+    if srv.blocked_clients.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return;
+    }
+    let mut waits = Vec::new();
+    for h in srv.clients.snapshot() {
+        let Some(w) = h.waiter.lock().clone() else { continue };
+        if w.postponed() || w.keys().is_empty() || !w.waiting() {
+            continue;
+        }
+        let argv: Vec<&[u8]> = w.argv().iter().map(|a| a.as_slice()).collect();
+        let writes = crate::exec::call::resolve(srv, &argv).is_ok_and(|c| c.has(flags::WRITE));
+        let tls = srv.config.int(crate::config::p::TLS_PORT) != 0
+            && h.laddr.rsplit(':').next().and_then(|p| p.parse::<i64>().ok())
+                == Some(srv.config.int(crate::config::p::TLS_PORT));
+        let slot = crate::engine::slot::key_slot(&w.keys()[0]);
+        waits.push((w, slot, writes, tls));
+    }
+    // All keys of a blocking command share a slot: the first one's decides.
+    let verdicts: Vec<Option<String>> = srv
+        .cluster
+        .peek(|st| {
+            waits
+                .iter()
+                .map(|(_, slot, writes, tls)| {
+                    if !st.ok {
+                        return Some(st.redirect_text(&cl::Redirect::Down, *tls));
+                    }
+                    let owner = st.slots[*slot];
+                    let me = st.me();
+                    let reads_master = !writes && me.is_slave() && me.slaveof.is_some() && me.slaveof == owner;
+                    if owner == Some(st.myself) || reads_master || st.importing.contains_key(slot) {
+                        return None;
+                    }
+                    Some(match owner {
+                        None => st.redirect_text(&cl::Redirect::Unbound, *tls),
+                        Some(n) => st.redirect_text(&cl::Redirect::Moved(*slot, n), *tls),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    for ((w, ..), verdict) in waits.into_iter().zip(verdicts) {
+        let Some(text) = verdict else { continue };
+        if w.finish(WaitState::Served(format!("-{text}\r\n").into_bytes())) {
+            srv.blocked_clients.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 /// Deletes the keys of slots this node no longer serves (database 0).
 pub fn delete_slots(srv: &Server, slots: &[usize]) {
-    let mut shards: Vec<usize> = slots.iter().map(|s| s & (crate::engine::slot::SHARDS - 1)).collect();
+    use crate::engine::slot::SHARDS;
+    let mut shards: Vec<usize> = slots.iter().map(|s| s & (SHARDS - 1)).collect();
     shards.sort_unstable();
     shards.dedup();
     let wanted: std::collections::HashSet<usize> = slots.iter().copied().collect();
@@ -510,20 +618,44 @@ pub fn delete_slots(srv: &Server, slots: &[usize]) {
         let plan = crate::engine::LockPlan::one(0, shard);
         let mut locks = crate::engine::Locks::acquire(&srv.ks, plan);
         let s = locks.shard(0, shard);
+        let mut left: usize =
+            wanted.iter().filter(|&&w| w & (SHARDS - 1) == shard).map(|&w| s.keys.count_in_slot(w)).sum();
         let mut doomed: Vec<Vec<u8>> = Vec::new();
-        s.keys.for_each(|k, _| {
-            if wanted.contains(&crate::engine::slot::key_slot(k)) {
-                doomed.push(k.to_vec());
-            }
-        });
+        if left > 0 {
+            s.keys.keys_while(|k| {
+                if wanted.contains(&crate::engine::slot::key_slot(k)) {
+                    doomed.push(k.to_vec());
+                    left -= 1;
+                }
+                left > 0
+            });
+        }
         let mut with_keys: Vec<usize> = doomed.iter().map(|k| crate::engine::slot::key_slot(k)).collect();
         with_keys.sort_unstable();
         with_keys.dedup();
         for slot in with_keys {
             crate::log_notice!("Deleting keys in dirty slot {slot}");
         }
-        for k in doomed {
-            s.remove(&k);
+        if doomed.is_empty() {
+            continue;
+        }
+        // As Redis's delKeysInSlot: each deletion reaches the replicas and the AOF (replicas
+        // delete nothing of their own accord), and WATCH and tracking see the key change.
+        for k in &doomed {
+            s.remove(k);
+            s.touch_watched(k);
+        }
+        if srv.tracking.on() {
+            let touched: Vec<crate::services::tracking::Touched> =
+                doomed.iter().map(|k| (k.clone().into_boxed_slice(), true)).collect();
+            srv.tracking.modified(&srv.reach(), &touched, 0, None);
+        }
+        if srv.effects_enabled() {
+            let cmd: &[u8] =
+                if srv.config.flag(crate::config::p::LAZYFREE_LAZY_SERVER_DEL) { b"UNLINK" } else { b"DEL" };
+            let effects: Vec<crate::exec::Effect> =
+                doomed.iter().map(|k| crate::exec::Effect::new(0, vec![cmd.to_vec(), k.clone()])).collect();
+            srv.publish_effects(&effects, srv.ks.snapshots.seen(s.saved_epoch));
         }
     }
 }

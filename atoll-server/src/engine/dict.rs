@@ -563,6 +563,14 @@ impl<N: Chained> RawDict<N> {
 
     /// Visits every node (no particular order).
     pub fn for_each(&self, mut f: impl FnMut(NonNull<N>)) {
+        self.for_each_while(|p| {
+            f(p);
+            true
+        });
+    }
+
+    /// Visits nodes (no particular order) until `f` returns false.
+    pub fn for_each_while(&self, mut f: impl FnMut(NonNull<N>) -> bool) {
         for t in &self.t {
             for b in &t.buckets {
                 let mut cur = *b;
@@ -570,7 +578,9 @@ impl<N: Chained> RawDict<N> {
                     // SAFETY: linked nodes are live while the dict is borrowed; `f` cannot
                     // modify the dict (it is borrowed shared).
                     cur = unsafe { *N::next(p) };
-                    f(p);
+                    if !f(p) {
+                        return;
+                    }
                 }
             }
         }

@@ -19,12 +19,14 @@
 //! string before modifying it. Replacing a value (`Entry::set`) picks the best layout again.
 
 use super::dict::{Chained, Link, RawDict};
+use super::slot::{key_slot, INDEXED, SHARDS, SLOTS};
 use super::value::{Obj, Value, EMB_INLINE};
 use rand::Rng;
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cell::OnceCell;
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::Ordering;
 
 /// A key's node header; the key and value bytes follow it in the same allocation.
 #[repr(C)]
@@ -248,7 +250,18 @@ unsafe impl Chained for KNode {
 }
 
 /// A shard's keys and their values.
-pub struct KeyTable(RawDict<KNode>);
+pub struct KeyTable {
+    dict: RawDict<KNode>,
+    /// In cluster mode, how many keys each of the shard's slots holds (a shard holds the
+    /// `SLOTS / SHARDS` slots whose low bits are its index; entry `slot / SHARDS`), kept as
+    /// keys come and go: COUNTKEYSINSLOT's answer, and where GETKEYSINSLOT and the deletion
+    /// of a lost slot can stop. Counted as Redis counts its slot-to-keys index: keys whose
+    /// TTL passed but that were not yet deleted count. None until the first key, and
+    /// outside cluster mode (`slot::INDEXED`), where nothing reads it.
+    slots: Option<Box<[u32; SLOTS_PER_SHARD]>>,
+}
+
+const SLOTS_PER_SHARD: usize = SLOTS / SHARDS;
 
 impl Default for KeyTable {
     fn default() -> Self {
@@ -258,84 +271,103 @@ impl Default for KeyTable {
 
 impl KeyTable {
     pub const fn new() -> Self {
-        KeyTable(RawDict::new())
+        KeyTable { dict: RawDict::new(), slots: None }
+    }
+
+    /// Counts a key in or out of its slot (cluster mode only: a key's slot is a CRC of it,
+    /// paid here only when a key is created or deleted, never when one is read or replaced).
+    #[inline]
+    fn count(&mut self, key: &[u8], delta: i32) {
+        if !INDEXED.load(Ordering::Relaxed) {
+            return;
+        }
+        let c = self.slots.get_or_insert_with(|| Box::new([0; SLOTS_PER_SHARD]));
+        let i = key_slot(key) / SHARDS;
+        c[i] = c[i].wrapping_add_signed(delta);
+    }
+
+    /// How many keys `slot` holds (cluster mode; `slot` must map to this shard).
+    pub fn count_in_slot(&self, slot: usize) -> usize {
+        self.slots.as_ref().map_or(0, |c| c[slot / SHARDS] as usize)
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.dict.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.dict.is_empty()
     }
 
     pub fn clear(&mut self) {
-        self.0.clear()
+        self.dict.clear();
+        self.slots = None;
     }
 
     /// See [`RawDict::stats`].
     pub fn stats(&self) -> Vec<(usize, usize, Vec<usize>)> {
-        self.0.stats()
+        self.dict.stats()
     }
 
     /// See `RawDict::prefetch_bucket`.
     #[inline]
     pub fn prefetch_bucket(&self, hash: u64) {
-        self.0.prefetch_bucket(hash)
+        self.dict.prefetch_bucket(hash)
     }
 
     /// See `RawDict::prefetch_node`.
     #[inline]
     pub fn prefetch_node(&self, hash: u64) {
-        self.0.prefetch_node(hash)
+        self.dict.prefetch_node(hash)
     }
 
     /// See `RawDict::prefetch_second`.
     #[inline]
     pub fn prefetch_second(&self, hash: u64, key: &[u8]) {
-        self.0.prefetch_second(hash, key)
+        self.dict.prefetch_second(hash, key)
     }
 
     /// The key's value, for reading.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<ValRef<'_>> {
-        self.0.find(key).map(|node| ValRef { node, cell: OnceCell::new(), _t: PhantomData })
+        self.dict.find(key).map(|node| ValRef { node, cell: OnceCell::new(), _t: PhantomData })
     }
 
     pub fn contains_key(&self, key: &[u8]) -> bool {
-        self.0.find(key).is_some()
+        self.dict.find(key).is_some()
     }
 
     /// The table is moving to a larger or smaller bucket array.
     pub fn is_rehashing(&self) -> bool {
-        self.0.is_rehashing()
+        self.dict.is_rehashing()
     }
 
     /// Moves up to `n` buckets to the new array; true while more remain.
     pub fn rehash(&mut self, n: usize) -> bool {
-        self.0.rehash(n)
+        self.dict.rehash(n)
     }
 
     /// The heap the bucket arrays take.
     pub fn table_bytes(&self) -> usize {
-        self.0.table_bytes()
+        self.dict.table_bytes()
     }
 
     /// The key's entry, for reading and writing.
     #[inline]
     pub fn get_mut(&mut self, key: &[u8]) -> Option<Entry<'_>> {
-        self.0.find_link(key).map(|link| Entry { link, cell: OnceCell::new(), _t: PhantomData })
+        self.dict.find_link(key).map(|link| Entry { link, cell: OnceCell::new(), _t: PhantomData })
     }
 
     /// `get_mut` for a key whose `dict::hash_key` the caller already has.
     #[inline]
     pub fn get_mut_hashed(&mut self, key: &[u8], hash: u64) -> Option<Entry<'_>> {
-        self.0.find_link_hashed(key, hash).map(|link| Entry { link, cell: OnceCell::new(), _t: PhantomData })
+        self.dict.find_link_hashed(key, hash).map(|link| Entry { link, cell: OnceCell::new(), _t: PhantomData })
     }
 
     /// Adds a key known to be absent.
     pub fn insert_new(&mut self, key: &[u8], obj: Obj) {
-        self.0.link_new(KNode::new_node(key, obj.lru, obj.val, false));
+        self.count(key, 1);
+        self.dict.link_new(KNode::new_node(key, obj.lru, obj.val, false));
     }
 
     /// Adds or replaces a key.
@@ -351,7 +383,8 @@ impl KeyTable {
 
     /// Removes a key, returning its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<Obj> {
-        let p = self.0.unlink(key)?;
+        let p = self.dict.unlink(key)?;
+        self.count(key, -1);
         // SAFETY: the node was unlinked and is ours; an `OBJ` value is moved out before the
         // memory is released without dropping it.
         unsafe {
@@ -367,16 +400,22 @@ impl KeyTable {
 
     /// Visits every key and its value (no particular order).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &Value)) {
-        self.0.for_each(|p| {
+        self.dict.for_each(|p| {
             let cell = OnceCell::new();
             // SAFETY: nodes live while `self` is borrowed.
             unsafe { f(KNode::key(p), KNode::view(p, &cell)) }
         })
     }
 
+    /// Visits keys (no particular order) until `f` returns false.
+    pub fn keys_while(&self, mut f: impl FnMut(&[u8]) -> bool) {
+        // SAFETY: nodes live while `self` is borrowed.
+        self.dict.for_each_while(|p| unsafe { f(KNode::key(p)) })
+    }
+
     /// One step of a SCAN (see `RawDict::scan`).
     pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &Value)) -> u64 {
-        self.0.scan(cursor, |p| {
+        self.dict.scan(cursor, |p| {
             let cell = OnceCell::new();
             // SAFETY: as in `for_each`.
             unsafe { f(KNode::key(p), KNode::view(p, &cell)) }
@@ -386,13 +425,13 @@ impl KeyTable {
     /// Up to `max` keys near a random place, with their `lru` fields (eviction's sample).
     pub fn sample<R: Rng>(&self, rng: &mut R, max: usize, mut f: impl FnMut(&[u8], u32)) {
         // SAFETY: nodes live while `self` is borrowed.
-        self.0.some(rng, max, |p| unsafe { f(KNode::key(p), KNode::hdr(p).lru) })
+        self.dict.some(rng, max, |p| unsafe { f(KNode::key(p), KNode::hdr(p).lru) })
     }
 
     /// Some random key.
     pub fn random<R: Rng>(&self, rng: &mut R) -> Option<&[u8]> {
         // SAFETY: the node lives while `self` is borrowed.
-        self.0.random(rng).map(|p| unsafe { KNode::key(p) })
+        self.dict.random(rng).map(|p| unsafe { KNode::key(p) })
     }
 }
 
@@ -566,6 +605,35 @@ mod tests {
 
     fn obj(v: Value) -> Obj {
         Obj { val: v, lru: 7 }
+    }
+
+    #[test]
+    fn keys_are_counted_by_slot_as_they_come_and_go() {
+        INDEXED.store(true, Ordering::Relaxed);
+        let mut t = KeyTable::new();
+        // Every key of the {a} tag lands in one slot, of one shard.
+        let slot = key_slot(b"{a}");
+        for i in 0..10 {
+            t.insert(format!("{{a}}{i}").as_bytes(), obj(Value::Int(i)));
+        }
+        assert_eq!(t.count_in_slot(slot), 10);
+        // Replacing a value is no new key.
+        t.insert(b"{a}3", obj(Value::Int(99)));
+        assert_eq!(t.count_in_slot(slot), 10);
+        assert!(t.remove(b"{a}3").is_some());
+        assert!(t.remove(b"{a}3").is_none());
+        assert_eq!(t.count_in_slot(slot), 9);
+        // Another slot of the same shard is counted apart.
+        let other = (slot + SHARDS) % SLOTS;
+        assert_eq!(t.count_in_slot(other), 0);
+        let mut seen = 0;
+        t.keys_while(|_| {
+            seen += 1;
+            seen < 4
+        });
+        assert_eq!(seen, 4);
+        t.clear();
+        assert_eq!(t.count_in_slot(slot), 0);
     }
 
     fn node_size(t: &mut KeyTable, key: &[u8]) -> usize {

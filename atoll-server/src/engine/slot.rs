@@ -24,6 +24,10 @@ pub const SLOTS: usize = 16384;
 /// Shards per database (DESIGN §1): fixed, independent of the thread count.
 pub const SHARDS: usize = 1024;
 
+/// Set once, at start-up in cluster mode (before any key is loaded): the keyspace keeps a
+/// count of keys per slot (see `KeyTable`).
+pub static INDEXED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Whether `key` contains a `{`, eight bytes at a time (most keys have none; `memchr`'s setup
 /// costs more than the whole scan of a short key).
 #[inline]

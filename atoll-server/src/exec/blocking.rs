@@ -165,6 +165,14 @@ impl crate::services::clients::Wait for Waiter {
         // clients are not in its timeout table).
         !self.postponed && self.deadline_ms.is_some_and(|d| d > 0)
     }
+
+    fn argv(&self) -> &[Vec<u8>] {
+        &self.argv
+    }
+
+    fn keys(&self) -> &[Vec<u8>] {
+        &self.keys
+    }
 }
 
 /// Parses a blocking timeout in seconds (BLPOP, BZPOPMIN …; fractions allowed, 0 = forever) into

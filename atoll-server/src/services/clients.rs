@@ -37,6 +37,10 @@ pub trait Wait: Send + Sync {
     fn waiting(&self) -> bool;
     /// It ends at a deadline if nothing serves it first (Redis's timeout table).
     fn timed(&self) -> bool;
+    /// The command it waits in, as the client sent it.
+    fn argv(&self) -> &[Vec<u8>];
+    /// The keys it waits on (none: it waits for something else, as WAIT does).
+    fn keys(&self) -> &[Vec<u8>];
 }
 
 /// Information other threads can see about a client.

@@ -209,7 +209,7 @@ impl State {
         if failures < quorum {
             return;
         }
-        crate::log_notice!("Marking node {} () as failing (quorum reached).", name_str(name));
+        crate::log_notice!("Marking node {} as failing (quorum reached).", super::who(n));
         n.flags &= !PFAIL;
         n.flags |= FAIL;
         n.fail_time = now;
@@ -229,8 +229,8 @@ impl State {
             n.is_slave() || n.numslots == 0 || (n.is_master() && n.numslots > 0 && now - n.fail_time > timeout * 2);
         if clear && n.failed() {
             crate::log_notice!(
-                "Clear FAIL state for node {} ():{} is reachable again.",
-                name_str(name),
+                "Clear FAIL state for node {}:{} is reachable again.",
+                super::who(n),
                 if n.is_slave() || n.numslots == 0 { "replica" } else { "master without slots" }
             );
             n.flags &= !FAIL;
@@ -307,8 +307,8 @@ impl State {
         if let Some(nm) = newmaster.filter(|_| cur_slots == 0) {
             if self.settings.allow_replica_migration || sender_slots == migrated_ours {
                 crate::log_notice!(
-                    "Configuration change detected. Reconfiguring myself as a replica of {} ()",
-                    name_str(&nm)
+                    "Configuration change detected. Reconfiguring myself as a replica of {}",
+                    self.who(&nm)
                 );
                 self.set_my_master(nm);
                 return;
@@ -402,13 +402,10 @@ impl State {
             wire::FAIL => {
                 if let (Some(_), Body::Fail { name }) = (sender, &msg.body) {
                     let name = *name;
+                    let sender_who = self.who(&h.sender);
                     if let Some(n) = self.nodes.get_mut(&name) {
                         if n.flags & (FAIL | MYSELF) == 0 {
-                            crate::log_notice!(
-                                "FAIL message received from {} () about {} ()",
-                                name_str(&h.sender),
-                                name_str(&name)
-                            );
+                            crate::log_notice!("FAIL message received from {} about {}", sender_who, super::who(n));
                             n.flags |= FAIL;
                             n.fail_time = now;
                             n.flags &= !PFAIL;
@@ -446,7 +443,7 @@ impl State {
                         self.mf_end = now + 5000;
                         self.mf_slave = Some(s);
                         self.actions.push(Action::PauseWrites(now + 10_000));
-                        crate::log_notice!("Manual failover requested by replica {} ().", name_str(&s));
+                        crate::log_notice!("Manual failover requested by replica {}.", self.who(&s));
                         let ping = self.ping(wire::PING, offset);
                         self.push_send_link(link.token, ping);
                     }
@@ -523,8 +520,8 @@ impl State {
                 self.todo_save = true;
             } else if lnode != h.sender {
                 crate::log_notice!(
-                    "PONG contains mismatching sender ID. About node {} () added {} ms ago, having flags {}",
-                    name_str(&lnode),
+                    "PONG contains mismatching sender ID. About node {} added {} ms ago, having flags {}",
+                    self.who(&lnode),
                     now - self.nodes.get(&lnode).map(|n| n.ctime).unwrap_or(now),
                     self.nodes.get(&lnode).map(|n| n.flags).unwrap_or(0)
                 );
@@ -631,7 +628,7 @@ impl State {
             let e = self.current_epoch;
             self.me_mut().config_epoch = e;
             self.todo_save = true;
-            crate::log_notice!("WARNING: configEpoch collision with node {} (). configEpoch set to {e}", name_str(&s));
+            crate::log_notice!("WARNING: configEpoch collision with node {}. configEpoch set to {e}", self.who(&s));
         }
         self.process_gossip(s, gossip);
         self.process_extensions(s, exts);
@@ -670,7 +667,7 @@ impl State {
         n.cport = h.cport;
         n.flags &= !NOADDR;
         let close = n.link.take();
-        crate::log_notice!("Address updated for node {} (), now {}:{}", name_str(&name), n.ip, n.tcp_port);
+        crate::log_notice!("Address updated for node {}, now {}:{}", super::who(n), n.ip, n.tcp_port);
         let (host, port) = (n.ip.clone(), if tls { n.tls_port } else { n.tcp_port });
         if let Some(t) = close {
             self.actions.push(Action::CloseLink(t));
@@ -695,11 +692,23 @@ impl State {
                     if failing {
                         match n.fail_reports.iter_mut().find(|(r, _)| *r == sender) {
                             Some(r) => r.1 = now,
-                            None => n.fail_reports.push((sender, now)),
+                            None => {
+                                n.fail_reports.push((sender, now));
+                                let them = super::who(n);
+                                crate::log_verbose!(
+                                    "Node {} reported node {them} as not reachable.",
+                                    self.who(&sender)
+                                );
+                            }
                         }
                         self.mark_failing_if_needed(&g.name);
                     } else {
+                        let before = n.fail_reports.len();
                         n.fail_reports.retain(|(r, _)| *r != sender);
+                        if n.fail_reports.len() != before {
+                            let them = super::who(n);
+                            crate::log_verbose!("Node {} reported node {them} is back online.", self.who(&sender));
+                        }
                     }
                 }
                 let timeout = self.settings.node_timeout;
@@ -815,7 +824,7 @@ impl State {
         self.last_vote_epoch = self.current_epoch;
         self.nodes.get_mut(&master).expect("known").voted_time = now;
         self.todo_save = true;
-        crate::log_notice!("Failover auth granted to {} () for epoch {}", name_str(&requester), self.current_epoch);
+        crate::log_notice!("Failover auth granted to {} for epoch {}", self.who(&requester), self.current_epoch);
         let ack = Msg { hdr: self.header(wire::AUTH_ACK, 0), body: Body::Empty };
         self.push_send(requester, ack);
     }

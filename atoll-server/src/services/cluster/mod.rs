@@ -255,6 +255,9 @@ pub struct State {
     /// Slot ownership, an open slot or the cluster's state changed since the routes were
     /// last published to the call path.
     pub routes_dirty: bool,
+    /// Each link's bytes queued and not yet written, and what the bus thread's poll waits for
+    /// on it (CLUSTER LINKS' send-buffer and events), as the bus thread last saw them.
+    pub link_io: HashMap<usize, (u64, &'static str)>,
 }
 
 impl State {
@@ -298,6 +301,7 @@ impl State {
             mf_can_start: false,
             owner_not_claiming: Box::new([0; SLOTS / 8]),
             actions: Vec::new(),
+            link_io: HashMap::new(),
             routes_dirty: true,
         };
         st.apply_announced();
@@ -315,6 +319,8 @@ impl State {
     pub fn apply_announced(&mut self) {
         let s = self.settings.clone();
         let me = self.me_mut();
+        let before =
+            (me.hostname.clone(), me.human_nodename.clone(), me.tcp_port, me.tls_port, me.cport, me.ip.clone());
         me.hostname = s.announce_hostname.clone();
         me.human_nodename = s.announce_human_nodename.clone();
         me.tcp_port = if s.announce_port != 0 { s.announce_port } else { s.tcp_port };
@@ -322,6 +328,18 @@ impl State {
         me.cport = if s.announce_bus_port != 0 { s.announce_bus_port } else { s.bus_port };
         if !s.announce_ip.is_empty() {
             me.ip = s.announce_ip.clone();
+        }
+        let after = (me.hostname.clone(), me.human_nodename.clone(), me.tcp_port, me.tls_port, me.cport, me.ip.clone());
+        if before != after {
+            self.todo_save = true;
+        }
+    }
+
+    /// A node as Redis's log names it: its id and its human nodename in parentheses.
+    pub fn who(&self, n: &Name) -> String {
+        match self.nodes.get(n) {
+            Some(node) => who(node),
+            None => format!("{} ()", name_str(n)),
         }
     }
 
@@ -764,6 +782,11 @@ pub enum Redirect {
     Unbound,
 }
 
+/// A node as Redis's log names it: its id and its human nodename in parentheses.
+pub fn who(n: &Node) -> String {
+    format!("{} ({})", name_str(&n.name), n.human_nodename)
+}
+
 /// The cluster as the server holds it: disabled, or the state and the lock-free route table.
 pub struct Cluster {
     pub enabled: bool,
@@ -774,10 +797,19 @@ pub struct Cluster {
     /// The nodes.conf path, once loaded.
     pub conf_path: std::sync::OnceLock<std::path::PathBuf>,
     pub ok: AtomicBool,
+    /// DEBUG DROP-CLUSTER-PACKET-FILTER: messages of this type are counted and dropped
+    /// unread (-1: none).
+    pub drop_filter: std::sync::atomic::AtomicI64,
+    /// Bytes the bus's links hold in their buffers (INFO's mem_cluster_links).
+    pub links_mem: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
     pub fn new(enabled: bool) -> Cluster {
+        if enabled {
+            // Before any key is loaded: every key is counted in its slot from the start.
+            crate::engine::slot::INDEXED.store(true, Ordering::Relaxed);
+        }
         Cluster {
             enabled,
             route: (0..SLOTS).map(|_| AtomicU8::new(ROUTE_ELSEWHERE)).collect(),
@@ -785,6 +817,8 @@ impl Cluster {
             waker: std::sync::OnceLock::new(),
             conf_path: std::sync::OnceLock::new(),
             ok: AtomicBool::new(false),
+            drop_filter: std::sync::atomic::AtomicI64::new(-1),
+            links_mem: std::sync::atomic::AtomicU64::new(0),
         }
     }
 

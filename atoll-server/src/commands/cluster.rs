@@ -54,7 +54,7 @@ fn lookup(st: &State, id: &[u8]) -> Option<wire::Name> {
 }
 
 fn offset(ctx: &Ctx) -> u64 {
-    ctx.srv.repl.offset().max(0) as u64
+    ctx.srv.repl.cluster_offset()
 }
 
 pub fn help(ctx: &mut Ctx) -> CmdResult {

@@ -73,6 +73,11 @@ fn rusage(who: i32) -> (String, String) {
 /// Through the caller's locks: inside EXEC or a script this thread already holds the shards.
 fn blocking_keys(srv: &Server, locks: &mut crate::engine::Locks) -> (usize, usize) {
     let (mut keys, mut nokey) = (0, 0);
+    // A load holds every shard until it ends (a replica's full sync): INFO must not wait
+    // for it — it is how a client watches the load — and no client waits on a key meanwhile.
+    if srv.persistence.loading() {
+        return (0, 0);
+    }
     for db in 0..srv.ks.num_dbs() {
         if srv.ks.db_if_exists(db).is_none() {
             continue;
@@ -567,6 +572,11 @@ fn keyspace(o: &mut String, cx: &mut Cx) {
     let srv = cx.srv;
     let locks = &mut *cx.locks;
     o.push_str("# Keyspace\r\n");
+    // While a load holds the shards, the dataset is not there yet to count (see
+    // `blocking_keys`): the section is empty until it ends.
+    if srv.persistence.loading() {
+        return;
+    }
     for db in 0..srv.ks.num_dbs() {
         if srv.ks.db_if_exists(db).is_none() {
             continue;

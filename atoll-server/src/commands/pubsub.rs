@@ -11,14 +11,16 @@ use indexmap::IndexSet;
 
 /// The client's subscription state, made on its first subscription.
 fn subs_of(client: &mut Client) -> &mut Subs {
-    client.subs.get_or_insert_with(|| {
+    let subs = client.subs.get_or_insert_with(|| {
         Box::new(Subs {
             mailbox: client.handle.mailbox(),
             channels: IndexSet::new(),
             patterns: IndexSet::new(),
             shard: IndexSet::new(),
         })
-    })
+    });
+    subs.reconcile();
+    subs
 }
 
 /// One (un)subscribe confirmation: `[word, name or null, count]`.
@@ -64,6 +66,9 @@ fn unsubscribe(ctx: &mut Ctx, kind: Kind) -> CmdResult {
         }
     }
     let word = kind.words().1;
+    if let Some(s) = ctx.client.subs.as_mut() {
+        s.reconcile();
+    }
     let names: Vec<Box<[u8]>> = if ctx.args.len() > 1 {
         ctx.args[1..].iter().map(|&a| a.into()).collect()
     } else {

@@ -325,6 +325,13 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
             crate::log_warning!("Can't remove the AOF's history files: {e}");
         }
     }
+    if names("key-load-delay") {
+        ctx.srv
+            .persistence
+            .loading
+            .key_delay_us
+            .store(ctx.srv.config.text(crate::config::p::KEY_LOAD_DELAY).parse().unwrap_or(0), Ordering::Relaxed);
+    }
     if names("rdb-key-save-delay") {
         crate::persist::rdbfile::set_save_delay(
             ctx.srv.config.text(crate::config::p::RDB_KEY_SAVE_DELAY).parse().unwrap_or(0),

@@ -119,7 +119,7 @@ pub fn spawn(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
 }
 
 fn offset(srv: &Server) -> u64 {
-    srv.repl.offset().max(0) as u64
+    srv.repl.cluster_offset()
 }
 
 fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
@@ -539,6 +539,10 @@ fn carry_out(srv: &Server, poll: &Poll, links: &mut Slab<Link>) {
             }
             Action::BecomeMaster => crate::daemons::replica_link::unfollow(srv),
             Action::DeleteSlots(slots) => delete_slots(srv, &slots),
+            Action::DropShardChannels(slots) => {
+                let slots: std::collections::HashSet<usize> = slots.into_iter().collect();
+                srv.pubsub.drop_shard_slots(&srv.config.hot, &slots);
+            }
             Action::PauseWrites(until) => {
                 if until == 0 {
                     srv.unpause(crate::exec::PauseBy::Failover);

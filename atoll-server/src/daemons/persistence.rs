@@ -222,6 +222,21 @@ pub fn changes_since_save(srv: &Server) -> u64 {
     dirty(srv).saturating_sub(srv.persistence.dirty_at_save.load(Ordering::Relaxed))
 }
 
+/// The instant a load judges keys expired by: a master's now (keys already expired are not
+/// loaded), a replica's never — it keeps them until its master's DELs come, so the commands
+/// its master sends find what the master had (Redis's rdbLoad skips expired keys only when
+/// iAmMaster()). In cluster mode the node's role is nodes.conf's, loaded before the data.
+pub fn expiry_clock(srv: &Server) -> i64 {
+    let replica = srv.repl.upstream.following()
+        || !srv.config.text(crate::config::p::REPLICAOF).is_empty()
+        || srv.cluster.peek(|st| st.me().is_slave()).unwrap_or(false);
+    if replica {
+        i64::MIN
+    } else {
+        srv.now_ms()
+    }
+}
+
 /// Loads the RDB file at start-up, if there is one. Err: the file exists but cannot be
 /// loaded (the server must not start with a partial dataset).
 pub fn load_at_startup(srv: &Server) -> Result<(), PersistError> {
@@ -233,12 +248,12 @@ pub fn load_at_startup(srv: &Server) -> Result<(), PersistError> {
     let mut opts = crate::persist::load_opts(&srv.config);
     // A master keeps the names of keys that expired in the file: with its replication
     // history restored, their DELs go to the replicas that continue it.
-    let replica = !srv.config.text(crate::config::p::REPLICAOF).is_empty();
+    let replica = expiry_clock(srv) == i64::MIN;
     opts.keep_expired = if replica { 0 } else { crate::daemons::replication::backlog_size(srv) };
     let now = srv.now_ms();
     let p = &srv.persistence;
     p.loading_total_bytes.store(std::fs::metadata(&path).map_or(0, |m| m.len()), Ordering::Relaxed);
-    let mut info = rdbfile::load_file(&srv.ks, &path, &opts, now, srv.lru_clock(now), &p.loading)
+    let mut info = rdbfile::load_file(&srv.ks, &path, &opts, expiry_clock(srv), srv.lru_clock(now), &p.loading)
         // Redis logs the corruption where it finds it, then why it stops.
         .inspect_err(|e| crate::log_warning!("Internal error in RDB reading -> {e}"))?;
     install_functions(srv, &info.functions, false)?;
@@ -409,10 +424,20 @@ pub fn reload(
     let f = std::fs::File::open(&path)?;
     let opts = crate::persist::load_opts(&srv.config);
     let now = srv.now_ms();
+    let clock = expiry_clock(srv);
     let lru = srv.lru_clock(now);
-    let hooks = rdbfile::LoadHooks::default();
-    let info =
-        rdbfile::load(std::io::BufReader::with_capacity(1 << 20, f), &opts, ndbs, now, &hooks, |db, key, val, exp| {
+    // The server's hooks: INFO shows the progress, and `key-load-delay` slows this load too
+    // (a replica's full sync, DEBUG RELOAD), as in Redis.
+    let hooks = &srv.persistence.loading;
+    hooks.loaded_bytes.store(0, Ordering::Relaxed);
+    srv.persistence.loading_total_bytes.store(f.metadata().map_or(0, |m| m.len()), Ordering::Relaxed);
+    let info = rdbfile::load(
+        std::io::BufReader::with_capacity(1 << 20, f),
+        &opts,
+        ndbs,
+        clock,
+        hooks,
+        |db, key, val, exp| {
             let s = crate::engine::key_shard(&key);
             let sh = locks.shard(db, s);
             if merge {
@@ -422,7 +447,8 @@ pub fn reload(
                 srv.ks.db(db).mark_volatile(s);
             }
             Ok(())
-        })?;
+        },
+    )?;
     install_functions(srv, &info.functions, merge)?;
     srv.persistence.last_load_keys_loaded.store(info.keys_loaded, Ordering::Relaxed);
     srv.persistence.last_load_keys_expired.store(info.keys_expired, Ordering::Relaxed);

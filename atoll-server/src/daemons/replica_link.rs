@@ -638,13 +638,14 @@ fn load_from_link(
     let fresh = crate::engine::Keyspace::new(ndbs);
     let loaded = (|| {
         let opts = crate::persist::load_opts(&srv.config);
+        // A replica loads its master's keys whatever their TTL: the master's DELs remove them.
         let now = srv.now_ms();
         let lru = srv.lru_clock(now);
         let hooks = &srv.persistence.loading;
         let info = match &mark {
             Some(mark) => {
-                let info =
-                    crate::persist::rdbfile::load_into(&fresh, r, &opts, now, lru, hooks).map_err(LinkError::Load)?;
+                let info = crate::persist::rdbfile::load_into(&fresh, r, &opts, i64::MIN, lru, hooks)
+                    .map_err(LinkError::Load)?;
                 // The mark follows the RDB's checksum.
                 let mut got = [0u8; 40];
                 io(r.read_exact(&mut got))?;
@@ -656,7 +657,7 @@ fn load_from_link(
             None => {
                 let n: u64 = len.parse().map_err(|_| LinkError::Master(format!("bad bulk length '{len}'")))?;
                 let mut body = std::io::Read::take(&mut *r, n);
-                let info = crate::persist::rdbfile::load_into(&fresh, &mut body, &opts, now, lru, hooks)
+                let info = crate::persist::rdbfile::load_into(&fresh, &mut body, &opts, i64::MIN, lru, hooks)
                     .map_err(LinkError::Load)?;
                 if body.limit() != 0 {
                     return Err(LinkError::Master("the snapshot is shorter than its length".into()));

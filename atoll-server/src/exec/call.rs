@@ -151,7 +151,9 @@ fn cluster_route(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]
     use crate::services::cluster::{Query, Redirect};
     // Every key the command (or the transaction) names.
     let mut keys: Vec<&[u8]> = Vec::new();
-    let mut write = cmd.has(flags::WRITE);
+    // As Redis's getCommandFlags: a script with a shebang writes unless `no-writes`, and
+    // EXEC writes when a queued command does (a READONLY replica then redirects it).
+    let write = gate_flags(srv, client, cmd, argv) & flags::WRITE != 0;
     let mut is_migrate = cmd.name == "migrate";
     fn add<'a>(c: &Command, a: &[&'a [u8]], keys: &mut Vec<&'a [u8]>) {
         let mut pos: SmallVec<[usize; 8]> = SmallVec::new();
@@ -175,7 +177,6 @@ fn cluster_route(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]
         owned = m.queued.iter().map(|q| q.iter().map(|a| a.as_slice()).collect()).collect();
         for q in &owned {
             if let Ok(c) = resolve(srv, q) {
-                write |= c.has(flags::WRITE);
                 is_migrate = false;
                 add(c, q, &mut keys);
             }

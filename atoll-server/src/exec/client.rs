@@ -276,8 +276,9 @@ impl Client {
     /// Moves messages waiting for this client (published by itself, or arrived while its
     /// command ran) behind its replies; forgets the subscription state once it is empty.
     pub fn take_messages(&mut self, out: &mut Vec<u8>) {
-        if let Some(s) = &self.subs {
+        if let Some(s) = self.subs.as_mut() {
             s.mailbox.take_into(out);
+            s.reconcile();
             if s.total() == 0 {
                 self.subs = None;
             }

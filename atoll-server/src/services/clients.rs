@@ -312,6 +312,9 @@ pub(crate) struct MailState {
     pub buf: Vec<u8>,
     /// Waiting in its worker's post queue.
     pub queued: bool,
+    /// Shard channels the server unsubscribed this client from (their slot left this node):
+    /// the client's own set forgets them when it next looks ([`Subs::reconcile`]).
+    pub dropped: Vec<Box<[u8]>>,
 }
 
 impl Mailbox {
@@ -400,6 +403,18 @@ impl Subs {
 
     pub fn total(&self) -> usize {
         self.channels.len() + self.patterns.len() + self.shard.len()
+    }
+
+    /// Forgets the shard channels the server unsubscribed this client from meanwhile (it
+    /// was told, in its mailbox, with `sunsubscribe`).
+    pub fn reconcile(&mut self) {
+        let dropped = std::mem::take(&mut self.mailbox.state.lock().dropped);
+        if !dropped.is_empty() {
+            for name in dropped {
+                self.shard.shift_remove(&name);
+            }
+            self.show();
+        }
     }
 
     /// Publishes the counts CLIENT LIST shows.

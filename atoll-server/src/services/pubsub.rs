@@ -415,6 +415,32 @@ impl PubSub {
         receivers
     }
 
+    /// Unsubscribes every client from the shard channels of `slots`, telling each with a
+    /// `sunsubscribe` and its shard subscriptions left, as Redis does when a slot leaves the
+    /// node or changes hands (its removeChannelsInSlot): what is published there from now on
+    /// is published on another node.
+    pub fn drop_shard_slots(&self, hot: &Hot, slots: &std::collections::HashSet<usize>) {
+        let doomed: Vec<Box<[u8]>> =
+            self.shard.read().keys().filter(|n| slots.contains(&crate::engine::slot::key_slot(n))).cloned().collect();
+        let mut d = Deliveries::new();
+        for name in doomed {
+            let Some(subs) = self.shard.write().remove(&name) else { continue };
+            for mb in subs {
+                let left = self.shard.read().values().filter(|v| v.iter().any(|x| Arc::ptr_eq(x, &mb))).count();
+                mb.state.lock().dropped.push(name.clone());
+                let mut f = frame(&[b"sunsubscribe", &name]);
+                f[1] = b'3';
+                f.push(b':');
+                f.extend_from_slice(itoa::Buffer::new().format(left).as_bytes());
+                f.extend_from_slice(b"\r\n");
+                if put(&mb, hot, &f, true, false) {
+                    d.add(&mb);
+                }
+            }
+        }
+        d.send(self);
+    }
+
     /// Appends bytes as they are (the replication stream) to a replica's mailbox and wakes
     /// its worker. False if the replica is gone or was closed for its output limit.
     pub fn send_raw(&self, hot: &Hot, mb: &Arc<Mailbox>, bytes: &[u8]) -> bool {

@@ -249,6 +249,17 @@ impl Replication {
         self.offset.load(Ordering::Acquire)
     }
 
+    /// The offset a cluster node announces and ranks replicas by: a replica without its
+    /// master's history (a full sync under way, its data loading) announces 0, so its
+    /// master's CLUSTER SLOTS hides it and CLUSTER SHARDS shows it `loading` (Redis's
+    /// replicationGetSlaveOffset with neither a master nor a cached master).
+    pub fn cluster_offset(&self) -> u64 {
+        if self.upstream.following() && !self.upstream.synced.load(Ordering::Acquire) {
+            return 0;
+        }
+        self.offset().max(0) as u64
+    }
+
     /// Replicas that have not acknowledged the whole stream, with how far behind they are
     /// (`Lagging replica …` at shutdown): (ip:port, bytes behind, seconds since their last ACK
     /// when online, state).

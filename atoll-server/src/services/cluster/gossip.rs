@@ -32,6 +32,8 @@ pub enum Action {
     DeleteSlots(Vec<usize>),
     /// MFSTART from a replica: pause writes until this Unix ms (0: unpause).
     PauseWrites(i64),
+    /// These slots changed hands: their shard channels' subscribers are unsubscribed.
+    DropShardChannels(Vec<usize>),
 }
 
 /// What the bus thread knows of the link a message came on.

@@ -258,6 +258,8 @@ pub struct State {
     /// Each link's bytes queued and not yet written, and what the bus thread's poll waits for
     /// on it (CLUSTER LINKS' send-buffer and events), as the bus thread last saw them.
     pub link_io: HashMap<usize, (u64, &'static str)>,
+    /// Each slot's owner when the shard channels were last checked against it.
+    channel_owners: Vec<Option<Name>>,
 }
 
 impl State {
@@ -302,6 +304,7 @@ impl State {
             owner_not_claiming: Box::new([0; SLOTS / 8]),
             actions: Vec::new(),
             link_io: HashMap::new(),
+            channel_owners: vec![None; SLOTS],
             routes_dirty: true,
         };
         st.apply_announced();
@@ -315,7 +318,8 @@ impl State {
         self.nodes.get_mut(&self.myself).expect("myself is always known")
     }
 
-    /// The announced hostname, human nodename and ports, copied onto myself.
+    /// The announced hostname, human nodename and ports, and the nofailover flag, copied onto
+    /// myself.
     pub fn apply_announced(&mut self) {
         let s = self.settings.clone();
         let me = self.me_mut();
@@ -329,9 +333,17 @@ impl State {
         if !s.announce_ip.is_empty() {
             me.ip = s.announce_ip.clone();
         }
+        // cluster-replica-no-failover is announced as the node's nofailover flag (Redis's
+        // clusterUpdateMyselfFlags).
+        let flags = me.flags;
+        me.flags = (me.flags & !NOFAILOVER) | if s.replica_no_failover { NOFAILOVER } else { 0 };
         let after = (me.hostname.clone(), me.human_nodename.clone(), me.tcp_port, me.tls_port, me.cport, me.ip.clone());
-        if before != after {
+        let flags_changed = flags != me.flags;
+        if before != after || flags_changed {
             self.todo_save = true;
+        }
+        if flags_changed {
+            self.todo_update = true;
         }
     }
 
@@ -340,6 +352,18 @@ impl State {
         match self.nodes.get(n) {
             Some(node) => who(node),
             None => format!("{} ()", name_str(n)),
+        }
+    }
+
+    /// Slots that had an owner and now have another or none: their shard channels' clients
+    /// are unsubscribed (Redis's clusterDelSlot → removeChannelsInSlot), by the bus thread.
+    pub fn drop_channels_of_reassigned(&mut self) {
+        let moved: Vec<usize> = (0..SLOTS)
+            .filter(|&s| self.channel_owners[s].is_some() && self.channel_owners[s] != self.slots[s])
+            .collect();
+        self.channel_owners.clone_from(&self.slots);
+        if !moved.is_empty() {
+            self.actions.push(gossip::Action::DropShardChannels(moved));
         }
     }
 
@@ -833,6 +857,7 @@ impl Cluster {
     /// thread, after each message and cron).
     pub fn publish_if_dirty(&self, st: &mut State) {
         if std::mem::take(&mut st.routes_dirty) {
+            st.drop_channels_of_reassigned();
             self.publish(st);
         }
     }
@@ -865,6 +890,7 @@ impl Cluster {
             st.update_state();
         }
         st.routes_dirty = false;
+        st.drop_channels_of_reassigned();
         self.publish(st);
         drop(g);
         self.wake();

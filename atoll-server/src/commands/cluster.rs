@@ -382,8 +382,8 @@ pub fn setslot(ctx: &mut Ctx) -> CmdResult {
                 st.add_slot(slot, n);
                 if was_mine && n != me && st.me().numslots == 0 && st.settings.allow_replica_migration {
                     crate::log_notice!(
-                        "Configuration change detected. Reconfiguring myself as a replica of {} ()",
-                        name_str(&n)
+                        "Configuration change detected. Reconfiguring myself as a replica of {}",
+                        st.who(&n)
                     );
                     st.set_my_master(n);
                 }

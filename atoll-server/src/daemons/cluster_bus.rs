@@ -138,6 +138,9 @@ fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
     let mut iteration: u64 = 0;
     let mut next_cron = Instant::now();
     loop {
+        // DEBUG SLEEP stops Redis's bus with the rest of it: no ping, pong or vote meanwhile
+        // (a sleeping replica must not win an election with data it did not take).
+        srv.freeze.wait_out();
         let wait = next_cron.saturating_duration_since(Instant::now());
         if let Err(e) = poll.poll(&mut events, Some(wait)) {
             if e.kind() != std::io::ErrorKind::Interrupted {

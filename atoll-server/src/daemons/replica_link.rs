@@ -790,6 +790,9 @@ fn apply_stream(srv: &Server, r: &mut BufReader<Counted>, w: &Writer, acks: &Ack
         if !current(srv, gen) {
             break Ok(());
         }
+        // DEBUG SLEEP stops Redis's one thread, its master's stream included: this link
+        // reads nothing meanwhile either (what arrives waits in the socket).
+        srv.freeze.wait_out();
         let next = cmds.read_next();
         let read_to = base + cmds.offset() as i64;
         up.read_offset.store(read_to, Ordering::Release);

@@ -420,6 +420,9 @@ fn gated(
             )));
         }
     }
+    if client.subs.is_some() {
+        client.reconcile_subs();
+    }
     if client.resp2_subscribed() && !cmd.has(flags::PUBSUB_CONTEXT) {
         return reject(srv, ws, client, out, Some(cmd), CmdError::msg(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -593,7 +596,7 @@ fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], ga
     use crate::services::gates::{
         GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_REPLICA, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
     };
-    if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) {
+    if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !load_passed_quietly(srv) {
         return Some(CmdError::Loading);
     }
 
@@ -625,6 +628,26 @@ fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], ga
         return Some(CmdError::Misconf);
     }
     None
+}
+
+/// Redis serves no event during a load until `loading-process-events-interval-bytes` of it
+/// are read (a replica's full sync, DEBUG RELOAD): a command arriving meanwhile waits, and a
+/// small load is never seen as `-LOADING`. So here: a command that meets a load waits while
+/// the load has read less than that; true if the load ended meanwhile (the command runs).
+#[cold]
+fn load_passed_quietly(srv: &Server) -> bool {
+    let interval: u64 =
+        srv.config.text(crate::config::p::LOADING_PROCESS_EVENTS_INTERVAL_BYTES).parse().unwrap_or(2 << 20);
+    let p = &srv.persistence;
+    loop {
+        if !p.loading() {
+            return true;
+        }
+        if p.loading.loaded_bytes.load(Ordering::Relaxed) >= interval {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// The `-BUSY` text while a script runs: its kind names the command that stops it.

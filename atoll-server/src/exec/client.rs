@@ -254,6 +254,21 @@ impl Client {
         self.user = user;
     }
 
+    /// Forgets the shard channels the server unsubscribed this client from (their slot left
+    /// the node) before its next command is judged, as Redis drops them at once; a client
+    /// left with no subscription leaves the subscribed state.
+    #[inline]
+    pub fn reconcile_subs(&mut self) {
+        if let Some(s) = self.subs.as_mut() {
+            if s.mailbox.dropped_pending.load(std::sync::atomic::Ordering::Acquire) {
+                s.reconcile();
+                if s.total() == 0 && s.mailbox.is_empty() {
+                    self.subs = None;
+                }
+            }
+        }
+    }
+
     /// In RESP2 Pub/Sub mode: only the (un)subscribe commands, PING, QUIT and RESET run.
     #[inline]
     pub fn resp2_subscribed(&self) -> bool {

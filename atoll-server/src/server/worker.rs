@@ -580,6 +580,8 @@ impl Core {
                 l.sent = 0;
             }
             mb.take_into(&mut l.out);
+            // Shard channels dropped by the server: CLIENT LIST shows it at once.
+            l.session.client.reconcile_subs();
             // A subscriber whose socket is full keeps its messages here: all it has not taken
             // yet is weighed against its output limit.
             let h = &mb.handle;

@@ -305,6 +305,9 @@ pub struct Mailbox {
     /// The connection's slot on its worker.
     pub token: usize,
     pub(crate) state: Mutex<MailState, { rank::MAILBOX }>,
+    /// `state.dropped` is not empty: the client's worker reconciles its subscriptions before
+    /// its next command (one load, only for subscribed clients).
+    pub dropped_pending: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -320,7 +323,13 @@ pub(crate) struct MailState {
 impl Mailbox {
     pub fn new(handle: Arc<ClientHandle>) -> Arc<Mailbox> {
         let (worker, token) = (handle.worker, handle.token);
-        Arc::new(Mailbox { handle, worker, token, state: Mutex::new(MailState::default()) })
+        Arc::new(Mailbox {
+            handle,
+            worker,
+            token,
+            state: Mutex::new(MailState::default()),
+            dropped_pending: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// Memory the mailbox holds (its buffer's capacity: what the allocator counts).
@@ -408,7 +417,14 @@ impl Subs {
     /// Forgets the shard channels the server unsubscribed this client from meanwhile (it
     /// was told, in its mailbox, with `sunsubscribe`).
     pub fn reconcile(&mut self) {
-        let dropped = std::mem::take(&mut self.mailbox.state.lock().dropped);
+        if !self.mailbox.dropped_pending.load(Ordering::Acquire) {
+            return;
+        }
+        let dropped = {
+            let mut st = self.mailbox.state.lock();
+            self.mailbox.dropped_pending.store(false, Ordering::Release);
+            std::mem::take(&mut st.dropped)
+        };
         if !dropped.is_empty() {
             for name in dropped {
                 self.shard.shift_remove(&name);

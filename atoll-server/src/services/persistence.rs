@@ -74,6 +74,10 @@ impl Persistence {
 
     pub fn set_gate(&self, bit: u8, on: bool) {
         if on {
+            // A new load has read nothing yet (see `exec::call`'s wait for its first events).
+            if bit & crate::services::gates::GATE_LOADING != 0 {
+                self.loading.loaded_bytes.store(0, Ordering::Relaxed);
+            }
             self.gates.fetch_or(bit, Ordering::Release);
         } else {
             self.gates.fetch_and(!bit, Ordering::Release);

@@ -427,7 +427,11 @@ impl PubSub {
             let Some(subs) = self.shard.write().remove(&name) else { continue };
             for mb in subs {
                 let left = self.shard.read().values().filter(|v| v.iter().any(|x| Arc::ptr_eq(x, &mb))).count();
-                mb.state.lock().dropped.push(name.clone());
+                {
+                    let mut st = mb.state.lock();
+                    st.dropped.push(name.clone());
+                    mb.dropped_pending.store(true, Ordering::Release);
+                }
                 let mut f = frame(&[b"sunsubscribe", &name]);
                 f[1] = b'3';
                 f.push(b':');

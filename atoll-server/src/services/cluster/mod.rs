@@ -258,8 +258,8 @@ pub struct State {
     /// Each link's bytes queued and not yet written, and what the bus thread's poll waits for
     /// on it (CLUSTER LINKS' send-buffer and events), as the bus thread last saw them.
     pub link_io: HashMap<usize, (u64, &'static str)>,
-    /// Each slot's owner when the shard channels were last checked against it.
-    channel_owners: Vec<Option<Name>>,
+    /// Slots deleted from their owner since the bus last dropped their shard channels.
+    channel_slots: Vec<usize>,
 }
 
 impl State {
@@ -304,7 +304,7 @@ impl State {
             owner_not_claiming: Box::new([0; SLOTS / 8]),
             actions: Vec::new(),
             link_io: HashMap::new(),
-            channel_owners: vec![None; SLOTS],
+            channel_slots: Vec::new(),
             routes_dirty: true,
         };
         st.apply_announced();
@@ -355,15 +355,15 @@ impl State {
         }
     }
 
-    /// Slots that had an owner and now have another or none: their shard channels' clients
-    /// are unsubscribed (Redis's clusterDelSlot → removeChannelsInSlot), by the bus thread.
-    pub fn drop_channels_of_reassigned(&mut self) {
-        let moved: Vec<usize> = (0..SLOTS)
-            .filter(|&s| self.channel_owners[s].is_some() && self.channel_owners[s] != self.slots[s])
-            .collect();
-        self.channel_owners.clone_from(&self.slots);
-        if !moved.is_empty() {
-            self.actions.push(gossip::Action::DropShardChannels(moved));
+    /// Slots deleted from their owner (`del_slot`: given to another node, to none, or even
+    /// back to the same one by SETSLOT NODE): their shard channels' clients are unsubscribed
+    /// by the bus thread (Redis's clusterDelSlot → removeChannelsInSlot).
+    pub fn drop_channels_of_deleted_slots(&mut self) {
+        if !self.channel_slots.is_empty() {
+            let mut slots = std::mem::take(&mut self.channel_slots);
+            slots.sort_unstable();
+            slots.dedup();
+            self.actions.push(gossip::Action::DropShardChannels(slots));
         }
     }
 
@@ -406,6 +406,7 @@ impl State {
         // owner; an import in progress stays (SETSLOT NODE to myself ends it).
         wire::set_slot_bit(&mut self.owner_not_claiming, slot, false);
         self.routes_dirty = true;
+        self.channel_slots.push(slot);
         if let Some(n) = self.nodes.get_mut(&owner) {
             if wire::slot_bit(&n.slots, slot) {
                 wire::set_slot_bit(&mut n.slots, slot, false);
@@ -465,7 +466,7 @@ impl State {
                 self.migrating.remove(&s);
             }
             if self.slots[s].as_ref() == Some(name) {
-                self.slots[s] = None;
+                self.del_slot(s);
             }
         }
         for n in self.nodes.values_mut() {
@@ -857,7 +858,7 @@ impl Cluster {
     /// thread, after each message and cron).
     pub fn publish_if_dirty(&self, st: &mut State) {
         if std::mem::take(&mut st.routes_dirty) {
-            st.drop_channels_of_reassigned();
+            st.drop_channels_of_deleted_slots();
             self.publish(st);
         }
     }
@@ -890,7 +891,7 @@ impl Cluster {
             st.update_state();
         }
         st.routes_dirty = false;
-        st.drop_channels_of_reassigned();
+        st.drop_channels_of_deleted_slots();
         self.publish(st);
         drop(g);
         self.wake();

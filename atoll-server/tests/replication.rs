@@ -1853,6 +1853,8 @@ fn diskless_load_serves_the_old_data_while_the_new_arrives() {
         q(&mut m, &["DEBUG", "POPULATE", "2000", "key", "1000"]);
         let log = std::env::temp_dir().join(format!("atoll-diskless-{}-{mode}-{data}.log", std::process::id()));
         let _ = std::fs::remove_file(&log);
+        // As Redis, a load serves clients only between pieces of it (every 1 KB here): with
+        // the default 2 MB piece this 2 MB snapshot would keep them waiting to its end.
         let replica = start_atoll(&[
             "--repl-diskless-load",
             mode,
@@ -1862,6 +1864,8 @@ fn diskless_load_serves_the_old_data_while_the_new_arrives() {
             "notice",
             "--enable-debug-command",
             "yes",
+            "--loading-process-events-interval-bytes",
+            "1024",
         ]);
         let mut r = con(replica.port);
         if data {

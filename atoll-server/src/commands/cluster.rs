@@ -32,7 +32,7 @@ fn target_master(st: &State, id: &[u8]) -> Result<wire::Name, CmdError> {
 
 fn tls_client(ctx: &Ctx) -> bool {
     let tls = ctx.srv.config.int(crate::config::p::TLS_PORT);
-    tls != 0 && ctx.client.handle.laddr.rsplit(':').next().and_then(|p| p.parse::<i64>().ok()) == Some(tls)
+    ctx.client.handle.came_in_on(tls)
 }
 
 fn slot_arg(a: &[u8]) -> Result<usize, CmdError> {

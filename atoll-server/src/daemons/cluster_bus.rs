@@ -576,9 +576,7 @@ pub fn redirect_blocked(srv: &Server) {
         }
         let argv: Vec<&[u8]> = w.argv().iter().map(|a| a.as_slice()).collect();
         let writes = crate::exec::call::resolve(srv, &argv).is_ok_and(|c| c.has(flags::WRITE));
-        let tls = srv.config.int(crate::config::p::TLS_PORT) != 0
-            && h.laddr.rsplit(':').next().and_then(|p| p.parse::<i64>().ok())
-                == Some(srv.config.int(crate::config::p::TLS_PORT));
+        let tls = h.came_in_on(srv.config.int(crate::config::p::TLS_PORT));
         let slot = crate::engine::slot::key_slot(&w.keys()[0]);
         waits.push((w, slot, writes, tls));
     }

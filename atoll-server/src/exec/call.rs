@@ -207,8 +207,7 @@ fn cluster_route(srv: &Server, client: &mut Client, cmd: &Command, argv: &[&[u8]
         is_migrate,
     };
     let tls_port = srv.config.int(crate::config::p::TLS_PORT);
-    let tls_client =
-        tls_port != 0 && client.handle.laddr.rsplit(':').next().and_then(|p| p.parse::<i64>().ok()) == Some(tls_port);
+    let tls_client = client.handle.came_in_on(tls_port);
     // Whether a key exists here (a slot being moved): looked up in database 0 without the
     // cluster lock, which ranks after the shards.
     let needs_lookup = {

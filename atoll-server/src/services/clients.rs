@@ -227,6 +227,12 @@ impl ClientHandle {
         self.unix || self.addr.starts_with("127.") || self.addr.starts_with("[::1]")
     }
 
+    /// The connection came in on local port `port` (0: never), e.g. the TLS port: a cluster
+    /// redirection then names the node's TLS port.
+    pub fn came_in_on(&self, port: i64) -> bool {
+        port != 0 && self.laddr.rsplit(':').next().and_then(|p| p.parse::<i64>().ok()) == Some(port)
+    }
+
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);
         let closed = self.closed.lock();

@@ -342,6 +342,11 @@ impl Client {
                 asking = Some(rest.trim_end().rsplit(':').next().unwrap().parse().unwrap());
                 continue;
             }
+            if s.starts_with("-CLUSTERDOWN") {
+                // This node serves no such slot (it may have left the cluster): ask another,
+                // as client libraries refresh their slot map on CLUSTERDOWN.
+                self.slots.remove(&slot);
+            }
             if s.starts_with("-TRYAGAIN") || s.starts_with("-CLUSTERDOWN") || s.starts_with("-LOADING") {
                 std::thread::sleep(Duration::from_millis(50));
                 i += 1;
@@ -480,6 +485,9 @@ fn a_cluster_of_redis_and_atoll_nodes_fails_over_both_ways() {
         }
     }
     check_clean(ports[0]);
+    let kinds: Vec<(Kind, u16)> = nodes[..3].iter().map(|n| (n.kind, n.port)).collect();
+    reshard_between_kinds(&kinds, &mut c, &ports);
+    assert_eq!(read_sum(&mut c, 600, "k"), (0..600).sum::<i64>());
     for (replica, master) in [a, b] {
         let took = fail_over(&mut nodes, master, replica);
         eprintln!(
@@ -503,9 +511,10 @@ fn a_cluster_of_redis_and_atoll_nodes_fails_over_both_ways() {
 }
 
 /// Valkey 9.1.2 nodes speak the same bus: a cluster of Valkey and Atoll masters forms and
-/// agrees, and a Valkey replica of an Atoll master takes over when it dies.
+/// agrees, slots move between the kinds both ways, a Valkey replica of an Atoll master takes
+/// over when it dies, and an Atoll replica of a Valkey master likewise.
 #[test]
-fn a_cluster_of_valkey_and_atoll_nodes_forms_and_fails_over() {
+fn a_cluster_of_valkey_and_atoll_nodes_forms_reshards_and_fails_over_both_ways() {
     let (mut nodes, replicas) =
         masters_then_replicas([Kind::Atoll, Kind::Valkey, Kind::Atoll, Kind::Valkey, Kind::Atoll, Kind::Valkey]);
     let kind_of = |p: u16, nodes: &[Node]| nodes.iter().find(|n| n.port == p).unwrap().kind;
@@ -513,13 +522,90 @@ fn a_cluster_of_valkey_and_atoll_nodes_forms_and_fails_over() {
     let mut c = Client::new(&ports);
     write_keys(&mut c, 300, "v");
     check_clean(ports[1]);
-    let (replica, master) = *replicas
-        .iter()
-        .find(|(r, m)| kind_of(*m, &nodes) == Kind::Atoll && kind_of(*r, &nodes) == Kind::Valkey)
-        .expect("a Valkey replica of an Atoll master");
-    assert_eq!(int(&ask(master, &["WAIT", "1", "5000"]).unwrap()), 1);
-    fail_over(&mut nodes, master, replica);
-    assert_eq!(read_sum(&mut c, 300, "v"), (0..300).sum::<i64>());
+    let kinds: Vec<(Kind, u16)> = nodes[..3].iter().map(|n| (n.kind, n.port)).collect();
+    reshard_between_kinds(&kinds, &mut c, &ports);
+    for (master_kind, replica_kind) in [(Kind::Atoll, Kind::Valkey), (Kind::Valkey, Kind::Atoll)] {
+        let (replica, master) = *replicas
+            .iter()
+            .find(|(r, m)| kind_of(*m, &nodes) == master_kind && kind_of(*r, &nodes) == replica_kind)
+            .expect("a replica of the other kind");
+        assert_eq!(int(&ask(master, &["WAIT", "1", "5000"]).unwrap()), 1);
+        let took = fail_over(&mut nodes, master, replica);
+        eprintln!("{master_kind:?} master killed, {replica_kind:?} replica promoted in {:.1} s", took.as_secs_f64());
+        assert_eq!(read_sum(&mut c, 300, "v"), (0..300).sum::<i64>());
+    }
+}
+
+/// A client incrementing 200 counters across the whole key space in a thread of its own,
+/// counting each acknowledged INCR: afterwards every counter must hold exactly its count —
+/// nothing lost, nothing counted twice — wherever its slot went meanwhile.
+struct IncrLoad {
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    counts: Arc<Mutex<Vec<i64>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    prefix: String,
+}
+
+impl IncrLoad {
+    fn start(ports: &[u16], prefix: &str) -> IncrLoad {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicU64::new(0));
+        let counts = Arc::new(Mutex::new(vec![0i64; 200]));
+        let thread = {
+            let (stop, done, counts, ports, prefix) =
+                (stop.clone(), done.clone(), counts.clone(), ports.to_vec(), prefix.to_string());
+            std::thread::spawn(move || {
+                let mut c = Client::new(&ports);
+                let mut i = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = format!("{prefix}{}", i % 200);
+                    let r = c.cmd(&k, &["INCR", &k]);
+                    assert!(r.starts_with(b":"), "INCR {k}: {}", show(&r));
+                    counts.lock().unwrap()[i % 200] += 1;
+                    done.fetch_add(1, Ordering::Relaxed);
+                    i += 1;
+                }
+            })
+        };
+        IncrLoad { stop, done, counts, thread: Some(thread), prefix: prefix.to_string() }
+    }
+
+    fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    /// Stops the load and checks every counter through `c`; the number of INCRs made.
+    fn finish(mut self, c: &mut Client) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().expect("the INCR load");
+        let counts = self.counts.lock().unwrap().clone();
+        for (i, want) in counts.iter().enumerate() {
+            let k = format!("{}{i}", self.prefix);
+            let r = c.cmd(&k, &["GET", &k]);
+            let got = String::from_utf8_lossy(&r).lines().nth(1).unwrap_or("0").parse::<i64>().unwrap_or(0);
+            assert_eq!(got, *want, "{k}: every acknowledged INCR counted once");
+        }
+        self.done()
+    }
+}
+
+/// `redis-cli --cluster reshard` of `slots` slots from the master at `from` to the one at `to`.
+fn reshard(from: u16, to: u16, slots: usize) -> Duration {
+    let started = Instant::now();
+    let (ok, out) = cli_cluster(&[
+        "reshard".into(),
+        addr(from),
+        "--cluster-from".into(),
+        myid(from),
+        "--cluster-to".into(),
+        myid(to),
+        "--cluster-slots".into(),
+        slots.to_string(),
+        "--cluster-yes".into(),
+    ]);
+    assert!(ok, "reshard {from} → {to} failed:\n{}", &out[out.len().saturating_sub(2000)..]);
+    started.elapsed()
 }
 
 /// `redis-cli --cluster reshard` moves 1,000 slots from one Atoll master to another while a
@@ -533,55 +619,231 @@ fn resharding_under_load_loses_and_duplicates_nothing() {
     let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
     let mut c = Client::new(&ports);
     write_keys(&mut c, 3000, "r");
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let counts = Arc::new(Mutex::new(vec![0i64; 200]));
-    let load = {
-        let (stop, done, counts, ports) = (stop.clone(), done.clone(), counts.clone(), ports.clone());
-        std::thread::spawn(move || {
-            let mut c = Client::new(&ports);
-            let mut i = 0usize;
-            while !stop.load(Ordering::Relaxed) {
-                let k = format!("ctr{}", i % 200);
-                let r = c.cmd(&k, &["INCR", &k]);
-                assert!(r.starts_with(b":"), "INCR {k}: {}", show(&r));
-                counts.lock().unwrap()[i % 200] += 1;
-                done.fetch_add(1, Ordering::Relaxed);
-                i += 1;
-            }
-        })
-    };
-    let (from, to) = (myid(ports[0]), myid(ports[1]));
-    let started = Instant::now();
-    let (ok, out) = cli_cluster(&[
-        "reshard".into(),
-        addr(ports[0]),
-        "--cluster-from".into(),
-        from,
-        "--cluster-to".into(),
-        to,
-        "--cluster-slots".into(),
-        "1000".into(),
-        "--cluster-yes".into(),
-    ]);
-    let took = started.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    load.join().unwrap();
-    assert!(ok, "reshard failed:\n{}", &out[out.len().saturating_sub(2000)..]);
-    eprintln!("1000 slots resharded in {:.1} s under {} INCRs", took.as_secs_f64(), done.load(Ordering::Relaxed));
+    let load = IncrLoad::start(&ports, "ctr");
+    let took = reshard(ports[0], ports[1], 1000);
+    let incrs = load.finish(&mut c);
+    eprintln!("1000 slots resharded in {:.1} s under {incrs} INCRs", took.as_secs_f64());
     check_clean(ports[2]);
     assert_eq!(read_sum(&mut c, 3000, "r"), (0..3000).sum::<i64>());
-    let counts = counts.lock().unwrap().clone();
-    for (i, want) in counts.iter().enumerate() {
-        let k = format!("ctr{i}");
-        let got =
-            String::from_utf8_lossy(&c.cmd(&k, &["GET", &k])).lines().nth(1).unwrap_or("0").parse::<i64>().unwrap_or(0);
-        assert_eq!(got, *want, "{k}: every acknowledged INCR counted once");
-    }
     let total: i64 = ports.iter().map(|p| int(&ask(*p, &["DBSIZE"]).unwrap())).sum();
     assert_eq!(total, 3000 + 200, "no key duplicated across nodes");
     let moved = int(&ask(ports[1], &["DBSIZE"]).unwrap());
     assert!(moved > 1000, "the target got the moved slots' keys ({moved})");
+}
+
+/// Slots move between node kinds both ways under a write load: `redis-cli --cluster reshard`
+/// drives MIGRATE from one kind's master into the other's (DUMP payloads cross: Redis 7.2's
+/// RDB 11, Valkey 9's RDB 80 into Atoll, Atoll's into both), every counter keeps each INCR
+/// once, every key is readable, and `--cluster check` is clean after each move.
+fn reshard_between_kinds(masters: &[(Kind, u16)], c: &mut Client, ports: &[u16]) {
+    let load = IncrLoad::start(ports, "mix");
+    let atoll = masters.iter().find(|(k, _)| *k == Kind::Atoll).unwrap().1;
+    for (kind, other) in masters.iter().filter(|(k, _)| *k != Kind::Atoll) {
+        for (from, to) in [(*other, atoll), (atoll, *other)] {
+            let before = load.done();
+            let took = reshard(from, to, 300);
+            let moved = Instant::now();
+            wait_until("the load to go on after the move", Duration::from_secs(20), || load.done() > before + 50);
+            // The new owner's claim reaches the others by the bus (within a few pings).
+            wait_until("every node to agree on the move", Duration::from_secs(20), || {
+                cli_cluster(&["check".to_string(), addr(from)]).1.contains("[OK] All nodes agree")
+            });
+            eprintln!(
+                "300 slots {from} → {to} ({kind:?} and Atoll) in {:.1} s; every node agreed {:.1} s later",
+                took.as_secs_f64(),
+                moved.elapsed().as_secs_f64()
+            );
+            check_clean(from);
+        }
+    }
+    load.finish(c);
+}
+
+/// `redis-cli --cluster` with `yes` typed at its prompts (`fix` asks before covering a slot
+/// even with --cluster-yes, as Redis 7.2.6's does).
+fn cli_cluster_answering_yes(args: &[String]) -> (bool, String) {
+    let mut child = Command::new("timeout")
+        .arg("120")
+        .arg(redis_cli())
+        .arg("--cluster")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run redis-cli --cluster");
+    child.stdin.take().unwrap().write_all(b"yes\nyes\nyes\n").unwrap();
+    let out = child.wait_with_output().expect("redis-cli's output");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `--cluster info`'s lines per master: (port, keys, slots, replicas).
+fn cluster_info_lines(port: u16) -> Vec<(u16, i64, i64, i64)> {
+    let (ok, out) = cli_cluster(&["info".into(), addr(port)]);
+    assert!(ok, "--cluster info:\n{out}");
+    out.lines()
+        .filter_map(|l| {
+            // "127.0.0.1:7100 (6c3b95c3...) -> 341 keys | 5461 slots | 1 slaves."
+            let (a, rest) = l.split_once(" (")?;
+            let p = a.rsplit(':').next()?.parse().ok()?;
+            let n: Vec<i64> = rest.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+            let k = n.len();
+            (k >= 3).then(|| (p, n[k - 3], n[k - 2], n[k - 1]))
+        })
+        .collect()
+}
+
+/// Redis 7.2.6's own tool grows, balances, repairs and shrinks an Atoll cluster: `info` and
+/// `call` report what each node holds; `add-node` (as master and as replica) and `rebalance
+/// --cluster-use-empty-masters` spread the slots over a new master under a write load; `fix`
+/// closes a slot left half-migrated and covers a slot nobody serves; `rebalance` with weight
+/// 0 empties a master and `del-node` removes it and a replica (each reset to a cluster of its
+/// own); `import` brings a standalone Atoll's keys in by copy and a standalone Redis's by
+/// move. Every step ends with `--cluster check` clean and every key readable.
+#[test]
+fn redis_cli_tools_grow_balance_fix_import_and_shrink_an_atoll_cluster() {
+    let mut nodes: Vec<Node> = (0..3).map(|_| start_node(Kind::Atoll)).collect();
+    create(&nodes.iter().collect::<Vec<_>>(), 0);
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let mut c = Client::new(&ports);
+    write_keys(&mut c, 1000, "t");
+
+    // info and call: what each master holds, summed as the tool sums it.
+    let lines = cluster_info_lines(ports[0]);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines.iter().map(|l| l.1).sum::<i64>(), 1000, "{lines:?}");
+    assert_eq!(lines.iter().map(|l| l.2).sum::<i64>(), 16384, "{lines:?}");
+    let (ok, out) = cli_cluster(&["info".into(), addr(ports[0])]);
+    assert!(ok && out.contains("[OK] 1000 keys in 3 masters."), "{out}");
+    let (ok, out) = cli_cluster(&["call".into(), addr(ports[0]), "DBSIZE".into()]);
+    assert!(ok, "{out}");
+    let called: i64 = out
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("127.0.0.1:").and_then(|r| r.split_once(": ")).map(|(_, n)| n.trim().parse::<i64>().unwrap())
+        })
+        .sum();
+    assert_eq!(called, 1000, "--cluster call DBSIZE:\n{out}");
+
+    // A new master and its replica join; rebalance gives the master a quarter of the slots
+    // while a client writes.
+    let (m, r) = (start_node(Kind::Atoll), start_node(Kind::Atoll));
+    let (ok, out) = cli_cluster(&["add-node".into(), addr(m.port), addr(ports[0])]);
+    assert!(ok && out.contains("[OK] New node added correctly."), "{out}");
+    wait_until("the new master to be known everywhere", Duration::from_secs(20), || {
+        ports.iter().all(|p| text(*p, &["CLUSTER", "NODES"]).contains(&myid(m.port)))
+    });
+    add_replica(&r, &m);
+    wait_replicas_synced(&[&r]);
+    let all: Vec<u16> = ports.iter().copied().chain([m.port, r.port]).collect();
+    let load = IncrLoad::start(&all, "bal");
+    let (ok, out) = cli_cluster(&["rebalance".into(), addr(ports[0]), "--cluster-use-empty-masters".into()]);
+    assert!(ok, "rebalance:\n{}", &out[out.len().saturating_sub(2000)..]);
+    let lines = cluster_info_lines(ports[0]);
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(lines.iter().all(|l| l.2 == 4096), "rebalanced: {lines:?}");
+    assert_eq!(lines.iter().find(|l| l.0 == m.port).unwrap().3, 1, "the new master's replica: {lines:?}");
+    check_clean(m.port);
+    load.finish(&mut c);
+    assert_eq!(read_sum(&mut c, 1000, "t"), (0..1000).sum::<i64>());
+
+    // fix: a slot left MIGRATING/IMPORTING between two masters is moved and closed.
+    let key = "t7";
+    let slot = slot_of(key).to_string();
+    let owner = *all
+        .iter()
+        .find(|p| {
+            int(&ask(**p, &["CLUSTER", "COUNTKEYSINSLOT", &slot]).unwrap()) == 1 && my_line(**p).contains("master")
+        })
+        .unwrap();
+    let other = *ports.iter().chain([&m.port]).find(|p| **p != owner).unwrap();
+    assert_eq!(text(owner, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &myid(other)]), "+OK");
+    assert_eq!(text(other, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &myid(owner)]), "+OK");
+    let (_, out) = cli_cluster(&["check".into(), addr(ports[0])]);
+    assert!(out.contains(&format!("The following slots are open: {slot}")), "{out}");
+    let (ok, out) = cli_cluster(&["fix".into(), addr(ports[0])]);
+    assert!(ok, "fix:\n{out}");
+    check_clean(ports[0]);
+    assert_eq!(int(&ask(other, &["CLUSTER", "COUNTKEYSINSLOT", &slot]).unwrap()), 1, "the key moved with its slot");
+    assert_eq!(read_sum(&mut c, 1000, "t"), (0..1000).sum::<i64>());
+
+    // fix: a slot nobody serves (no keys in it) is covered again after the prompt.
+    let holder = ports[0];
+    let owned: Vec<u16> = my_line(holder)
+        .split(' ')
+        .skip(8)
+        .flat_map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            a.parse::<u16>().unwrap()..=b.parse::<u16>().unwrap()
+        })
+        .collect();
+    let empty = *owned
+        .iter()
+        .find(|s| int(&ask(holder, &["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()]).unwrap()) == 0)
+        .expect("an empty slot");
+    assert_eq!(text(holder, &["CLUSTER", "DELSLOTS", &empty.to_string()]), "+OK");
+    wait_until("the uncovered slot to show", Duration::from_secs(10), || {
+        cli_cluster(&["check".into(), addr(ports[0])]).1.contains("Not all 16384 slots are covered")
+    });
+    let (_, out) = cli_cluster_answering_yes(&["fix".into(), addr(ports[0])]);
+    assert!(out.contains(&format!("Covering slot {empty} with")), "fix:\n{out}");
+    wait_until("every node to see the slot covered", Duration::from_secs(20), || {
+        all.iter().all(|p| info_field(*p, "cluster_state").as_deref() == Some("ok"))
+    });
+    check_clean(ports[0]);
+
+    // Shrink: empty the new master by weight 0, then del-node it and its replica.
+    let (ok, out) =
+        cli_cluster(&["rebalance".into(), addr(ports[0]), "--cluster-weight".into(), format!("{}=0", myid(m.port))]);
+    assert!(ok, "rebalance to weight 0:\n{}", &out[out.len().saturating_sub(2000)..]);
+    assert_eq!(int(&ask(m.port, &["DBSIZE"]).unwrap()), 0, "the emptied master holds no key");
+    for gone in [r.port, m.port] {
+        let (ok, out) = cli_cluster(&["del-node".into(), addr(ports[0]), myid(gone)]);
+        assert!(ok && out.contains("Sending CLUSTER RESET SOFT to the deleted node"), "del-node:\n{out}");
+        assert_eq!(info_field(gone, "cluster_known_nodes").as_deref(), Some("1"), "{gone} forgot the others");
+    }
+    wait_until("the others to forget the deleted nodes", Duration::from_secs(20), || {
+        ports.iter().all(|p| info_field(*p, "cluster_known_nodes").as_deref() == Some("3"))
+    });
+    let lines = cluster_info_lines(ports[0]);
+    assert_eq!((lines.len(), lines.iter().map(|l| l.2).sum::<i64>()), (3, 16384), "{lines:?}");
+    check_clean(ports[0]);
+    assert_eq!(read_sum(&mut c, 1000, "t"), (0..1000).sum::<i64>());
+
+    // import: a standalone Atoll's keys copied in, a standalone Redis's moved in.
+    for (kind, prefix, copy) in [(Kind::Atoll, "ia", true), (Kind::Redis, "ir", false)] {
+        let src = match kind {
+            Kind::Atoll => start_atoll(&[]),
+            _ => start_redis(&[]),
+        };
+        let mut pipe = Vec::new();
+        for i in 0..300 {
+            pipe.extend(encode(&[b"SET".to_vec(), format!("{prefix}{i}").into_bytes(), i.to_string().into_bytes()]));
+        }
+        pipe.extend(encode(&[b"RPUSH".to_vec(), format!("{prefix}list").into_bytes(), b"a".to_vec(), b"b".to_vec()]));
+        let mut s = TcpStream::connect(("127.0.0.1", src.port)).unwrap();
+        s.write_all(&pipe).unwrap();
+        wait_until("the source's keys", Duration::from_secs(10), || int(&ask(src.port, &["DBSIZE"]).unwrap()) == 301);
+        let mut args = vec!["import".to_string(), addr(ports[0]), "--cluster-from".into(), addr(src.port)];
+        if copy {
+            args.push("--cluster-copy".into());
+        }
+        let (ok, out) = cli_cluster(&args);
+        assert!(ok, "import from {kind:?}:\n{}", &out[out.len().saturating_sub(2000)..]);
+        assert_eq!(read_sum(&mut c, 300, prefix), (0..300).sum::<i64>(), "imported from {kind:?}");
+        let l = format!("{prefix}list");
+        assert_eq!(show(&c.cmd(&l, &["LRANGE", &l, "0", "-1"])), show(b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"));
+        assert_eq!(
+            int(&ask(src.port, &["DBSIZE"]).unwrap()),
+            if copy { 301 } else { 0 },
+            "the source after import from {kind:?}"
+        );
+    }
+    let (ok, out) = cli_cluster(&["info".into(), addr(ports[0])]);
+    assert!(ok && out.contains("[OK] 1802 keys in 3 masters."), "{out}");
+    check_clean(ports[0]);
+    nodes.extend([m, r]);
 }
 
 /// Two masters splitting the slots, of each kind: what clients see when a key is elsewhere,

@@ -128,8 +128,23 @@ fi
 export PATH="$(dirname "$GO"):$PATH"
 echo "==> $("$GO" version)"
 
+# Java 17+ and Maven, for the Jedis and Lettuce cluster test (tests/java, built by the test;
+# Maven fetches the clients from Maven Central): Debian's default JDK (17 on bookworm) if
+# either is missing. javac too: a JRE alone runs but cannot build the test's program.
+if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+  apt_install "default-jdk-headless and maven (the Jedis and Lettuce cluster test)" default-jdk-headless maven
+fi
+java_major=$(java -version 2>&1 | sed -n 's/.* version "\([0-9]*\).*/\1/p' | head -1)
+if [ -z "$java_major" ] || [ "$java_major" -lt 17 ]; then
+  echo "test.sh: Java ${java_major:-(unknown)} is too old: the Jedis and Lettuce test needs 17 or newer" >&2
+  exit 1
+fi
+# (mvn -v colours its first line even when not on a terminal.)
+echo "==> $(java -version 2>&1 | head -1); $(mvn -v 2>/dev/null | grep -o 'Apache Maven [0-9.]*')"
+
 # Real client libraries beyond the Rust one: redis-py (and prometheus_client's parser for
-# /metrics), go-redis (tests/go, built by the test) against the debug binary built above.
+# /metrics), go-redis (tests/go) and Jedis and Lettuce (tests/java), each built by its test,
+# against the debug binary built above.
 "$PY" -m pytest -q tests/python 2>&1 | tee -a "$log"
 
 # A real Node.js application: a BullMQ job queue (every operation a Lua script) with worker

@@ -10,6 +10,8 @@
 # and prints instructions per request for the whole server and for `Session::process` (the
 # request path without the event loop and periodic tasks, whose share grows under valgrind's
 # slowdown). $ATOLL_ARGS adds server arguments (e.g. "--latency-tracking no --hotkeys no").
+# ATOLL_CLUSTER=1 runs it as a one-node cluster serving all 16384 slots (cluster mode's cost
+# on the call path, counted in instructions rather than seconds).
 # Needs valgrind, redis-server's tools (redis-benchmark, redis-cli).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,8 +23,12 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 OUT="$(mktemp -d)"
 trap 'kill "$VP" 2>/dev/null || true; rm -rf "$OUT"' EXIT
 
+CLUSTER_ARGS=""
+if [ "${ATOLL_CLUSTER:-0}" = 1 ]; then
+    CLUSTER_ARGS="--cluster-enabled yes --cluster-config-file nodes.conf --dir $OUT"
+fi
 # shellcheck disable=SC2086
-valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" "$BIN" --port "$PORT" --threads 1 --save "" ${ATOLL_ARGS:-} \
+valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" "$BIN" --port "$PORT" --threads 1 --save "" $CLUSTER_ARGS ${ATOLL_ARGS:-} \
     >/dev/null 2>&1 &
 VP=$!
 # Start-up under valgrind takes from seconds to over a minute on this VM.
@@ -32,6 +38,14 @@ for _ in $(seq 900); do
     sleep 0.2
 done
 [ "$UP" = 1 ] || { echo "server did not start under valgrind" >&2; exit 1; }
+if [ -n "$CLUSTER_ARGS" ]; then
+    redis-cli -p "$PORT" cluster addslotsrange 0 16383 >/dev/null
+    for _ in $(seq 300); do
+        redis-cli -p "$PORT" cluster info | grep -q 'cluster_state:ok' && break
+        sleep 0.2
+    done
+    redis-cli -p "$PORT" cluster info | grep -q 'cluster_state:ok' || { echo "the one-node cluster is not ok" >&2; exit 1; }
+fi
 redis-benchmark -p "$PORT" -t set -r 100000 -n 200000 -P 64 -d 32 -q >/dev/null
 callgrind_control -z "$VP" >/dev/null 2>&1
 redis-benchmark -p "$PORT" -c 50 -n "$N" -r 100000 -d 32 -P "$PIPE" -q -t "$TEST" >/dev/null

@@ -11,6 +11,11 @@ fn with_state<R>(ctx: &Ctx, f: impl FnOnce(&mut State) -> R) -> Result<R, CmdErr
     ctx.srv.cluster.with(f).ok_or_else(|| CmdError::msg(DISABLED))
 }
 
+/// The state for a subcommand that only reads it (no routes republished).
+fn read_state<R>(ctx: &Ctx, f: impl FnOnce(&mut State) -> R) -> Result<R, CmdError> {
+    ctx.srv.cluster.read(f).ok_or_else(|| CmdError::msg(DISABLED))
+}
+
 /// Refuses every cluster command outside cluster mode, as Redis does (HELP included).
 fn enabled(ctx: &Ctx) -> CmdResult {
     if ctx.srv.cluster.enabled {
@@ -124,26 +129,26 @@ pub fn help(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn info(ctx: &mut Ctx) -> CmdResult {
-    let text = with_state(ctx, |st| st.info_text())?;
+    let text = read_state(ctx, |st| st.info_text())?;
     ctx.reply.verbatim("txt", text.as_bytes());
     Ok(())
 }
 
 pub fn nodes(ctx: &mut Ctx) -> CmdResult {
     let tls = tls_client(ctx);
-    let text = with_state(ctx, |st| st.nodes_text(tls))?;
+    let text = read_state(ctx, |st| st.nodes_text(tls))?;
     ctx.reply.verbatim("txt", text.as_bytes());
     Ok(())
 }
 
 pub fn myid(ctx: &mut Ctx) -> CmdResult {
-    let id = with_state(ctx, |st| st.myself)?;
+    let id = read_state(ctx, |st| st.myself)?;
     ctx.reply.bulk(&id);
     Ok(())
 }
 
 pub fn myshardid(ctx: &mut Ctx) -> CmdResult {
-    let id = with_state(ctx, |st| st.me().shard_id)?;
+    let id = read_state(ctx, |st| st.me().shard_id)?;
     ctx.reply.bulk(&id);
     Ok(())
 }
@@ -479,7 +484,7 @@ pub fn replicate(ctx: &mut Ctx) -> CmdResult {
 pub fn replicas(ctx: &mut Ctx) -> CmdResult {
     let id = ctx.args[2];
     let tls = tls_client(ctx);
-    let lines = with_state(ctx, |st| {
+    let lines = read_state(ctx, |st| {
         let n = lookup(st, id).ok_or_else(|| unknown_node(id))?;
         if st.nodes[&n].is_slave() {
             return Err(CmdError::msg("ERR The specified node is not a master"));
@@ -495,7 +500,7 @@ pub fn replicas(ctx: &mut Ctx) -> CmdResult {
 
 pub fn count_failure_reports(ctx: &mut Ctx) -> CmdResult {
     let id = ctx.args[2];
-    let n = with_state(ctx, |st| {
+    let n = read_state(ctx, |st| {
         let n = lookup(st, id).ok_or_else(|| unknown_node(id))?;
         let timeout = st.settings.node_timeout;
         let now = cl::now_ms();
@@ -656,7 +661,7 @@ pub fn kill_link(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub fn links(ctx: &mut Ctx) -> CmdResult {
-    let links = with_state(ctx, |st| {
+    let links = read_state(ctx, |st| {
         let mut v = Vec::new();
         for n in st.ordered_nodes() {
             let io = |t: usize| st.link_io.get(&t).copied().unwrap_or((0, ""));

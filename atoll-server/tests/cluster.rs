@@ -184,7 +184,7 @@ fn check_clean(port: u16) -> String {
     let mut out = String::new();
     wait_until("every node to agree about the slots", Duration::from_secs(20), || {
         out = cli_cluster(&["check".to_string(), addr(port)]).1;
-        out.contains("[OK] All nodes agree") || !out.contains("[ERR] Nodes don't agree")
+        !out.contains("[ERR] Nodes don't agree")
     });
     let (ok, out) = cli_cluster(&["check".to_string(), addr(port)]);
     assert!(ok, "--cluster check failed:\n{out}");
@@ -495,6 +495,10 @@ fn a_cluster_of_redis_and_atoll_nodes_fails_over_both_ways() {
     let kinds: Vec<(Kind, u16)> = nodes[..3].iter().map(|n| (n.kind, n.port)).collect();
     reshard_between_kinds(&kinds, &mut c, &ports);
     assert_eq!(read_sum(&mut c, 600, "k"), (0..600).sum::<i64>());
+    // The keys the moves restored on each master are on its replica before masters die.
+    for (_, m) in &kinds {
+        assert_eq!(int(&ask(*m, &["WAIT", "1", "5000"]).unwrap()), 1, "master {m}'s replica after the moves");
+    }
     for (replica, master) in [a, b] {
         let took = fail_over(&mut nodes, master, replica);
         eprintln!(
@@ -644,13 +648,18 @@ fn resharding_under_load_loses_and_duplicates_nothing() {
 /// once, every key is readable, and `--cluster check` is clean after each move.
 fn reshard_between_kinds(masters: &[(Kind, u16)], c: &mut Client, ports: &[u16]) {
     let load = IncrLoad::start(ports, "mix");
+    // Every counter exists before slots move (each INCR goes to the next of the 200).
+    wait_until("the load to touch every counter", Duration::from_secs(20), || load.done() >= 200);
     let atoll = masters.iter().find(|(k, _)| *k == Kind::Atoll).unwrap().1;
     for (kind, other) in masters.iter().filter(|(k, _)| *k != Kind::Atoll) {
         for (from, to) in [(*other, atoll), (atoll, *other)] {
-            let before = load.done();
+            let had = int(&ask(to, &["DBSIZE"]).unwrap());
             let took = reshard(from, to, 300);
             let moved = Instant::now();
-            wait_until("the load to go on after the move", Duration::from_secs(20), || load.done() > before + 50);
+            let after = load.done();
+            wait_until("the load to go on after the move", Duration::from_secs(20), || load.done() > after + 50);
+            let has = int(&ask(to, &["DBSIZE"]).unwrap());
+            assert!(has > had, "{from} → {to}: keys crossed between the kinds ({had} before, {has} after)");
             check_clean(from);
             eprintln!(
                 "300 slots {from} → {to} ({kind:?} and Atoll) in {:.1} s; the load went on and every node agreed {:.1} s later",
@@ -746,6 +755,7 @@ fn redis_cli_tools_grow_balance_fix_import_and_shrink_an_atoll_cluster() {
     });
     let all: Vec<u16> = ports.iter().copied().chain([m.port, r.port]).collect();
     let load = IncrLoad::start(&all, "bal");
+    wait_until("the load to touch every counter", Duration::from_secs(20), || load.done() >= 200);
     let (ok, out) = cli_cluster(&["rebalance".into(), addr(ports[0]), "--cluster-use-empty-masters".into()]);
     assert!(ok, "rebalance:\n{}", &out[out.len().saturating_sub(2000)..]);
     let lines = cluster_info_lines(ports[0]);

@@ -701,3 +701,129 @@ fn replication_links_run_over_tls_as_redis_makes_them() {
         }
     }
 }
+
+/// The cluster bus over TLS (`tls-cluster yes`, with `tls-replication yes`), in a cluster of
+/// Atoll and Redis 7.2.6 nodes made over TLS by Redis's `redis-cli --tls --cluster create` and
+/// `add-node --cluster-slave`: Redis's bus accepts only TLS then, so the cluster forms only if
+/// Atoll's links speak it both ways (handshakes with client certificates required, gossip,
+/// votes). `--cluster check` is clean; an Atoll master killed is replaced by its Redis replica
+/// and a Redis master by its Atoll replica, elected over TLS links, replicating over TLS, and
+/// no write confirmed by WAIT is lost.
+#[test]
+fn a_tls_cluster_of_redis_and_atoll_nodes_forms_and_fails_over() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let pki = Pki::new(&pki_dir("cluster"), "cluster");
+    // Masters Atoll, Redis, Atoll; then a replica of the other kind for each.
+    let kinds: [(&str, Start); 6] = [
+        ("atoll", start_atoll),
+        ("redis", start_redis),
+        ("atoll", start_atoll),
+        ("redis", start_redis),
+        ("atoll", start_atoll),
+        ("redis", start_redis),
+    ];
+    let mut nodes: Vec<(ServerProc, u16)> = Vec::new();
+    for (_, start) in kinds {
+        let tls = free_port();
+        let mut a = pki.node_args(tls);
+        a.extend(
+            [
+                "--tls-cluster",
+                "yes",
+                "--tls-replication",
+                "yes",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-node-timeout",
+                "2000",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--repl-diskless-sync-delay",
+                "0",
+                "--cluster-port",
+                &free_port().to_string(),
+            ]
+            .map(String::from),
+        );
+        nodes.push((start(&args(&a)), tls));
+    }
+    let ports: Vec<u16> = nodes.iter().map(|n| n.0.port).collect();
+    let tls_ports: Vec<u16> = nodes.iter().map(|n| n.1).collect();
+    let cli = |a: &[String], input: Option<&str>| -> (bool, String) {
+        let mut cmd = std::process::Command::new("timeout");
+        cmd.arg("120").arg(Path::new(&redis_bin()).parent().unwrap().join("redis-cli"));
+        cmd.args(["--tls", "--cacert", &pki.path("ca.crt"), "--cert", &pki.path("client.crt")]);
+        cmd.args(["--key", &pki.path("client.key")]).args(a);
+        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+        cmd.stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("redis-cli");
+        child.stdin.take().unwrap().write_all(input.unwrap_or("").as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let plain = |i: usize, a: &[&str]| -> String {
+        let v: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
+        String::from_utf8_lossy(&RawConn::connect(ports[i]).cmd(&v)).into_owned()
+    };
+    let wait = |what: &str, f: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let addr = |i: usize| format!("127.0.0.1:{}", tls_ports[i]);
+    let (ok, out) =
+        cli(&["--cluster", "create", &addr(0), &addr(1), &addr(2), "--cluster-yes"].map(String::from), None);
+    assert!(ok && out.contains("[OK] All 16384 slots covered."), "create over TLS:\n{out}");
+    for r in 3..6 {
+        let id = plain(r - 3, &["CLUSTER", "MYID"]);
+        let id = id.lines().nth(1).unwrap().to_string();
+        let (ok, out) = cli(
+            &["--cluster", "add-node", &addr(r), &addr(0), "--cluster-slave", "--cluster-master-id", &id]
+                .map(String::from),
+            None,
+        );
+        assert!(ok, "add-node over TLS:\n{out}");
+    }
+    wait("every node ok, every replica linked over TLS", &|| {
+        (0..6).all(|i| plain(i, &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+            && (3..6).all(|i| plain(i, &["INFO", "replication"]).contains("master_link_status:up"))
+    });
+    wait("--cluster check clean over TLS", &|| {
+        let (ok, out) = cli(&["--cluster", "check", &addr(0)].map(String::from), None);
+        ok && out.contains("[OK] All nodes agree about slots configuration.") && !out.contains("[ERR]")
+    });
+    // Clients on the TLS port see the nodes at their TLS ports, as Redis shows them.
+    let (_, slots) = cli(&["-p", &tls_ports[0].to_string(), "CLUSTER", "SLOTS"].map(String::from), None);
+    for port in &tls_ports[..3] {
+        assert!(slots.contains(&port.to_string()), "CLUSTER SLOTS over TLS names TLS ports:\n{slots}");
+    }
+    let sets: String = (0..200).map(|i| format!("SET k{i} {i}\n")).collect();
+    let (ok, out) = cli(&["-c", "-p", &tls_ports[0].to_string()].map(String::from), Some(&sets));
+    assert!(ok && out.matches("OK").count() == 200, "writes over TLS:\n{out}");
+    for m in 0..3 {
+        assert_eq!(plain(m, &["WAIT", "1", "5000"]), ":1\r\n", "master {m}'s replica has the writes");
+    }
+    // An Atoll master dies: its Redis replica (node 3) takes over; then a Redis master (node
+    // 1): its Atoll replica (node 4).
+    for (victim, heir) in [(0usize, 3usize), (1, 4)] {
+        let _ = nodes[victim].0.child.kill();
+        let _ = nodes[victim].0.child.wait();
+        wait(&format!("{} replica {heir} to take over from {victim}", kinds[heir].0), &|| {
+            let n = plain(heir, &["CLUSTER", "NODES"]);
+            n.lines().any(|l| l.contains("myself,master"))
+                && plain(heir, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+        });
+    }
+    let gets: String = (0..200).map(|i| format!("GET k{i}\n")).collect();
+    let (ok, out) = cli(&["-c", "-p", &tls_ports[2].to_string()].map(String::from), Some(&gets));
+    let got: Vec<&str> = out.lines().filter(|l| !l.is_empty() && !l.starts_with("-> Redirected")).collect();
+    assert!(ok && got.len() == 200, "reads over TLS after two failovers:\n{out}");
+    for (i, v) in got.iter().enumerate() {
+        assert_eq!(v.trim(), i.to_string(), "k{i} after the failovers");
+    }
+}

@@ -299,7 +299,7 @@ pub fn config_set(ctx: &mut Ctx) -> CmdResult {
     if ctx.srv.cluster.enabled
         && pairs.iter().any(|(k, _)| {
             let k = String::from_utf8_lossy(k).to_ascii_lowercase();
-            k.starts_with("cluster-") || k == "port" || k == "tls-port"
+            k.starts_with("cluster-") || matches!(k.as_str(), "port" | "tls-port" | "tls-cluster" | "tls-replication")
         })
     {
         crate::daemons::cluster_bus::apply_settings(ctx.srv);

@@ -342,8 +342,8 @@ pub const DEFS: &[Def] = &[
     Def::new("tls-client-key-file", Str, "").live(),
     Def::new("tls-client-key-file-pass", Str, "").live(),
     // tls-replication makes a replica's link to its master TLS (daemons::upstream_conn);
-    // tls-cluster chooses TLS for the cluster bus, which Atoll does not run yet. As in Redis
-    // both require a CA and turn the TLS configuration on.
+    // tls-cluster the cluster bus's links (daemons::cluster_bus). As in Redis both require a
+    // CA and turn the TLS configuration on.
     Def::new("tls-cluster", Bool, "no").live(),
     Def::new("tls-dh-params-file", Str, "").live(),
     Def::new("tls-key-file", Str, "").live(),

@@ -6,6 +6,13 @@
 //! One thread with a `mio` poll: the bus carries a few messages per node per second, so a
 //! thread of its own keeps it off the workers (a worker never waits for the bus) and keeps
 //! its timing (failure detection, elections) independent of the load on the workers.
+//!
+//! With `tls-cluster yes` every link is TLS from its first byte, as Redis's: rustls's
+//! connection state sits between the socket and the link's buffers (`read_link` decrypts
+//! into `rbuf`, `flush` encrypts from `wbuf`), so the message code never sees the difference.
+//! Certificates are the `tls-*` settings' (services::tls): the node accepting a link asks for
+//! a client certificate as `tls-auth-clients` says, and the node connecting presents
+//! `tls-client-cert-file` (else `tls-cert-file`) and checks the peer's chain, not its name.
 
 use crate::exec::Server;
 use crate::services::cluster::gossip::{Action, LinkView};
@@ -26,6 +33,8 @@ const RBUF_KEEP: usize = 64 * 1024;
 
 struct Link {
     stream: TcpStream,
+    /// The TLS session of a `tls-cluster` link (None: plain TCP).
+    tls: Option<rustls::Connection>,
     node: Option<Name>,
     inbound: bool,
     connecting: bool,
@@ -66,6 +75,7 @@ pub fn settings(srv: &Server) -> Settings {
             _ => Endpoint::Ip,
         },
         tls_cluster,
+        tls_replication: c.flag(p::TLS_REPLICATION),
         link_sendbuf_limit: c.int(p::CLUSTER_LINK_SENDBUF_LIMIT) as u64,
         tcp_port,
         tls_port,
@@ -133,6 +143,9 @@ fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
         poll.registry().register(&mut l, Token(LISTEN_BASE + i), Interest::READABLE).expect("register");
         ls.push(l);
     }
+    // As Redis's bus listener, whose connection type is chosen at start-up: links accepted
+    // are TLS when tls-cluster was on then (links made follow the setting of the moment).
+    let tls_accept = srv.config.flag(crate::config::p::TLS_CLUSTER);
     let mut links: Slab<Link> = Slab::new();
     let mut events = Events::with_capacity(256);
     let mut iteration: u64 = 0;
@@ -156,6 +169,16 @@ fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
                 let l = &ls[t.0 - LISTEN_BASE];
                 while let Ok((mut stream, peer)) = l.accept() {
                     let _ = stream.set_nodelay(true);
+                    let tls = match tls_accept {
+                        false => None,
+                        true => match srv.tls.server_config().map(rustls::ServerConnection::new) {
+                            Some(Ok(c)) => Some(rustls::Connection::Server(c)),
+                            _ => {
+                                crate::log_warning!("Error accepting cluster node connection: TLS is not configured");
+                                continue;
+                            }
+                        },
+                    };
                     let entry = links.vacant_entry();
                     let token = entry.key();
                     if poll.registry().register(&mut stream, Token(token), Interest::READABLE).is_err() {
@@ -164,6 +187,7 @@ fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
                     let local_ip = stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
                     entry.insert(Link {
                         stream,
+                        tls,
                         node: None,
                         inbound: true,
                         connecting: false,
@@ -243,12 +267,10 @@ fn read_link(srv: &Server, links: &mut Slab<Link>, token: usize) -> bool {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let l = &mut links[token];
-        match l.stream.read(&mut buf) {
-            Ok(0) => return false,
-            Ok(n) => l.rbuf.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return false,
+        match read_some(l, &mut buf) {
+            Some(true) => {}
+            Some(false) => break,
+            None => return false,
         }
         // Never more than one message beyond what is being read is held.
         let held = l.rbuf.len();
@@ -260,6 +282,47 @@ fn read_link(srv: &Server, links: &mut Slab<Link>, token: usize) -> bool {
         }
     }
     process_ready(srv, links, token)
+}
+
+/// Moves what the socket has into `rbuf` (decrypted on a TLS link): Some(true) when bytes
+/// came (more may follow), Some(false) when the socket has nothing now, None when the link
+/// is closed or broken.
+fn read_some(l: &mut Link, buf: &mut [u8]) -> Option<bool> {
+    use std::io::ErrorKind::{Interrupted, WouldBlock};
+    let Some(tls) = l.tls.as_mut() else {
+        return match l.stream.read(buf) {
+            Ok(0) => None,
+            Ok(n) => {
+                l.rbuf.extend_from_slice(&buf[..n]);
+                Some(true)
+            }
+            Err(e) if e.kind() == WouldBlock => Some(false),
+            Err(e) if e.kind() == Interrupted => Some(true),
+            Err(_) => None,
+        };
+    };
+    match tls.read_tls(&mut l.stream) {
+        Ok(0) => return None,
+        Ok(_) => {}
+        Err(e) if e.kind() == WouldBlock => return Some(false),
+        Err(e) if e.kind() == Interrupted => return Some(true),
+        Err(_) => return None,
+    }
+    if let Err(e) = tls.process_new_packets() {
+        // The alert rustls queued tells the peer why; then the link goes.
+        let _ = tls.write_tls(&mut l.stream);
+        crate::log_verbose!("Cluster bus TLS error from {}: {e}", l.peer_ip);
+        return None;
+    }
+    loop {
+        match tls.reader().read(buf) {
+            // The peer's close_notify.
+            Ok(0) => return None,
+            Ok(n) => l.rbuf.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == WouldBlock => return Some(true),
+            Err(_) => return None,
+        }
+    }
 }
 
 fn process_ready(srv: &Server, links: &mut Slab<Link>, token: usize) -> bool {
@@ -329,6 +392,9 @@ fn process_ready(srv: &Server, links: &mut Slab<Link>, token: usize) -> bool {
 }
 
 fn flush(l: &mut Link) -> bool {
+    if l.tls.is_some() {
+        return flush_tls(l);
+    }
     while !l.wbuf.is_empty() {
         match l.stream.write(&l.wbuf) {
             Ok(0) => return false,
@@ -348,9 +414,45 @@ fn flush(l: &mut Link) -> bool {
     true
 }
 
+/// `flush` on a TLS link: the records rustls has sealed go out first; the messages in `wbuf`
+/// are handed to it only once the handshake is done and what it sealed before is written, so
+/// `wbuf` stays the measure of what waits (CLUSTER LINKS, `cluster-link-sendbuf-limit`).
+fn flush_tls(l: &mut Link) -> bool {
+    use std::io::ErrorKind::{Interrupted, WouldBlock};
+    let Some(tls) = l.tls.as_mut() else { return true };
+    loop {
+        while tls.wants_write() {
+            match tls.write_tls(&mut l.stream) {
+                Ok(0) => return false,
+                Ok(_) => {}
+                Err(e) if e.kind() == WouldBlock => return true,
+                Err(e) if e.kind() == Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        if l.wbuf.is_empty() || tls.is_handshaking() {
+            return true;
+        }
+        match tls.writer().write(&l.wbuf) {
+            Ok(0) => return true,
+            Ok(n) => {
+                l.wbuf.drain(..n);
+                if l.wbuf.is_empty() && l.wbuf.capacity() > WBUF_KEEP {
+                    l.wbuf = Vec::new();
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
 fn rearm(poll: &Poll, l: &mut Link, token: usize) {
-    let interest =
-        if l.connecting || !l.wbuf.is_empty() { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+    let tls_out = l.tls.as_ref().is_some_and(|t| t.wants_write());
+    let interest = if l.connecting || !l.wbuf.is_empty() || tls_out {
+        Interest::READABLE | Interest::WRITABLE
+    } else {
+        Interest::READABLE
+    };
     let _ = poll.registry().reregister(&mut l.stream, Token(token), interest);
 }
 
@@ -425,7 +527,7 @@ fn cron(srv: &Server, poll: &Poll, links: &mut Slab<Link>, iteration: u64) {
         if st.me().is_slave() && !following {
             if let Some(m) = st.me().slaveof.and_then(|m| st.nodes.get(&m)).filter(|m| m.has_addr() && !m.ip.is_empty())
             {
-                let port = if st.settings.tls_cluster { m.tls_port } else { m.tcp_port };
+                let port = if st.settings.tls_replication { m.tls_port } else { m.tcp_port };
                 st.actions.push(Action::Follow { host: m.ip.clone(), port });
             }
         }
@@ -436,10 +538,35 @@ fn cron(srv: &Server, poll: &Poll, links: &mut Slab<Link>, iteration: u64) {
         srv.cluster.publish_if_dirty(st);
         c.into_iter().filter_map(|n| st.nodes.get(&n).map(|x| (n, x.ip.clone(), x.cport))).collect::<Vec<_>>()
     };
+    let tls_config = match srv.config.flag(crate::config::p::TLS_CLUSTER) {
+        true => match srv.tls.client_config() {
+            Some(c) => Some(c),
+            None => {
+                if !connect.is_empty() {
+                    crate::log_warning!(
+                        "Unable to connect to cluster nodes: tls-cluster is on but TLS is not configured"
+                    );
+                }
+                return;
+            }
+        },
+        false => None,
+    };
     for (name, ip, cport) in connect {
         let addr = match ip.parse::<std::net::IpAddr>() {
             Ok(a) => std::net::SocketAddr::new(a, cport),
             Err(_) => continue,
+        };
+        // An address is no server name: the peer's certificate is checked by its chain only.
+        let tls = match &tls_config {
+            None => None,
+            Some(c) => match rustls::ClientConnection::new(c.clone(), addr.ip().into()) {
+                Ok(c) => Some(rustls::Connection::Client(c)),
+                Err(e) => {
+                    crate::log_warning!("Cluster bus TLS connection to {addr} failed: {e}");
+                    continue;
+                }
+            },
         };
         let stream = match TcpStream::connect(addr) {
             Ok(s) => s,
@@ -459,6 +586,7 @@ fn cron(srv: &Server, poll: &Poll, links: &mut Slab<Link>, iteration: u64) {
         let token = entry.key();
         let mut link = Link {
             stream,
+            tls,
             node: Some(name),
             inbound: false,
             connecting: true,

@@ -529,12 +529,6 @@ async fn first_events(srv: &Server) {
 /// Cluster mode: nodes.conf loaded and locked, the bus port bound, the bus thread started.
 fn start_cluster(srv: &Arc<Server>) -> bool {
     use crate::config::p;
-    if srv.config.flag(p::TLS_CLUSTER) {
-        log_warning!(
-            "tls-cluster yes: a TLS cluster bus is not supported by Atoll yet (cluster mode runs the bus over TCP)."
-        );
-        return false;
-    }
     if !srv.config.text(p::REPLICAOF).is_empty() {
         log_warning!("replicaof directive not allowed in cluster mode");
         return false;

@@ -87,7 +87,7 @@ func main() {
 	addrs := flag.String("addrs", "", "comma-separated seed addresses of cluster nodes")
 	prefix := flag.String("prefix", "go", "key prefix")
 	keys := flag.Int("keys", 300, "how many keys")
-	limit := flag.Duration("limit", 150*time.Second, "give up (exit 1) without a stop after this long")
+	limit := flag.Duration("limit", 400*time.Second, "give up (exit 1) without a stop after this long")
 	flag.Parse()
 
 	c := redis.NewClusterClient(&redis.ClusterOptions{

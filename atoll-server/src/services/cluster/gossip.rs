@@ -336,7 +336,7 @@ impl State {
             self.importing.clear();
         }
         let (shard, host, port) = match self.nodes.get(&master) {
-            Some(m) => (m.shard_id, m.ip.clone(), if self.settings.tls_cluster { m.tls_port } else { m.tcp_port }),
+            Some(m) => (m.shard_id, m.ip.clone(), if self.settings.tls_replication { m.tls_port } else { m.tcp_port }),
             None => return,
         };
         let n = self.me_mut();
@@ -654,7 +654,7 @@ impl State {
     fn update_address(&mut self, name: Name, link: &LinkView, h: &Header) -> bool {
         let (tcp_port, tls_port) = if self.settings.tls_cluster { (h.pport, h.port) } else { (h.port, h.pport) };
         let my_master = self.me().slaveof;
-        let tls = self.settings.tls_cluster;
+        let tls = self.settings.tls_replication;
         let Some(n) = self.nodes.get_mut(&name) else { return false };
         if n.link == Some(link.token) && !link.inbound {
             return false;

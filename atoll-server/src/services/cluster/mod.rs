@@ -42,6 +42,7 @@ const ROUTE_MINE: u8 = 1;
 /// there.
 #[inline]
 fn same_name(a: &Name, b: &Name) -> bool {
+    const _: () = assert!(wire::NAMELEN.is_multiple_of(8), "a name is compared in whole words");
     a.chunks_exact(8)
         .zip(b.chunks_exact(8))
         .all(|(x, y)| u64::from_ne_bytes(x.try_into().unwrap()) == u64::from_ne_bytes(y.try_into().unwrap()))
@@ -203,6 +204,9 @@ pub struct Settings {
     pub announce_bus_port: u16,
     pub preferred_endpoint: Endpoint,
     pub tls_cluster: bool,
+    /// `tls-replication`: a replica follows its master's TLS port (Redis's
+    /// getNodeDefaultReplicationPort), whatever the bus runs over.
+    pub tls_replication: bool,
     pub link_sendbuf_limit: u64,
     /// The client ports and the bus port this node listens on.
     pub tcp_port: u16,

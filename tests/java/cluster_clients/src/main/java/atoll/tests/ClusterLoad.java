@@ -101,7 +101,7 @@ public final class ClusterLoad {
         double maxGap = 0;
         long lastOk = 0;
         long lastReport = System.nanoTime();
-        long deadline = System.nanoTime() + Duration.ofSeconds(150).toNanos();
+        long deadline = System.nanoTime() + Duration.ofSeconds(400).toNanos();
         Map<String, Long> confirmed = new TreeMap<>();
         // The first few kinds of error, to stderr: what a failed run shows.
         Set<String> seen = new HashSet<>();

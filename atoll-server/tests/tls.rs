@@ -802,6 +802,11 @@ fn a_tls_cluster_of_redis_and_atoll_nodes_forms_and_fails_over() {
     for port in &tls_ports[..3] {
         assert!(slots.contains(&port.to_string()), "CLUSTER SLOTS over TLS names TLS ports:\n{slots}");
     }
+    // … and clients on the plain port the plain ports.
+    let slots = plain(0, &["CLUSTER", "SLOTS"]);
+    for port in &ports[..3] {
+        assert!(slots.contains(&format!(":{port}\r\n")), "CLUSTER SLOTS over TCP names TCP ports:\n{slots}");
+    }
     let sets: String = (0..200).map(|i| format!("SET k{i} {i}\n")).collect();
     let (ok, out) = cli(&["-c", "-p", &tls_ports[0].to_string()].map(String::from), Some(&sets));
     assert!(ok && out.matches("OK").count() == 200, "writes over TLS:\n{out}");

@@ -503,11 +503,11 @@ impl State {
         }
     }
 
-    /// The port a client is sent to: the TLS port to a TLS client when the bus runs TLS …
+    /// The port a client is sent to (MOVED, ASK, CLUSTER NODES/SLOTS/SHARDS …).
     pub fn client_port(&self, n: &Node, tls_client: bool) -> u16 {
-        if self.settings.tls_cluster && !tls_client && n.tcp_port != 0 {
-            n.tcp_port
-        } else if self.settings.tls_cluster {
+        // As Redis's getNodeClientPort: by the asking client's connection alone, whatever the
+        // bus runs over (a TLS client of a plain-bus cluster is sent to TLS ports).
+        if tls_client {
             n.tls_port
         } else {
             n.tcp_port

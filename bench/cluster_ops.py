@@ -35,31 +35,17 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
+import sentinel_failover  # its free_port and wait_for (bench/ is on the path when run as a script)
+from sentinel_failover import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOLL = os.path.join(ROOT, "target", "release", "atoll-server")
 # --pin: every node on core 0, redis-cli and the load on core 1 (set in main).
 PIN_SERVERS, PIN_CLIENTS = [], []
 
 
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def wait_for(what, f, secs=60, step=0.01):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            if f():
-                return
-        except redis.RedisError:
-            pass
-        time.sleep(step)
-    raise SystemExit(f"timed out waiting for {what}")
+    return sentinel_failover.wait_for(what, f, secs, step)
 
 
 def start_node(kind, redis_bin, tmp, node_timeout):

@@ -32,7 +32,7 @@ def free_port():
     return p
 
 
-def wait_for(what, f, secs=30):
+def wait_for(what, f, secs=30, step=0.02):
     end = time.time() + secs
     while time.time() < end:
         try:
@@ -40,7 +40,7 @@ def wait_for(what, f, secs=30):
                 return
         except redis.RedisError:
             pass
-        time.sleep(0.02)
+        time.sleep(step)
     raise SystemExit(f"timed out waiting for {what}")
 
 

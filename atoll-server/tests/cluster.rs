@@ -104,14 +104,29 @@ fn redis_cli() -> std::path::PathBuf {
 
 /// `redis-cli --cluster <args>`: its exit status and output.
 fn cli_cluster(args: &[String]) -> (bool, String) {
+    cli_cluster_typing(args, b"")
+}
+
+/// `redis-cli --cluster` with `yes` typed at its prompts (`fix` asks before covering a slot
+/// even with --cluster-yes, as Redis 7.2.6's does).
+fn cli_cluster_answering_yes(args: &[String]) -> (bool, String) {
+    cli_cluster_typing(args, b"yes\nyes\nyes\n")
+}
+
+fn cli_cluster_typing(args: &[String], input: &[u8]) -> (bool, String) {
     // redis-cli waits without end for a cluster that never agrees: two minutes at most.
-    let out = Command::new("timeout")
+    let mut child = Command::new("timeout")
         .arg("120")
         .arg(redis_cli())
         .arg("--cluster")
         .args(args)
-        .output()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run redis-cli --cluster");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().expect("redis-cli's output");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
@@ -669,25 +684,6 @@ fn reshard_between_kinds(masters: &[(Kind, u16)], c: &mut Client, ports: &[u16])
         }
     }
     load.finish(c);
-}
-
-/// `redis-cli --cluster` with `yes` typed at its prompts (`fix` asks before covering a slot
-/// even with --cluster-yes, as Redis 7.2.6's does).
-fn cli_cluster_answering_yes(args: &[String]) -> (bool, String) {
-    let mut child = Command::new("timeout")
-        .arg("120")
-        .arg(redis_cli())
-        .arg("--cluster")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run redis-cli --cluster");
-    child.stdin.take().unwrap().write_all(b"yes\nyes\nyes\n").unwrap();
-    let out = child.wait_with_output().expect("redis-cli's output");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
 }
 
 /// `--cluster info`'s lines per master: (port, keys, slots, replicas).

@@ -832,3 +832,40 @@ fn a_tls_cluster_of_redis_and_atoll_nodes_forms_and_fails_over() {
         assert_eq!(v.trim(), i.to_string(), "k{i} after the failovers");
     }
 }
+
+/// A TLS client of a cluster whose bus is plain (`tls-cluster no`) is shown the nodes' TLS
+/// ports, a TCP client their TCP ports — by the client's connection, not the bus's, as Redis's
+/// getNodeClientPort decides (its `cluster-response-tls.tcl`). The same one-node cluster of
+/// each kind, asked over both ports.
+#[test]
+fn cluster_ports_follow_the_clients_connection_as_in_redis() {
+    type Start = fn(&[&str]) -> ServerProc;
+    let pki = Pki::new(&pki_dir("cluster-ports"), "cluster-ports");
+    for (kind, start) in [("redis", start_redis as Start), ("atoll", start_atoll as Start)] {
+        let tls = free_port();
+        let mut a = pki.node_args(tls);
+        a.extend(
+            ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--tls-cluster", "no"]
+                .map(String::from),
+        );
+        a.extend(["--cluster-port".to_string(), free_port().to_string()]);
+        let node = start(&args(&a));
+        let mut c = RawConn::connect(node.port);
+        assert_eq!(c.cmd(&[b"CLUSTER", b"ADDSLOTSRANGE", b"0", b"16383"]), b"+OK\r\n", "{kind}");
+        for (what, port) in [("CLUSTER SLOTS", tls), ("CLUSTER NODES", tls)] {
+            let out = std::process::Command::new(Path::new(&redis_bin()).parent().unwrap().join("redis-cli"))
+                .args(["--tls", "--cacert", &pki.path("ca.crt"), "--cert", &pki.path("client.crt")])
+                .args(["--key", &pki.path("client.key"), "-p", &tls.to_string()])
+                .args(what.split(' '))
+                .output()
+                .expect("redis-cli");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(text.contains(&port.to_string()), "{kind}: {what} over TLS names the TLS port {port}:\n{text}");
+            assert!(!text.contains(&node.port.to_string()), "{kind}: {what} over TLS names no TCP port:\n{text}");
+        }
+        let nodes = String::from_utf8_lossy(&c.cmd(&[b"CLUSTER", b"NODES"])).into_owned();
+        assert!(nodes.contains(&format!(":{}@", node.port)), "{kind}: CLUSTER NODES over TCP:\n{nodes}");
+        let slots = String::from_utf8_lossy(&c.cmd(&[b"CLUSTER", b"SLOTS"])).into_owned();
+        assert!(slots.contains(&format!(":{}\r\n", node.port)), "{kind}: CLUSTER SLOTS over TCP:\n{slots}");
+    }
+}

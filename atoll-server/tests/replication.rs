@@ -1732,10 +1732,18 @@ fn a_restart_continues_the_replication_history_kept_in_the_rdb() {
     assert!(dels > 0, "the expired keys' DELs are in the backlog");
     assert_eq!(offset_of(&mut m), offset + dels);
     let want = offset_of(&mut m);
-    for c in [&mut c1, &mut c2, &mut c3] {
-        wait_until("the replicas to continue with the restarted master", 30, || {
-            info_field(c, "replication", "master_link_status").as_deref() == Some("up") && offset_of(c) == want
-        });
+    for (who, c) in [("atoll replica", &mut c1), ("redis replica", &mut c2), ("replica of the replica", &mut c3)] {
+        let start = Instant::now();
+        while !(info_field(c, "replication", "master_link_status").as_deref() == Some("up") && offset_of(c) == want) {
+            if start.elapsed() > Duration::from_secs(30) {
+                let master_info = s(&mut m, &["INFO", "replication"]);
+                panic!(
+                    "the {who} did not continue with the restarted master (offset {want}):\n{}\nmaster:\n{master_info}",
+                    s(c, &["INFO", "replication"])
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     assert_eq!(stat(&mut m, "stats", "sync_full"), 0, "no full sync after the master's restart");
     assert_eq!(stat(&mut m, "stats", "sync_partial_ok"), 2);

@@ -231,7 +231,9 @@ pub const ERR_WAITAOF_NO_AOF: &str = "ERR WAITAOF cannot be used when numlocal i
 /// resyncs and the backlog's time to live, ten times a second or when woken.
 pub fn run_thread(srv: Arc<Server>) {
     let repl = &srv.repl;
-    let mut last_ping = 0i64;
+    // A period from start, not from the epoch: replicas that reconnect to a restarted master
+    // before this thread's first turn must not get a PING at once.
+    let mut last_ping = srv.now_ms();
     let mut last_newline = 0i64;
     loop {
         {

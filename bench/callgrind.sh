@@ -12,10 +12,14 @@
 # slowdown). $ATOLL_ARGS adds server arguments (e.g. "--latency-tracking no --hotkeys no").
 # ATOLL_CLUSTER=1 runs it as a one-node cluster serving all 16384 slots (cluster mode's cost
 # on the call path, counted in instructions rather than seconds).
-# Needs valgrind, redis-server's tools (redis-benchmark, redis-cli).
+# Needs valgrind; redis-benchmark and redis-cli come from the PATH or Redis 7.2.6 (scripts/oracle.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${1:-$ROOT/target/release/atoll-server}"
+# Redis 7.2.6's redis-cli and redis-benchmark, from the oracle's build when not on the PATH.
+if ! command -v redis-benchmark >/dev/null || ! command -v redis-cli >/dev/null; then
+    PATH="$(dirname "$("$ROOT/scripts/oracle.sh" | tail -1)"):$PATH"
+fi
 TEST="${2:-get}"
 PIPE="${3:-16}"
 N=400000

@@ -174,10 +174,8 @@ fn keys_in_slot(ctx: &mut Ctx, slot: usize, limit: usize) -> Vec<Vec<u8>> {
         if want == 0 {
             return;
         }
-        s.keys.keys_while(|k| {
-            if crate::engine::slot::key_slot(k) == slot {
-                out.push(k.to_vec());
-            }
+        s.keys.slot_keys_while(slot, |k| {
+            out.push(k.to_vec());
             out.len() < want
         });
     });

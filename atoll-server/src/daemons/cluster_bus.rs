@@ -751,23 +751,18 @@ pub fn delete_slots(srv: &Server, slots: &[usize]) {
         let plan = crate::engine::LockPlan::one(0, shard);
         let mut locks = crate::engine::Locks::acquire(&srv.ks, plan);
         let s = locks.shard(0, shard);
-        let mut left: usize =
-            wanted.iter().filter(|&&w| w & (SHARDS - 1) == shard).map(|&w| s.keys.count_in_slot(w)).sum();
         let mut doomed: Vec<Vec<u8>> = Vec::new();
-        if left > 0 {
-            s.keys.keys_while(|k| {
-                if wanted.contains(&crate::engine::slot::key_slot(k)) {
-                    doomed.push(k.to_vec());
-                    left -= 1;
-                }
-                left > 0
+        let mut in_shard: Vec<usize> = wanted.iter().copied().filter(|w| w & (SHARDS - 1) == shard).collect();
+        in_shard.sort_unstable();
+        for slot in in_shard {
+            let before = doomed.len();
+            s.keys.slot_keys_while(slot, |k| {
+                doomed.push(k.to_vec());
+                true
             });
-        }
-        let mut with_keys: Vec<usize> = doomed.iter().map(|k| crate::engine::slot::key_slot(k)).collect();
-        with_keys.sort_unstable();
-        with_keys.dedup();
-        for slot in with_keys {
-            crate::log_notice!("Deleting keys in dirty slot {slot}");
+            if doomed.len() > before {
+                crate::log_notice!("Deleting keys in dirty slot {slot}");
+            }
         }
         if doomed.is_empty() {
             continue;

@@ -86,22 +86,25 @@ fn node_layout(size: usize) -> Layout {
 
 impl KNode {
     /// Allocates an unlinked node for `key` holding `v` in the layout `kind_for` picks, or in
-    /// `OBJ` when `force_obj`.
-    fn new_node(key: &[u8], lru: u32, v: Value, force_obj: bool) -> NonNull<KNode> {
+    /// `OBJ` when `force_obj`, with `pre` bytes before its header (`LINKS` in a table indexed
+    /// by slot, else 0).
+    fn new_node(key: &[u8], lru: u32, v: Value, force_obj: bool, pre: usize) -> NonNull<KNode> {
         let kind = if force_obj { OBJ } else { kind_for(key.len(), &v) };
         let vlen = match (&v, kind) {
             (Value::Emb { len, .. }, STR) => *len as usize,
             _ => 0,
         };
         let (size, koff) = layout_of(kind, key.len(), vlen);
-        let layout = node_layout(size);
-        // SAFETY: the allocation is `size` bytes, aligned to 8; every write below stays inside
-        // the offsets `layout_of` accounted for, and typed writes are at 8-aligned offsets.
+        let layout = node_layout(pre + size);
+        // SAFETY: the allocation is `pre + size` bytes, aligned to 8 (`pre` is 0 or 16); every
+        // write below stays inside the offsets `layout_of` accounted for, after the prefix, and
+        // typed writes are at 8-aligned offsets.
         unsafe {
-            let p = alloc(layout);
-            if p.is_null() {
+            let base = alloc(layout);
+            if base.is_null() {
                 handle_alloc_error(layout);
             }
+            let p = base.add(pre);
             let klen = key.len().min(LONG_KEY as usize) as u16;
             ptr::write(p as *mut KNode, KNode { next: None, lru, klen, kind, vlen: vlen as u8 });
             if klen == LONG_KEY {
@@ -179,12 +182,73 @@ impl KNode {
     /// Frees the node's memory without dropping its value.
     ///
     /// # Safety
-    /// `p` is a live, unlinked node whose `OBJ` value (if any) was moved out or dropped.
-    unsafe fn release(p: NonNull<KNode>) {
+    /// `p` is a live node, unlinked from its table and its slot's list, whose `OBJ` value (if
+    /// any) was moved out or dropped, made with this `pre`.
+    unsafe fn release(p: NonNull<KNode>, pre: usize) {
         let (koff, klen) = Self::key_span(p);
         let h = Self::hdr(p);
         let size = koff + klen + if h.kind == STR { h.vlen as usize } else { 0 };
-        dealloc(p.as_ptr() as *mut u8, node_layout(size));
+        dealloc((p.as_ptr() as *mut u8).sub(pre), node_layout(pre + size));
+    }
+
+    /// Drops the node's value and frees it.
+    ///
+    /// # Safety
+    /// As `release`, but the value is still in place.
+    unsafe fn free_with(p: NonNull<KNode>, pre: usize) {
+        if Self::hdr(p).kind == OBJ {
+            ptr::drop_in_place(Self::value_ptr(p));
+        }
+        Self::release(p, pre);
+    }
+
+    /// The slot-list links in the prefix of a node of an indexed table.
+    ///
+    /// # Safety
+    /// `p` is a live node made with `pre == LINKS`.
+    #[inline]
+    unsafe fn links(p: NonNull<KNode>) -> *mut SlotLinks {
+        (p.as_ptr() as *mut u8).sub(LINKS) as *mut SlotLinks
+    }
+
+    /// Puts `p` first in the list that `head` starts (newest first, as Redis 7.2 lists a
+    /// slot's keys).
+    ///
+    /// # Safety
+    /// `p` is a live, unlisted node with links; `head` is a list head that outlives it.
+    unsafe fn list_push(p: NonNull<KNode>, head: &mut Option<NonNull<KNode>>) {
+        let l = Self::links(p);
+        (*l).next = *head;
+        (*l).pprev = NonNull::from(&mut *head);
+        if let Some(n) = *head {
+            (*Self::links(n)).pprev = NonNull::new_unchecked(ptr::addr_of_mut!((*l).next));
+        }
+        *head = Some(p);
+    }
+
+    /// Takes `p` out of its slot's list, in O(1): its predecessor's link is known.
+    ///
+    /// # Safety
+    /// `p` is a live, listed node.
+    unsafe fn list_unlink(p: NonNull<KNode>) {
+        let l = Self::links(p);
+        *(*l).pprev.as_ptr() = (*l).next;
+        if let Some(n) = (*l).next {
+            (*Self::links(n)).pprev = (*l).pprev;
+        }
+    }
+
+    /// Puts `new` in `old`'s place in its slot's list (a key moved to a new node).
+    ///
+    /// # Safety
+    /// `old` is a live, listed node; `new` a live, unlisted one with links.
+    unsafe fn list_replace(old: NonNull<KNode>, new: NonNull<KNode>) {
+        let (o, l) = (Self::links(old), Self::links(new));
+        ptr::copy_nonoverlapping(o, l, 1);
+        *(*l).pprev.as_ptr() = Some(new);
+        if let Some(n) = (*l).next {
+            (*Self::links(n)).pprev = NonNull::new_unchecked(ptr::addr_of_mut!((*l).next));
+        }
     }
 
     /// Whether `p` holds a string, without materializing an inline value.
@@ -242,26 +306,57 @@ unsafe impl Chained for KNode {
         ptr::addr_of_mut!((*p.as_ptr()).next)
     }
     unsafe fn free(p: NonNull<Self>) {
-        if Self::hdr(p).kind == OBJ {
-            ptr::drop_in_place(Self::value_ptr(p));
-        }
-        Self::release(p);
+        Self::free_with(p, KeyTable::pre())
     }
 }
 
 /// A shard's keys and their values.
 pub struct KeyTable {
     dict: RawDict<KNode>,
-    /// In cluster mode, how many keys each of the shard's slots holds (a shard holds the
-    /// `SLOTS / SHARDS` slots whose low bits are its index; entry `slot / SHARDS`), kept as
-    /// keys come and go: COUNTKEYSINSLOT's answer, and where GETKEYSINSLOT and the deletion
-    /// of a lost slot can stop. Counted as Redis counts its slot-to-keys index: keys whose
-    /// TTL passed but that were not yet deleted count. None until the first key, and
-    /// outside cluster mode (`slot::INDEXED`), where nothing reads it.
-    slots: Option<Box<[u32; SLOTS_PER_SHARD]>>,
+    /// In cluster mode, the shard's keys by slot (see `SlotIndex`), made with the first key.
+    /// Whether a table keeps one, and whether its nodes carry the links, is `slot::INDEXED`,
+    /// set at start-up before any key exists and never cleared: one process-wide flag rather
+    /// than one per table, so that the guards that replace a key's node (`Entry`, on GET's
+    /// path) need not carry it.
+    slots: Option<Box<SlotIndex>>,
 }
 
 const SLOTS_PER_SHARD: usize = SLOTS / SHARDS;
+
+/// A shard's keys by slot (a shard holds the `SLOTS / SHARDS` slots whose low bits are its
+/// index; entry `slot / SHARDS`), kept as keys come and go, as Redis 7.2's slot-to-keys index:
+/// how many keys each slot holds (COUNTKEYSINSLOT in O(1)) and a list of them threaded
+/// through the nodes, newest first (GETKEYSINSLOT and the deletion of a lost slot in
+/// O(keys in the slot), in Redis's order). Like Redis's, it counts keys whose TTL passed but
+/// that were not yet deleted. Boxed: the first node's `pprev` points into it, so it must not
+/// move when the table does (SWAPDB, FLUSHALL ASYNC).
+struct SlotIndex {
+    count: [u32; SLOTS_PER_SHARD],
+    head: [Option<NonNull<KNode>>; SLOTS_PER_SHARD],
+}
+
+/// The 16 bytes before a node's header in a table indexed by slot (Redis 7.2 gives each key's
+/// dict entry the same two pointers in cluster mode).
+#[repr(C)]
+struct SlotLinks {
+    next: Option<NonNull<KNode>>,
+    /// The link that points at this node: the previous node's `next`, or the slot's head.
+    pprev: NonNull<Option<NonNull<KNode>>>,
+}
+
+const LINKS: usize = std::mem::size_of::<SlotLinks>();
+const _: () = assert!(LINKS == 16);
+
+impl SlotIndex {
+    fn empty() -> Self {
+        SlotIndex { count: [0; SLOTS_PER_SHARD], head: [None; SLOTS_PER_SHARD] }
+    }
+}
+
+// SAFETY: the index's pointers are to nodes the table owns (see KNode's Send and Sync).
+unsafe impl Send for SlotIndex {}
+// SAFETY: as above.
+unsafe impl Sync for SlotIndex {}
 
 impl Default for KeyTable {
     fn default() -> Self {
@@ -274,21 +369,35 @@ impl KeyTable {
         KeyTable { dict: RawDict::new(), slots: None }
     }
 
-    /// Counts a key in or out of its slot (cluster mode only: a key's slot is a CRC of it,
-    /// paid here only when a key is created or deleted, never when one is read or replaced).
+    /// The bytes before each node's header: the slot links in cluster mode.
     #[inline]
-    fn count(&mut self, key: &[u8], delta: i32) {
-        if !INDEXED.load(Ordering::Relaxed) {
-            return;
+    fn pre() -> usize {
+        if INDEXED.load(Ordering::Relaxed) {
+            LINKS
+        } else {
+            0
         }
-        let c = self.slots.get_or_insert_with(|| Box::new([0; SLOTS_PER_SHARD]));
-        let i = key_slot(key) / SHARDS;
-        c[i] = c[i].wrapping_add_signed(delta);
     }
 
     /// How many keys `slot` holds (cluster mode; `slot` must map to this shard).
     pub fn count_in_slot(&self, slot: usize) -> usize {
-        self.slots.as_ref().map_or(0, |c| c[slot / SHARDS] as usize)
+        self.slots.as_ref().map_or(0, |ix| ix.count[slot / SHARDS] as usize)
+    }
+
+    /// Visits the keys of `slot` (cluster mode; `slot` must map to this shard), newest first,
+    /// until `f` returns false: O(keys visited).
+    pub fn slot_keys_while(&self, slot: usize, mut f: impl FnMut(&[u8]) -> bool) {
+        let Some(ix) = &self.slots else { return };
+        let mut cur = ix.head[slot / SHARDS];
+        while let Some(p) = cur {
+            // SAFETY: listed nodes are live while the table is borrowed.
+            unsafe {
+                if !f(KNode::key(p)) {
+                    return;
+                }
+                cur = (*KNode::links(p)).next;
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -301,7 +410,9 @@ impl KeyTable {
 
     pub fn clear(&mut self) {
         self.dict.clear();
-        self.slots = None;
+        if let Some(ix) = &mut self.slots {
+            **ix = SlotIndex::empty();
+        }
     }
 
     /// See [`RawDict::stats`].
@@ -364,10 +475,24 @@ impl KeyTable {
         self.dict.find_link_hashed(key, hash).map(|link| Entry { link, cell: OnceCell::new(), _t: PhantomData })
     }
 
-    /// Adds a key known to be absent.
+    /// Adds a key known to be absent. In cluster mode it is counted and listed in its slot (a
+    /// key's slot is a CRC of it, paid here only when a key is created or deleted, never when
+    /// one is read or replaced).
     pub fn insert_new(&mut self, key: &[u8], obj: Obj) {
-        self.count(key, 1);
-        self.dict.link_new(KNode::new_node(key, obj.lru, obj.val, false));
+        let pre = Self::pre();
+        if pre != 0 && self.slots.is_none() {
+            debug_assert!(self.dict.is_empty(), "slot::INDEXED was set after keys existed");
+            self.slots = Some(Box::new(SlotIndex::empty()));
+        }
+        let node = KNode::new_node(key, obj.lru, obj.val, false, pre);
+        if let Some(ix) = &mut self.slots {
+            let i = key_slot(key) / SHARDS;
+            ix.count[i] += 1;
+            // SAFETY: the node is new and has links; the index outlives it (it is boxed and
+            // dropped only after the nodes are freed).
+            unsafe { KNode::list_push(node, &mut ix.head[i]) };
+        }
+        self.dict.link_new(node);
     }
 
     /// Adds or replaces a key.
@@ -384,7 +509,12 @@ impl KeyTable {
     /// Removes a key, returning its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<Obj> {
         let p = self.dict.unlink(key)?;
-        self.count(key, -1);
+        let pre = Self::pre();
+        if let Some(ix) = &mut self.slots {
+            ix.count[key_slot(key) / SHARDS] -= 1;
+            // SAFETY: the nodes of an indexed table are listed.
+            unsafe { KNode::list_unlink(p) };
+        }
         // SAFETY: the node was unlinked and is ours; an `OBJ` value is moved out before the
         // memory is released without dropping it.
         unsafe {
@@ -393,7 +523,7 @@ impl KeyTable {
                 Some(v) => v,
                 None => ptr::read(KNode::value_ptr(p)),
             };
-            KNode::release(p);
+            KNode::release(p, pre);
             Some(Obj { val, lru })
         }
     }
@@ -405,12 +535,6 @@ impl KeyTable {
             // SAFETY: nodes live while `self` is borrowed.
             unsafe { f(KNode::key(p), KNode::view(p, &cell)) }
         })
-    }
-
-    /// Visits keys (no particular order) until `f` returns false.
-    pub fn keys_while(&self, mut f: impl FnMut(&[u8]) -> bool) {
-        // SAFETY: nodes live while `self` is borrowed.
-        self.dict.for_each_while(|p| unsafe { f(KNode::key(p)) })
     }
 
     /// One step of a SCAN (see `RawDict::scan`).
@@ -467,11 +591,12 @@ impl ValRef<'_> {
     }
 
     /// The heap the key's node takes: header, key bytes, and the value when it lives inside
-    /// (a short string, an integer, or the `Value` of any other), at the allocator's size class.
+    /// (a short string, an integer, or the `Value` of any other), plus the slot links in
+    /// cluster mode, at the allocator's size class.
     pub fn node_bytes(&self) -> usize {
         // SAFETY: as in `deref`.
         let (h, (_, klen)) = unsafe { (KNode::hdr(self.node), KNode::key_span(self.node)) };
-        super::footprint::cls(layout_of(h.kind, klen, h.vlen as usize).0)
+        super::footprint::cls(KeyTable::pre() + layout_of(h.kind, klen, h.vlen as usize).0)
     }
 
     /// The access clock.
@@ -591,10 +716,14 @@ impl<'a> Entry<'a> {
     /// The guard's node is live.
     unsafe fn relayout(&mut self, v: Value, force_obj: bool) {
         let old = self.node();
-        let new = KNode::new_node(KNode::key(old), KNode::hdr(old).lru, v, force_obj);
+        let pre = KeyTable::pre();
+        let new = KNode::new_node(KNode::key(old), KNode::hdr(old).lru, v, force_obj, pre);
         *KNode::next(new) = (*KNode::next(old)).take();
         *self.link.as_ptr() = Some(new);
-        KNode::free(old);
+        if pre != 0 {
+            KNode::list_replace(old, new);
+        }
+        KNode::free_with(old, pre);
         self.cell = OnceCell::new();
     }
 }
@@ -605,35 +734,6 @@ mod tests {
 
     fn obj(v: Value) -> Obj {
         Obj { val: v, lru: 7 }
-    }
-
-    #[test]
-    fn keys_are_counted_by_slot_as_they_come_and_go() {
-        INDEXED.store(true, Ordering::Relaxed);
-        let mut t = KeyTable::new();
-        // Every key of the {a} tag lands in one slot, of one shard.
-        let slot = key_slot(b"{a}");
-        for i in 0..10 {
-            t.insert(format!("{{a}}{i}").as_bytes(), obj(Value::Int(i)));
-        }
-        assert_eq!(t.count_in_slot(slot), 10);
-        // Replacing a value is no new key.
-        t.insert(b"{a}3", obj(Value::Int(99)));
-        assert_eq!(t.count_in_slot(slot), 10);
-        assert!(t.remove(b"{a}3").is_some());
-        assert!(t.remove(b"{a}3").is_none());
-        assert_eq!(t.count_in_slot(slot), 9);
-        // Another slot of the same shard is counted apart.
-        let other = (slot + SHARDS) % SLOTS;
-        assert_eq!(t.count_in_slot(other), 0);
-        let mut seen = 0;
-        t.keys_while(|_| {
-            seen += 1;
-            seen < 4
-        });
-        assert_eq!(seen, 4);
-        t.clear();
-        assert_eq!(t.count_in_slot(slot), 0);
     }
 
     fn node_size(t: &mut KeyTable, key: &[u8]) -> usize {

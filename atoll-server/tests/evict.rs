@@ -246,3 +246,43 @@ fn fat_clients_are_evicted_before_keys() {
         c.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"0"]);
     }
 }
+
+/// Evicting keys that tracking clients cached sends them invalidations, which take memory
+/// themselves; as in Redis, an eviction round frees the excess it measured and does not count
+/// those messages against itself — otherwise every invalidation calls for another eviction
+/// until the keyspace is empty (Redis's "client tracking don't cause eviction feedback loop",
+/// which drained Atoll's keyspace to 0 keys).
+#[test]
+fn invalidations_of_evicted_keys_do_not_drain_the_keyspace() {
+    for (name, s) in [("redis", start_redis(&[])), ("atoll", start_atoll(&[]))] {
+        let mut c = RawConn::connect(s.port);
+        for (k, v) in
+            [("latency-tracking", "no"), ("maxmemory-policy", "allkeys-lru"), ("maxmemory-eviction-tenacity", "100")]
+        {
+            assert_eq!(c.cmd(&[b"CONFIG", b"SET", k.as_bytes(), v.as_bytes()]), b"+OK\r\n");
+        }
+        // Ten RESP3 clients track every key: each reads each key once. None reads its
+        // invalidations afterwards.
+        let mut trackers: Vec<RawConn> = (0..10).map(|_| RawConn::connect(s.port)).collect();
+        for t in &mut trackers {
+            t.cmd(&[b"HELLO", b"3"]);
+            assert_eq!(t.cmd(&[b"CLIENT", b"TRACKING", b"on"]), b"+OK\r\n");
+        }
+        let keys: Vec<Vec<u8>> = (0..300).map(|j| format!("{j}{}", "x".repeat(1000)).into_bytes()).collect();
+        for k in &keys {
+            assert_eq!(c.cmd(&[b"SET", k, b"x"]), b"+OK\r\n");
+            for t in &mut trackers {
+                assert_eq!(t.cmd(&[b"GET", k]), b"$1\r\nx\r\n");
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        // 40 kB under what is used: a few dozen of the 1 kB keys must go, not all of them.
+        let used = info_field(&mut c, "memory", "used_memory");
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"maxmemory", (used - 40_000).to_string().as_bytes()]), b"+OK\r\n");
+        let evicted = info_field(&mut c, "stats", "evicted_keys");
+        let n: i64 = String::from_utf8_lossy(&c.cmd(&[b"DBSIZE"])).trim_start_matches(':').trim().parse().unwrap();
+        assert!((200..=300).contains(&n), "{name}: {n} keys left, {evicted} evicted");
+        assert!((10..=50).contains(&evicted), "{name}: {evicted} keys evicted");
+        c.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"0"]);
+    }
+}

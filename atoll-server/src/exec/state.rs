@@ -510,12 +510,14 @@ impl crate::services::evict::Host for Server {
         crate::services::clients::info_line(&self.table, c, now_ms, None)
     }
 
-    fn evicted(&self, db: usize, key: &[u8], obj: crate::engine::Obj, lazy: bool, saved_epoch: u64) {
+    fn free_value(&self, obj: crate::engine::Obj, lazy: bool) {
         if lazy {
             self.lazyfree.free(obj);
         } else {
             drop(obj);
         }
+    }
+    fn evicted(&self, db: usize, key: &[u8], lazy: bool, saved_epoch: u64) {
         crate::services::notify::raise(&self.reach(), crate::services::notify::EVICTED, "evicted", db, key);
         if self.tracking.on() {
             self.tracking.modified(&self.reach(), &[(key.into(), true)], 0, None);

@@ -39,9 +39,11 @@ pub trait Host {
     fn replica_ignores_maxmemory(&self) -> bool;
     /// A client's CLIENT LIST line (logged when it is evicted).
     fn client_line(&self, c: &super::clients::ClientHandle, now_ms: i64) -> String;
-    /// `key` of `db` was evicted (its value `obj`, to free now or lazily): notify, invalidate,
-    /// propagate. `saved_epoch`: its shard's snapshot epoch.
-    fn evicted(&self, db: usize, key: &[u8], obj: Obj, lazy: bool, saved_epoch: u64);
+    /// Frees an evicted key's value, now or (`lazy`) in the background.
+    fn free_value(&self, obj: Obj, lazy: bool);
+    /// `key` of `db` was evicted: notify, invalidate, propagate. `saved_epoch`: its shard's
+    /// snapshot epoch.
+    fn evicted(&self, db: usize, key: &[u8], lazy: bool, saved_epoch: u64);
 }
 
 /// `maxmemory-policy`, numbered as `config::MAXMEMORY_POLICIES` lists them.
@@ -207,6 +209,8 @@ struct Candidate {
 const POOL: usize = 16;
 
 thread_local! {
+    /// What this worker's evictions freed in its current round (see `perform`).
+    static FREED: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
     /// The worker's eviction pool: candidates kept between rounds, so a few samples per round
     /// still find keys idle for long.
     static POOL_ENTRIES: RefCell<Vec<Candidate>> = const { RefCell::new(Vec::new()) };
@@ -387,10 +391,17 @@ pub fn perform<H: Host>(host: &H) -> Outcome {
     }
     let start = Instant::now();
     let budget = time_limit_us(hot.maxmemory_tenacity.load(Ordering::Relaxed));
+    let lazy = hot.lazy_eviction.load(Ordering::Relaxed);
+    // As Redis's performEvictions: the goal is the excess measured now, and what counts
+    // toward it is what the deletions themselves free — not the invalidation messages,
+    // notifications and propagated DELs they cause, which would otherwise drive eviction on
+    // until the keyspace is empty (a feedback loop with tracking clients; Redis #8069).
+    let to_free = (used - limit) as i64;
+    FREED.with(|f| f.set(0));
     let mut evicted = 0u64;
     let mut misses = 0u32;
     let outcome = loop {
-        if used_for_limit(host) <= limit {
+        if FREED.with(|f| f.get()) >= to_free {
             break Outcome::Ok;
         }
         let picked = if policy.random() { pick_random(host, policy) } else { pick_pooled(host, policy, now_ms) };
@@ -398,6 +409,11 @@ pub fn perform<H: Host>(host: &H) -> Outcome {
             Some(true) => {
                 evicted += 1;
                 misses = 0;
+                // Values freed in the background do not show in the deletions' own count:
+                // the memory itself says when enough is gone (as Redis checks every 16 keys).
+                if evicted.is_multiple_of(16) && lazy && used_for_limit(host) <= limit {
+                    break Outcome::Ok;
+                }
                 if evicted.is_multiple_of(16) && start.elapsed().as_micros() as u64 > budget {
                     break if used_for_limit(host) <= limit { Outcome::Ok } else { Outcome::Running };
                 }
@@ -547,10 +563,13 @@ fn evict_key<H: Host>(host: &H, db: usize, key: &[u8], volatile: bool) -> Option
 /// tracking clients, DEL or UNLINK in the effects).
 fn delete<H: Host>(host: &H, db: usize, shard: usize, s: &mut crate::engine::Shard, key: &[u8]) {
     host.keyspace().snapshots.before_use(db, shard, s);
-    let Some(obj) = s.remove(key) else { return };
-    s.touch_watched(key);
     let lazy = host.hot().lazy_eviction.load(Ordering::Relaxed);
-    host.evicted(db, key, obj, lazy, s.saved_epoch);
+    let before = crate::alloc::used_memory() as i64;
+    let Some(obj) = s.remove(key) else { return };
+    host.free_value(obj, lazy);
+    FREED.with(|f| f.set(f.get() + before - crate::alloc::used_memory() as i64));
+    s.touch_watched(key);
+    host.evicted(db, key, lazy, s.saved_epoch);
     host.state().evicted_keys.fetch_add(1, Ordering::Relaxed);
 }
 

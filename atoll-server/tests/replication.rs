@@ -1913,10 +1913,13 @@ fn a_snapshot_for_replicas_shows_in_info_as_redis_shows_its_child() {
         let replica = start(&["--replicaof", "127.0.0.1", &mp]);
         let mut during = String::new();
         wait_until("the snapshot to start", 10, || {
-            let slave0 = info_field(&mut m, "replication", "slave0").unwrap_or_default();
-            let state = slave0.split(',').find_map(|f| f.strip_prefix("state=")).unwrap_or("").to_string();
+            // The snapshot first, then the replica: a replica is listed before its snapshot
+            // begins, so once one is seen in progress the replica is there to be read (the
+            // other order raced the snapshot's start between the two reads).
             let inprog = info_field(&mut m, "persistence", "rdb_bgsave_in_progress").unwrap();
             let secs: i64 = info_field(&mut m, "persistence", "rdb_current_bgsave_time_sec").unwrap().parse().unwrap();
+            let slave0 = info_field(&mut m, "replication", "slave0").unwrap_or_default();
+            let state = slave0.split(',').find_map(|f| f.strip_prefix("state=")).unwrap_or("").to_string();
             during = format!("in_progress={inprog} state={state} current_secs_set={}", secs >= 0);
             inprog == "1"
         });

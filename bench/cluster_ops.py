@@ -227,8 +227,7 @@ def main():
     if args.pin:
         PIN_SERVERS.extend(["taskset", "-c", "0"])
         PIN_CLIENTS.extend(["taskset", "-c", "1"])
-    redis_bin = os.environ.get("REDIS_SERVER") or subprocess.run(
-        [os.path.join(ROOT, "scripts", "oracle.sh")], capture_output=True, text=True, check=True).stdout.strip()
+    redis_bin = sentinel_failover.redis_oracle()
     if args.pin and not shutil.which("taskset"):
         raise SystemExit("taskset is needed for --pin")
     if not os.path.exists(ATOLL):

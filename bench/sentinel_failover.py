@@ -116,13 +116,20 @@ def one_round(kind, redis_bin):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def redis_oracle():
+    """$REDIS_SERVER, else Redis 7.2.6's redis-server as scripts/oracle.sh builds and prints it
+    (the last line of its output)."""
+    return os.environ.get("REDIS_SERVER") or subprocess.run(
+        [os.path.join(ROOT, "scripts", "oracle.sh")], capture_output=True, text=True,
+        check=True).stdout.strip().splitlines()[-1]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     assert os.path.exists(ATOLL), "cargo build --release first"
-    redis_bin = subprocess.run([os.path.join(ROOT, "scripts", "oracle.sh")], capture_output=True, text=True,
-                               check=True).stdout.strip()
+    redis_bin = redis_oracle()
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} rounds={a.rounds}")
     res = {"redis": [], "atoll": []}
     for r in range(a.rounds):

@@ -25,18 +25,12 @@ import argparse, os, random, shutil, subprocess, sys, tempfile, time
 
 import redis
 
-from sentinel_failover import free_port, wait_for
+from sentinel_failover import free_port, redis_oracle, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def oracle():
-    path = subprocess.run([os.path.join(ROOT, "scripts", "oracle.sh")], capture_output=True, text=True,
-                          check=True).stdout.strip().splitlines()[-1]
-    return path
-
-
-def run_one(name, binary, args, tmp):
+def run_one(binary, args, tmp):
     port = free_port()
     d = tempfile.mkdtemp(dir=tmp)
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
@@ -90,13 +84,13 @@ def main():
     args = ap.parse_args()
     servers = [(b, b) for b in (args.atoll or [os.path.join(ROOT, "target", "release", "atoll-server")])]
     if not args.no_redis:
-        servers.append(("redis 7.2.6", oracle()))
+        servers.append(("redis 7.2.6", redis_oracle()))
     tmp = tempfile.mkdtemp()
     try:
         print(f"{args.keys} keys, {args.probes} probes, {args.drain} slots drained")
         print(f"{'server':<40} {'GETKEYSINSLOT µs/call':>22} {'drain µs/key':>13} {'keys':>6} {'bytes/key':>10}")
         for name, binary in servers:
-            per_call, per_key_drain, drained, per_key = run_one(name, binary, args, tmp)
+            per_call, per_key_drain, drained, per_key = run_one(binary, args, tmp)
             print(f"{name:<40} {per_call * 1e6:>22.1f} {per_key_drain * 1e6:>13.1f} {drained:>6} {per_key:>10.1f}")
             sys.stdout.flush()
     finally:

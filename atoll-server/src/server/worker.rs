@@ -181,6 +181,9 @@ pub struct Link {
     pub tls: Option<Box<TlsCodec>>,
     /// What the handle last showed of the output side (see [`Link::show_output`]).
     shown: OutputShown,
+    /// Messages moved into `out` this round, not yet offered to the socket (not counted for
+    /// eviction meanwhile, see `clients::Arriving`).
+    pub arriving: crate::services::clients::Arriving,
 }
 
 /// CLIENT LIST's output fields as last published: `rbs` (reply buffer capacity), `rbp` (the
@@ -238,6 +241,8 @@ impl Link {
         }
         // A reader this far behind breaks `client-output-buffer-limit`: it is disconnected.
         if pending > 0 {
+            // The socket took what it could; the rest is the client's output buffer.
+            self.arriving.settle();
             if crate::services::pubsub::over_output_limit(&srv.config.hot, h, pending as u64) {
                 crate::services::pubsub::close_over_limit(h);
             }
@@ -579,7 +584,14 @@ impl Core {
                 l.out.drain(..l.sent);
                 l.sent = 0;
             }
+            // What the output's allocation grows by is the messages' memory, moved from the
+            // mailbox: on its way still, until the socket is offered it.
+            let before = l.out.capacity();
             mb.take_into(&mut l.out);
+            if l.out.capacity() > before {
+                let grown = crate::alloc::usable_size(l.out.capacity()) - crate::alloc::usable_size(before);
+                l.arriving.add(grown);
+            }
             // Shard channels dropped by the server: CLIENT LIST shows it at once.
             l.session.client.reconcile_subs();
             // A subscriber whose socket is full keeps its messages here: all it has not taken
@@ -713,6 +725,7 @@ impl Core {
 pub fn flushed(srv: &Server, l: &mut Link, kept: usize) -> bool {
     let batch = l.out.len();
     l.out.clear();
+    l.arriving.settle();
     if l.out.capacity() > KEEP_OUT {
         l.out = Vec::new();
         l.reset_peak();
@@ -840,6 +853,7 @@ pub fn new_link(srv: &Server, worker: usize, inbox: &Arc<Inbox>, token: usize, a
         queued: false,
         tls: a.tls.take(),
         shown: OutputShown::default(),
+        arriving: Default::default(),
     }
 }
 

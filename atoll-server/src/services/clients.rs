@@ -324,6 +324,81 @@ pub(crate) struct MailState {
     /// Shard channels the server unsubscribed this client from (their slot left this node):
     /// the client's own set forgets them when it next looks ([`Subs::reconcile`]).
     pub dropped: Vec<Box<[u8]>>,
+    /// What this mailbox adds to [`in_transit`] now, and the capacity it was computed for.
+    counted: u64,
+    counted_cap: usize,
+}
+
+/// Bytes of messages on their way to clients other than replicas, as the allocator counts
+/// them: in mailboxes, or moved to a client's output by its worker but not yet offered to its
+/// socket. Redis writes the messages a command produced to the sockets before it reads the
+/// next command (`beforeSleep`), so the memory they take is gone from `used_memory` by then;
+/// here the recipient's worker runs on another thread and may not have had its turn. Eviction
+/// does not count them (see `evict::used_for_limit`): otherwise the invalidations an eviction
+/// sends tracking clients on other workers would make the next command evict again, until the
+/// keyspace is empty. What a socket does not take counts again, as a Redis client's output
+/// buffer does. (Replicas' mailboxes are counted with their buffers.)
+static IN_TRANSIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The part of [`IN_TRANSIT`] one connection's output holds: messages its worker moved there
+/// from the mailbox, until the socket has been offered them.
+#[derive(Default)]
+pub struct Arriving(u64);
+
+impl Arriving {
+    /// The output grew by `bytes` (as the allocator counts them) of messages.
+    #[inline]
+    pub fn add(&mut self, bytes: u64) {
+        IN_TRANSIT.fetch_add(bytes, Ordering::Relaxed);
+        self.0 += bytes;
+    }
+
+    /// The socket was offered them: what it did not take is the client's output buffer.
+    #[inline]
+    pub fn settle(&mut self) {
+        if self.0 != 0 {
+            IN_TRANSIT.fetch_sub(self.0, Ordering::Relaxed);
+            self.0 = 0;
+        }
+    }
+}
+
+impl Drop for Arriving {
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
+/// See [`IN_TRANSIT`].
+pub fn in_transit() -> u64 {
+    IN_TRANSIT.load(Ordering::Relaxed)
+}
+
+impl MailState {
+    /// Brings [`IN_TRANSIT`] up to date after `buf` changed: a comparison, and the allocator's
+    /// size class and one atomic operation only when the allocation did.
+    #[inline]
+    pub(crate) fn recount(&mut self, replica: bool) {
+        // An empty buffer's allocation is kept for the next messages: it is held, not on its
+        // way anywhere, and counts (as a Redis client's reply buffer does).
+        let cap = if replica || self.buf.is_empty() { 0 } else { self.buf.capacity() };
+        if cap != self.counted_cap {
+            self.counted_cap = cap;
+            let now = crate::alloc::usable_size(cap);
+            if now > self.counted {
+                IN_TRANSIT.fetch_add(now - self.counted, Ordering::Relaxed);
+            } else {
+                IN_TRANSIT.fetch_sub(self.counted - now, Ordering::Relaxed);
+            }
+            self.counted = now;
+        }
+    }
+}
+
+impl Drop for MailState {
+    fn drop(&mut self) {
+        IN_TRANSIT.fetch_sub(self.counted, Ordering::Relaxed);
+    }
 }
 
 impl Mailbox {
@@ -359,6 +434,7 @@ impl Mailbox {
         if st.buf.capacity() > 4096 {
             st.buf = Vec::new();
         }
+        st.recount(self.handle.replica.load(Ordering::Relaxed));
     }
 
     /// Bytes waiting.

@@ -278,7 +278,9 @@ fn time_limit_us(tenacity: u32) -> u64 {
 
 /// INFO `mem_not_counted_for_evict`: as Redis, what the replicas have not been sent yet (the
 /// replication buffer beyond the backlog): a slow replica's growing buffer must not make the
-/// master evict keys, whose deletions would only grow it more. (Atoll has no AOF buffer
+/// master evict keys, whose deletions would only grow it more. Also messages on their way to
+/// clients of other workers (`clients::in_transit`), which Redis would have written to their
+/// sockets before its next command. (Atoll has no AOF buffer
 /// between commands; its receive rings are outside the allocator altogether.)
 pub fn not_counted<H: Host>(host: &H) -> u64 {
     host.not_counted()

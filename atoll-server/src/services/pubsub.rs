@@ -135,10 +135,12 @@ fn put(mb: &Mailbox, hot: &Hot, frame: &[u8], queue: bool, as_is: bool) -> bool 
     let total = st.buf.len() as u64 + h.out_pending.load(Ordering::Relaxed);
     if over_output_limit(hot, h, total) {
         st.buf = Vec::new();
+        st.recount(false);
         drop(st);
         close_over_limit(h);
         return false;
     }
+    st.recount(h.replica.load(Ordering::Relaxed));
     if queue && !st.queued {
         st.queued = true;
         return true;

@@ -104,7 +104,11 @@ pub fn start_atoll_at(port: u16, extra: &[&str]) -> ServerProc {
         cmd.args(["--io-backend", &b]);
     }
     cmd.args(extra);
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.stdout(Stdio::null());
+    // ATOLL_TEST_STDERR=1 shows the servers' own output (logs, panics) while debugging a test.
+    if std::env::var_os("ATOLL_TEST_STDERR").is_none() {
+        cmd.stderr(Stdio::null());
+    }
     let mut child = cmd.spawn().expect("start atoll-server");
     wait_ready(&mut child, port, "atoll-server");
     ServerProc { child, port, name: "atoll" }

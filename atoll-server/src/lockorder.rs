@@ -74,6 +74,10 @@ pub enum Rank {
     Post,
     /// A worker's inbox: new connections, resumed waiters.
     Inbox,
+    /// Atomic slot migrations: the list of jobs (copied into under the effect lock), then one
+    /// job's fields.
+    SlotMigrations,
+    SlotMigration,
     /// Leaves: held for a few instructions, never with another lock taken under them
     /// (config values, ACL, script cache, statistics, slow log, latency, manifest …).
     Leaf,
@@ -107,6 +111,8 @@ pub mod rank {
     pub const MAILBOX: u8 = Rank::Mailbox as u8;
     pub const POST: u8 = Rank::Post as u8;
     pub const INBOX: u8 = Rank::Inbox as u8;
+    pub const SLOT_MIGRATIONS: u8 = Rank::SlotMigrations as u8;
+    pub const SLOT_MIGRATION: u8 = Rank::SlotMigration as u8;
     pub const LEAF: u8 = Rank::Leaf as u8;
 }
 
@@ -140,6 +146,8 @@ const ALL: [Rank; RANKS] = [
     Rank::Mailbox,
     Rank::Post,
     Rank::Inbox,
+    Rank::SlotMigrations,
+    Rank::SlotMigration,
     Rank::Leaf,
 ];
 

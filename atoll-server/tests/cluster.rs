@@ -1284,3 +1284,284 @@ fn slot_bookkeeping_blocked_clients_and_links_act_as_redis() {
     }
     assert_eq!(redis.len(), atoll.len());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Atomic slot migration (Valkey 9's CLUSTER MIGRATESLOTS), between Atoll and Valkey 9.1.2 nodes
+// in both directions, speaking Valkey's own protocol.
+
+/// The fields of the newest job CLUSTER GETSLOTMIGRATIONS lists on `port` (RESP2: a flat
+/// array of names and values; integers as their digits).
+fn newest_migration(port: u16) -> HashMap<String, String> {
+    let r = ask(port, &["CLUSTER", "GETSLOTMIGRATIONS"]).unwrap_or_default();
+    let s = String::from_utf8_lossy(&r).into_owned();
+    let mut lines = s.split("\r\n").skip(2);
+    let mut out = HashMap::new();
+    // The first map's items: a bulk name, then a bulk or an integer value.
+    let mut next = || -> Option<String> {
+        let h = lines.next()?;
+        if let Some(i) = h.strip_prefix(':') {
+            return Some(i.to_string());
+        }
+        lines.next().map(|v| v.to_string())
+    };
+    let n: usize = s.split("\r\n").nth(1).and_then(|h| h.strip_prefix('*')).and_then(|n| n.parse().ok()).unwrap_or(0);
+    for _ in 0..n / 2 {
+        let (Some(k), Some(v)) = (next(), next()) else { break };
+        out.insert(k, v);
+    }
+    out
+}
+
+/// CLUSTER MIGRATESLOTS of `first..=last` from the master at `from` to the one at `to`; waits
+/// for both ends to report success and for every node to see the new owner.
+fn migrate_slots(from: u16, to: u16, first: u16, last: u16, all: &[u16]) -> Duration {
+    let started = Instant::now();
+    let target = myid(to);
+    let r =
+        text(from, &["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &first.to_string(), &last.to_string(), "NODE", &target]);
+    assert_eq!(r, "+OK", "MIGRATESLOTS {first}-{last} {from} → {to}");
+    let range = format!("{first}-{last}");
+    wait_until(&format!("the migration of {range} from {from} to {to}"), Duration::from_secs(60), || {
+        let j = newest_migration(from);
+        assert_ne!(j.get("state").map(|s| s.as_str()), Some("failed"), "export {range} failed: {j:?}");
+        j.get("state").map(|s| s.as_str()) == Some("success")
+    });
+    let took = started.elapsed();
+    let j = newest_migration(to);
+    assert_eq!(j.get("operation").map(|s| s.as_str()), Some("IMPORT"), "{j:?}");
+    assert_eq!(j.get("slot_ranges"), Some(&range), "{j:?}");
+    assert_eq!(j.get("state").map(|s| s.as_str()), Some("success"), "import on {to}: {j:?}");
+    wait_until("every node to see the slots' new owner", Duration::from_secs(20), || {
+        all.iter().all(|&p| {
+            text(p, &["CLUSTER", "NODES"])
+                .lines()
+                .any(|l| l.starts_with(&target) && l.split(' ').skip(8).any(|r| covers(r, first, last)))
+        })
+    });
+    for s in [first, last] {
+        assert_eq!(
+            int(&ask(from, &["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()]).unwrap()),
+            0,
+            "slot {s} left on {from}"
+        );
+    }
+    took
+}
+
+/// Whether a CLUSTER NODES slot field (`a-b` or `a`) covers `first..=last`.
+fn covers(field: &str, first: u16, last: u16) -> bool {
+    let (a, b) = match field.split_once('-') {
+        Some((a, b)) => (a.parse::<u16>(), b.parse::<u16>()),
+        None => (field.parse::<u16>(), field.parse::<u16>()),
+    };
+    matches!((a, b), (Ok(a), Ok(b)) if a <= first && last <= b)
+}
+
+/// What the keys of every type in slot `{t}` hold, read through the cluster client.
+fn typed_contents(c: &mut Client) -> Vec<String> {
+    let reads: &[&[&str]] = &[
+        &["GET", "{t}str"],
+        &["PTTL", "{t}str"],
+        &["GET", "{t}int"],
+        &["LRANGE", "{t}list", "0", "-1"],
+        &["HGETALL", "{t}hash"],
+        &["SMEMBERS", "{t}set"],
+        &["ZRANGE", "{t}zset", "0", "-1", "WITHSCORES"],
+        &["XRANGE", "{t}stream", "-", "+"],
+        &["XINFO", "GROUPS", "{t}stream"],
+        &["PFCOUNT", "{t}hll"],
+        &["TTL", "{t}list"],
+    ];
+    reads
+        .iter()
+        .map(|args| {
+            let r = c.cmd(args[1], args);
+            let mut lines: Vec<String> = String::from_utf8_lossy(&r).lines().map(String::from).collect();
+            // Sets and hashes come in any order; a TTL may tick down meanwhile.
+            if matches!(args[0], "HGETALL" | "SMEMBERS") {
+                lines.sort();
+            }
+            if args[0] == "PTTL" || args[0] == "TTL" {
+                let v: i64 = lines[0].trim_start_matches(':').parse().unwrap();
+                return format!("{} ttl>0: {}", args[1], v > 0);
+            }
+            format!("{args:?} {}", lines.join("|"))
+        })
+        .collect()
+}
+
+fn write_typed(c: &mut Client) {
+    let writes: &[&[&str]] = &[
+        &["SET", "{t}str", "hello", "EX", "1000"],
+        &["SET", "{t}int", "12345"],
+        &["RPUSH", "{t}list", "a", "b", "c"],
+        &["EXPIRE", "{t}list", "1000"],
+        &["HSET", "{t}hash", "f1", "v1", "f2", "v2"],
+        &["SADD", "{t}set", "x", "y", "1", "2"],
+        &["ZADD", "{t}zset", "1.5", "a", "-2", "b", "inf", "c"],
+        &["XADD", "{t}stream", "1-1", "f", "v"],
+        &["XADD", "{t}stream", "2-1", "g", "w"],
+        &["XGROUP", "CREATE", "{t}stream", "grp", "0"],
+        &["PFADD", "{t}hll", "a", "b", "c", "d"],
+    ];
+    for w in writes {
+        let r = c.cmd(w[1], w);
+        assert!(!r.starts_with(b"-"), "{w:?}: {}", show(&r));
+    }
+    // A big list: the snapshot sends it in pieces.
+    let big: Vec<String> = (0..5000).map(|i| format!("item{i}")).collect();
+    let mut args = vec!["RPUSH", "{t}list"];
+    args.extend(big.iter().map(|s| s.as_str()));
+    assert!(c.cmd("{t}list", &args).starts_with(b":"));
+}
+
+/// Valkey 9's atomic slot migration, Atoll ↔ Valkey 9.1.2 ↔ Atoll, under a write load: a range
+/// of slots holding keys of every type (a TTL kept, a stream's group, 5,000 list items) goes
+/// from an Atoll master to a Valkey master, from there to another Atoll master, and back to the
+/// first — each move by `CLUSTER MIGRATESLOTS` on the source, with the snapshot, the writes made
+/// meanwhile, the pause and the takeover as Valkey does them. Every key reads the same after
+/// each move, every acknowledged INCR counts once, the source keeps nothing of the slots, the
+/// target's replica has what the target has, and `redis-cli --cluster check` is clean.
+#[test]
+fn atomic_slot_migration_between_atoll_and_valkey_loses_nothing() {
+    let (nodes, replicas) =
+        masters_then_replicas([Kind::Atoll, Kind::Valkey, Kind::Atoll, Kind::Atoll, Kind::Valkey, Kind::Atoll]);
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let mut c = Client::new(&ports);
+    let slot = slot_of("{t}");
+    // The master serving `{t}` first, and the other two.
+    let owner_of = |s: u16| -> u16 {
+        let nodes_text = text(ports[0], &["CLUSTER", "NODES"]);
+        let id = nodes_text
+            .lines()
+            .find(|l| l.contains("master") && l.split(' ').skip(8).any(|r| covers(r, s, s)))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .unwrap();
+        ports.iter().copied().find(|&p| myid(p) == id).unwrap()
+    };
+    let first_owner = owner_of(slot);
+    assert_eq!(nodes.iter().find(|n| n.port == first_owner).unwrap().kind, Kind::Atoll, "{{t}} starts on Atoll");
+    let valkey = nodes[1].port;
+    let other_atoll = if first_owner == nodes[0].port { nodes[2].port } else { nodes[0].port };
+    write_typed(&mut c);
+    write_keys(&mut c, 300, "asm");
+    let before = typed_contents(&mut c);
+    // The range: `{t}`'s slot and its neighbours served by the same master.
+    let (first, last) = (slot.saturating_sub(20), slot + 20);
+    assert_eq!(owner_of(first), first_owner);
+    assert_eq!(owner_of(last), first_owner);
+    // The load's 200 counters are all in `{t}`'s slot: every INCR races the moves.
+    let load = IncrLoad::start(&ports, "{t}load");
+    for (from, to) in [(first_owner, valkey), (valkey, other_atoll), (other_atoll, first_owner)] {
+        let done = load.done();
+        let took = migrate_slots(from, to, first, last, &ports);
+        eprintln!(
+            "MIGRATESLOTS {first}-{last} {from} → {to}: {:.2} s, {} INCRs meanwhile",
+            took.as_secs_f64(),
+            load.done() - done
+        );
+        assert_eq!(owner_of(slot), to);
+        assert_eq!(typed_contents(&mut c), before, "after {from} → {to}");
+        // The target's replica got the imported keys through the target's stream.
+        if let Some(&(replica, _)) = replicas.iter().find(|(_, m)| *m == to) {
+            assert_eq!(int(&ask(to, &["WAIT", "1", "5000"]).unwrap()), 1);
+            let keys = |p: u16| int(&ask(p, &["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]).unwrap());
+            wait_until("the target's replica to hold the imported keys", Duration::from_secs(10), || {
+                keys(replica) == keys(to)
+            });
+            assert!(keys(to) >= 8, "{{t}}'s keys on {to}");
+        }
+    }
+    let incrs = load.finish(&mut c);
+    assert!(incrs > 100, "{incrs} INCRs during the migrations");
+    assert_eq!(read_sum(&mut c, 300, "asm"), (0..300).sum::<i64>());
+    check_clean(ports[0]);
+}
+
+/// MIGRATESLOTS, SYNCSLOTS and CANCELSLOTMIGRATIONS refuse what Valkey 9.1.2 refuses, in the
+/// same words: the same commands sent to an Atoll master and to a Valkey master of one cluster
+/// (each with slots of its own) answer the same, the slot numbers and node names in the text
+/// being each node's.
+#[test]
+fn atomic_slot_migration_errors_match_valkey() {
+    let nodes: Vec<Node> = [Kind::Atoll, Kind::Valkey, Kind::Atoll].iter().map(|k| start_node(*k)).collect();
+    create(&nodes.iter().collect::<Vec<_>>(), 0);
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let zeros = "0".repeat(40);
+    let name = "a".repeat(40);
+    for (i, n) in nodes.iter().enumerate().take(2) {
+        let p = n.port;
+        let me = myid(p);
+        let other = myid(ports[(i + 1) % 3]);
+        // This master's slots, and a slot of the next one.
+        let mine = text(p, &["CLUSTER", "NODES"])
+            .lines()
+            .find(|l| l.contains("myself"))
+            .and_then(|l| l.split(' ').nth(8).map(String::from))
+            .unwrap();
+        let (a, b) = mine.split_once('-').map(|(a, b)| (a.parse::<u16>().unwrap(), b.parse::<u16>().unwrap())).unwrap();
+        let theirs = if b < 16383 { b + 1 } else { a - 1 };
+        let (s, t) = (a.to_string(), (a + 5).to_string());
+        let cases: Vec<(Vec<String>, String)> = vec![
+            (vec!["FOO"], "-ERR wrong number of arguments for 'cluster|migrateslots' command".into()),
+            (vec!["SLOTSRANGE", &s], "-ERR No end slot for final slot range".into()),
+            (vec!["XX", &s, &s, "NODE", &other], "-ERR syntax error".into()),
+            (vec!["SLOTSRANGE", "16384", "16384", "NODE", &other], "-ERR Invalid or out of range slot".into()),
+            (
+                vec!["SLOTSRANGE", &t, &s, "NODE", &other],
+                format!("-ERR Start slot number {t} is greater than end slot number {s}."),
+            ),
+            (vec!["SLOTSRANGE", "NODE", &other], "-ERR No slot ranges specified".into()),
+            (
+                vec!["SLOTSRANGE", &theirs.to_string(), &theirs.to_string(), "NODE", &other],
+                "-ERR Slots are not served by this node.".into(),
+            ),
+            (
+                vec!["SLOTSRANGE", &s, &t, &(a + 3).to_string(), &(a + 8).to_string(), "NODE", &other],
+                format!("-ERR Slot range {}-{} overlaps with previous range {s}-{t}.", a + 3, a + 8),
+            ),
+            (vec!["SLOTSRANGE", &s, &s, "NODE", "abc"], "-ERR Invalid node name: abc".into()),
+            (vec!["SLOTSRANGE", &s, &s, "NODE", &zeros], format!("-ERR Unknown node name: {zeros}")),
+            (vec!["SLOTSRANGE", &s, &s, "NODE", &me], "-ERR Target node can not be this node.".into()),
+            (vec!["SLOTSRANGE", &s, &s], "-ERR syntax error".into()),
+            (
+                vec!["SLOTSRANGE", &s, &s, "NODE", &other, "SLOTSRANGE", &s, &s, "NODE", &other],
+                "-ERR Slot ranges in migrations overlap".into(),
+            ),
+        ]
+        .into_iter()
+        .map(|(args, want)| (args.into_iter().map(String::from).collect(), want))
+        .collect();
+        for (args, want) in cases {
+            let mut full = vec!["CLUSTER", "MIGRATESLOTS"];
+            full.extend(args.iter().map(|s| s.as_str()));
+            assert_eq!(text(p, &full), want, "{:?}: {full:?}", n.kind);
+        }
+        let sync: Vec<(Vec<&str>, String)> = vec![
+            (vec!["ACK"], "-ERR CLUSTER SYNCSLOTS ACK should only be used by slot migration clients".into()),
+            (vec!["PAUSED"], "-ERR CLUSTER SYNCSLOTS PAUSED should only be used by slot migration clients".into()),
+            (vec!["WHATEVER"], "-ERR syntax error".into()),
+            (
+                vec!["ESTABLISH", "SOURCE", &zeros, "NAME", &name, "SLOTSRANGE", &s, &s],
+                "-ERR Target node does not know the source node".into(),
+            ),
+            (
+                vec!["ESTABLISH", "SOURCE", &me, "NAME", &name, "SLOTSRANGE", &s, &s],
+                "-ERR Source node is target node itself".into(),
+            ),
+            (
+                vec!["ESTABLISH", "SOURCE", &other, "NAME", &name, "SLOTSRANGE", &s, &s],
+                "-ERR Target node does not agree about current slot ownership".into(),
+            ),
+            (vec!["ESTABLISH", "SOURCE", &other, "NAME", "short", "SLOTSRANGE", &s, &s], "-ERR syntax error".into()),
+            (vec!["ESTABLISH", "NAME", &name, "SLOTSRANGE", &s, &s], "-ERR syntax error".into()),
+        ];
+        for (args, want) in sync {
+            let mut full = vec!["CLUSTER", "SYNCSLOTS"];
+            full.extend(args);
+            assert_eq!(text(p, &full), want, "{:?}: {full:?}", n.kind);
+        }
+        assert_eq!(text(p, &["CLUSTER", "CANCELSLOTMIGRATIONS"]), "-ERR No migrations ongoing", "{:?}", n.kind);
+        assert_eq!(text(p, &["CLUSTER", "GETSLOTMIGRATIONS"]), "*0", "{:?}", n.kind);
+    }
+}

@@ -1216,7 +1216,14 @@ fn commandlog_records_what_valkey_records() {
 /// Commands Redis 7.2 has and Atoll not yet.
 const NOT_YET: &[&str] = &[];
 /// Subcommands Atoll has beyond Redis 7.2 (Valkey's), inside 7.2's containers.
-const BEYOND_SUBS: &[&str] = &["client|capa", "script|show"];
+const BEYOND_SUBS: &[&str] = &[
+    "client|capa",
+    "script|show",
+    "cluster|migrateslots",
+    "cluster|syncslots",
+    "cluster|getslotmigrations",
+    "cluster|cancelslotmigrations",
+];
 
 fn text(v: &V) -> String {
     match v {

@@ -334,6 +334,13 @@ pub fn delslotsrange(ctx: &mut Ctx) -> CmdResult {
 
 pub fn setslot(ctx: &mut Ctx) -> CmdResult {
     enabled(ctx)?;
+    // An atomic migration owns its slots' fate (Valkey refuses SETSLOT node-wide meanwhile).
+    if !ctx.srv.cluster.migrations.running(true).is_empty() {
+        return Err(CmdError::msg("ERR Slot export in progress."));
+    }
+    if !ctx.srv.cluster.migrations.running(false).is_empty() {
+        return Err(CmdError::msg("ERR Slot import in progress."));
+    }
     if with_state(ctx, |st| st.me().is_slave())? {
         return Err(CmdError::msg("ERR Please use SETSLOT only with masters."));
     }
@@ -831,6 +838,413 @@ pub fn shards(ctx: &mut Ctx) -> CmdResult {
 pub fn asking(ctx: &mut Ctx) -> CmdResult {
     enabled(ctx)?;
     ctx.client.asking = true;
+    ctx.reply.ok();
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Atomic slot migration (Valkey 9): MIGRATESLOTS, SYNCSLOTS, GETSLOTMIGRATIONS,
+// CANCELSLOTMIGRATIONS. The jobs and the protocol: `services::cluster::migration`; the
+// source's link: `daemons::slot_export`.
+
+use crate::services::cluster::migration::{self as asm, Job, Step};
+
+/// Slot ranges, first and last slot of each.
+type Ranges = Vec<(usize, usize)>;
+/// One migration MIGRATESLOTS plans: its ranges, the target's name, host and port.
+type Planned = (Ranges, String, String, u16);
+
+fn int_arg(a: &[u8]) -> Option<i64> {
+    std::str::from_utf8(a).ok()?.parse().ok()
+}
+
+/// Slot ranges from `args[*at..]`, up to the first argument that is not a number (Valkey's
+/// parseSlotRangesOrReply): each slot in range and served, all by one shard, no overlap.
+fn parse_ranges(st: &State, args: &[&[u8]], at: &mut usize) -> Result<Vec<(usize, usize)>, CmdError> {
+    let bad = || CmdError::msg("ERR Invalid or out of range slot");
+    let slot = |a: &[u8]| match int_arg(a) {
+        Some(s) if (0..wire::SLOTS as i64).contains(&s) => Ok(s as usize),
+        _ => Err(bad()),
+    };
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    let mut owner = None;
+    while *at < args.len() && int_arg(args[*at]).is_some() {
+        let start = slot(args[*at])?;
+        let Some(end) = args.get(*at + 1) else {
+            return Err(CmdError::msg("ERR No end slot for final slot range"));
+        };
+        let end = slot(end)?;
+        *at += 2;
+        if start > end {
+            return Err(CmdError::msg(format!("ERR Start slot number {start} is greater than end slot number {end}.")));
+        }
+        for s in start..=end {
+            let Some(o) = st.slots[s] else {
+                return Err(CmdError::msg(format!("ERR Slot {s} has no node served.")));
+            };
+            if *owner.get_or_insert(o) != o {
+                return Err(CmdError::msg("ERR Requested slots span multiple shards"));
+            }
+        }
+        if let Some(&(a, b)) = ranges.iter().find(|&&(a, b)| start <= b && a <= end) {
+            return Err(CmdError::msg(format!("ERR Slot range {start}-{end} overlaps with previous range {a}-{b}.")));
+        }
+        ranges.push((start, end));
+    }
+    if ranges.is_empty() {
+        return Err(CmdError::msg("ERR No slot ranges specified"));
+    }
+    Ok(ranges)
+}
+
+/// SETSLOT states on this node: an atomic migration refuses to start beside them.
+fn manual_moves(st: &State) -> Result<(), CmdError> {
+    if !st.importing.is_empty() {
+        return Err(CmdError::msg("ERR Slots are being manually imported"));
+    }
+    if !st.migrating.is_empty() {
+        return Err(CmdError::msg("ERR Slots are being manually migrated"));
+    }
+    Ok(())
+}
+
+/// CLUSTER MIGRATESLOTS SLOTSRANGE start end [start end …] NODE id [SLOTSRANGE … NODE id …]:
+/// checked whole (no job starts if any part is wrong), then each group moves in a job of its
+/// own, in the background.
+pub fn migrateslots(ctx: &mut Ctx) -> CmdResult {
+    enabled(ctx)?;
+    let migrations = &ctx.srv.cluster.migrations;
+    let args = ctx.args;
+    // (Read before the view's lock, which ranks after the jobs'.)
+    let exporting: std::collections::HashSet<usize> = migrations.running(true).iter().flat_map(|j| j.slots()).collect();
+    let planned = read_state(ctx, |st| -> Result<Vec<Planned>, CmdError> {
+        if st.me().is_slave() {
+            return Err(CmdError::msg("ERR Slot migration can only be used on primary nodes."));
+        }
+        manual_moves(st)?;
+        let me = st.myself;
+        let mut groups: Vec<Planned> = Vec::new();
+        let mut at = 2;
+        while at < args.len() {
+            if !args[at].eq_ignore_ascii_case(b"slotsrange") {
+                return Err(CmdError::Syntax);
+            }
+            at += 1;
+            let ranges = parse_ranges(st, args, &mut at)?;
+            if st.slots[ranges[0].0] != Some(me) {
+                return Err(CmdError::msg("ERR Slots are not served by this node."));
+            }
+            if let Some(s) = ranges.iter().flat_map(|&(a, b)| a..=b).find(|s| exporting.contains(s)) {
+                return Err(CmdError::msg(format!("ERR I am already migrating slot {s}.")));
+            }
+            let overlaps = |r: &[(usize, usize)]| r.iter().any(|&(a, b)| ranges.iter().any(|&(c, d)| a <= d && c <= b));
+            if groups.iter().any(|g| overlaps(&g.0)) {
+                return Err(CmdError::msg("ERR Slot ranges in migrations overlap"));
+            }
+            if at + 1 >= args.len() || !args[at].eq_ignore_ascii_case(b"node") {
+                return Err(CmdError::Syntax);
+            }
+            let id = args[at + 1];
+            at += 2;
+            if id.len() != wire::NAMELEN {
+                return Err(CmdError::msg(format!("ERR Invalid node name: {}", String::from_utf8_lossy(id))));
+            }
+            let Some(n) = cl::parse_name(id).filter(|n| st.nodes.contains_key(n)) else {
+                return Err(CmdError::msg(format!("ERR Unknown node name: {}", String::from_utf8_lossy(id))));
+            };
+            if n == me {
+                return Err(CmdError::msg("ERR Target node can not be this node."));
+            }
+            let t = &st.nodes[&n];
+            let port = if st.settings.tls_replication { t.tls_port } else { t.tcp_port };
+            groups.push((ranges, name_str(&n).to_string(), t.ip.clone(), port));
+        }
+        Ok(groups)
+    })??;
+    let me = read_state(ctx, |st| name_str(&st.myself).to_string())?;
+    for (ranges, target, host, port) in planned {
+        migrations.add(std::sync::Arc::new(Job::new(asm::new_name(), true, ranges, me.clone(), target, (host, port))));
+    }
+    // Writes to the slots are wanted from now on; the bus thread starts the jobs' links.
+    migrations.refresh_exporting();
+    ctx.srv.refresh_effects();
+    ctx.srv.cluster.wake();
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// CLUSTER GETSLOTMIGRATIONS: the jobs, newest first, each a map of Valkey's twelve fields (ten
+/// for a replica's record of its primary's import, without the two nodes).
+pub fn getslotmigrations(ctx: &mut Ctx) -> CmdResult {
+    enabled(ctx)?;
+    let jobs = ctx.srv.cluster.migrations.all();
+    ctx.reply.array(jobs.len());
+    for j in jobs {
+        let p = j.progress.lock();
+        let (step, message, last_update, last_ack) = (p.step, p.message.clone(), p.last_update, p.last_ack);
+        drop(p);
+        let tracking = step == Step::OccurringOnPrimary;
+        ctx.reply.map(if tracking { 10 } else { 12 });
+        ctx.reply.bulk(b"name");
+        ctx.reply.bulk(j.name.as_bytes());
+        ctx.reply.bulk(b"operation");
+        ctx.reply.bulk(if j.export { b"EXPORT" } else { b"IMPORT" });
+        ctx.reply.bulk(b"slot_ranges");
+        ctx.reply.bulk(j.ranges_text().as_bytes());
+        if !tracking {
+            ctx.reply.bulk(b"target_node");
+            ctx.reply.bulk(j.target.as_bytes());
+            ctx.reply.bulk(b"source_node");
+            ctx.reply.bulk(j.source.as_bytes());
+        }
+        for (k, v) in [("create_time", j.create_time), ("last_update_time", last_update), ("last_ack_time", last_ack)] {
+            ctx.reply.bulk(k.as_bytes());
+            ctx.reply.int(v);
+        }
+        ctx.reply.bulk(b"state");
+        ctx.reply.bulk(step.name().as_bytes());
+        ctx.reply.bulk(b"message");
+        ctx.reply.bulk(message.as_bytes());
+        // No fork: nothing is copied on write for the snapshot (its writer copies shards a
+        // write is about to change, counted in INFO's current_cow_size while it runs).
+        ctx.reply.bulk(b"cow_size");
+        ctx.reply.int(0);
+        ctx.reply.bulk(b"remaining_repl_size");
+        ctx.reply.int(j.pending() as i64);
+    }
+    Ok(())
+}
+
+/// CLUSTER CANCELSLOTMIGRATIONS: stops this node's exports (the targets see their links close).
+pub fn cancelslotmigrations(ctx: &mut Ctx) -> CmdResult {
+    enabled(ctx)?;
+    let running = ctx.srv.cluster.migrations.running(true);
+    if running.is_empty() {
+        return Err(CmdError::msg("ERR No migrations ongoing"));
+    }
+    for j in running {
+        j.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// CLUSTER SYNCSLOTS: the migration protocol's messages. ESTABLISH makes the connection this
+/// node's import link; the others are only for such links (the source's end is the export
+/// thread's, which reads the target's messages itself).
+pub fn syncslots(ctx: &mut Ctx) -> CmdResult {
+    enabled(ctx)?;
+    let sub = ctx.args[2].to_ascii_uppercase();
+    // A replica is told of its primary's imports in the stream (Valkey's tracking job).
+    if ctx.client.replaying && ctx.client.handle.master.load(std::sync::atomic::Ordering::Relaxed) {
+        return syncslots_from_primary(ctx, &sub);
+    }
+    if sub == b"ESTABLISH" {
+        return establish(ctx);
+    }
+    if sub == b"CAPA" {
+        // Reserved by Valkey for future capabilities, and answered by nothing there.
+        ctx.client.reply_mode = crate::exec::client::ReplyMode::Skipping;
+        return Ok(());
+    }
+    let known =
+        [b"ACK".as_slice(), b"SNAPSHOT-EOF", b"REQUEST-PAUSE", b"PAUSED", b"REQUEST-FAILOVER", b"FAILOVER-GRANTED"];
+    let Some(job) = ctx.client.import.clone() else {
+        if known.contains(&sub.as_slice()) {
+            return Err(CmdError::msg(format!(
+                "ERR CLUSTER SYNCSLOTS {} should only be used by slot migration clients",
+                String::from_utf8_lossy(&sub)
+            )));
+        }
+        return Err(CmdError::Syntax);
+    };
+    if job.step().finished() {
+        return Ok(());
+    }
+    let now = cl::now_ms();
+    job.progress.lock().heard_ms = now;
+    let step = job.step();
+    let send = |ctx: &Ctx, what: &str| {
+        ctx.srv.pubsub.send_raw(&ctx.srv.config.hot, &ctx.client.handle.mailbox(), &asm::message(what));
+    };
+    match (sub.as_slice(), step) {
+        (b"ACK", _) => {
+            job.progress.lock().last_ack = now / 1000;
+            if step == Step::WaitingForAck {
+                job.set(Step::ReceivingSnapshot);
+            }
+        }
+        (b"SNAPSHOT-EOF", Step::ReceivingSnapshot) => {
+            job.set(Step::WaitingForPaused);
+            send(ctx, "REQUEST-PAUSE");
+        }
+        (b"PAUSED", Step::WaitingForPaused) => {
+            job.set(Step::FailoverRequested);
+            send(ctx, "REQUEST-FAILOVER");
+        }
+        (b"FAILOVER-GRANTED", Step::FailoverRequested) => {
+            take_over(ctx, &job)?;
+            job.set(Step::Success);
+            crate::log_notice!(
+                "Slot migration {} ({}) succeeded: the slots are served here",
+                job.name,
+                job.ranges_text()
+            );
+            ctx.client.close_after_reply = true;
+        }
+        _ => {
+            let why = if known.contains(&sub.as_slice()) {
+                "Unexpected state machine transition"
+            } else {
+                "Unknown SYNCSLOTS subcommand used"
+            };
+            job.fail(why);
+            ctx.srv.cluster.import_failed(&job);
+            ctx.client.close_after_reply = true;
+        }
+    }
+    Ok(())
+}
+
+/// The target's end of a migration takes its slots: a new config epoch without the cluster's
+/// consent (its slots were another's), the slots, nodes.conf saved, and a PONG to every node
+/// so the cluster learns at once (Valkey's performSlotImportJobFailover).
+fn take_over(ctx: &Ctx, job: &Job) -> CmdResult {
+    let off = offset(ctx);
+    with_state(ctx, |st| {
+        let me = st.myself;
+        if st.bump_epoch_without_consensus() {
+            crate::log_notice!("configEpoch updated after importing slots {}", job.ranges_text());
+        }
+        for s in job.slots() {
+            st.del_slot(s);
+            st.add_slot(s, me);
+        }
+        st.todo_save = true;
+        st.todo_update = true;
+        let pong = st.ping(wire::PONG, off);
+        st.broadcast(pong);
+    })
+}
+
+/// CLUSTER SYNCSLOTS ESTABLISH SOURCE id NAME name SLOTSRANGE start end …, from the source's
+/// link: answered `+OK` (the last reply this connection gets) or refused.
+fn establish(ctx: &mut Ctx) -> CmdResult {
+    let args = ctx.args;
+    if ctx.client.import.is_some() {
+        return Err(CmdError::msg("ERR This connection already brings a slot migration in"));
+    }
+    let (name, source, ranges) = read_state(ctx, |st| -> Result<(String, wire::Name, Ranges), CmdError> {
+        let (mut source, mut name, mut ranges) = (None, None, None);
+        let mut at = 3;
+        while at < args.len() {
+            let key = args[at].to_ascii_lowercase();
+            match key.as_slice() {
+                b"source" if source.is_none() => {
+                    source = Some(*args.get(at + 1).ok_or(CmdError::Syntax)?);
+                    at += 2;
+                }
+                b"name" if name.is_none() => {
+                    let n = *args.get(at + 1).ok_or(CmdError::Syntax)?;
+                    if n.len() != wire::NAMELEN {
+                        return Err(CmdError::Syntax);
+                    }
+                    name = Some(String::from_utf8_lossy(n).into_owned());
+                    at += 2;
+                }
+                b"slotsrange" if ranges.is_none() => {
+                    at += 1;
+                    ranges = Some(parse_ranges(st, args, &mut at)?);
+                }
+                _ => return Err(CmdError::Syntax),
+            }
+        }
+        let (Some(source), Some(name), Some(ranges)) = (source, name, ranges) else {
+            return Err(CmdError::Syntax);
+        };
+        if st.me().is_slave() {
+            return Err(CmdError::msg("ERR Slot migration can only be used on primary nodes."));
+        }
+        let Some(src) = cl::parse_name(source).filter(|n| st.nodes.contains_key(n)) else {
+            return Err(CmdError::msg("ERR Target node does not know the source node"));
+        };
+        if src == st.myself {
+            return Err(CmdError::msg("ERR Source node is target node itself"));
+        }
+        if ranges.iter().flat_map(|&(a, b)| a..=b).any(|s| st.slots[s] != Some(src)) {
+            return Err(CmdError::msg("ERR Target node does not agree about current slot ownership"));
+        }
+        Ok((name, src, ranges))
+    })??;
+    let migrations = &ctx.srv.cluster.migrations;
+    if ranges.iter().flat_map(|&(a, b)| a..=b).any(|s| migrations.moving(s, false).is_some()) {
+        return Err(CmdError::msg("ERR Slot is already being imported on the target by a different migration"));
+    }
+    read_state(ctx, |st| manual_moves(st))??;
+    let me = read_state(ctx, |st| name_str(&st.myself).to_string())?;
+    let job = std::sync::Arc::new(Job::new(name, false, ranges, name_str(&source).to_string(), me, (String::new(), 0)));
+    job.link.store(ctx.client.id() as i64, std::sync::atomic::Ordering::Relaxed);
+    migrations.add(job.clone());
+    crate::log_notice!("Importing slots {} from {} (slot migration {})", job.ranges_text(), job.source, job.name);
+    // From here on the link is the source's: its commands run as a primary's do (no routing,
+    // no replies; an error fails the migration).
+    ctx.client.import = Some(job);
+    ctx.client.replaying = true;
+    ctx.client.reply_mode = crate::exec::client::ReplyMode::OffAfterThis;
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// SYNCSLOTS in a primary's replication stream: ESTABLISH and FINISH keep a record of the
+/// primary's import (`occurring-on-primary`, then its outcome); the rest is the link's traffic
+/// passed on, with nothing to do here.
+fn syncslots_from_primary(ctx: &mut Ctx, sub: &[u8]) -> CmdResult {
+    let args = ctx.args;
+    let value = |key: &str| {
+        args.iter().position(|a| a.eq_ignore_ascii_case(key.as_bytes())).and_then(|i| args.get(i + 1)).copied()
+    };
+    match sub {
+        b"ESTABLISH" => {
+            let (Some(name), Some(at)) =
+                (value("name"), args.iter().position(|a| a.eq_ignore_ascii_case(b"slotsrange")))
+            else {
+                return Err(CmdError::Syntax);
+            };
+            let mut ranges = Vec::new();
+            let mut i = at + 1;
+            while let (Some(a), Some(b)) =
+                (args.get(i).and_then(|a| int_arg(a)), args.get(i + 1).and_then(|a| int_arg(a)))
+            {
+                ranges.push((a.clamp(0, 16383) as usize, b.clamp(0, 16383) as usize));
+                i += 2;
+            }
+            let job = Job::new(
+                String::from_utf8_lossy(name).into_owned(),
+                false,
+                ranges,
+                String::new(),
+                String::new(),
+                (String::new(), 0),
+            );
+            job.set(Step::OccurringOnPrimary);
+            ctx.srv.cluster.migrations.add(std::sync::Arc::new(job));
+        }
+        b"FINISH" => {
+            let name = value("name").map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
+            let Some(job) = ctx.srv.cluster.migrations.find(&name) else {
+                return Err(CmdError::msg("ERR No such slot migration job"));
+            };
+            match value("state").map(|s| s.to_ascii_lowercase()) {
+                Some(s) if s == b"success" => {
+                    job.set(Step::Success);
+                }
+                _ => {
+                    job.fail(&value("message").map(|m| String::from_utf8_lossy(m).into_owned()).unwrap_or_default());
+                }
+            }
+        }
+        _ => {}
+    }
     ctx.reply.ok();
     Ok(())
 }

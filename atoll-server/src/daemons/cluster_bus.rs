@@ -234,6 +234,7 @@ fn run(srv: Arc<Server>, listeners: Vec<std::net::TcpListener>) {
             iteration += 1;
             cron(&srv, &poll, &mut links, iteration);
             redirect_blocked(&srv);
+            super::slot_export::cron(&srv);
         }
         carry_out(&srv, &poll, &mut links);
         report(&srv, &links);

@@ -8,6 +8,7 @@ pub mod persistence;
 pub mod replica_link;
 pub mod replication;
 pub mod scheduler;
+pub mod slot_export;
 pub mod upstream_conn;
 pub mod watchdog;
 

@@ -336,6 +336,21 @@ pub fn dispatch_hinted(
     let pushed = std::mem::take(&mut client.push_reply);
     match client.reply_mode {
         ReplyMode::On => {}
+        ReplyMode::OffAfterThis => client.reply_mode = ReplyMode::Off,
+        ReplyMode::Off if client.import.is_some() && out.buf.get(mark) == Some(&b'-') => {
+            // An import link's command failed: as Valkey, the migration fails and the link
+            // closes (the source learns of it from the closed socket).
+            let err = String::from_utf8_lossy(&out.buf[mark + 1..]).trim_end().to_string();
+            out.buf.truncate(mark);
+            crate::log_warning!(
+                "== CRITICAL == This slot-import-target is sending an error to its slot-import-source: '{err}' after processing the command '{}'",
+                String::from_utf8_lossy(argv[0])
+            );
+            if let Some(job) = &client.import {
+                job.fail("Failed to process command during slot migration. Check logs for more information");
+            }
+            client.close_after_reply = true;
+        }
         ReplyMode::Off | ReplyMode::Skipping | ReplyMode::SkipNext => {
             // (Un)subscribe confirmations are pushes: silencing replies does not drop them.
             if !pushed {
@@ -1170,6 +1185,9 @@ fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u
 /// Cleanup when a connection closes: its watches leave the shard registries, a pending
 /// blocking wait is cancelled.
 pub fn disconnect(srv: &Server, client: &mut Client) {
+    if let Some(job) = client.import.take() {
+        srv.cluster.import_closed(&job);
+    }
     if client.handle.replica.load(Ordering::Relaxed) {
         srv.repl.remove(client.id());
     }

@@ -16,6 +16,9 @@ pub enum ReplyMode {
     SkipNext,
     /// Skipping the current command's reply.
     Skipping,
+    /// This command's reply goes out, none after it (a slot migration's import link once
+    /// `CLUSTER SYNCSLOTS ESTABLISH` is answered).
+    OffAfterThis,
 }
 
 /// A queued MULTI transaction.
@@ -70,6 +73,8 @@ pub struct Client {
     pub cross_slot_ok: bool,
     /// Close once the pending replies are written (QUIT, protocol error).
     pub close_after_reply: bool,
+    /// The slot migration this connection brings in (the source's link to this target).
+    pub import: Option<std::sync::Arc<crate::services::cluster::migration::Job>>,
     /// SHUTDOWN asked; the network layer acts on it.
     pub shutdown: Option<crate::exec::ShutdownMode>,
     /// True while EXEC runs this client's queued commands: blocking commands must not block.
@@ -196,6 +201,7 @@ impl Client {
             cluster_slot: None,
             cross_slot_ok: true,
             close_after_reply: false,
+            import: None,
             shutdown: None,
             in_exec: false,
             exec_effects: Vec::new(),

@@ -75,6 +75,8 @@ pub enum PauseBy {
     Client = 0,
     Shutdown = 1,
     Failover = 2,
+    /// An atomic slot migration's source, while the target takes the slots over.
+    SlotMigration = 3,
 }
 
 pub struct Server {
@@ -164,7 +166,7 @@ pub struct Server {
     pub paused: Mutex<Vec<std::sync::Arc<super::blocking::Waiter>>, { rank::WAITS }>,
     /// Each purpose's own pause (end, all), as Redis keeps them apart: CLIENT UNPAUSE ends
     /// the client's, not a failover's.
-    pause_by: Mutex<[(i64, bool); 3], { rank::LEAF }>,
+    pause_by: Mutex<[(i64, bool); 4], { rank::LEAF }>,
     /// Clients suspended in a blocking command (INFO blocked_clients).
     pub blocked_clients: std::sync::atomic::AtomicUsize,
     /// Time of the last INFO stats reset etc. are derived from these.
@@ -236,7 +238,7 @@ impl Server {
             pause_all: AtomicBool::new(false),
             pause_all_until: AtomicI64::new(0),
             paused: Mutex::new(Vec::new()),
-            pause_by: Mutex::new([(0, false); 3]),
+            pause_by: Mutex::new([(0, false); 4]),
             commandlog: Default::default(),
             latency: Default::default(),
             effects_on: AtomicBool::new(false),
@@ -281,13 +283,14 @@ impl Server {
     pub fn set_effect_sink(&self, sink: Option<EffectSink>) {
         let mut g = self.sink.lock();
         *g = sink;
-        self.effects_on.store(g.is_some() || self.repl.on(), Ordering::Release);
+        self.effects_on.store(g.is_some() || self.repl.on() || self.cluster.migrations.exporting(), Ordering::Release);
     }
 
-    /// Effects are wanted while the AOF sink is installed or the replication backlog exists.
+    /// Effects are wanted while the AOF sink is installed, the replication backlog exists or
+    /// a slot migration copies the writes to its slots.
     pub fn refresh_effects(&self) {
         let g = self.sink.lock();
-        self.effects_on.store(g.is_some() || self.repl.on(), Ordering::Release);
+        self.effects_on.store(g.is_some() || self.repl.on() || self.cluster.migrations.exporting(), Ordering::Release);
     }
 
     /// A pause for `by` at `now`: holds back writes (or, with `all`, every command) until
@@ -305,7 +308,7 @@ impl Server {
         self.publish_pause(&p, now);
     }
 
-    fn publish_pause(&self, p: &[(i64, bool); 3], now: i64) {
+    fn publish_pause(&self, p: &[(i64, bool); 4], now: i64) {
         let on = || p.iter().filter(|(until, _)| *until != 0 && now < *until);
         let all_until = on().filter(|e| e.1).map(|e| e.0).max().unwrap_or(0);
         self.pause_all_until.store(all_until, Ordering::Relaxed);
@@ -454,6 +457,9 @@ impl Server {
             if self.repl.on() && !repl.is_empty() {
                 self.repl.feed(&self.reach(), &repl);
             }
+            if self.cluster.migrations.exporting() {
+                self.cluster.migrations.capture(&repl, |argv| self.effect_slot(argv));
+            }
             return;
         }
         let g = self.sink.lock();
@@ -464,6 +470,23 @@ impl Server {
         if self.repl.on() {
             self.repl.feed(&self.reach(), effects);
         }
+        if self.cluster.migrations.exporting() {
+            self.cluster.migrations.capture(effects, |argv| self.effect_slot(argv));
+        }
+    }
+
+    /// The slot of a propagated command's keys (cluster mode: all in one), None if it names
+    /// none.
+    fn effect_slot(&self, argv: &[Vec<u8>]) -> Option<usize> {
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        let mut cmd = self.table.lookup(args.first()?)?;
+        if cmd.is_container {
+            cmd = cmd.subcommand(args.get(1)?)?;
+        }
+        let mut pos: smallvec::SmallVec<[usize; 8]> = smallvec::SmallVec::new();
+        crate::cmdspec::keyspec::key_positions(&cmd.key_specs, &args, &mut pos).ok()?;
+        let k = args.get(*pos.first()?)?;
+        Some(crate::engine::slot::key_slot(k))
     }
 }
 

@@ -69,6 +69,43 @@ fn shard_commands_deferring(db: usize, shard: &Shard, out: &mut Vec<u8>, mut def
     n
 }
 
+/// The commands that rebuild the keys of `slots` (indexed by slot) held by one shard (cluster
+/// mode, database 0 only), each slot's after a SELECT as Valkey's slot migration sends them.
+/// Only the slot lists of the slots that map to this shard are walked.
+fn shard_slot_commands(
+    db: usize,
+    idx: usize,
+    shard: &Shard,
+    slots: &[bool],
+    out: &mut Vec<u8>,
+    mut defer: Defer,
+) -> u64 {
+    use crate::engine::slot::SHARDS;
+    let mut n = 0;
+    for slot in (idx..slots.len()).step_by(SHARDS).filter(|&s| slots[s]) {
+        let mut keys: Vec<Box<[u8]>> = Vec::new();
+        shard.keys.slot_keys_while(slot, |k| {
+            keys.push(k.into());
+            true
+        });
+        if keys.is_empty() {
+            continue;
+        }
+        super::aof::encode(out, &[b"SELECT".to_vec(), db.to_string().into_bytes()]);
+        for k in keys {
+            let Some(v) = shard.keys.get(&k) else { continue };
+            let exp = shard.expires.get(&k[..]).copied();
+            if let Some(d) = defer.as_mut().filter(|_| bigvalue::is_big(&v)) {
+                d(&k, &v, exp);
+                continue;
+            }
+            super::aof::value_commands(out, &k, &v, exp);
+            n += 1;
+        }
+    }
+    n
+}
+
 impl Form {
     /// What goes before the keys.
     fn head(self, h: &Header, opts: &SaveOpts) -> Vec<u8> {
@@ -152,6 +189,8 @@ struct Chunks {
     pending: Mutex<Vec<(usize, usize)>, { rank::SNAPSHOT_CHUNKS }>,
     /// Big values started and not finished.
     deferred: AtomicU64,
+    /// Only the keys of these slots (indexed by slot; a slot migration's snapshot).
+    slots: Option<Arc<Vec<bool>>>,
 }
 
 impl SnapshotSink for Chunks {
@@ -162,7 +201,11 @@ impl SnapshotSink for Chunks {
         let mut defer = |k: &[u8], v: &Value, exp: Option<i64>| {
             big.push((k.into(), Box::new(bigvalue::BigValue::start(form.big(), db, k, v, exp, opts))));
         };
-        let n = self.form.shard(db, shard, &self.opts, &mut out, Some(&mut defer));
+        let n = match &self.slots {
+            Some(slots) if db == 0 => shard_slot_commands(db, idx, shard, slots, &mut out, Some(&mut defer)),
+            Some(_) => 0,
+            None => self.form.shard(db, shard, &self.opts, &mut out, Some(&mut defer)),
+        };
         if n > 0 {
             if by_writer {
                 self.progress.cow_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -351,7 +394,33 @@ pub fn write_snapshot<W: Write>(
     form: Form,
     progress: &Arc<Progress>,
 ) -> std::io::Result<(SaveInfo, W)> {
+    snapshot(ks, w, hooks, opts, form, progress, None)
+}
+
+/// A point-in-time snapshot of the keys of `slots` (indexed by slot) only, as commands — a
+/// slot migration's (cluster mode: database 0).
+pub fn write_slots_snapshot<W: Write>(
+    ks: &Keyspace,
+    w: W,
+    hooks: &mut dyn SnapshotHooks,
+    opts: SaveOpts,
+    slots: Arc<Vec<bool>>,
+    progress: &Arc<Progress>,
+) -> std::io::Result<(SaveInfo, W)> {
+    snapshot(ks, w, hooks, opts, Form::Commands { timestamp: false }, progress, Some(slots))
+}
+
+fn snapshot<W: Write>(
+    ks: &Keyspace,
+    w: W,
+    hooks: &mut dyn SnapshotHooks,
+    opts: SaveOpts,
+    form: Form,
+    progress: &Arc<Progress>,
+    slots: Option<Arc<Vec<bool>>>,
+) -> std::io::Result<(SaveInfo, W)> {
     let sink = Arc::new(Chunks {
+        slots,
         opts,
         form,
         queue: Mutex::new(Vec::new()),

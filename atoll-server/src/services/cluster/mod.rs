@@ -13,6 +13,7 @@
 
 pub mod conf;
 pub mod gossip;
+pub mod migration;
 pub mod wire;
 
 use crate::lockorder::{rank, Mutex};
@@ -857,6 +858,8 @@ pub struct Cluster {
     pub drop_filter: std::sync::atomic::AtomicI64,
     /// Bytes the bus's links hold in their buffers (INFO's mem_cluster_links).
     pub links_mem: std::sync::atomic::AtomicU64,
+    /// Atomic slot migrations (CLUSTER MIGRATESLOTS), either end.
+    pub migrations: migration::Migrations,
 }
 
 impl Cluster {
@@ -874,6 +877,7 @@ impl Cluster {
             ok: AtomicBool::new(false),
             drop_filter: std::sync::atomic::AtomicI64::new(-1),
             links_mem: std::sync::atomic::AtomicU64::new(0),
+            migrations: migration::Migrations::default(),
         }
     }
 

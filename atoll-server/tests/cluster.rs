@@ -1565,3 +1565,95 @@ fn atomic_slot_migration_errors_match_valkey() {
         assert_eq!(text(p, &["CLUSTER", "GETSLOTMIGRATIONS"]), "*0", "{:?}", n.kind);
     }
 }
+
+/// A hash tag whose slot the master at `port` serves.
+fn tag_served_by(port: u16) -> String {
+    let mine: Vec<String> = my_line(port).split(' ').skip(8).map(String::from).collect();
+    (0..10_000)
+        .map(|i| format!("{{x{i}}}"))
+        .find(|t| {
+            let s = slot_of(t);
+            mine.iter().any(|r| covers(r, s, s))
+        })
+        .unwrap()
+}
+
+/// A migration that ends early leaves the source whole and the target clean, whichever end is
+/// Atoll and whichever Valkey 9.1.2: cancelled by CLUSTER CANCELSLOTMIGRATIONS during the
+/// snapshot (the source `cancelled`, the target `failed` with Valkey's message and the keys it
+/// had received deleted), a flush on the source (`Data was flushed`), and a target killed
+/// mid-snapshot (the source `failed`, keeping and serving the slot).
+#[test]
+fn atomic_slot_migration_that_fails_leaves_both_ends_clean() {
+    let mut nodes: Vec<Node> = [Kind::Atoll, Kind::Valkey, Kind::Atoll].iter().map(|k| start_node(*k)).collect();
+    create(&nodes.iter().collect::<Vec<_>>(), 0);
+    for (from, to) in [(nodes[0].port, nodes[1].port), (nodes[1].port, nodes[2].port)] {
+        let tag = tag_served_by(from);
+        let slot = slot_of(&tag).to_string();
+        let keys: Vec<String> = (0..20).map(|i| format!("{tag}k{i}")).collect();
+        for k in &keys {
+            assert_eq!(text(from, &["SET", k, "v"]), "+OK");
+        }
+        let count = |p: u16| int(&ask(p, &["CLUSTER", "COUNTKEYSINSLOT", &slot]).unwrap());
+        let start = || {
+            // 0.1 s per key: the snapshot takes two seconds.
+            assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]), "+OK");
+            let r = text(from, &["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &slot, &slot, "NODE", &myid(to)]);
+            assert_eq!(r, "+OK");
+            wait_until("the snapshot to begin", Duration::from_secs(10), || {
+                newest_migration(from).get("state").map(|s| s.as_str()) == Some("snapshotting")
+            });
+        };
+        let ended = |p: u16, state: &str, message: &str| {
+            wait_until(&format!("{p}'s migration to end {state}"), Duration::from_secs(20), || {
+                newest_migration(p).get("state").map(|s| s.as_str()) == Some(state)
+            });
+            assert_eq!(newest_migration(p).get("message").map(|s| s.as_str()), Some(message), "{p}");
+        };
+        let source_whole = || {
+            assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "0"]), "+OK");
+            assert_eq!(count(from), 20, "the source keeps its keys");
+            assert_eq!(text(from, &["SET", &keys[0], "w"]), "+OK", "the source serves writes");
+            wait_until("the target to drop what it received", Duration::from_secs(10), || count(to) == 0);
+        };
+        let lost_source =
+            "Connection lost to source. Check CLUSTER GETSLOTMIGRATIONS on the source node for more information.";
+        start();
+        assert_eq!(text(from, &["CLUSTER", "CANCELSLOTMIGRATIONS"]), "+OK");
+        ended(from, "cancelled", "");
+        ended(to, "failed", lost_source);
+        source_whole();
+        start();
+        assert_eq!(text(from, &["FLUSHALL"]), "+OK");
+        ended(from, "failed", "Data was flushed");
+        ended(to, "failed", lost_source);
+        assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "0"]), "+OK");
+        assert_eq!(count(from), 0);
+        wait_until("the target to drop what it received", Duration::from_secs(10), || count(to) == 0);
+    }
+    // The Valkey target dies during the snapshot: the Atoll source fails the job and goes on
+    // serving the slot (full coverage is not required, so the dead node's slots do not stop it).
+    let (from, to) = (nodes[0].port, nodes[1].port);
+    let tag = tag_served_by(from);
+    let slot = slot_of(&tag).to_string();
+    for i in 0..20 {
+        assert_eq!(text(from, &["SET", &format!("{tag}k{i}"), "v"]), "+OK");
+    }
+    assert_eq!(text(from, &["CONFIG", "SET", "cluster-require-full-coverage", "no"]), "+OK");
+    assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]), "+OK");
+    assert_eq!(text(from, &["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &slot, &slot, "NODE", &myid(to)]), "+OK");
+    wait_until("the snapshot to begin", Duration::from_secs(10), || {
+        newest_migration(from).get("state").map(|s| s.as_str()) == Some("snapshotting")
+    });
+    kill(&mut nodes[1]);
+    wait_until("the export to fail", Duration::from_secs(20), || {
+        newest_migration(from).get("state").map(|s| s.as_str()) == Some("failed")
+    });
+    assert_eq!(
+        newest_migration(from).get("message").map(|s| s.as_str()),
+        Some("Connection lost to target. Check CLUSTER GETSLOTMIGRATIONS on the target node for more information.")
+    );
+    assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "0"]), "+OK");
+    assert_eq!(int(&ask(from, &["CLUSTER", "COUNTKEYSINSLOT", &slot]).unwrap()), 20);
+    assert_eq!(text(from, &["SET", &format!("{tag}k0"), "w"]), "+OK");
+}

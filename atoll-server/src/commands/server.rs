@@ -112,8 +112,21 @@ pub fn flushdb(ctx: &mut Ctx) -> CmdResult {
     let n = empty_db(ctx, db, lazy);
     ctx.ks.dirty += n.max(1) as u64;
     ctx.srv.tracking.flushed(&ctx.srv.reach());
+    slot_migrations_flushed(ctx);
     ctx.reply.ok();
     Ok(())
+}
+
+/// A flush fails the atomic slot migrations under way (cluster mode), as Valkey's does; the
+/// import links close.
+fn slot_migrations_flushed(ctx: &Ctx) {
+    if ctx.srv.cluster.enabled {
+        for id in ctx.srv.cluster.migrations.flushed() {
+            if let Some(h) = ctx.srv.clients.get(id).filter(|_| id != ctx.client.id()) {
+                h.kill();
+            }
+        }
+    }
 }
 
 // FLUSHALL [ASYNC | SYNC]
@@ -132,6 +145,7 @@ pub fn flushall(ctx: &mut Ctx) -> CmdResult {
     // The save it may make holds this command's changes (Redis counts them before it saves).
     crate::daemons::persistence::after_flushall(ctx.srv, ctx.ks.locks, ctx.ks.dirty);
     ctx.srv.tracking.flushed(&ctx.srv.reach());
+    slot_migrations_flushed(ctx);
     ctx.reply.ok();
     Ok(())
 }

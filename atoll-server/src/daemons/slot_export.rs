@@ -153,8 +153,8 @@ struct Link<'a> {
 
 impl Write for Link<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.job.cancel.load(Ordering::Relaxed) {
-            return Err(std::io::Error::other("cancelled"));
+        if self.job.cancel.load(Ordering::Relaxed) || self.job.step().finished() {
+            return Err(std::io::Error::other("stopped"));
         }
         self.sock.write_all(buf)?;
         Ok(buf.len())
@@ -263,6 +263,9 @@ fn drive(srv: &Server, job: &Arc<Job>, sock: &mut TcpStream, heard: &mpsc::Recei
             job.set(Step::Cancelled);
             return Ok(());
         }
+        if job.step().finished() {
+            return Ok(());
+        }
         let mut hooks = Hooks { job };
         let link = Link { sock: &mut *sock, job };
         match rdbfile::write_slots_snapshot(&srv.ks, link, &mut hooks, opts, slots.clone(), &progress) {
@@ -272,7 +275,13 @@ fn drive(srv: &Server, job: &Arc<Job>, sock: &mut TcpStream, heard: &mpsc::Recei
                 job.set(Step::Cancelled);
                 return Ok(());
             }
-            Err(e) => return Err(format!("Failed to send the slots' snapshot: {e}")),
+            // Failed meanwhile (a flush): the reason is already the job's.
+            Err(_) if job.step().finished() => return Ok(()),
+            // The snapshot fails only where the socket does.
+            Err(_) => return Err(
+                "Connection lost to target. Check CLUSTER GETSLOTMIGRATIONS on the target node for more information."
+                    .into(),
+            ),
         }
     }
     write(sock, &message("SNAPSHOT-EOF"))?;
@@ -290,6 +299,9 @@ fn drive(srv: &Server, job: &Arc<Job>, sock: &mut TcpStream, heard: &mpsc::Recei
             return Ok(());
         }
         let step = job.step();
+        if step.finished() {
+            return Ok(());
+        }
         match heard.recv_timeout(Duration::from_millis(5)) {
             Ok(Heard::Command(argv)) => {
                 let sub = argv.get(2).map(|a| a.to_ascii_uppercase()).unwrap_or_default();

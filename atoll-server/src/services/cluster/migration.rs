@@ -244,6 +244,19 @@ impl Migrations {
         self.jobs.lock().iter().find(|j| j.export == export && !j.step().finished() && j.contains(slot)).cloned()
     }
 
+    /// FLUSHALL or FLUSHDB ran: every migration under way fails, as in Valkey (the slots'
+    /// data is not what the snapshot or the target holds any more). Returns the client ids
+    /// of the import links to close.
+    pub fn flushed(&self) -> Vec<u64> {
+        let mut links = Vec::new();
+        for j in self.jobs.lock().iter().filter(|j| j.step() != Step::OccurringOnPrimary) {
+            if j.fail("Data was flushed") && !j.export {
+                links.push(j.link.load(Ordering::Relaxed).max(0) as u64);
+            }
+        }
+        links
+    }
+
     #[inline]
     pub fn exporting(&self) -> bool {
         self.exporting.load(Ordering::Relaxed)

@@ -1581,7 +1581,7 @@ fn tag_served_by(port: u16) -> String {
 /// A migration that ends early leaves the source whole and the target clean, whichever end is
 /// Atoll and whichever Valkey 9.1.2: cancelled by CLUSTER CANCELSLOTMIGRATIONS during the
 /// snapshot (the source `cancelled`, the target `failed` with Valkey's message and the keys it
-/// had received deleted), a flush on the source (`Data was flushed`), and a target killed
+/// had received — hidden from KEYS, SCAN and DBSIZE meanwhile — deleted), a flush on the source (`Data was flushed`), and a target killed
 /// mid-snapshot (the source `failed`, keeping and serving the slot).
 #[test]
 fn atomic_slot_migration_that_fails_leaves_both_ends_clean() {
@@ -1595,14 +1595,17 @@ fn atomic_slot_migration_that_fails_leaves_both_ends_clean() {
             assert_eq!(text(from, &["SET", k, "v"]), "+OK");
         }
         let count = |p: u16| int(&ask(p, &["CLUSTER", "COUNTKEYSINSLOT", &slot]).unwrap());
+        let valkey_source = nodes.iter().any(|n| n.port == from && n.kind == Kind::Valkey);
+        // Held half-way once the target has keys: an Atoll source sleeps after sending them
+        // (`rdb-key-save-delay`, 0.1 s per key), a Valkey source never pauses (its debug hook).
         let start = || {
-            // 0.1 s per key: the snapshot takes two seconds.
             assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]), "+OK");
+            if valkey_source {
+                assert_eq!(text(from, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"]), "+OK");
+            }
             let r = text(from, &["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &slot, &slot, "NODE", &myid(to)]);
             assert_eq!(r, "+OK");
-            wait_until("the snapshot to begin", Duration::from_secs(10), || {
-                newest_migration(from).get("state").map(|s| s.as_str()) == Some("snapshotting")
-            });
+            wait_until("the target to receive keys", Duration::from_secs(10), || count(to) > 0);
         };
         let ended = |p: u16, state: &str, message: &str| {
             wait_until(&format!("{p}'s migration to end {state}"), Duration::from_secs(20), || {
@@ -1612,13 +1615,35 @@ fn atomic_slot_migration_that_fails_leaves_both_ends_clean() {
         };
         let source_whole = || {
             assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "0"]), "+OK");
+            if valkey_source {
+                assert_eq!(text(from, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]), "+OK");
+            }
             assert_eq!(count(from), 20, "the source keeps its keys");
             assert_eq!(text(from, &["SET", &keys[0], "w"]), "+OK", "the source serves writes");
             wait_until("the target to drop what it received", Duration::from_secs(10), || count(to) == 0);
         };
         let lost_source =
             "Connection lost to source. Check CLUSTER GETSLOTMIGRATIONS on the source node for more information.";
+        let dbsize = |p: u16| int(&ask(p, &["DBSIZE"]).unwrap());
+        let shown_before = dbsize(to);
         start();
+        // What the target has received of a slot being imported is hidden from KEYS, SCAN and
+        // DBSIZE (not from COUNTKEYSINSLOT), on Valkey and on Atoll alike.
+        assert_eq!(dbsize(to), shown_before, "DBSIZE on {to}");
+        assert_eq!(text(to, &["KEYS", &format!("{tag}*")]), "*0", "KEYS on {to}");
+        let mut cursor = "0".to_string();
+        loop {
+            let r = String::from_utf8_lossy(
+                &ask(to, &["SCAN", &cursor, "MATCH", &format!("{tag}*"), "COUNT", "1000"]).unwrap(),
+            )
+            .into_owned();
+            let lines: Vec<&str> = r.split("\r\n").collect();
+            assert!(!r.contains(&tag), "SCAN on {to}: {r}");
+            cursor = lines[2].to_string();
+            if cursor == "0" {
+                break;
+            }
+        }
         assert_eq!(text(from, &["CLUSTER", "CANCELSLOTMIGRATIONS"]), "+OK");
         ended(from, "cancelled", "");
         ended(to, "failed", lost_source);
@@ -1628,6 +1653,9 @@ fn atomic_slot_migration_that_fails_leaves_both_ends_clean() {
         ended(from, "failed", "Data was flushed");
         ended(to, "failed", lost_source);
         assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "0"]), "+OK");
+        if valkey_source {
+            assert_eq!(text(from, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]), "+OK");
+        }
         assert_eq!(count(from), 0);
         wait_until("the target to drop what it received", Duration::from_secs(10), || count(to) == 0);
     }
@@ -1642,8 +1670,8 @@ fn atomic_slot_migration_that_fails_leaves_both_ends_clean() {
     assert_eq!(text(from, &["CONFIG", "SET", "cluster-require-full-coverage", "no"]), "+OK");
     assert_eq!(text(from, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]), "+OK");
     assert_eq!(text(from, &["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &slot, &slot, "NODE", &myid(to)]), "+OK");
-    wait_until("the snapshot to begin", Duration::from_secs(10), || {
-        newest_migration(from).get("state").map(|s| s.as_str()) == Some("snapshotting")
+    wait_until("the target to receive keys", Duration::from_secs(10), || {
+        int(&ask(to, &["CLUSTER", "COUNTKEYSINSLOT", &slot]).unwrap()) > 0
     });
     kill(&mut nodes[1]);
     wait_until("the export to fail", Duration::from_secs(20), || {

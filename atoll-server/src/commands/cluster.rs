@@ -1085,6 +1085,7 @@ pub fn syncslots(ctx: &mut Ctx) -> CmdResult {
         (b"FAILOVER-GRANTED", Step::FailoverRequested) => {
             take_over(ctx, &job)?;
             job.set(Step::Success);
+            ctx.srv.cluster.migrations.refresh_importing();
             crate::log_notice!(
                 "Slot migration {} ({}) succeeded: the slots are served here",
                 job.name,
@@ -1189,6 +1190,7 @@ fn establish(ctx: &mut Ctx) -> CmdResult {
     // From here on the link is the source's: its commands run as a primary's do (no routing,
     // no replies; an error fails the migration).
     ctx.client.import = Some(job);
+    migrations.refresh_importing();
     ctx.client.replaying = true;
     ctx.client.reply_mode = crate::exec::client::ReplyMode::OffAfterThis;
     ctx.reply.ok();
@@ -1228,6 +1230,7 @@ fn syncslots_from_primary(ctx: &mut Ctx, sub: &[u8]) -> CmdResult {
             );
             job.set(Step::OccurringOnPrimary);
             ctx.srv.cluster.migrations.add(std::sync::Arc::new(job));
+            ctx.srv.cluster.migrations.refresh_importing();
         }
         b"FINISH" => {
             let name = value("name").map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
@@ -1242,6 +1245,7 @@ fn syncslots_from_primary(ctx: &mut Ctx, sub: &[u8]) -> CmdResult {
                     job.fail(&value("message").map(|m| String::from_utf8_lossy(m).into_owned()).unwrap_or_default());
                 }
             }
+            ctx.srv.cluster.migrations.refresh_importing();
         }
         _ => {}
     }

@@ -409,7 +409,12 @@ pub fn keys(ctx: &mut Ctx) -> CmdResult {
     let mut n = 0;
     let guard = crate::services::pubsub::OutputGuard::new(&srv.config.hot, &ctx.client.handle);
     let mut full = false;
+    let m = &srv.cluster.migrations;
+    let hiding = m.importing();
     for_each_live_key(srv, stats, ctx.ks.locks, db, now, |k, _| {
+        if hiding && m.hidden(crate::engine::slot::key_slot(k)) {
+            return;
+        }
         if !full && (all || glob_match(pattern, k, false)) {
             reply.bulk(k);
             n += 1;
@@ -530,7 +535,11 @@ fn scan_keys(
 pub fn scan(ctx: &mut Ctx) -> CmdResult {
     let cursor = parse_scan_cursor(ctx.args[1])?;
     let opts = parse_scan_options(&ctx.args[2..])?;
-    let (next, keys) = scan_keys(ctx.srv, ctx.ks.stats, ctx.ks.locks, ctx.ks.db, ctx.ks.now, cursor, &opts);
+    let (next, mut keys) = scan_keys(ctx.srv, ctx.ks.stats, ctx.ks.locks, ctx.ks.db, ctx.ks.now, cursor, &opts);
+    let m = &ctx.srv.cluster.migrations;
+    if m.importing() {
+        keys.retain(|k| !m.hidden(crate::engine::slot::key_slot(k)));
+    }
     ctx.reply.array(2);
     let mut b = itoa::Buffer::new();
     ctx.reply.bulk(b.format(next).as_bytes());
@@ -619,7 +628,19 @@ fn random_key<R: Rng>(
 // RANDOMKEY
 pub fn randomkey(ctx: &mut Ctx) -> CmdResult {
     let mut rng = rand::thread_rng();
-    match random_key(ctx.srv, ctx.ks.stats, ctx.ks.locks, ctx.ks.db, ctx.ks.now, &mut rng) {
+    let m = &ctx.srv.cluster.migrations;
+    let mut found = random_key(ctx.srv, ctx.ks.stats, ctx.ks.locks, ctx.ks.db, ctx.ks.now, &mut rng);
+    // A key of a slot being imported is not shown: another pick, a bounded number of times.
+    let mut tries = 0;
+    while m.importing() && found.as_ref().is_some_and(|k| m.hidden(crate::engine::slot::key_slot(k))) {
+        tries += 1;
+        found = if tries < 100 {
+            random_key(ctx.srv, ctx.ks.stats, ctx.ks.locks, ctx.ks.db, ctx.ks.now, &mut rng)
+        } else {
+            None
+        };
+    }
+    match found {
         Some(k) => ctx.reply.bulk(&k),
         None => ctx.reply.null(),
     }

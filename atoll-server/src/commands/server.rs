@@ -50,6 +50,13 @@ pub fn dbsize(ctx: &mut Ctx) -> CmdResult {
             n += ctx.ks.locks.with_shard(db, s, |sh| sh.keys.len());
         }
     }
+    // Slots being imported are not counted until they are this node's (Valkey's ASM).
+    let m = &ctx.srv.cluster.migrations;
+    if m.importing() && db == 0 {
+        for slot in (0..crate::engine::slot::SLOTS).filter(|&s| m.hidden(s)) {
+            n -= ctx.ks.locks.with_shard(0, slot % SHARDS, |sh| sh.keys.count_in_slot(slot));
+        }
+    }
     ctx.reply.int(n as i64);
     Ok(())
 }

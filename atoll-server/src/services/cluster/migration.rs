@@ -206,11 +206,26 @@ impl Job {
 }
 
 /// The jobs, newest last; finished ones kept up to Valkey's default log length.
-#[derive(Default)]
 pub struct Migrations {
     jobs: Mutex<VecDeque<Arc<Job>>, { rank::SLOT_MIGRATIONS }>,
     /// Some export is copying writes: the call path's one load.
     exporting: AtomicBool,
+    /// Slots being imported (here, or by this replica's primary): their keys are not shown by
+    /// KEYS, SCAN, DBSIZE and RANDOMKEY until the import succeeds, as in Valkey — a client
+    /// must not see half of a slot. `importing`: any is.
+    hidden: Vec<AtomicBool>,
+    importing: AtomicBool,
+}
+
+impl Default for Migrations {
+    fn default() -> Migrations {
+        Migrations {
+            jobs: Mutex::new(VecDeque::new()),
+            exporting: AtomicBool::new(false),
+            hidden: (0..super::wire::SLOTS).map(|_| AtomicBool::new(false)).collect(),
+            importing: AtomicBool::new(false),
+        }
+    }
 }
 
 /// `cluster-slot-migration-log-max-len`'s default: finished jobs kept for GETSLOTMIGRATIONS.
@@ -244,6 +259,32 @@ impl Migrations {
         self.jobs.lock().iter().find(|j| j.export == export && !j.step().finished() && j.contains(slot)).cloned()
     }
 
+    /// Whether some import hides its slots' keys now (one load).
+    #[inline]
+    pub fn importing(&self) -> bool {
+        self.importing.load(Ordering::Relaxed)
+    }
+
+    /// Whether `slot`'s keys are hidden (an import of it is under way).
+    #[inline]
+    pub fn hidden(&self, slot: usize) -> bool {
+        self.importing() && self.hidden.get(slot).is_some_and(|h| h.load(Ordering::Relaxed))
+    }
+
+    /// The hidden slots, after an import began or ended.
+    pub fn refresh_importing(&self) {
+        let jobs: Vec<Arc<Job>> =
+            self.jobs.lock().iter().filter(|j| !j.export && !j.step().finished()).cloned().collect();
+        let mut want = vec![false; self.hidden.len()];
+        for s in jobs.iter().flat_map(|j| j.slots()) {
+            want[s] = true;
+        }
+        for (h, w) in self.hidden.iter().zip(&want) {
+            h.store(*w, Ordering::Relaxed);
+        }
+        self.importing.store(!jobs.is_empty(), Ordering::Release);
+    }
+
     /// FLUSHALL or FLUSHDB ran: every migration under way fails, as in Valkey (the slots'
     /// data is not what the snapshot or the target holds any more). Returns the client ids
     /// of the import links to close.
@@ -254,6 +295,7 @@ impl Migrations {
                 links.push(j.link.load(Ordering::Relaxed).max(0) as u64);
             }
         }
+        self.refresh_importing();
         links
     }
 
@@ -303,6 +345,7 @@ impl super::Cluster {
     /// brought to slots this node does not serve are deleted, as Valkey's
     /// `delKeysNotOwnedByMyself`.
     pub fn import_failed(&self, job: &Job) {
+        self.migrations.refresh_importing();
         self.with(|st| {
             let me = st.myself;
             let lost: Vec<usize> = job.slots().filter(|&s| st.slots[s] != Some(me)).collect();
@@ -320,5 +363,6 @@ impl super::Cluster {
         if job.step() == Step::Failed {
             self.import_failed(job);
         }
+        self.migrations.refresh_importing();
     }
 }

@@ -1470,6 +1470,14 @@ fn atomic_slot_migration_between_atoll_and_valkey_loses_nothing() {
                 keys(replica) == keys(to)
             });
             assert!(keys(to) >= 8, "{{t}}'s keys on {to}");
+            // The replica was told of the import (ESTABLISH, then FINISH in the stream): its
+            // record of it has Valkey's ten fields, without the nodes.
+            wait_until("the replica's record of the import to end", Duration::from_secs(10), || {
+                newest_migration(replica).get("state").map(|s| s.as_str()) == Some("success")
+            });
+            let j = newest_migration(replica);
+            assert_eq!(j.get("slot_ranges"), Some(&format!("{first}-{last}")), "{j:?}");
+            assert_eq!((j.len(), j.get("operation").map(|s| s.as_str())), (10, Some("IMPORT")), "{j:?}");
         }
     }
     let incrs = load.finish(&mut c);

@@ -983,7 +983,8 @@ pub fn getslotmigrations(ctx: &mut Ctx) -> CmdResult {
         let p = j.progress.lock();
         let (step, message, last_update, last_ack) = (p.step, p.message.clone(), p.last_update, p.last_ack);
         drop(p);
-        let tracking = step == Step::OccurringOnPrimary;
+        // A replica's record of its primary's import names neither node.
+        let tracking = j.source.is_empty();
         ctx.reply.map(if tracking { 10 } else { 12 });
         ctx.reply.bulk(b"name");
         ctx.reply.bulk(j.name.as_bytes());
@@ -1086,6 +1087,7 @@ pub fn syncslots(ctx: &mut Ctx) -> CmdResult {
             take_over(ctx, &job)?;
             job.set(Step::Success);
             ctx.srv.cluster.migrations.refresh_importing();
+            ctx.srv.slot_import_ended(&job);
             crate::log_notice!(
                 "Slot migration {} ({}) succeeded: the slots are served here",
                 job.name,
@@ -1101,6 +1103,7 @@ pub fn syncslots(ctx: &mut Ctx) -> CmdResult {
             };
             job.fail(why);
             ctx.srv.cluster.import_failed(&job);
+            ctx.srv.slot_import_ended(&job);
             ctx.client.close_after_reply = true;
         }
     }
@@ -1189,6 +1192,7 @@ fn establish(ctx: &mut Ctx) -> CmdResult {
     crate::log_notice!("Importing slots {} from {} (slot migration {})", job.ranges_text(), job.source, job.name);
     // From here on the link is the source's: its commands run as a primary's do (no routing,
     // no replies; an error fails the migration).
+    ctx.srv.slot_import_began(&job);
     ctx.client.import = Some(job);
     migrations.refresh_importing();
     ctx.client.replaying = true;

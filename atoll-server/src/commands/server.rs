@@ -128,7 +128,11 @@ pub fn flushdb(ctx: &mut Ctx) -> CmdResult {
 /// import links close.
 fn slot_migrations_flushed(ctx: &Ctx) {
     if ctx.srv.cluster.enabled {
-        for id in ctx.srv.cluster.migrations.flushed() {
+        let links = ctx.srv.cluster.migrations.flushed();
+        for job in ctx.srv.cluster.migrations.all().iter().filter(|j| !j.export) {
+            ctx.srv.slot_import_ended(job);
+        }
+        for id in links {
             if let Some(h) = ctx.srv.clients.get(id).filter(|_| id != ctx.client.id()) {
                 h.kill();
             }

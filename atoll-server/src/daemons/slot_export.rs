@@ -56,6 +56,7 @@ pub fn cron(srv: &Arc<Server>) {
             if job.fail("Timed out after too long with no interaction") {
                 h.kill();
                 srv.cluster.import_failed(&job);
+                srv.slot_import_ended(&job);
             }
             continue;
         }
@@ -197,17 +198,8 @@ fn export(srv: &Server, job: &Arc<Job>) -> Result<(), String> {
         }
     }
     job.set(Step::SendingEstablish);
-    let mut argv: Vec<Vec<u8>> =
-        ["CLUSTER", "SYNCSLOTS", "ESTABLISH", "SOURCE", &job.source, "NAME", &job.name, "SLOTSRANGE"]
-            .iter()
-            .map(|s| s.as_bytes().to_vec())
-            .collect();
-    for &(a, b) in &job.ranges {
-        argv.push(a.to_string().into_bytes());
-        argv.push(b.to_string().into_bytes());
-    }
     let mut out = Vec::new();
-    encode(&mut out, &argv);
+    encode(&mut out, &job.establish_argv());
     write(&mut sock, &out)?;
     match reply_line(&mut replies) {
         None => {

@@ -348,6 +348,8 @@ pub fn dispatch_hinted(
             );
             if let Some(job) = &client.import {
                 job.fail("Failed to process command during slot migration. Check logs for more information");
+                srv.cluster.import_failed(job);
+                srv.slot_import_ended(job);
             }
             client.close_after_reply = true;
         }
@@ -1187,6 +1189,7 @@ fn slow_call(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], us: u
 pub fn disconnect(srv: &Server, client: &mut Client) {
     if let Some(job) = client.import.take() {
         srv.cluster.import_closed(&job);
+        srv.slot_import_ended(&job);
     }
     if client.handle.replica.load(Ordering::Relaxed) {
         srv.repl.remove(client.id());

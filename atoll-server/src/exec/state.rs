@@ -177,6 +177,24 @@ pub struct Server {
 }
 
 impl Server {
+    /// An import began here: this node's replicas are told (Valkey's target passes the
+    /// ESTABLISH on), so they hide the slots' keys as it does until the import ends.
+    pub fn slot_import_began(&self, job: &crate::services::cluster::migration::Job) {
+        let argv = job.establish_argv();
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        self.repl.feed_command(&self.reach(), &args);
+    }
+
+    /// An import ended (once per job): its replicas learn how, in Valkey's FINISH.
+    pub fn slot_import_ended(&self, job: &crate::services::cluster::migration::Job) {
+        if !job.step().finished() || job.announced.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let argv = job.finish_argv();
+        let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        self.repl.feed_command(&self.reach(), &args);
+    }
+
     pub fn new(config: Config, table: CommandTable, threads: usize, tcp_port: u16) -> Server {
         let dbs = config.int(crate::config::p::DATABASES).max(1) as usize;
         let run_id: String = {

@@ -115,6 +115,8 @@ pub struct Job {
     /// Export: the target's client address, and whether its thread has been started.
     pub peer: (String, u16),
     pub started: AtomicBool,
+    /// Import: its end has been told to this node's replicas (FINISH).
+    pub announced: AtomicBool,
 }
 
 /// The writes an export copied, not yet sent.
@@ -154,6 +156,7 @@ impl Job {
             link: AtomicI64::new(0),
             peer,
             started: AtomicBool::new(false),
+            announced: AtomicBool::new(false),
         }
     }
 
@@ -330,6 +333,32 @@ impl Migrations {
                 crate::persist::aof::encode(&mut c.buf, &e.argv);
             }
         }
+    }
+}
+
+impl Job {
+    /// `CLUSTER SYNCSLOTS ESTABLISH …` as an import's target passes it to its replicas.
+    pub fn establish_argv(&self) -> Vec<Vec<u8>> {
+        let mut argv: Vec<Vec<u8>> =
+            ["CLUSTER", "SYNCSLOTS", "ESTABLISH", "SOURCE", &self.source, "NAME", &self.name, "SLOTSRANGE"]
+                .iter()
+                .map(|s| s.as_bytes().to_vec())
+                .collect();
+        for &(a, b) in &self.ranges {
+            argv.push(a.to_string().into_bytes());
+            argv.push(b.to_string().into_bytes());
+        }
+        argv
+    }
+
+    /// `CLUSTER SYNCSLOTS FINISH STATE SUCCESS|FAILED NAME n MESSAGE m`, Valkey's words.
+    pub fn finish_argv(&self) -> Vec<Vec<u8>> {
+        let p = self.progress.lock();
+        let state = if p.step == Step::Success { "SUCCESS" } else { "FAILED" };
+        ["CLUSTER", "SYNCSLOTS", "FINISH", "STATE", state, "NAME", &self.name, "MESSAGE", &p.message]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
     }
 }
 

@@ -43,7 +43,10 @@ function redisCli() {
 const procs = [];
 async function startNode() {
   const port = await freePort();
-  const bus = await freePort();
+  // Two ports asked for one after the other may be the same (the first was closed before the
+  // second was asked for): the node would then fail to bind its bus and never answer.
+  let bus = await freePort();
+  while (bus === port) bus = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'atoll-cluster-'));
   const p = spawn(binary, ['--port', String(port), '--save', '', '--dir', dir, '--loglevel', 'warning',
     '--cluster-enabled', 'yes', '--cluster-port', String(bus), '--cluster-node-timeout', '2000',

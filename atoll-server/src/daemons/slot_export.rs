@@ -27,6 +27,9 @@ use std::time::Duration;
 /// How long the source holds its writes back for the target to take the slots over (Valkey:
 /// `cluster-manual-failover-timeout` × 2, with its default of 5 s).
 const PAUSE_MS: i64 = 10_000;
+/// Why an export fails when its link does (Valkey's words).
+const LOST_TARGET: &str =
+    "Connection lost to target. Check CLUSTER GETSLOTMIGRATIONS on the target node for more information.";
 /// What REQUEST-FAILOVER extends the pause to, at least (Valkey's CLUSTER_OPERATION_TIMEOUT).
 const FAILOVER_MS: i64 = 2_000;
 
@@ -117,10 +120,7 @@ fn send(sock: &mut TcpStream, argv: &[&[u8]]) -> Result<(), String> {
 }
 
 fn write(sock: &mut TcpStream, bytes: &[u8]) -> Result<(), String> {
-    sock.write_all(bytes).map_err(|_| {
-        "Connection lost to target. Check CLUSTER GETSLOTMIGRATIONS on the target node for more information."
-            .to_string()
-    })
+    sock.write_all(bytes).map_err(|_| LOST_TARGET.to_string())
 }
 
 /// The snapshot's instant: every shard locked, so the writes copied from here on are exactly
@@ -202,12 +202,7 @@ fn export(srv: &Server, job: &Arc<Job>) -> Result<(), String> {
     encode(&mut out, &job.establish_argv());
     write(&mut sock, &out)?;
     match reply_line(&mut replies) {
-        None => {
-            return Err(
-                "Connection lost to target. Check CLUSTER GETSLOTMIGRATIONS on the target node for more information."
-                    .into(),
-            )
-        }
+        None => return Err(LOST_TARGET.into()),
         Some(l) if l.starts_with('-') => return Err(format!("Received error during handshake to target: {l}")),
         Some(_) => {}
     }
@@ -270,10 +265,7 @@ fn drive(srv: &Server, job: &Arc<Job>, sock: &mut TcpStream, heard: &mpsc::Recei
             // Failed meanwhile (a flush): the reason is already the job's.
             Err(_) if job.step().finished() => return Ok(()),
             // The snapshot fails only where the socket does.
-            Err(_) => return Err(
-                "Connection lost to target. Check CLUSTER GETSLOTMIGRATIONS on the target node for more information."
-                    .into(),
-            ),
+            Err(_) => return Err(LOST_TARGET.into()),
         }
     }
     write(sock, &message("SNAPSHOT-EOF"))?;
@@ -333,7 +325,7 @@ fn drive(srv: &Server, job: &Arc<Job>, sock: &mut TcpStream, heard: &mpsc::Recei
             Ok(Heard::Closed) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                 // The target closes its end once it has taken the slots.
                 if step != Step::FailoverGranted {
-                    return Err("Connection lost to target. Check CLUSTER GETSLOTMIGRATIONS on the target node for more information.".into());
+                    return Err(LOST_TARGET.into());
                 }
                 // Nothing more to hear: the cluster bus says when the slots have moved.
                 std::thread::sleep(Duration::from_millis(5));

@@ -420,7 +420,13 @@ impl Server {
         }
         let deadline = Instant::now() + std::time::Duration::from_millis(20);
         for w in (0..n).filter(|&w| w != me) {
-            while cycles(w) < before[w] + 2 && Instant::now() < deadline && !beat(w).settling.load(Ordering::Acquire) {
+            // Two rounds, and then as many as it takes to read what had already arrived
+            // (a big request comes a buffer a round on io_uring; Redis reads a big argument
+            // whole before it serves the next client).
+            while (cycles(w) < before[w] + 2 || beat(w).input_pending.load(Ordering::Acquire))
+                && Instant::now() < deadline
+                && !beat(w).settling.load(Ordering::Acquire)
+            {
                 if cycles(w) == before[w] + 1 {
                     // The round that ended may have begun before this command arrived.
                     crate::services::pubsub::wake_now(&self.pubsub, w);

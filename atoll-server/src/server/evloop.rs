@@ -287,8 +287,11 @@ impl Worker {
             // A short read means the socket is drained — unless the peer closed or reset
             // it: then the end arrived with this data, in the same edge, and no other event
             // will tell of it (a client that closes right after its last bytes stayed listed
-            // forever), so read on until the read that reports it.
-            if n < self.input.len() && !self.peer_closed {
+            // forever), so read on until the read that reports it. Or while a big argument
+            // arrives: taking bytes opens the receive window, and on loopback the sender's
+            // queued bytes arrive at once (Redis reads a big argument whole; the next command
+            // must see its client weighed by client eviction).
+            if n < self.input.len() && !self.peer_closed && c.link.session.big_remaining() == 0 {
                 break;
             }
         }

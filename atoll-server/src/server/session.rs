@@ -34,6 +34,11 @@ impl Session {
         !self.pending.is_empty()
     }
 
+    /// While a big argument arrives: how many of its bytes (and its CRLF) are still to come.
+    pub fn big_remaining(&self) -> usize {
+        self.parser.big_need().saturating_sub(self.pending.len())
+    }
+
     /// The bytes received and not yet run (for a debugging session, which reads on from
     /// where the EVAL that started it ended).
     pub fn take_pending(&mut self) -> Vec<u8> {

@@ -259,6 +259,8 @@ struct Worker {
     io: IoHome<Io>,
     core: Core,
     pacing: Pacing,
+    /// `read_through`'s buffer (allocated at a connection's first big argument).
+    through: Vec<u8>,
 }
 
 /// The part of a worker that `busy_poll` may use while one of its connections runs a busy
@@ -364,7 +366,7 @@ pub fn run(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>, ready: Arc<AtomicUsiz
         batch_pos: usize::MAX,
         busy: Busy::default(),
     };
-    let mut w = Worker { io: IoHome::new(io), core: Core::new(id, srv, inbox), pacing };
+    let mut w = Worker { io: IoHome::new(io), core: Core::new(id, srv, inbox), pacing, through: Vec::new() };
     w.io.get().post_wake_read();
     ready.fetch_add(1, Ordering::Release);
     w.main_loop();
@@ -593,6 +595,7 @@ impl Worker {
 
     /// A receive completion: runs its bytes (or `copied`, bytes set aside by the busy poll).
     fn recv(&mut self, t: usize, res: i32, flags: u32, first: Option<&FirstReq>, copied: Option<&[u8]>) {
+        self.core.read_full |= copied.is_none() && res as usize >= BUF_SIZE;
         let (core, pacing) = (&mut self.core, &mut self.pacing);
         // SAFETY: the `IoHome`'s pointer, with no reference into the `Io` held meanwhile.
         let ran = unsafe {
@@ -605,6 +608,72 @@ impl Worker {
             let c = &mut self.io.get().conns[t];
             let pending = c.link.has_output();
             self.core.queue(&mut c.link, t, pending);
+            if copied.is_none() && res as usize >= BUF_SIZE {
+                self.read_through(t);
+            }
+        }
+    }
+
+    /// A full buffer came while a big argument is still arriving: reads the rest of it that
+    /// is already in the socket now, as Redis reads a big argument whole once its socket is
+    /// readable. The kernel's multishot receive hands over at most 32 buffers (128 KB) a turn
+    /// and then goes behind every other ready socket, so without this a 400 KB value would
+    /// arrive over several rounds, with requests of other clients run in between — a CLIENT
+    /// LIST that does not yet see the client over its memory limit evicted, for one.
+    ///
+    /// In order with the ring: only when no later completion of `t` waits in this round's
+    /// batch or the completion queue (with `DEFER_TASKRUN` the kernel posts none until the
+    /// next enter), and never once a busy script's poll set completions of `t` aside. Not for
+    /// TLS (the argument's length counts plain text).
+    fn read_through(&mut self, t: usize) {
+        const MAX_READ: usize = 1 << 20;
+        loop {
+            let io = self.io.get();
+            if !io.busy.deferred.is_empty() || !io.ring.completion().is_empty() {
+                return;
+            }
+            if io.batch_pos < io.batch.len()
+                && io.batch[io.batch_pos + 1..]
+                    .iter()
+                    .any(|&(ud, _, _)| ud != TAKEN && ud != WAKE && ud & 3 == OP_RECV && (ud >> 2) as usize == t)
+            {
+                return;
+            }
+            let Some(c) = io.conns.get_mut(t) else { return };
+            if c.dead || c.link.tls.is_some() || c.link.session.client.handle.killed.load(Ordering::Acquire) {
+                return;
+            }
+            let want = c.link.session.big_remaining().min(MAX_READ);
+            // The argument's last few KB come with the ring's next receive as usual.
+            if want < BUF_SIZE {
+                return;
+            }
+            if self.through.len() < want {
+                self.through.resize(want, 0);
+            }
+            // SAFETY: reads into our own buffer, within its length.
+            let n = unsafe { libc::recv(c.fd.as_raw_fd(), self.through.as_mut_ptr().cast(), want, libc::MSG_DONTWAIT) };
+            // Nothing more yet, the end of the stream or an error: the ring's receive, which
+            // reads on from here, reports them.
+            if n <= 0 {
+                return;
+            }
+            let n = n as usize;
+            self.core.read_full = true;
+            let c: *mut Connection = &mut **c;
+            // SAFETY: `t`'s boxed entry, which a busy script's poll never touches (as in
+            // `Io::recv`); no other reference into the `Io` is held while the requests run.
+            if !self.core.ingest(unsafe { &mut (*c).link }, t, &self.through[..n], None) {
+                self.io.get().close(t);
+                return;
+            }
+            let c = &mut self.io.get().conns[t];
+            let pending = c.link.has_output();
+            self.core.queue(&mut c.link, t, pending);
+            // A short read does not end it: taking bytes opens the receive window, and on
+            // loopback the sender's queued bytes arrive at once; the loop ends when the
+            // socket has nothing (EAGAIN) or the argument is complete.
+            let _ = n;
         }
     }
 }

@@ -435,6 +435,11 @@ pub struct Core {
     round_start: Option<quanta::Instant>,
     /// The worker's command count when the round began (INFO debug's commands per round).
     round_cmds: u64,
+    /// A receive this round filled its whole buffer: the socket likely holds more, which the
+    /// next round reads (io_uring hands input over a buffer at a time). Published at the
+    /// round's end as `Beat::input_pending` for `settle_peers`.
+    pub read_full: bool,
+    input_pending: bool,
 }
 
 impl Core {
@@ -452,6 +457,8 @@ impl Core {
             next_cron,
             round_start: None,
             round_cmds: 0,
+            read_full: false,
+            input_pending: false,
         }
     }
 
@@ -619,7 +626,20 @@ impl Core {
 
     /// End of a round: recycles the flush list, then deadlines that passed and the cron.
     pub fn end_round<C: HasLink>(&mut self, mut flushed: Vec<usize>, conns: &mut slab::Slab<C>) {
-        self.srv.stats.workers[self.id].beat.progress_ms.store(0, Ordering::Relaxed);
+        // Clients that grew this round, by input no command has consumed yet (a slow or
+        // hostile sender's query buffer): Redis checks in every beforeSleep. Scans are at most
+        // one a millisecond across workers. Before the round is counted, so a peer settling
+        // (`settle_peers`) sees its outcome.
+        if self.srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
+            crate::services::evict::evict_clients(&*self.srv);
+        }
+        let beat = &self.srv.stats.workers[self.id].beat;
+        beat.progress_ms.store(0, Ordering::Relaxed);
+        let pending = std::mem::take(&mut self.read_full);
+        if pending != self.input_pending {
+            self.input_pending = pending;
+            beat.input_pending.store(pending, Ordering::Release);
+        }
         if let Some(t0) = self.round_start.take() {
             let c = &self.srv.stats.workers[self.id].counters;
             let us = self.srv.clock.instant().saturating_duration_since(t0).as_micros() as u64;
@@ -637,12 +657,6 @@ impl Core {
         flushed.clear();
         if self.to_flush.is_empty() {
             self.to_flush = flushed;
-        }
-        // Clients that grew this round, by input no command has consumed yet (a slow or
-        // hostile sender's query buffer): Redis checks in every beforeSleep. Scans are at most
-        // one a millisecond across workers.
-        if self.srv.config.hot.maxmemory_clients.load(Ordering::Relaxed) != 0 {
-            crate::services::evict::evict_clients(&*self.srv);
         }
         self.tick(conns);
     }

@@ -78,6 +78,9 @@ pub struct Beat {
     /// The worker is letting the others run their rounds before an INFO or CLIENT LIST
     /// (`settle_peers` in exec): others do not wait for it meanwhile.
     pub settling: std::sync::atomic::AtomicBool,
+    /// The worker's last round read a full buffer from a socket: more input has likely
+    /// arrived that it has not read yet (`Core::read_full`).
+    pub input_pending: std::sync::atomic::AtomicBool,
 }
 
 impl Beat {

@@ -127,8 +127,8 @@ def tree_memory(pid):
     return total
 
 
-def info(port, field):
-    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "persistence"], capture_output=True, text=True).stdout
+def info(port, field, section="persistence"):
+    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", section], capture_output=True, text=True).stdout
     for line in out.splitlines():
         if line.startswith(field + ":"):
             return line.split(":", 1)[1].strip()
@@ -163,6 +163,9 @@ def save_one(kind, keys, rewrite=False):
             peak.append(tree_memory(p.pid))
             time.sleep(0.05)
         save_s = time.time() - t0
+        # The server's stall to start its child: Redis's fork; Atoll's posix_spawn (0: a build
+        # without a child).
+        fork_us = info(port, "latest_fork_usec", "stats")
         t.join()
         if rewrite:
             ad = os.path.join(d, "appendonlydir")
@@ -175,7 +178,7 @@ def save_one(kind, keys, rewrite=False):
     if rewrite:
         shutil.rmtree(d, ignore_errors=True)
         return dict(base=base, peak=max(peak), save_s=save_s, size=size, load_s=float("nan"),
-                    p99_steady=steady[4], p99_save=lat["v"][4])
+                    p99_steady=steady[4], p99_save=lat["v"][4], fork_us=fork_us)
     # Load time: start-up until PING answers (not -LOADING); Atoll also on both cores (it
     # decodes on one thread per core; Redis loads on one whatever it is given).
     loads = []
@@ -187,28 +190,33 @@ def save_one(kind, keys, rewrite=False):
         p2.wait()
     shutil.rmtree(d, ignore_errors=True)
     return dict(base=base, peak=max(peak), save_s=save_s, size=size, load_s=loads[0], load2_s=loads[-1],
-                p99_steady=steady[4], p99_save=lat["v"][4])
+                p99_steady=steady[4], p99_save=lat["v"][4], fork_us=fork_us)
+
+
+def kinds():
+    """Redis and Atoll, and with $ATOLL_BASE an older Atoll build beside them."""
+    return ("redis", "atoll", "base") if os.environ.get("ATOLL_BASE") else ("redis", "atoll")
 
 
 def save_suite(keys):
-    rows = {k: save_one(k, keys) for k in ("redis", "atoll")}
+    rows = {k: save_one(k, keys) for k in kinds()}
     print(f"BGSAVE of {keys} keys (100-byte values) under 50 writers")
-    print("server | memory before MB | peak during save MB | peak ÷ before | save s | p99 steady ms | p99 during save ms | RDB MB | load s")
+    print("server | memory before MB | peak during save MB | peak ÷ before | save s | p99 steady ms | p99 during save ms | RDB MB | load s | latest_fork_usec")
     for k, r in rows.items():
         print(f"{k:6} | {r['base'] / 1e6:8.1f} | {r['peak'] / 1e6:8.1f} | {r['peak'] / r['base']:.2f} | {r['save_s']:.2f} | "
-              f"{r['p99_steady']:.2f} | {r['p99_save']:.2f} | {r['size'] / 1e6:.1f} | {r['load_s']:.2f}")
+              f"{r['p99_steady']:.2f} | {r['p99_save']:.2f} | {r['size'] / 1e6:.1f} | {r['load_s']:.2f} | {r['fork_us']}")
     a, r = rows["atoll"], rows["redis"]
     print(f"Atoll ÷ Redis: RDB size {a['size'] / r['size']:.3f}×, load time {a['load_s'] / r['load_s']:.2f}× "
           f"(Atoll on two cores: {a['load2_s']:.2f} s, {a['load2_s'] / r['load_s']:.2f}×)")
 
 
 def rewrite_suite(keys):
-    rows = {k: save_one(k, keys, rewrite=True) for k in ("redis", "atoll")}
+    rows = {k: save_one(k, keys, rewrite=True) for k in kinds()}
     print(f"BGREWRITEAOF of {keys} keys (100-byte values) under 50 writers, appendfsync everysec")
-    print("server | memory before MB | peak during rewrite MB | peak ÷ before | rewrite s | p99 steady ms | p99 during rewrite ms | base MB")
+    print("server | memory before MB | peak during rewrite MB | peak ÷ before | rewrite s | p99 steady ms | p99 during rewrite ms | base MB | latest_fork_usec")
     for k, r in rows.items():
         print(f"{k:6} | {r['base'] / 1e6:8.1f} | {r['peak'] / 1e6:8.1f} | {r['peak'] / r['base']:.2f} | {r['save_s']:.2f} | "
-              f"{r['p99_steady']:.2f} | {r['p99_save']:.2f} | {r['size'] / 1e6:.1f}")
+              f"{r['p99_steady']:.2f} | {r['p99_save']:.2f} | {r['size'] / 1e6:.1f} | {r['fork_us']}")
 
 
 def bigkey_one(kind, big, cpu="0"):

@@ -5,6 +5,10 @@ static GLOBAL: atoll::alloc::Counting = atoll::alloc::Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // A background child (BGSAVE, BGREWRITEAOF) started by a server: it only writes a file.
+    if args.first().is_some_and(|a| a == atoll::persist::child::CHILD_FLAG) {
+        std::process::exit(atoll::persist::child::main(&args[1..]));
+    }
     if let Some(a) = args.first() {
         if a == "-v" || a == "--version" {
             println!("Atoll server v={} (redis_version={}) bits=64", env!("CARGO_PKG_VERSION"), atoll::REDIS_VERSION);

@@ -1518,3 +1518,104 @@ fn aof_bases_load_whole_as_redis() {
         }
     }
 }
+
+/// The children of process `pid` (from /proc: every process's parent is in its stat line).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        // pid (comm) state ppid …: comm may hold spaces, so read after its closing ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|x| x.1) else { continue };
+        if rest.split_whitespace().nth(1).and_then(|v| v.parse::<u32>().ok()) == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn oom_score_adj(pid: u32) -> i64 {
+    std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap().trim().parse().unwrap()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn stat_field(c: &mut RawConn, section: &str, name: &str) -> String {
+    let info = String::from_utf8_lossy(&cmd(c, &[b"INFO", section.as_bytes()])).to_string();
+    info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or_else(|| panic!("{name}")).to_string()
+}
+
+/// BGSAVE's file and BGREWRITEAOF's base are written by a child process, as Redis's are, so
+/// what operators do with Redis's child acts the same: it is the server's child (`pgrep -P`),
+/// writes `temp-<its pid>.rdb` / `temp-rewriteaof-<its pid>.aof`, has the third OOM score
+/// class, is counted by `total_forks`, and `kill -9` of it fails the save (MISCONF after a
+/// BGSAVE) and leaves no temporary file. Checked on Redis 7.2.6 and Atoll alike.
+#[test]
+fn background_saves_are_written_by_a_child_process_as_in_redis() {
+    for s in [start_redis(&[]), start_atoll(&[])] {
+        let name = s.name;
+        let pid = s.child.id();
+        let mut c = RawConn::connect(s.port);
+        let dir = std::path::PathBuf::from(
+            String::from_utf8_lossy(&parse_array(&cmd(&mut c, &[b"CONFIG", b"GET", b"dir"]))[1]).to_string(),
+        );
+        let base = oom_score_adj(pid);
+        for (k, v) in [("save", "3600 1"), ("oom-score-adj-values", "10 20 30"), ("oom-score-adj", "yes")] {
+            assert_eq!(cmd(&mut c, &[b"CONFIG", b"SET", k.as_bytes(), v.as_bytes()]), b"+OK\r\n", "{name}");
+        }
+        assert_eq!(oom_score_adj(pid), base + 10, "{name}");
+        let forks = |c: &mut RawConn| stat_field(c, "stats", "total_forks").parse::<u64>().unwrap();
+        assert_eq!(forks(&mut c), 0, "{name}");
+        cmd(&mut c, &[b"SET", b"k", b"v"]);
+        cmd(&mut c, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"1000000"]);
+        assert_eq!(cmd(&mut c, &[b"BGSAVE"]), b"+Background saving started\r\n", "{name}");
+        let mut kids = Vec::new();
+        wait_until("the BGSAVE child", || {
+            kids = children_of(pid);
+            !kids.is_empty()
+        });
+        assert_eq!(kids.len(), 1, "{name}: {kids:?}");
+        let child = kids[0];
+        let temp = dir.join(format!("temp-{child}.rdb"));
+        wait_until("the child's temporary file", || temp.exists());
+        wait_until("the child's OOM score", || oom_score_adj(child) == base + 30);
+        assert_eq!(forks(&mut c), 1, "{name}");
+        // SAFETY: a signal to the server's child, found above.
+        unsafe { libc::kill(child as i32, libc::SIGKILL) };
+        wait_until("the save's end", || info_field(&mut c, "rdb_bgsave_in_progress") == "0");
+        assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "err", "{name}");
+        assert!(cmd(&mut c, &[b"SET", b"k", b"v2"]).starts_with(b"-MISCONF"), "{name}");
+        wait_until("the temporary file's removal", || !temp.exists());
+        assert!(children_of(pid).is_empty(), "{name}: a child is left");
+        // The next BGSAVE succeeds, with a child of its own.
+        cmd(&mut c, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]);
+        assert_eq!(cmd(&mut c, &[b"BGSAVE"]), b"+Background saving started\r\n", "{name}");
+        wait_until("the save's end", || info_field(&mut c, "rdb_bgsave_in_progress") == "0");
+        assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok", "{name}");
+        assert_eq!(forks(&mut c), 2, "{name}");
+        assert!(dir.join("dump.rdb").exists(), "{name}");
+        // The AOF's rewrite: its first base (AOF turned on), then one killed.
+        assert_eq!(cmd(&mut c, &[b"CONFIG", b"SET", b"appendonly", b"yes"]), b"+OK\r\n", "{name}");
+        wait_until("the first rewrite", || info_field(&mut c, "aof_rewrite_in_progress") == "0");
+        assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "ok", "{name}");
+        assert_eq!(forks(&mut c), 3, "{name}");
+        cmd(&mut c, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"1000000"]);
+        assert!(cmd(&mut c, &[b"BGREWRITEAOF"]).starts_with(b"+Background append only file rewriting"), "{name}");
+        wait_until("the rewrite's child", || !children_of(pid).is_empty());
+        let child = children_of(pid)[0];
+        let temp = dir.join(format!("temp-rewriteaof-{child}.aof"));
+        wait_until("the rewrite's temporary file", || temp.exists());
+        // SAFETY: as above.
+        unsafe { libc::kill(child as i32, libc::SIGKILL) };
+        wait_until("the rewrite's end", || info_field(&mut c, "aof_rewrite_in_progress") == "0");
+        assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "err", "{name}");
+        wait_until("the rewrite's temporary file's removal", || !temp.exists());
+        cmd(&mut c, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]);
+    }
+}

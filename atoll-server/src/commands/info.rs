@@ -434,8 +434,9 @@ fn stats(o: &mut String, cx: &mut Cx) {
         f!(o, "pubsub_patterns:{}", srv.pubsub.len(Kind::Pattern));
         f!(o, "pubsubshard_channels:{}", srv.pubsub.len(Kind::Shard));
     }
-    f!(o, "latest_fork_usec:0");
-    f!(o, "total_forks:0");
+    // Background children (BGSAVE's and the AOF rewrite's writers), spawned rather than forked.
+    f!(o, "latest_fork_usec:{}", srv.persistence.last_spawn_us.load(Ordering::Relaxed));
+    f!(o, "total_forks:{}", srv.persistence.children_started.load(Ordering::Relaxed));
     f!(o, "migrate_cached_sockets:{}", srv.migrate_sockets.len());
     f!(o, "slave_expires_tracked_keys:{}", srv.ks.replica_ttls.lock().len());
     f!(o, "active_defrag_hits:0");

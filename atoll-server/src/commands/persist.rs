@@ -140,7 +140,8 @@ pub fn bgsave(ctx: &mut Ctx) -> CmdResult {
     let after_rewrite = ctx.srv.persistence.aof.rewrite_in_progress.load(std::sync::atomic::Ordering::Acquire);
     // The progress total, counted through this command's locks (a transaction holds them).
     let total = (0..ctx.srv.ks.num_dbs()).map(|d| ctx.ks.locks.dbsize(d) as u64).sum();
-    match persistence::bgsave(ctx.srv, schedule || ctx.client.in_exec, total) {
+    let now = !ctx.client.in_exec && !after_rewrite;
+    match persistence::bgsave(ctx.srv, schedule || ctx.client.in_exec, total, now) {
         Ok(()) if ctx.client.in_exec || after_rewrite => ctx.reply.simple("Background saving scheduled"),
         Ok(()) => ctx.reply.simple("Background saving started"),
         Err(e) => return Err(CmdError::msg(e)),

@@ -5,7 +5,8 @@
 //!   `relative`) adds the value to the score the process had before Atoll first changed it,
 //!   `absolute` writes the value itself, `no` puts that original score back. The values are
 //!   per process class (primary, replica, background child): the replica's applies while the
-//!   server follows a master ([`set_replica`]); Atoll forks no background child.
+//!   server follows a master ([`set_replica`]), the child's in the background child that writes
+//!   a snapshot ([`set_child_oom_score`]).
 //! * `disable-thp`: when the kernel gives every process transparent huge pages (`[always]`),
 //!   turn them off for this one (`prctl(PR_SET_THP_DISABLE)`): a huge page makes one touched
 //!   byte cost 2 MB of RSS, which is what maxmemory and the operator's dashboards count.
@@ -61,6 +62,30 @@ pub fn set_oom_score(mode: &str, values: &str) -> Result<(), super::ConfigError>
         crate::log_warning!("Unable to write oom_score_adj: {e}");
         super::ConfigError::Apply(FAILED.into())
     })
+}
+
+/// A background child's OOM score (`oom-score-adj-values`' third class), written to its
+/// `/proc/<pid>/oom_score_adj` as Redis's child sets its own; nothing with `oom-score-adj no`.
+pub fn set_child_oom_score(pid: u32, mode: &str, values: &str) {
+    if mode == "no" {
+        return;
+    }
+    let base = {
+        let mut b = OOM_BASE.lock();
+        match *b {
+            Some(v) => v,
+            None => {
+                let v = std::fs::read_to_string(OOM_FILE).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+                *b = Some(v);
+                v
+            }
+        }
+    };
+    let own: i64 = values.split_whitespace().nth(2).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let v = if mode == "absolute" { own } else { own + base }.clamp(-1000, 1000);
+    if let Err(e) = std::fs::write(format!("/proc/{pid}/oom_score_adj"), v.to_string()) {
+        crate::log_warning!("Unable to write oom_score_adj of the background child {pid}: {e}");
+    }
 }
 
 /// `disable-thp yes` at start-up: transparent huge pages off for the process when the kernel

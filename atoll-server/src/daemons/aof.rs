@@ -214,7 +214,12 @@ pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), PersistE
     } else {
         // A running rewrite is abandoned (Redis kills its child), and waited for.
         if srv.persistence.aof.rewrite_in_progress.load(Ordering::Acquire) {
-            crate::log_notice!("Killing running AOF rewrite child: {}", std::process::id());
+            // The child's pid once it runs (a rewrite asked for and not started has none yet).
+            let pid = match srv.persistence.child_pid.load(Ordering::Acquire) {
+                0 => std::process::id(),
+                pid => pid,
+            };
+            crate::log_notice!("Killing running AOF rewrite child: {pid}");
         }
         srv.persistence.aof.progress.cancel.store(true, Ordering::Relaxed);
         let g = srv.persistence.aof.files_lock.lock();
@@ -226,6 +231,7 @@ pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), PersistE
             // As Redis's stopAppendOnly, a rewrite scheduled behind a BGSAVE goes too.
             a.rewrite_scheduled.store(false, Ordering::Release);
             if a.rewrite_requested.swap(false, Ordering::AcqRel) {
+                crate::daemons::persistence::drop_pending_child(srv);
                 a.rewrite_in_progress.store(false, Ordering::Release);
             }
         }
@@ -243,6 +249,7 @@ pub fn set_enabled(srv: &Server, on: bool, in_exec: bool) -> Result<(), PersistE
             // Its first base never came: what it logged meanwhile goes.
             a.rewrite_scheduled.store(false, Ordering::Release);
             a.rewrite_requested.store(false, Ordering::Release);
+            crate::daemons::persistence::drop_pending_child(srv);
             a.rewrite_in_progress.store(false, Ordering::Release);
             let d = dir(srv);
             let _ = std::fs::remove_file(d.join(aof::temp_incr_name(&fname(srv))));
@@ -319,6 +326,9 @@ pub fn request_rewrite(srv: &Server, in_exec: bool) -> Result<&'static str, &'st
         return Ok("Background append only file rewriting scheduled");
     }
     a.rewrite_in_progress.store(true, Ordering::Release);
+    // A cancel of an earlier rewrite must not end this one; one from now on does.
+    a.progress.cancel.store(false, Ordering::Relaxed);
+    crate::daemons::persistence::prespawn(srv, crate::persist::child::Kind::AofRewrite);
     a.rewrite_requested.store(true, Ordering::Release);
     crate::daemons::persistence::wake_thread(srv);
     Ok("Background append only file rewriting started")
@@ -330,9 +340,12 @@ pub fn run_requested(srv: &Server) -> bool {
     let a = &srv.persistence.aof;
     if a.rewrite_scheduled.load(Ordering::Acquire)
         && !srv.persistence.in_progress.load(Ordering::Acquire)
+        && !a.rewrite_in_progress.load(Ordering::Acquire)
+        && !rewrite_limited(srv)
         && !a.rewrite_in_progress.swap(true, Ordering::AcqRel)
     {
         a.rewrite_scheduled.store(false, Ordering::Release);
+        a.progress.cancel.store(false, Ordering::Relaxed);
         a.rewrite_requested.store(true, Ordering::Release);
     }
     if !a.rewrite_requested.swap(false, Ordering::AcqRel) {
@@ -351,7 +364,6 @@ fn rewrite_concurrent(srv: &Server) {
     a.rewrite_in_progress.store(true, Ordering::Release);
     let start = std::time::Instant::now();
     a.rewrite_started_ms.store(srv.now_ms(), Ordering::Relaxed);
-    crate::log_notice!("Background append only file rewriting started");
     let r = rewrite_files(srv);
     a.last_rewrite_secs.store(start.elapsed().as_secs() as i64, Ordering::Relaxed);
     a.last_cow_bytes.store(a.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -363,6 +375,9 @@ fn rewrite_concurrent(srv: &Server) {
             crate::log_notice!("Background AOF rewrite terminated with success");
             crate::log_notice!("Background AOF rewrite finished successfully");
         }
+        // Called off by the server (AOF turned off, a shutdown): no failure, as Redis's
+        // SIGUSR1 to its child is none.
+        Err(e) if e.to_string() == rdbfile::CANCELLED => {}
         Err(e) => {
             a.last_rewrite_failed.store(true, Ordering::Relaxed);
             a.consecutive_failures.fetch_add(1, Ordering::Relaxed);
@@ -461,7 +476,26 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     };
     let opts = crate::persist::save_opts(&srv.config);
     let autosync = srv.config.flag(crate::config::p::AOF_REWRITE_INCREMENTAL_FSYNC);
-    let r = rdbfile::save_file(&srv.ks, &d.join(&base.name), &mut hooks, opts, form, &a.progress, autosync);
+    // Written by a background child, its temporary file in the working directory as Redis's
+    // (`temp-rewriteaof-bg-<pid>.aof`), renamed by it into the AOF directory.
+    let target = d.join(&base.name);
+    let kind = crate::persist::child::Kind::AofRewrite;
+    let child = crate::daemons::persistence::take_child(srv, kind).map(Ok).unwrap_or_else(|| {
+        crate::daemons::persistence::start_child(srv, kind, std::path::Path::new("."), &target, autosync, &a.progress)
+    });
+    let r = match child {
+        Ok(mut child) => {
+            child.set_target(&target);
+            crate::log_notice!("Background append only file rewriting started by pid {}", child.pid);
+            let (r, ended) = rdbfile::save_through_child(&srv.ks, child, &mut hooks, opts, form, &a.progress);
+            srv.persistence.child_pid.store(0, Ordering::Release);
+            crate::daemons::persistence::child_outcome(r, ended, "Background AOF rewrite")
+        }
+        Err(e) => {
+            crate::log_warning!("Can't rewrite append only file in background: fork: {e}");
+            Err(e)
+        }
+    };
     hooks.unsplit();
     let r = r.and_then(|info| hooks.unsplit.map(|()| info)).and_then(|info| {
         let m = Manifest {
@@ -480,6 +514,13 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
                 // The log appends to `incr` now, which no manifest names yet: the next try
                 // takes the next number, and the manifest that names its files drops this one.
                 a.manifest.lock().history.push(incr);
+                // What the temporary file holds is in memory and in no file that counts (AOF
+                // is not on until a base is): it goes, as Redis's does after a failed first
+                // rewrite.
+                let temp = aof::temp_incr_name(&name);
+                if std::fs::remove_file(d.join(&temp)).is_ok() {
+                    crate::log_notice!("Removing the temp incr aof file {temp} in the background");
+                }
             }
             return Err(e);
         }
@@ -534,6 +575,7 @@ pub fn stop_rewrite(srv: &Server) {
     a.rewrite_requested.store(false, Ordering::Release);
     a.rewrite_scheduled.store(false, Ordering::Release);
     a.progress.cancel.store(true, Ordering::Relaxed);
+    crate::daemons::persistence::drop_pending_child(srv);
     drop(a.files_lock.lock());
 }
 
@@ -784,6 +826,36 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), PersistError> {
 /// `auto-aof-rewrite-percentage` / `auto-aof-rewrite-min-size` (Redis's serverCron rule):
 /// once the AOF is over the minimum size and has grown by the percentage since the last
 /// rewrite, rewrite it. Checked by the persistence thread.
+/// Redis's `aofRewriteLimited`: after 3 rewrites in a row failed, the automatic and scheduled
+/// ones wait 1 minute, then 2, 4 … up to an hour between tries (each failure leaves one more
+/// incremental file); BGREWRITEAOF still runs at once. Only the persistence thread asks.
+fn rewrite_limited(srv: &Server) -> bool {
+    const THRESHOLD: u64 = 3;
+    const MAX_MINUTES: i64 = 60;
+    // (the next delay in minutes, when the next try may run in unix seconds; 0: none set)
+    static LIMIT: parking_lot::Mutex<(i64, i64)> = parking_lot::Mutex::new((0, 0));
+    let mut l = LIMIT.lock();
+    if srv.persistence.aof.consecutive_failures.load(Ordering::Relaxed) < THRESHOLD {
+        *l = (0, 0);
+        return false;
+    }
+    let now = srv.now_ms() / 1000;
+    if l.1 != 0 {
+        if now < l.1 {
+            return true;
+        }
+        l.1 = 0;
+        return false;
+    }
+    l.0 = if l.0 == 0 { 1 } else { (l.0 * 2).min(MAX_MINUTES) };
+    l.1 = now + l.0 * 60;
+    crate::log_warning!(
+        "Background AOF rewrite has repeatedly failed and triggered the limit, will retry in {} minutes",
+        l.0
+    );
+    true
+}
+
 pub fn maybe_auto_rewrite(srv: &Server) {
     let Some(log) = srv.persistence.aof.log() else { return };
     let perc: u64 = srv.config.text(crate::config::p::AUTO_AOF_REWRITE_PERCENTAGE).parse().unwrap_or(0);
@@ -794,9 +866,14 @@ pub fn maybe_auto_rewrite(srv: &Server) {
         return;
     }
     let a = &srv.persistence.aof;
-    if srv.persistence.in_progress.load(Ordering::Acquire) || a.rewrite_in_progress.swap(true, Ordering::AcqRel) {
+    if srv.persistence.in_progress.load(Ordering::Acquire)
+        || a.rewrite_in_progress.load(Ordering::Acquire)
+        || rewrite_limited(srv)
+        || a.rewrite_in_progress.swap(true, Ordering::AcqRel)
+    {
         return;
     }
+    a.progress.cancel.store(false, Ordering::Relaxed);
     crate::log_notice!("Starting automatic rewriting of AOF on {}% growth", (current * 100 / base) - 100);
     rewrite_concurrent(srv);
 }

@@ -7,6 +7,7 @@
 
 use crate::engine::{Locks, SHARDS};
 use crate::exec::Server;
+use crate::persist::child::Kind;
 use crate::persist::{rdbfile, PersistError};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -134,6 +135,7 @@ pub fn save(srv: &Server) -> Result<rdbfile::SaveInfo, PersistError> {
     if p.in_progress.swap(true, Ordering::AcqRel) {
         return Err(PersistError::Running);
     }
+    p.progress.cancel.store(false, Ordering::Relaxed);
     // Redis saves while its AOF child rewrites; here both are snapshots, one at a time, so
     // SAVE waits for the rewrite's to end.
     while srv.ks.snapshots.running() {
@@ -158,7 +160,26 @@ pub fn write(srv: &Server, background: bool) -> Result<rdbfile::SaveInfo, Persis
     let history = srv.repl.proxying.load(Ordering::Acquire) || srv.repl.on();
     let mut head = SaveHooks { srv, head: Some(header(srv, false)), history, at: None };
     let autosync = srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC);
-    let r = rdbfile::save_file(&srv.ks, &path, &mut head, opts, rdbfile::Form::Rdb { checksum }, &p.progress, autosync);
+    let form = rdbfile::Form::Rdb { checksum };
+    let r = if background {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let child = take_child(srv, Kind::Rdb).map(Ok);
+        match child.unwrap_or_else(|| start_child(srv, Kind::Rdb, dir, &path, autosync, &p.progress)) {
+            Ok(child) => {
+                let pid = child.pid;
+                crate::log_notice!("Background saving started by pid {pid}");
+                let (r, ended) = rdbfile::save_through_child(&srv.ks, child, &mut head, opts, form, &p.progress);
+                p.child_pid.store(0, Ordering::Release);
+                child_outcome(r, ended, "Background saving")
+            }
+            Err(e) => {
+                crate::log_warning!("Can't save in background: fork: {e}");
+                Err(e)
+            }
+        }
+    } else {
+        rdbfile::save_file(&srv.ks, &path, &mut head, opts, form, &p.progress, autosync)
+    };
     p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
     match r {
         Ok(info) => {
@@ -177,6 +198,9 @@ pub fn write(srv: &Server, background: bool) -> Result<rdbfile::SaveInfo, Persis
             if background {
                 p.set_failed(true);
             }
+            if e.to_string().starts_with(crate::persist::child::CHILD_ERROR) {
+                return Err(PersistError::Io(e));
+            }
             crate::log_warning!(
                 "Failed opening the temp RDB file {} (in server root dir {}) for saving: {e}",
                 path.display(),
@@ -187,6 +211,105 @@ pub fn write(srv: &Server, background: bool) -> Result<rdbfile::SaveInfo, Persis
     }
 }
 
+/// Starts a background child writing `target` (see `persist::child`), counted and given
+/// its OOM score as Redis's forked child; if it dies before the snapshot is complete (a
+/// `kill -9`), `progress` is cancelled so the snapshot stops at once.
+pub(crate) fn start_child(
+    srv: &Server,
+    kind: Kind,
+    temp_dir: &std::path::Path,
+    target: &std::path::Path,
+    incremental_fsync: bool,
+    progress: &std::sync::Arc<rdbfile::Progress>,
+) -> std::io::Result<crate::persist::child::Child> {
+    let p = &srv.persistence;
+    let died = progress.clone();
+    let child = crate::persist::child::spawn(kind, temp_dir, target, incremental_fsync, move || {
+        died.cancel.store(true, Ordering::Relaxed);
+    })?;
+    p.child_pid.store(child.pid, Ordering::Release);
+    p.children_started.fetch_add(1, Ordering::Relaxed);
+    p.last_spawn_us.store(child.spawn_us, Ordering::Relaxed);
+    crate::config::process::set_child_oom_score(
+        child.pid,
+        &srv.config.text(crate::config::p::OOM_SCORE_ADJ),
+        &srv.config.text(crate::config::p::OOM_SCORE_ADJ_VALUES),
+    );
+    Ok(child)
+}
+
+/// Starts the child of a save that was just asked for and will begin at once, before the
+/// command replies, as Redis forks before it answers BGSAVE or BGREWRITEAOF: a client that
+/// then looks for the child (`pgrep -P`) finds it. The persistence thread writes through it
+/// (`take_child`); without one it starts its own. A failure to start is left for the thread,
+/// which meets it again and reports it.
+pub fn prespawn(srv: &Server, kind: Kind) {
+    let (dir, target, autosync, progress) = match kind {
+        Kind::Rdb => {
+            let path = rdb_path(srv);
+            let dir =
+                path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_owned();
+            (dir, path, srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC), &srv.persistence.progress)
+        }
+        Kind::AofRewrite => (
+            std::path::PathBuf::from("."),
+            std::path::PathBuf::from("."),
+            srv.config.flag(crate::config::p::AOF_REWRITE_INCREMENTAL_FSYNC),
+            &srv.persistence.aof.progress,
+        ),
+    };
+    if let Ok(child) = start_child(srv, kind, &dir, &target, autosync, progress) {
+        if let Some(old) = srv.persistence.pending_child.lock().replace(child) {
+            old.finish(false);
+        }
+    }
+}
+
+/// The child started for this save by its command, if any (one of another kind is ended).
+pub(crate) fn take_child(srv: &Server, kind: Kind) -> Option<crate::persist::child::Child> {
+    let c = srv.persistence.pending_child.lock().take()?;
+    if c.kind == kind {
+        return Some(c);
+    }
+    c.finish(false);
+    None
+}
+
+/// A save asked for is called off before it began (AOF turned off, a shutdown): its child,
+/// if it has one, is ended (SIGUSR1, no error).
+pub fn drop_pending_child(srv: &Server) {
+    let c = srv.persistence.pending_child.lock().take();
+    if let Some(c) = c {
+        c.finish(false);
+        srv.persistence.child_pid.store(0, Ordering::Release);
+    }
+}
+
+/// A save through a child, as one result: the snapshot's error if it failed, else the
+/// child's (killed by a signal: Redis's "terminated by signal" line; SIGUSR1 is the server's
+/// own doing, a cancel).
+pub(crate) fn child_outcome(
+    r: std::io::Result<rdbfile::SaveInfo>,
+    ended: crate::persist::child::Ended,
+    what: &str,
+) -> std::io::Result<rdbfile::SaveInfo> {
+    use crate::persist::child::Ended;
+    match ended {
+        Ended::Signal(libc::SIGUSR1) => {
+            crate::log_warning!("{what} terminated by signal {}", libc::SIGUSR1);
+            Err(std::io::Error::other(rdbfile::CANCELLED))
+        }
+        Ended::Signal(sig) => {
+            crate::log_warning!("{what} terminated by signal {sig}");
+            Err(std::io::Error::other(format!("{} was killed by signal {sig}", crate::persist::child::CHILD_ERROR)))
+        }
+        Ended::Failed(code) => Err(r.err().unwrap_or_else(|| {
+            std::io::Error::other(format!("{} exited with {code}", crate::persist::child::CHILD_ERROR))
+        })),
+        Ended::Saved => r,
+    }
+}
+
 fn cwd() -> String {
     std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
 }
@@ -194,7 +317,7 @@ fn cwd() -> String {
 /// Starts a BGSAVE on the persistence thread. Err: a snapshot is already being written.
 /// `rdb_bgsave_in_progress` is 1 from here on, so a client polling INFO never sees the
 /// request as done before it ran.
-pub fn bgsave(srv: &Server, schedule: bool, keys_total: u64) -> Result<(), &'static str> {
+pub fn bgsave(srv: &Server, schedule: bool, keys_total: u64, spawn_now: bool) -> Result<(), &'static str> {
     let p = &srv.persistence;
     if srv.persistence.aof.rewrite_in_progress.load(Ordering::Acquire) && !schedule {
         return Err("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
@@ -202,11 +325,16 @@ pub fn bgsave(srv: &Server, schedule: bool, keys_total: u64) -> Result<(), &'sta
     if p.in_progress.swap(true, Ordering::AcqRel) {
         return Err(ERR_BGSAVE_RUNNING);
     }
+    // From here a FLUSHALL cancels this save, even before it begins.
+    p.progress.cancel.store(false, Ordering::Relaxed);
     p.bgsave_started_ms.store(srv.now_ms(), Ordering::Relaxed);
     // Progress is visible from the reply on (the walk sets the same total when it starts).
     p.progress.keys_total.store(keys_total, Ordering::Relaxed);
     p.progress.keys_processed.store(0, Ordering::Relaxed);
     p.progress.cow_bytes.store(0, Ordering::Relaxed);
+    if spawn_now {
+        prespawn(srv, Kind::Rdb);
+    }
     p.scheduled.store(true, Ordering::Release);
     wake_thread(srv);
     Ok(())

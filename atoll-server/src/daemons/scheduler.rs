@@ -31,9 +31,9 @@ pub fn run_thread(srv: Arc<Server>) {
                 continue;
             }
             p.bgsave_started_ms.store(srv.now_ms(), Ordering::Relaxed);
+            p.progress.cancel.store(false, Ordering::Relaxed);
         }
         let start = p.bgsave_started_ms.load(Ordering::Relaxed);
-        crate::log_notice!("Background saving started");
         let ok = write(&srv, true).is_ok();
         p.last_bgsave_secs.store((srv.now_ms() - start) / 1000, Ordering::Relaxed);
         p.in_progress.store(false, Ordering::Release);

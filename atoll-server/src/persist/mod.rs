@@ -4,6 +4,7 @@
 
 pub mod aof;
 pub mod bigvalue;
+pub mod child;
 pub mod rdbfile;
 
 use crate::config::Config;

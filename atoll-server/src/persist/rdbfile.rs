@@ -431,7 +431,9 @@ fn snapshot<W: Write>(
     });
     progress.keys_processed.store(0, Ordering::Relaxed);
     progress.cow_bytes.store(0, Ordering::Relaxed);
-    progress.cancel.store(false, Ordering::Relaxed);
+    // `cancel` is not cleared here: a cancel may come between the save's request and this
+    // start (FLUSHALL, AOF turned off), and must not be lost. It is cleared when a save is
+    // asked for.
     progress.keys_total.store((0..ks.num_dbs()).map(|d| ks.dbsize(d) as u64).sum(), Ordering::Relaxed);
     // Not while a script runs: its instant is before or after the whole script.
     let gate = ks.enter_script_gate();
@@ -544,12 +546,22 @@ pub fn set_save_delay(us: i64) {
     SAVE_DELAY_NOW.store(us, Ordering::Relaxed);
 }
 
+thread_local! {
+    /// This thread writes a save through a background child, which keeps the delay it began
+    /// with, as Redis's forked child does (a test that resets the delay and then kills the
+    /// child finds it still running).
+    static DELAY_FROZEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The snapshot writer's `key_delay`: slept in slices of at most 10 ms, each time with the
-/// delay as it is now, so a save slowed down for a test speeds up once the knob is reset —
-/// and stops at once when the save is cancelled (a shutdown killing the AOF rewrite, as
-/// Redis kills its child).
+/// delay as it is now (a replica's full sync or a slot export slowed down for a test speeds
+/// up once the knob is reset; a save through a background child keeps its own, see
+/// `DELAY_FROZEN`) — and stops at once when the save is cancelled (a shutdown killing the
+/// AOF rewrite, as Redis kills its child; a child that died).
 fn save_key_delay(at_start: i64, keys: u64, cancel: &std::sync::atomic::AtomicBool) {
+    let frozen = DELAY_FROZEN.with(|f| f.get());
     let now = || match SAVE_DELAY_NOW.load(Ordering::Relaxed) {
+        _ if frozen => at_start,
         i64::MIN => at_start,
         v => v,
     };
@@ -614,6 +626,26 @@ pub fn save_file(
     autosync: bool,
 ) -> std::io::Result<SaveInfo> {
     save_with(path, autosync, |w| write_snapshot(ks, w, hooks, opts, form, progress))
+}
+
+/// `save_file` through a background child (`persist::child`): the snapshot goes down its
+/// pipe, and the child writes, fsyncs and renames the file. The child is finished here either
+/// way — told the stream is complete, or killed (SIGUSR1) when the snapshot failed — and how
+/// it ended is returned beside the snapshot's own outcome.
+pub fn save_through_child(
+    ks: &Keyspace,
+    mut child: super::child::Child,
+    hooks: &mut dyn SnapshotHooks,
+    opts: SaveOpts,
+    form: Form,
+    progress: &Arc<Progress>,
+) -> (std::io::Result<SaveInfo>, super::child::Ended) {
+    DELAY_FROZEN.with(|f| f.set(true));
+    let r = write_snapshot(ks, BufWriter::with_capacity(1 << 16, &mut child), hooks, opts, form, progress)
+        .and_then(|(info, w)| w.into_inner().map(|_| info).map_err(|e| e.into_error()));
+    DELAY_FROZEN.with(|f| f.set(false));
+    let ended = child.finish(r.is_ok());
+    (r, ended)
 }
 
 /// `save_file` with the writing done by `write` (a snapshot, or `write_locked`). With

@@ -43,6 +43,16 @@ pub struct Persistence {
     pub last_cow_bytes: AtomicU64,
     pub last_load_keys_loaded: AtomicU64,
     pub last_load_keys_expired: AtomicU64,
+    /// The background child writing a file now (0: none), BGSAVE's or the AOF rewrite's.
+    pub child_pid: std::sync::atomic::AtomicU32,
+    /// Background children started (INFO `total_forks`), and how long the last start took in
+    /// µs (`latest_fork_usec`).
+    pub children_started: AtomicU64,
+    pub last_spawn_us: AtomicU64,
+    /// A child started by the command that asked for a save (BGSAVE, BGREWRITEAOF), as Redis
+    /// forks before it replies, for the persistence thread to write through. A leaf lock,
+    /// held only to put it or take it.
+    pub pending_child: parking_lot::Mutex<Option<crate::persist::child::Child>>,
     /// Wakes the persistence thread (a BGSAVE request).
     wake: (parking_lot::Mutex<bool>, Condvar),
 }

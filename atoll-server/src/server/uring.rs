@@ -259,8 +259,6 @@ struct Worker {
     io: IoHome<Io>,
     core: Core,
     pacing: Pacing,
-    /// `read_through`'s buffer (allocated at a connection's first big argument).
-    through: Vec<u8>,
 }
 
 /// The part of a worker that `busy_poll` may use while one of its connections runs a busy
@@ -366,7 +364,7 @@ pub fn run(id: usize, srv: Arc<Server>, inbox: Arc<Inbox>, ready: Arc<AtomicUsiz
         batch_pos: usize::MAX,
         busy: Busy::default(),
     };
-    let mut w = Worker { io: IoHome::new(io), core: Core::new(id, srv, inbox), pacing, through: Vec::new() };
+    let mut w = Worker { io: IoHome::new(io), core: Core::new(id, srv, inbox), pacing };
     w.io.get().post_wake_read();
     ready.fetch_add(1, Ordering::Release);
     w.main_loop();
@@ -626,7 +624,10 @@ impl Worker {
     /// next enter), and never once a busy script's poll set completions of `t` aside. Not for
     /// TLS (the argument's length counts plain text).
     fn read_through(&mut self, t: usize) {
-        const MAX_READ: usize = 1 << 20;
+        const MAX_READ: usize = 256 << 10;
+        // Allocated for this argument and freed after it: no worker keeps a buffer this size
+        // for the rare big argument (used_memory would count it).
+        let mut through = Vec::new();
         loop {
             let io = self.io.get();
             if !io.busy.deferred.is_empty() || !io.ring.completion().is_empty() {
@@ -648,11 +649,11 @@ impl Worker {
             if want < BUF_SIZE {
                 return;
             }
-            if self.through.len() < want {
-                self.through.resize(want, 0);
+            if through.len() < want {
+                through.resize(want, 0);
             }
             // SAFETY: reads into our own buffer, within its length.
-            let n = unsafe { libc::recv(c.fd.as_raw_fd(), self.through.as_mut_ptr().cast(), want, libc::MSG_DONTWAIT) };
+            let n = unsafe { libc::recv(c.fd.as_raw_fd(), through.as_mut_ptr().cast(), want, libc::MSG_DONTWAIT) };
             // Nothing more yet, the end of the stream or an error: the ring's receive, which
             // reads on from here, reports them.
             if n <= 0 {
@@ -663,7 +664,7 @@ impl Worker {
             let c: *mut Connection = &mut **c;
             // SAFETY: `t`'s boxed entry, which a busy script's poll never touches (as in
             // `Io::recv`); no other reference into the `Io` is held while the requests run.
-            if !self.core.ingest(unsafe { &mut (*c).link }, t, &self.through[..n], None) {
+            if !self.core.ingest(unsafe { &mut (*c).link }, t, &through[..n], None) {
                 self.io.get().close(t);
                 return;
             }

@@ -28,6 +28,8 @@ fn main() {
             return;
         }
     }
+    // Before any thread: the process title's memory is taken over (the environment moved).
+    atoll::config::process::init_title();
     match atoll::config::Config::from_args(&args) {
         Ok((cfg, warnings)) => std::process::exit(atoll::server::net::run(cfg, warnings)),
         Err(e) => {

@@ -1002,9 +1002,7 @@ const STILL_INERT: &[(&str, &str)] = &[
     ),
     ("io-threads-do-reads", "Atoll's workers always read their own connections"),
     ("list-compress-depth", "Redis's own list tests set it; Atoll's lists are not compressed"),
-    ("proc-title-template", "Redis's own tests set it; Atoll does not retitle its process yet"),
     ("sanitize-dump-payload", "Redis's own tests set it; Atoll always checks a payload whole"),
-    ("set-proc-title", "as proc-title-template (its default, yes, not honoured yet)"),
 ];
 
 /// Every row of the table acts, is refused, or is listed above with its reason: a value other
@@ -1158,5 +1156,54 @@ fn dynamic_hz_follows_the_number_of_clients_as_redis() {
             assert_eq!(field(&mut c, "configured_hz"), "1", "{name}");
             drop(conns);
         }
+    }
+}
+
+/// The process title as `ps` shows it (`/proc/<pid>/cmdline`, NULs as spaces, trimmed).
+fn proc_title(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    String::from_utf8_lossy(&raw).replace('\0', " ").trim().to_string()
+}
+
+/// `proc-title-template` and `set-proc-title` act as in Redis 7.2.6: the title `ps` shows
+/// follows the template at start-up and on CONFIG SET (the binary's path aside, the same text
+/// as Redis's), a bad template is refused with Redis's error, and `set-proc-title no` leaves
+/// the command line as it was run.
+#[test]
+fn the_process_title_follows_its_template_as_in_redis() {
+    let template = "TEST {title} {listen-addr} {port} {tls-port} {unixsocket} {config-file} {server-mode}";
+    for s in [start_redis(&["--proc-title-template", template]), start_atoll(&["--proc-title-template", template])] {
+        let name = s.name;
+        let pid = s.child.id();
+        let bin = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
+        let bin = bin.split(['\0', ' ']).nth(1).unwrap_or_default().to_string();
+        let port = s.port;
+        let mut c = RawConn::connect(port);
+        let expect = |t: &str| t.replace("{bin}", &bin).replace("{port}", &port.to_string());
+        // No `bind` given: Redis's default binds `* -::*`, Atoll's tests run Atoll the same way.
+        let first = String::from_utf8_lossy(&c.cmd(&[b"CONFIG", b"GET", b"bind"])).to_string();
+        let bind = first.split("\r\n").nth(4).unwrap_or("*").split(' ').next().unwrap_or("*").to_string();
+        assert_eq!(proc_title(pid), expect(&format!("TEST {{bin}} {bind}:{{port}} {{port}} 0  -")), "{name}");
+        assert_eq!(
+            c.cmd(&[b"CONFIG", b"SET", b"proc-title-template", b"{title} {{port {port}}}"]),
+            b"+OK\r\n",
+            "{name}"
+        );
+        assert_eq!(proc_title(pid), expect("{bin} {port {port}}}"), "{name}");
+        for bad in ["{invalid-var}", "{title", "x {", " "] {
+            let e = String::from_utf8_lossy(&c.cmd(&[b"CONFIG", b"SET", b"proc-title-template", bad.as_bytes()]))
+                .to_string();
+            assert_eq!(
+                e,
+                "-ERR CONFIG SET failed (possibly related to argument 'proc-title-template') - template format is invalid or contains unknown variables\r\n",
+                "{name}: {bad:?}"
+            );
+        }
+        assert_eq!(proc_title(pid), expect("{bin} {port {port}}}"), "{name}");
+    }
+    // set-proc-title no: the command line stays as the server was started.
+    for s in [start_redis(&["--set-proc-title", "no"]), start_atoll(&["--set-proc-title", "no"])] {
+        let title = proc_title(s.child.id());
+        assert!(title.contains("--set-proc-title no"), "{}: {title}", s.name);
     }
 }

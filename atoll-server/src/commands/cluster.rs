@@ -428,8 +428,9 @@ pub fn saveconfig(ctx: &mut Ctx) -> CmdResult {
     enabled(ctx)?;
     let path = ctx.srv.cluster.conf_path.get().cloned().unwrap_or_default();
     // Rendered under the view's lock, written (and fsynced) after it.
-    let text = ctx.srv.cluster.peek(|st| cl::conf::render(st)).ok_or_else(|| CmdError::msg(DISABLED))?;
-    cl::conf::write(&text, &path, true).map_err(|e| {
+    let (text, number) =
+        ctx.srv.cluster.peek(|st| cl::conf::render_numbered(st)).ok_or_else(|| CmdError::msg(DISABLED))?;
+    cl::conf::write_numbered(&text, number, &path, true).map_err(|e| {
         CmdError::msg(format!("ERR error saving the cluster node config: {}", crate::log::strerror(&e)))
     })?;
     ctx.reply.ok();

@@ -581,6 +581,9 @@ impl Config {
                 return Err(set_err("oom-score-adj", e));
             }
         }
+        if staged.iter().any(|(_, d, _)| d.name == "proc-title-template") {
+            process::set_title(self, None);
+        }
         self.refresh_hot();
         Ok(())
     }
@@ -906,6 +909,9 @@ fn apply(def: &Def, v: &str) -> Result<(), ConfigError> {
     }
     if def.name == "hide-user-data-from-log" {
         crate::log::hide_user_data(v == "yes");
+    }
+    if def.name == "proc-title-template" && !process::valid_title_template(v) {
+        return Err(ConfigError::Apply("template format is invalid or contains unknown variables".into()));
     }
     if def.name == "locale-collate" {
         crate::collate::set(v).map_err(|e| ConfigError::Apply(e.to_string()))?;

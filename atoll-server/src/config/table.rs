@@ -279,7 +279,7 @@ pub const DEFS: &[Def] = &[
     Def::new("pidfile", Str, "").flags(IMMUTABLE).live(),
     // CONFIG SET rebinds the listeners (`config::LISTEN`), rolled back if binding fails.
     Def::new("port", Int { min: 0, max: 65535 }, "6379").live(),
-    Def::new("proc-title-template", Str, "{title} {listen-addr} {server-mode}").inert(),
+    Def::new("proc-title-template", Str, "{title} {listen-addr} {server-mode}").live(),
     Def::new("propagation-error-behavior", Enum(&["ignore", "panic", "panic-on-replicas"]), "ignore").live(),
     Def::new("protected-mode", Bool, "yes").live(),
     Def::new("proto-max-bulk-len", Memory { min: 1048576, max: LMAX }, "536870912").live(),
@@ -315,7 +315,7 @@ pub const DEFS: &[Def] = &[
     Def::new("set-max-intset-entries", Int { min: 0, max: LMAX }, "512").live(),
     Def::new("set-max-listpack-entries", Int { min: 0, max: LMAX }, "128").live(),
     Def::new("set-max-listpack-value", Int { min: 0, max: LMAX }, "64").live(),
-    Def::new("set-proc-title", Bool, "yes").flags(IMMUTABLE).inert(),
+    Def::new("set-proc-title", Bool, "yes").flags(IMMUTABLE).live(),
     Def::new("shutdown-on-sigint", Flags(&["default", "save", "nosave", "now", "force"]), "default").live(),
     Def::new("shutdown-on-sigterm", Flags(&["default", "save", "nosave", "now", "force"]), "default").live(),
     Def::new("shutdown-timeout", Int { min: 0, max: IMAX }, "10").live(),

@@ -634,13 +634,13 @@ fn carry_out(srv: &Server, poll: &Poll, links: &mut Slab<Link>) {
             srv.cluster.publish_if_dirty(st);
         }
         let actions = std::mem::take(&mut st.actions);
-        let save = std::mem::take(&mut st.todo_save).then(|| cl::conf::render(st));
+        let save = std::mem::take(&mut st.todo_save).then(|| cl::conf::render_numbered(st));
         let targets: Vec<(Name, Option<usize>)> = st.nodes.values().map(|n| (n.name, n.link)).collect();
         (actions, save, st.settings.link_sendbuf_limit, targets)
     };
-    if let Some(text) = save {
+    if let Some((text, number)) = save {
         if let Some(path) = srv.cluster.conf_path.get() {
-            if let Err(e) = cl::conf::write(&text, path, true) {
+            if let Err(e) = cl::conf::write_numbered(&text, number, path, true) {
                 crate::log_warning!("Fatal: can't update cluster config file: {e}");
                 std::process::exit(1);
             }

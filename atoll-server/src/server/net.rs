@@ -293,6 +293,8 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
             if uring { "io_uring" } else { "epoll" }
         );
     }
+    // The process title, as Redis sets it once it listens (`proc-title-template`).
+    crate::config::process::set_title(&srv.config, None);
     log_notice!("Server initialized");
     std::thread::Builder::new().name("atoll-load".into()).spawn(loader).expect("spawn the loader");
     // CONFIG SET port asks the main thread, which owns the listeners, and waits for its answer.

@@ -32,6 +32,30 @@ pub fn save(st: &State, path: &Path, sync: bool) -> std::io::Result<()> {
 
 /// Writes rendered text to `path`: a temporary file, fsynced when `sync`, renamed over, the
 /// directory fsynced (outside the view's lock: callers render under it, then write).
+/// `render`, numbered: renders happen under the state's lock, so the numbers order them as
+/// the states they show.
+pub fn render_numbered(st: &State) -> (String, u64) {
+    (render(st), RENDERED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1)
+}
+
+static RENDERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The number of the newest render written so far.
+static WRITTEN: crate::lockorder::Mutex<u64, { crate::lockorder::rank::LEAF }> = crate::lockorder::Mutex::new(0);
+
+/// `write` of a `render_numbered` text, unless a newer render was written already: the bus
+/// thread and SAVECONFIG both save, and the one that rendered first could otherwise rename
+/// its file last, putting an older state back (a SET-CONFIG-EPOCH lost under load).
+pub fn write_numbered(text: &str, number: u64, path: &Path, sync: bool) -> std::io::Result<()> {
+    let mut w = WRITTEN.lock();
+    if number < *w {
+        return Ok(());
+    }
+    write(text, path, sync)?;
+    *w = number;
+    Ok(())
+}
+
 pub fn write(text: &str, path: &Path, sync: bool) -> std::io::Result<()> {
     // Unique per write: SAVECONFIG and the bus thread may write at the same moment.
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

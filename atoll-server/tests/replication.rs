@@ -621,6 +621,32 @@ fn implicit_deletions_propagate_as_del_or_unlink_as_redis_does() {
     assert!(seen[0].iter().any(|c| c == "UNLINK s") && seen[0].iter().any(|c| c == "DEL r"), "{:?}", seen[0]);
 }
 
+/// ZMPOP, BZMPOP, LMPOP and BLMPOP reach replicas as ZPOPMIN/ZPOPMAX/LPOP/RPOP with the count
+/// actually popped (COUNT 10 on three members: 3), as Redis 7.2.6 propagates them (Redis's
+/// "ZMPOP propagate as pop with count command to replica"; Atoll sent the count asked for).
+#[test]
+fn multi_key_pops_propagate_with_the_count_popped_as_redis_does() {
+    let atoll = start_atoll(&["--repl-diskless-sync", "no"]);
+    let redis = start_redis(&["--repl-diskless-sync", "no"]);
+    let mut seen = Vec::new();
+    for port in [redis.port, atoll.port] {
+        let mut c = con(port);
+        let mut repl = ReplStream::attach(port);
+        q(&mut c, &["ZADD", "z{t}", "1", "one", "2", "two", "3", "three"]);
+        q(&mut c, &["ZMPOP", "1", "z{t}", "MIN"]);
+        q(&mut c, &["ZMPOP", "2", "nokey{t}", "z{t}", "MAX", "COUNT", "10"]);
+        q(&mut c, &["ZADD", "z{t}", "1", "one", "2", "two", "3", "three"]);
+        q(&mut c, &["BZMPOP", "0", "1", "z{t}", "MIN", "COUNT", "2"]);
+        q(&mut c, &["BZMPOP", "0", "1", "z{t}", "MAX", "COUNT", "5"]);
+        q(&mut c, &["RPUSH", "l{t}", "a", "b", "c"]);
+        q(&mut c, &["LMPOP", "1", "l{t}", "LEFT", "COUNT", "2"]);
+        q(&mut c, &["BLMPOP", "0", "1", "l{t}", "RIGHT", "COUNT", "9"]);
+        seen.push(repl.commands());
+    }
+    assert_eq!(seen[1], seen[0], "Atoll's replication stream (right) against Redis's (left)");
+    assert!(seen[0].iter().any(|c| c == "ZPOPMAX z{t} 2"), "{:?}", seen[0]);
+}
+
 /// SET with a relative time reaches replicas as SET … PXAT <ms>; one given PXAT goes as the
 /// client sent it (its spelling and GET kept), as Redis 7.2.6 propagates it.
 #[test]

@@ -568,6 +568,8 @@ fn pop_elements(ks: &mut KsView, key: &[u8], max: bool, count: usize) -> Vec<(Bo
     out
 }
 
+/// The effect of a pop: ZPOPMIN/ZPOPMAX, with ZMPOP's and BZMPOP's count the number actually
+/// popped, as Redis 7.2 propagates them (`ZMPOP 1 k MIN COUNT 10` on 3 members: `ZPOPMIN k 3`).
 fn pop_effect(ks: &mut KsView, key: &[u8], max: bool, count: Option<usize>) {
     let mut argv = vec![if max { b"ZPOPMAX".to_vec() } else { b"ZPOPMIN".to_vec() }, key.to_vec()];
     if let Some(c) = count {
@@ -704,7 +706,7 @@ pub fn zmpop(ctx: &mut Ctx) -> CmdResult {
             let items = pop_elements(&mut ctx.ks, k, a.max, a.count);
             reply_mpop(ctx.reply, k, &items);
             ctx.rewrote = true;
-            pop_effect(&mut ctx.ks, k, a.max, Some(a.count));
+            pop_effect(&mut ctx.ks, k, a.max, Some(items.len()));
         }
     }
     Ok(())
@@ -735,7 +737,7 @@ fn serve_bzmpop(ks: &mut KsView, argv: &[Vec<u8>], key: &[u8], reply: &mut Reply
     }
     let items = pop_elements(ks, key, a.max, a.count);
     reply_mpop(reply, key, &items);
-    pop_effect(ks, key, a.max, Some(a.count));
+    pop_effect(ks, key, a.max, Some(items.len()));
     Served::Done
 }
 
@@ -784,7 +786,7 @@ pub fn bzmpop(ctx: &mut Ctx) -> CmdResult {
         let items = pop_elements(&mut ctx.ks, k, a.max, a.count);
         reply_mpop(ctx.reply, k, &items);
         ctx.rewrote = true;
-        pop_effect(&mut ctx.ks, k, a.max, Some(a.count));
+        pop_effect(&mut ctx.ks, k, a.max, Some(items.len()));
         return Ok(());
     }
     if ctx.client.in_exec {

@@ -305,10 +305,16 @@ fn base_form(srv: &Server) -> rdbfile::Form {
     }
 }
 
-/// The sequence number of the next files, after every file `m` names.
-fn next_seq(m: &Manifest) -> u64 {
-    let last_incr = m.incr.last().map_or(0, |i| i.seq);
-    m.base.as_ref().map_or(0, |b| b.seq).max(last_incr).max(m.history.iter().map(|h| h.seq).max().unwrap_or(0)) + 1
+/// The sequence numbers of the next base and the next incremental file: two counters, as
+/// Redis keeps them (`curr_base_file_seq`, `curr_incr_file_seq`) — a rewrite that failed used
+/// up an incremental number, not a base one, so after three failures Redis's next base is the
+/// previous one plus one, and its tests look for that name. Past every file of its kind the
+/// manifest names (its history too), so no name is taken twice.
+fn next_seqs(m: &Manifest) -> (u64, u64) {
+    let is_base = |f: &AofFile| f.name.contains(".base.");
+    let base = m.base.iter().chain(m.history.iter().filter(|f| is_base(f))).map(|f| f.seq).max().unwrap_or(0);
+    let incr = m.incr.iter().chain(m.history.iter().filter(|f| !is_base(f))).map(|f| f.seq).max().unwrap_or(0);
+    (base + 1, incr + 1)
 }
 
 pub const ERR_REWRITE_RUNNING: &str = "ERR Background append only file rewriting already in progress";
@@ -448,10 +454,11 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     std::fs::create_dir_all(&d)?;
     let name = fname(srv);
     let old = a.manifest.lock().clone();
-    let seq = next_seq(&old);
+    let (base_seq, incr_seq) = next_seqs(&old);
     let form = base_form(srv);
-    let base = AofFile { name: aof::base_name(&name, seq, matches!(form, rdbfile::Form::Rdb { .. })), seq };
-    let incr = AofFile { name: aof::incr_name(&name, seq), seq };
+    let base =
+        AofFile { name: aof::base_name(&name, base_seq, matches!(form, rdbfile::Form::Rdb { .. })), seq: base_seq };
+    let incr = AofFile { name: aof::incr_name(&name, incr_seq), seq: incr_seq };
     // With AOF off (BGREWRITEAOF anyway, as Redis allows) only a base is written.
     let log = a.log();
     // AOF turned on at runtime: no manifest is written before the first base is.
@@ -587,10 +594,10 @@ pub fn rewrite_locked(srv: &Server, locks: &mut Locks) -> std::io::Result<()> {
     std::fs::create_dir_all(&d)?;
     let name = fname(srv);
     let old = srv.persistence.aof.manifest.lock().clone();
-    let seq = next_seq(&old);
+    let (base_seq, incr_seq) = next_seqs(&old);
     let preamble = srv.config.flag(crate::config::p::AOF_USE_RDB_PREAMBLE);
-    let base = AofFile { name: aof::base_name(&name, seq, preamble), seq };
-    let incr = AofFile { name: aof::incr_name(&name, seq), seq };
+    let base = AofFile { name: aof::base_name(&name, base_seq, preamble), seq: base_seq };
+    let incr = AofFile { name: aof::incr_name(&name, incr_seq), seq: incr_seq };
     let opts = crate::persist::save_opts(&srv.config);
     let head = crate::daemons::persistence::header(srv, true);
     let mut visit =

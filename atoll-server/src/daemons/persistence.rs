@@ -224,9 +224,10 @@ pub(crate) fn start_child(
 ) -> std::io::Result<crate::persist::child::Child> {
     let p = &srv.persistence;
     let died = progress.clone();
-    let child = crate::persist::child::spawn(kind, temp_dir, target, incremental_fsync, move || {
+    let mut child = crate::persist::child::spawn(kind, temp_dir, target, incremental_fsync, move || {
         died.cancel.store(true, Ordering::Relaxed);
     })?;
+    child.key_delay_us = crate::persist::save_opts(&srv.config).key_delay_us;
     p.child_pid.store(child.pid, Ordering::Release);
     p.children_started.fetch_add(1, Ordering::Relaxed);
     p.last_spawn_us.store(child.spawn_us, Ordering::Relaxed);

@@ -104,6 +104,8 @@ pub struct Child {
     watcher: Option<std::thread::JoinHandle<()>>,
     /// How long spawning took (INFO `latest_fork_usec`).
     pub spawn_us: u64,
+    /// `rdb-key-save-delay` when the child was started: the save keeps it.
+    pub key_delay_us: i64,
 }
 
 /// Starts a child writing `target` (temporary file in `temp_dir`). `on_death` runs (on a
@@ -170,6 +172,7 @@ pub fn spawn(
         done,
         watcher,
         spawn_us,
+        key_delay_us: 0,
     })
 }
 

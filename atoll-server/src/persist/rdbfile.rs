@@ -547,10 +547,11 @@ pub fn set_save_delay(us: i64) {
 }
 
 thread_local! {
-    /// This thread writes a save through a background child, which keeps the delay it began
-    /// with, as Redis's forked child does (a test that resets the delay and then kills the
-    /// child finds it still running).
-    static DELAY_FROZEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// This thread writes a save through a background child, which keeps the delay of the
+    /// moment it was started (the command that asked for the save), as Redis's forked child
+    /// does: a test that resets the delay right after BGSAVE and then kills the child finds
+    /// it still running.
+    static DELAY_FROZEN: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
 }
 
 /// The snapshot writer's `key_delay`: slept in slices of at most 10 ms, each time with the
@@ -560,8 +561,9 @@ thread_local! {
 /// AOF rewrite, as Redis kills its child; a child that died).
 fn save_key_delay(at_start: i64, keys: u64, cancel: &std::sync::atomic::AtomicBool) {
     let frozen = DELAY_FROZEN.with(|f| f.get());
+    let at_start = frozen.unwrap_or(at_start);
     let now = || match SAVE_DELAY_NOW.load(Ordering::Relaxed) {
-        _ if frozen => at_start,
+        _ if frozen.is_some() => at_start,
         i64::MIN => at_start,
         v => v,
     };
@@ -640,10 +642,10 @@ pub fn save_through_child(
     form: Form,
     progress: &Arc<Progress>,
 ) -> (std::io::Result<SaveInfo>, super::child::Ended) {
-    DELAY_FROZEN.with(|f| f.set(true));
+    DELAY_FROZEN.with(|f| f.set(Some(child.key_delay_us)));
     let r = write_snapshot(ks, BufWriter::with_capacity(1 << 16, &mut child), hooks, opts, form, progress)
         .and_then(|(info, w)| w.into_inner().map(|_| info).map_err(|e| e.into_error()));
-    DELAY_FROZEN.with(|f| f.set(false));
+    DELAY_FROZEN.with(|f| f.set(None));
     let ended = child.finish(r.is_ok());
     (r, ended)
 }

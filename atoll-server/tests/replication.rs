@@ -590,33 +590,42 @@ impl ReplStream {
     }
 }
 
-/// Deleting a whole key as a side effect (SPOP of every member, GETEX with a time already past,
-/// RESTORE … REPLACE with a past TTL) reaches replicas as DEL or UNLINK, chosen by the lazyfree
-/// setting Redis consults for that command.
-#[test]
-fn implicit_deletions_propagate_as_del_or_unlink_as_redis_does() {
+/// What reaches a replica of Redis 7.2.6 (first) and of Atoll (second) when `work` runs on
+/// each, with disk-based full syncs: the streams to compare.
+fn streams_beside_redis(work: impl Fn(&mut redis::Connection)) -> Vec<Vec<String>> {
     let atoll = start_atoll(&["--repl-diskless-sync", "no"]);
     let redis = start_redis(&["--repl-diskless-sync", "no"]);
     let mut seen = Vec::new();
     for port in [redis.port, atoll.port] {
         let mut c = con(port);
         let mut repl = ReplStream::attach(port);
-        for lazy in ["no", "yes"] {
-            q(&mut c, &["CONFIG", "SET", "lazyfree-lazy-server-del", lazy]);
-            q(&mut c, &["CONFIG", "SET", "lazyfree-lazy-expire", lazy]);
-            q(&mut c, &["SADD", "s", "a", "b", "c"]);
-            q(&mut c, &["SPOP", "s", "3"]);
-            q(&mut c, &["SET", "g", "v"]);
-            q(&mut c, &["GETEX", "g", "PXAT", "1"]);
-            q(&mut c, &["SET", "r", "v"]);
-            let Value::BulkString(payload) = q(&mut c, &["DUMP", "r"]) else { panic!("DUMP") };
-            let mut restore = redis::cmd("RESTORE");
-            restore.arg("r").arg(1).arg(payload).arg("REPLACE").arg("ABSTTL");
-            let _: Value = restore.query(&mut c).unwrap();
-            assert_eq!(q(&mut c, &["EXISTS", "s", "g", "r"]), Value::Int(0));
-        }
+        work(&mut c);
         seen.push(repl.commands());
     }
+    seen
+}
+
+/// Deleting a whole key as a side effect (SPOP of every member, GETEX with a time already past,
+/// RESTORE … REPLACE with a past TTL) reaches replicas as DEL or UNLINK, chosen by the lazyfree
+/// setting Redis consults for that command.
+#[test]
+fn implicit_deletions_propagate_as_del_or_unlink_as_redis_does() {
+    let seen = streams_beside_redis(|c| {
+        for lazy in ["no", "yes"] {
+            q(c, &["CONFIG", "SET", "lazyfree-lazy-server-del", lazy]);
+            q(c, &["CONFIG", "SET", "lazyfree-lazy-expire", lazy]);
+            q(c, &["SADD", "s", "a", "b", "c"]);
+            q(c, &["SPOP", "s", "3"]);
+            q(c, &["SET", "g", "v"]);
+            q(c, &["GETEX", "g", "PXAT", "1"]);
+            q(c, &["SET", "r", "v"]);
+            let Value::BulkString(payload) = q(c, &["DUMP", "r"]) else { panic!("DUMP") };
+            let mut restore = redis::cmd("RESTORE");
+            restore.arg("r").arg(1).arg(payload).arg("REPLACE").arg("ABSTTL");
+            let _: Value = restore.query(c).unwrap();
+            assert_eq!(q(c, &["EXISTS", "s", "g", "r"]), Value::Int(0));
+        }
+    });
     assert_eq!(seen[1], seen[0], "Atoll's replication stream (right) against Redis's (left)");
     assert!(seen[0].iter().any(|c| c == "UNLINK s") && seen[0].iter().any(|c| c == "DEL r"), "{:?}", seen[0]);
 }
@@ -626,23 +635,17 @@ fn implicit_deletions_propagate_as_del_or_unlink_as_redis_does() {
 /// "ZMPOP propagate as pop with count command to replica"; Atoll sent the count asked for).
 #[test]
 fn multi_key_pops_propagate_with_the_count_popped_as_redis_does() {
-    let atoll = start_atoll(&["--repl-diskless-sync", "no"]);
-    let redis = start_redis(&["--repl-diskless-sync", "no"]);
-    let mut seen = Vec::new();
-    for port in [redis.port, atoll.port] {
-        let mut c = con(port);
-        let mut repl = ReplStream::attach(port);
-        q(&mut c, &["ZADD", "z{t}", "1", "one", "2", "two", "3", "three"]);
-        q(&mut c, &["ZMPOP", "1", "z{t}", "MIN"]);
-        q(&mut c, &["ZMPOP", "2", "nokey{t}", "z{t}", "MAX", "COUNT", "10"]);
-        q(&mut c, &["ZADD", "z{t}", "1", "one", "2", "two", "3", "three"]);
-        q(&mut c, &["BZMPOP", "0", "1", "z{t}", "MIN", "COUNT", "2"]);
-        q(&mut c, &["BZMPOP", "0", "1", "z{t}", "MAX", "COUNT", "5"]);
-        q(&mut c, &["RPUSH", "l{t}", "a", "b", "c"]);
-        q(&mut c, &["LMPOP", "1", "l{t}", "LEFT", "COUNT", "2"]);
-        q(&mut c, &["BLMPOP", "0", "1", "l{t}", "RIGHT", "COUNT", "9"]);
-        seen.push(repl.commands());
-    }
+    let seen = streams_beside_redis(|c| {
+        q(c, &["ZADD", "z{t}", "1", "one", "2", "two", "3", "three"]);
+        q(c, &["ZMPOP", "1", "z{t}", "MIN"]);
+        q(c, &["ZMPOP", "2", "nokey{t}", "z{t}", "MAX", "COUNT", "10"]);
+        q(c, &["ZADD", "z{t}", "1", "one", "2", "two", "3", "three"]);
+        q(c, &["BZMPOP", "0", "1", "z{t}", "MIN", "COUNT", "2"]);
+        q(c, &["BZMPOP", "0", "1", "z{t}", "MAX", "COUNT", "5"]);
+        q(c, &["RPUSH", "l{t}", "a", "b", "c"]);
+        q(c, &["LMPOP", "1", "l{t}", "LEFT", "COUNT", "2"]);
+        q(c, &["BLMPOP", "0", "1", "l{t}", "RIGHT", "COUNT", "9"]);
+    });
     assert_eq!(seen[1], seen[0], "Atoll's replication stream (right) against Redis's (left)");
     assert!(seen[0].iter().any(|c| c == "ZPOPMAX z{t} 2"), "{:?}", seen[0]);
 }

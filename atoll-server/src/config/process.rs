@@ -21,6 +21,16 @@ static OOM_BASE: Mutex<Option<i64>, { rank::LEAF }> = Mutex::new(None);
 /// The server follows a master: the second of `oom-score-adj-values` is its class.
 static REPLICA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The score before Atoll first changed it, read once (`base` caches it).
+fn oom_base(base: &mut Option<i64>) -> std::io::Result<i64> {
+    if let Some(b) = *base {
+        return Ok(b);
+    }
+    let b = std::fs::read_to_string(OOM_FILE)?.trim().parse().unwrap_or(0);
+    *base = Some(b);
+    Ok(b)
+}
+
 /// The server starts or stops following a master (REPLICAOF): its OOM score class changes,
 /// as Redis's `setOOMScoreAdj` picks the class by role.
 pub fn set_replica(on: bool, mode: &str, values: &str) {
@@ -34,19 +44,12 @@ pub fn set_oom_score(mode: &str, values: &str) -> Result<(), super::ConfigError>
     const FAILED: &str = "Failed to set current oom_score_adj. Check server logs.";
     let mut base = OOM_BASE.lock();
     let val = if mode != "no" {
-        let b = match *base {
-            Some(b) => b,
-            None => match std::fs::read_to_string(OOM_FILE) {
-                Ok(s) => {
-                    let b = s.trim().parse().unwrap_or(0);
-                    *base = Some(b);
-                    b
-                }
-                Err(e) => {
-                    crate::log_warning!("Unable to read oom_score_adj: {e}");
-                    return Err(super::ConfigError::Apply(FAILED.into()));
-                }
-            },
+        let b = match oom_base(&mut base) {
+            Ok(b) => b,
+            Err(e) => {
+                crate::log_warning!("Unable to read oom_score_adj: {e}");
+                return Err(super::ConfigError::Apply(FAILED.into()));
+            }
         };
         let class = usize::from(REPLICA.load(std::sync::atomic::Ordering::Relaxed));
         let own: i64 = values.split_whitespace().nth(class).and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -70,17 +73,7 @@ pub fn set_child_oom_score(pid: u32, mode: &str, values: &str) {
     if mode == "no" {
         return;
     }
-    let base = {
-        let mut b = OOM_BASE.lock();
-        match *b {
-            Some(v) => v,
-            None => {
-                let v = std::fs::read_to_string(OOM_FILE).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
-                *b = Some(v);
-                v
-            }
-        }
-    };
+    let base = oom_base(&mut OOM_BASE.lock()).unwrap_or(0);
     let own: i64 = values.split_whitespace().nth(2).and_then(|v| v.parse().ok()).unwrap_or(0);
     let v = if mode == "absolute" { own } else { own + base }.clamp(-1000, 1000);
     if let Err(e) = std::fs::write(format!("/proc/{pid}/oom_score_adj"), v.to_string()) {

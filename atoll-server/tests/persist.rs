@@ -1519,21 +1519,6 @@ fn aof_bases_load_whole_as_redis() {
     }
 }
 
-/// The children of process `pid` (from /proc: every process's parent is in its stat line).
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
-        // pid (comm) state ppid …: comm may hold spaces, so read after its closing ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|x| x.1) else { continue };
-        if rest.split_whitespace().nth(1).and_then(|v| v.parse::<u32>().ok()) == Some(pid) {
-            out.push(p);
-        }
-    }
-    out
-}
-
 fn oom_score_adj(pid: u32) -> i64 {
     std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap().trim().parse().unwrap()
 }

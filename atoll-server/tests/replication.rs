@@ -127,6 +127,67 @@ fn link_up(replica: &mut redis::Connection) {
     });
 }
 
+/// A diskless full sync is sent by a child process, as Redis's: it is found under the master
+/// (`pgrep -P`), named for what it does, sends one snapshot to a Redis and an Atoll replica
+/// at once, and killing it (`kill -9`) ends the sync, after which the replicas sync again.
+/// Run the same on Redis 7.2.6 as the master, then on Atoll.
+#[test]
+fn a_diskless_sync_is_sent_by_a_child_process_as_in_redis() {
+    let args = [
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--rdbcompression",
+        "no",
+    ];
+    for master in [start_redis(&args), start_atoll(&args)] {
+        let name = master.name;
+        let pid = master.child.id();
+        let mut m = con(master.port);
+        q(&mut m, &["DEBUG", "POPULATE", "2000", "key", "1000"]);
+        // 2,000 keys at a millisecond each: the transfer lasts two seconds.
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "1000"]);
+        let port = master.port.to_string();
+        let replicas = [
+            start_redis(&["--replicaof", "127.0.0.1", &port]),
+            start_atoll(&["--enable-debug-command", "yes", "--replicaof", "127.0.0.1", &port]),
+        ];
+        let mut kids = Vec::new();
+        wait_until("the transfer's child", 10, || {
+            kids = children_of(pid);
+            !kids.is_empty()
+        });
+        assert_eq!(kids.len(), 1, "{name}: {kids:?}");
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", kids[0])).unwrap_or_default();
+        assert!(String::from_utf8_lossy(&cmdline).contains("-rdb-to-"), "{name}: {cmdline:?}");
+        assert_eq!(info_field(&mut m, "persistence", "rdb_bgsave_in_progress").as_deref(), Some("1"), "{name}");
+        // SAFETY: a signal to the master's child, found above.
+        unsafe { libc::kill(kids[0] as i32, libc::SIGKILL) };
+        wait_until("the sync's end", 10, || {
+            info_field(&mut m, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("0")
+        });
+        // The replicas come back for a sync of their own, which now goes through.
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        q(&mut m, &["SET", "after", "the kill"]);
+        let mut rs: Vec<redis::Connection> = replicas.iter().map(|r| con(r.port)).collect();
+        for r in rs.iter_mut() {
+            link_up(r);
+        }
+        online_at_master(&mut m, 2);
+        assert_eq!(s(&mut m, &["WAIT", "2", "10000"]), "2", "{name}");
+        let digest = s(&mut m, &["DEBUG", "DIGEST"]);
+        for (r, replica) in rs.iter_mut().zip(&replicas) {
+            assert_eq!(s(r, &["DEBUG", "DIGEST"]), digest, "{name} -> {}", replica.name);
+        }
+        wait_until("the child's end", 10, || children_of(pid).is_empty());
+        let forks = info_field(&mut m, "stats", "total_forks").unwrap().parse::<u64>().unwrap();
+        assert!(forks >= 2, "{name}: {forks} children");
+    }
+}
+
 /// Until the master counts its first `n` replicas online: a replica sees its link up a moment
 /// before (the master waits for its first ACK), and FAILOVER refuses a target not yet online.
 fn online_at_master(master: &mut redis::Connection, n: usize) {

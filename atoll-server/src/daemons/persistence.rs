@@ -18,7 +18,7 @@ pub fn rdb_path(srv: &Server) -> PathBuf {
     PathBuf::from(srv.config.text(crate::config::p::DBFILENAME))
 }
 
-fn dirty(srv: &Server) -> u64 {
+pub(crate) fn dirty(srv: &Server) -> u64 {
     srv.stats.sum(|c| &c.dirty)
 }
 
@@ -183,11 +183,7 @@ pub fn write(srv: &Server, background: bool) -> Result<rdbfile::SaveInfo, Persis
     p.last_cow_bytes.store(p.progress.cow_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
     match r {
         Ok(info) => {
-            p.dirty_at_save.store(start_dirty, Ordering::Relaxed);
-            srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
-            p.saves.fetch_add(1, Ordering::Relaxed);
-            p.set_failed(false);
-            crate::log_notice!("DB saved on disk");
+            saved(srv, start_dirty);
             Ok(info)
         }
         Err(e) if e.to_string() == rdbfile::CANCELLED => {
@@ -211,6 +207,17 @@ pub fn write(srv: &Server, background: bool) -> Result<rdbfile::SaveInfo, Persis
     }
 }
 
+/// The RDB file is written (by SAVE, BGSAVE or a replica's full sync on disk): the changes
+/// it holds are no longer pending, as Redis's `backgroundSaveDoneHandler` records.
+pub(crate) fn saved(srv: &Server, start_dirty: u64) {
+    let p = &srv.persistence;
+    p.dirty_at_save.store(start_dirty, Ordering::Relaxed);
+    srv.lastsave.store(srv.now_ms() / 1000, Ordering::Relaxed);
+    p.saves.fetch_add(1, Ordering::Relaxed);
+    p.set_failed(false);
+    crate::log_notice!("DB saved on disk");
+}
+
 /// Starts a background child writing `target` (see `persist::child`), counted and given
 /// its OOM score as Redis's forked child; if it dies before the snapshot is complete (a
 /// `kill -9`), `progress` is cancelled so the snapshot stops at once.
@@ -229,14 +236,21 @@ pub(crate) fn start_child(
     })?;
     child.key_delay_us = crate::persist::save_opts(&srv.config).key_delay_us;
     p.child_pid.store(child.pid, Ordering::Release);
+    count_child(srv, child.pid, child.spawn_us);
+    Ok(child)
+}
+
+/// A background child started (a file's, or a diskless transfer's): counted (INFO
+/// `total_forks`, `latest_fork_usec`) and given the OOM score of Redis's children.
+pub(crate) fn count_child(srv: &Server, pid: u32, spawn_us: u64) {
+    let p = &srv.persistence;
     p.children_started.fetch_add(1, Ordering::Relaxed);
-    p.last_spawn_us.store(child.spawn_us, Ordering::Relaxed);
+    p.last_spawn_us.store(spawn_us, Ordering::Relaxed);
     crate::config::process::set_child_oom_score(
-        child.pid,
+        pid,
         &srv.config.text(crate::config::p::OOM_SCORE_ADJ),
         &srv.config.text(crate::config::p::OOM_SCORE_ADJ_VALUES),
     );
-    Ok(child)
 }
 
 /// Starts the child of a save that was just asked for and will begin at once, before the
@@ -497,6 +511,10 @@ fn save_locked_counting(srv: &Server, locks: &mut Locks, pending_dirty: u64) -> 
 pub fn after_flushall(srv: &Server, locks: &mut Locks, pending_dirty: u64) {
     if srv.persistence.in_progress.load(Ordering::Acquire) {
         srv.persistence.progress.cancel.store(true, Ordering::Relaxed);
+    }
+    // The replicas' snapshot too, as Redis kills whichever RDB child runs: they sync again.
+    if let Some((_, progress)) = srv.repl.snapshot.lock().as_ref() {
+        progress.cancel.store(true, Ordering::Relaxed);
     }
     if !srv.config.text(crate::config::p::SAVE).is_empty() {
         if let Err(e) = save_locked_counting(srv, locks, pending_dirty) {

@@ -362,7 +362,17 @@ fn start_syncs(srv: &Arc<Server>, now: i64) {
     let repl = &srv.repl;
     let mut q = repl.queue.lock();
     q.retain(|r| !r.handle.killed.load(Ordering::Relaxed));
-    if q.is_empty() || srv.ks.snapshots.running() {
+    if q.is_empty() {
+        return;
+    }
+    let current = repl.current.lock().clone();
+    if let Some(cur) = current {
+        if cur.disk {
+            join_disk_sync(srv, &cur, &mut q);
+        }
+        return;
+    }
+    if srv.ks.snapshots.running() {
         return;
     }
     let diskless = srv.config.flag(crate::config::p::REPL_DISKLESS_SYNC) && q.iter().all(|r| r.capa_eof);
@@ -376,11 +386,51 @@ fn start_syncs(srv: &Arc<Server>, now: i64) {
     }
     let batch = std::mem::take(&mut *q);
     drop(q);
+    let cur = Arc::new(CurrentSync { disk: !diskless, batch: parking_lot::Mutex::new(batch), ..Default::default() });
+    *repl.current.lock() = Some(cur.clone());
     let srv2 = srv.clone();
-    let spawned = std::thread::Builder::new().name("repl-sync".into()).spawn(move || full_sync(&srv2, batch, diskless));
+    let spawned = std::thread::Builder::new().name("repl-sync".into()).spawn(move || {
+        full_sync(&srv2, &cur, diskless);
+        srv2.repl.current.lock().take_if(|c| Arc::ptr_eq(c, &cur));
+    });
     if let Err(e) = spawned {
         crate::log_warning!("Can't start the replicas' snapshot: {e}");
+        repl.current.lock().take();
     }
+}
+
+/// Replicas that asked for a full sync while a disk-based one makes its file join it, as
+/// Redis's attach to the BGSAVE in progress: they get its `+FULLRESYNC` and, from the backlog,
+/// the stream since its instant, which waits behind the file. Those that arrive before the
+/// instant, or once the backlog no longer reaches back to it, wait for the next sync.
+fn join_disk_sync(srv: &Server, cur: &CurrentSync, q: &mut Vec<Arc<Replica>>) {
+    if cur.sending.load(Ordering::Acquire) {
+        return;
+    }
+    let Some((replid, off)) = cur.at.lock().clone() else { return };
+    let mut f = srv.repl.feed.lock();
+    let Some(b) = f.backlog.as_ref() else { return };
+    // The first byte a replica at `off` needs is `off + 1`, the backlog's `first` its first.
+    if off + 1 < b.first || off + 1 > b.first + b.buf.len() as i64 {
+        return;
+    }
+    let skip = (off + 1 - b.first) as usize;
+    let tail: Vec<u8> = b.buf.iter().skip(skip).copied().collect();
+    let mut batch = cur.batch.lock();
+    for r in q.drain(..) {
+        crate::log_notice!("Waiting for end of BGSAVE for SYNC");
+        r.state.lock().pending = tail.clone();
+        r.ack_offset.store(off, Ordering::Relaxed);
+        if r.psync {
+            let line = format!("+FULLRESYNC {replid} {off}\r\n");
+            r.handle.repl_uncounted.fetch_add(line.len() as u64, Ordering::Relaxed);
+            srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, line.as_bytes());
+        }
+        f.replicas.push(r.clone());
+        batch.push(r);
+    }
+    srv.repl.count.store(f.replicas.len(), Ordering::Relaxed);
+    srv.repl.alone_since.store(0, Ordering::Relaxed);
 }
 
 /// What the snapshot does at its instant: every shard is locked (`quiesce`), so the stream
@@ -388,10 +438,17 @@ fn start_syncs(srv: &Arc<Server>, now: i64) {
 struct SyncHooks<'a> {
     srv: &'a Server,
     batch: &'a [Arc<Replica>],
+    cur: &'a CurrentSync,
     mark: Option<[u8; 40]>,
     /// (replication ID, offset, stream database) at the instant.
     at: Option<(String, i64, usize)>,
+    /// The transfer child writes the replicas' heads: they are left here (one per replica of
+    /// the batch) instead of going to the replicas' mailboxes.
+    heads: Option<Arc<Heads>>,
 }
+
+/// The replicas' heads at the instant, one per replica of the batch, for the transfer child.
+type Heads = parking_lot::Mutex<Option<Vec<Vec<u8>>>>;
 
 impl rdbfile::SnapshotHooks for SyncHooks<'_> {
     fn header(&mut self, _: &crate::engine::Keyspace) -> std::io::Result<rdbfile::Header<'static>> {
@@ -415,15 +472,21 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
         // a replica's is its master's, whose database the snapshot records.
         let stream_db = if repl.proxying.load(Ordering::Acquire) { f.stream_db } else { 0 };
         self.at = Some((replid.clone(), off, stream_db));
+        *self.cur.at.lock() = Some((replid.clone(), off));
         f.db = None;
+        let mut heads = Vec::new();
         for r in self.batch {
             if r.handle.killed.load(Ordering::Relaxed) {
+                heads.push(Vec::new());
                 continue;
             }
             let mut head = Vec::new();
             if r.psync {
                 let line = format!("+FULLRESYNC {replid} {off}\r\n");
-                r.handle.repl_uncounted.fetch_add(line.len() as u64, Ordering::Relaxed);
+                // Not counted as the stream (sent by the worker; the child's sums leave it out).
+                if self.heads.is_none() {
+                    r.handle.repl_uncounted.fetch_add(line.len() as u64, Ordering::Relaxed);
+                }
                 head.extend_from_slice(line.as_bytes());
             }
             if let Some(mark) = &self.mark {
@@ -432,10 +495,14 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
                 head.extend_from_slice(b"\r\n");
             }
             r.ack_offset.store(off, Ordering::Relaxed);
-            if !head.is_empty() {
+            if self.heads.is_none() && !head.is_empty() {
                 srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, &head);
             }
+            heads.push(head);
             f.replicas.push(r.clone());
+        }
+        if let Some(h) = &self.heads {
+            *h.lock() = Some(heads);
         }
         repl.count.store(f.replicas.len(), Ordering::Relaxed);
         repl.alone_since.store(0, Ordering::Relaxed);
@@ -472,7 +539,12 @@ impl Write for Fanout<'_> {
 }
 
 fn live(batch: &[Arc<Replica>]) -> impl Iterator<Item = &Arc<Replica>> {
-    batch.iter().filter(|r| !r.handle.killed.load(Ordering::Relaxed))
+    batch.iter().filter(|r| !gone(r))
+}
+
+/// Killed, or its connection closed.
+fn gone(r: &Replica) -> bool {
+    r.handle.killed.load(Ordering::Relaxed) || *r.handle.closed.lock()
 }
 
 /// Pushes `buf` to the replicas, waiting first while any of them has more than
@@ -519,7 +591,8 @@ fn send_all(srv: &Server, batch: &[Arc<Replica>], buf: &[u8]) -> std::io::Result
 
 /// One snapshot for a batch of replicas: waits for any other snapshot to end, sends the RDB
 /// (diskless, or through a temporary file), then the stream that piled up meanwhile.
-fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
+fn full_sync(srv: &Server, cur: &CurrentSync, diskless: bool) {
+    let batch = cur.batch.lock().clone();
     let opts = crate::persist::save_opts(&srv.config);
     let form = rdbfile::Form::Rdb { checksum: true };
     let progress = Arc::new(rdbfile::Progress::default());
@@ -535,12 +608,16 @@ fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
         if live(&batch).next().is_none() {
             break Err("no replica left".to_string());
         }
-        let mut hooks = SyncHooks { srv, batch: &batch, mark, at: None };
-        let r = if diskless {
+        let mut hooks = SyncHooks { srv, batch: &batch, cur, mark, at: None, heads: None };
+        // TLS replicas' bytes must go through their workers' TLS sessions: sent from here.
+        let child = diskless && live(&batch).all(|r| !r.handle.tls);
+        let r = if child {
+            through_child(srv, cur, &batch, &mut hooks, opts, form, &progress)
+        } else if diskless {
             rdbfile::write_snapshot(&srv.ks, Fanout { srv, batch: &batch }, &mut hooks, opts, form, &progress)
                 .and_then(|_| send_all(srv, &batch, mark.as_ref().unwrap()))
         } else {
-            to_file(srv, &batch, &mut hooks, opts, form, &progress)
+            to_file(srv, cur, &mut hooks, opts, form, &progress)
         };
         match r {
             Err(e) if e.to_string() == rdbfile::ERR_IN_PROGRESS => std::thread::sleep(Duration::from_millis(20)),
@@ -549,6 +626,8 @@ fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
     };
     // Made (a file's is sent after this, as Redis's parent sends what its child wrote).
     clear_snapshot(srv, &progress);
+    // With the replicas that joined a disk-based sync.
+    let batch = cur.batch.lock().clone();
     if let Err(e) = sent {
         crate::log_warning!("Replica full sync failed: {e}");
         for r in &batch {
@@ -571,6 +650,263 @@ fn full_sync(srv: &Server, batch: Vec<Arc<Replica>>, diskless: bool) {
         }
         crate::log_notice!("Synchronization with replica {}:{} succeeded", r.ip, r.port);
     }
+}
+
+/// A diskless full sync sent by the transfer child (`persist::transfer`): the snapshot (and
+/// each replica's head, at its instant) goes down the child's input, and the child writes it
+/// to the replicas' sockets. Meanwhile `watch_transfer` reads what the child reports and
+/// drops replicas as Redis's parent does. Ok once the child has sent the whole stream to
+/// every replica still connected.
+fn through_child(
+    srv: &Server,
+    cur: &CurrentSync,
+    batch: &[Arc<Replica>],
+    hooks: &mut SyncHooks<'_>,
+    opts: crate::engine::rdb::save::SaveOpts,
+    form: rdbfile::Form,
+    progress: &Arc<rdbfile::Progress>,
+) -> std::io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // Nothing of the server's may still be on its way to a socket the child writes to (the
+    // newlines a waiting replica got).
+    let since = srv.now_ms();
+    let pending = |r: &Replica| r.mailbox.len() + r.handle.out_pending.load(Ordering::Relaxed) as usize;
+    while live(batch).any(|r| pending(r) > 0) {
+        if srv.now_ms() - since > 5000 {
+            live(batch).filter(|r| pending(r) > 0).for_each(|r| r.handle.kill());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Copies of the sockets, taken while each connection is surely open; the child gets its
+    // own, and these let the watcher shut a dropped replica's socket down under the child.
+    let mut socks: Vec<(usize, OwnedFd)> = Vec::new();
+    for (i, r) in batch.iter().enumerate() {
+        if r.handle.killed.load(Ordering::Relaxed) {
+            continue;
+        }
+        let closed = r.handle.closed.lock();
+        if *closed {
+            continue;
+        }
+        // SAFETY: the connection's descriptor, open while `closed` is false and held.
+        let d = unsafe { libc::fcntl(r.handle.fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if d >= 0 {
+            // SAFETY: the copy is ours alone.
+            socks.push((i, unsafe { OwnedFd::from_raw_fd(d) }));
+        }
+    }
+    if socks.is_empty() {
+        return Err(std::io::Error::other("no replica left"));
+    }
+    let raw: Vec<i32> = socks.iter().map(|(_, f)| f.as_raw_fd()).collect();
+    let t = crate::persist::transfer::spawn(&raw).inspect_err(|e| {
+        crate::log_warning!("Can't save in background: fork: {e}");
+    })?;
+    let pid = t.pid;
+    crate::daemons::persistence::count_child(srv, pid, t.spawn_us);
+    crate::log_notice!("Background RDB transfer started by pid {pid}");
+    let heads = Arc::new(parking_lot::Mutex::new(None));
+    hooks.heads = Some(heads.clone());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let reports = t.reports;
+    let (r, status, sent) = std::thread::scope(|s| {
+        let watcher = s.spawn(|| watch_transfer(srv, batch, &socks, reports, pid, &done, progress));
+        let order = socks.iter().map(|(i, _)| *i).collect();
+        let mut sink = ToChild { out: Some(t.input), heads: &heads, order, headed: false, written: 0 };
+        let r = (|| {
+            let w = std::io::BufWriter::with_capacity(1 << 16, &mut sink);
+            let (_, w) = rdbfile::write_snapshot(&srv.ks, w, hooks, opts, form, progress)?;
+            let sink = w.into_inner().map_err(|e| e.into_error())?;
+            sink.write_all(hooks.mark.as_ref().expect("a diskless sync has its mark"))?;
+            sink.trailer()
+        })();
+        done.store(true, Ordering::Release);
+        if r.is_err() {
+            // SAFETY: a signal to our own child, not reaped yet.
+            unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+        }
+        // The input closes: a child without the trailer exits at once.
+        sink.out = None;
+        let mut status = 0i32;
+        // SAFETY: reaps our own child.
+        let reaped = unsafe { libc::waitpid(pid as i32, &mut status, 0) } == pid as i32;
+        (r, reaped.then_some(status), watcher.join().unwrap_or_default())
+    });
+    // What the child wrote is replication output (INFO `total_net_repl_output_bytes`), as
+    // Redis's parent counts what it writes from its child's pipe — the `+FULLRESYNC` line apart.
+    let line = cur.at.lock().as_ref().map_or(0, |(id, off)| format!("+FULLRESYNC {id} {off}\r\n").len() as u64);
+    let counted: u64 =
+        socks.iter().zip(&sent).map(|((b, _), n)| n.saturating_sub(if batch[*b].psync { line } else { 0 })).sum();
+    crate::services::stats::bump(&srv.stats.background().counters.net_repl_output_bytes, counted);
+    match status {
+        Some(st) if libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0 && r.is_ok() => {
+            crate::log_notice!(
+                "Diskless rdb transfer, done reading from pipe, {} replicas still up.",
+                live(batch).count()
+            );
+            crate::log_notice!("Background RDB transfer terminated with success");
+            Ok(())
+        }
+        Some(st) if libc::WIFSIGNALED(st) => {
+            let sig = libc::WTERMSIG(st);
+            crate::log_warning!("Background transfer terminated by signal {sig}");
+            Err(r
+                .err()
+                .unwrap_or_else(|| std::io::Error::other(format!("the transfer child was killed by signal {sig}"))))
+        }
+        _ => {
+            crate::log_warning!("Background transfer error");
+            Err(r.err().unwrap_or_else(|| std::io::Error::other("the transfer child failed")))
+        }
+    }
+}
+
+/// The transfer child's input: each replica's head first (in the child's order of sockets),
+/// then the stream, counted for the trailer.
+struct ToChild<'a> {
+    out: Option<std::fs::File>,
+    heads: &'a Heads,
+    /// The batch index of each of the child's sockets.
+    order: Vec<usize>,
+    headed: bool,
+    written: u64,
+}
+
+impl ToChild<'_> {
+    fn pipe(&mut self) -> std::io::Result<&mut std::fs::File> {
+        self.out.as_mut().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+    }
+
+    /// The stream is whole: its trailer (as `persist::child`'s).
+    fn trailer(&mut self) -> std::io::Result<()> {
+        let mut t = Vec::with_capacity(crate::persist::child::TRAILER);
+        t.extend_from_slice(crate::persist::child::MAGIC);
+        t.extend_from_slice(&self.written.to_le_bytes());
+        self.pipe()?.write_all(&t)
+    }
+}
+
+impl Write for ToChild<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.headed {
+            // The snapshot's instant has passed (its first bytes follow it): the heads are set.
+            let heads = self.heads.lock().take().unwrap_or_default();
+            let mut frame = Vec::new();
+            for &b in &self.order {
+                let h = heads.get(b).map(Vec::as_slice).unwrap_or_default();
+                frame.extend_from_slice(&(h.len() as u32).to_le_bytes());
+                frame.extend_from_slice(h);
+            }
+            self.pipe()?.write_all(&frame)?;
+            self.written += frame.len() as u64;
+            self.headed = true;
+        }
+        let n = self.pipe()?.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Beside a transfer child, until it exits: a replica it reports dropped is closed; one that
+/// left, or reads nothing for `repl-timeout`, has its socket shut down under the child (which
+/// then drops it); with none left the child is killed, as Redis's parent kills its child.
+/// A child that dies early stops the snapshot.
+fn watch_transfer(
+    srv: &Server,
+    batch: &[Arc<Replica>],
+    socks: &[(usize, std::os::fd::OwnedFd)],
+    reports: std::fs::File,
+    pid: u32,
+    done: &std::sync::atomic::AtomicBool,
+    progress: &rdbfile::Progress,
+) -> Vec<u64> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut reports = reports;
+    // What the child wrote to each socket, as it reports when it drops one or ends.
+    let mut sent = vec![0u64; socks.len()];
+    let mut text = Vec::new();
+    // Per socket: shut down by us, and its unsent bytes when they last changed, and when.
+    let mut shut = vec![false; socks.len()];
+    let mut queued = vec![(-1i32, srv.now_ms()); socks.len()];
+    let mut killed_child = false;
+    loop {
+        let mut pfd = libc::pollfd { fd: reports.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: poll on one pollfd we own.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 100) } > 0;
+        if ready {
+            let mut buf = [0u8; 4096];
+            match reports.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => text.extend_from_slice(&buf[..n]),
+            }
+            while let Some(nl) = text.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = text.drain(..=nl).collect();
+                let line = String::from_utf8_lossy(&line);
+                let mut it = line.trim_end().splitn(4, ' ');
+                let (what, k, n) = (it.next(), it.next().and_then(|k| k.parse::<usize>().ok()), it.next());
+                let (Some(k), Some(n)) = (k.filter(|k| *k < socks.len()), n.and_then(|n| n.parse::<u64>().ok())) else {
+                    continue;
+                };
+                sent[k] = n;
+                if what == Some("drop") {
+                    if let Some((b, _)) = socks.get(k) {
+                        let r = &batch[*b];
+                        if !gone(r) {
+                            crate::log_warning!(
+                                "Diskless rdb transfer, write error sending DB to replica: {}",
+                                it.next().unwrap_or("")
+                            );
+                            r.handle.kill();
+                        }
+                        shut[k] = true;
+                    }
+                }
+            }
+        }
+        let now = srv.now_ms();
+        let timeout = srv.config.text(crate::config::p::REPL_TIMEOUT).parse::<i64>().unwrap_or(60).max(1) * 1000;
+        for (k, (b, fd)) in socks.iter().enumerate() {
+            if shut[k] {
+                continue;
+            }
+            let r = &batch[*b];
+            let mut left = 0i32;
+            // SAFETY: SIOCOUTQ into an int we own, on our copy of the socket.
+            unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut left) };
+            if !gone(r) {
+                if left == 0 || left != queued[k].0 {
+                    queued[k] = (left, now);
+                    continue;
+                }
+                if now - queued[k].1 <= timeout {
+                    continue;
+                }
+                crate::log_warning!("Disconnecting timedout replica (full sync): {}:{}", r.ip, r.port);
+                r.handle.kill();
+            }
+            // SAFETY: our copy of the socket: shutting it down makes the child's writes fail.
+            unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
+            shut[k] = true;
+        }
+        if !killed_child && !done.load(Ordering::Acquire) && live(batch).next().is_none() {
+            crate::log_warning!("Diskless rdb transfer, last replica dropped, killing fork child.");
+            // SAFETY: a signal to our own child, not reaped yet (the writer reaps it).
+            unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+            progress.cancel.store(true, Ordering::Relaxed);
+            killed_child = true;
+        }
+    }
+    // The child is gone (its reports ended): a snapshot still being written stops.
+    if !done.load(Ordering::Acquire) {
+        progress.cancel.store(true, Ordering::Relaxed);
+    }
+    sent
 }
 
 /// This sync's snapshot is made: INFO stops reporting it — unless another sync's has begun
@@ -596,45 +932,92 @@ fn put_online(srv: &Server, r: &Replica) {
     }
 }
 
-/// A disk-based full sync: the snapshot goes to a temporary file, then to the replicas as
-/// `$<length>` and the bytes.
+/// A disk-based full sync, as Redis's: a background save of the RDB file (`dbfilename`, by
+/// the file child, `persist::child`), then the file to the replicas as `$<length>` and the
+/// bytes. If every replica leaves before the file is made, the save is abandoned — unless
+/// save points are set, which make it a save worth finishing (Redis's rule).
 fn to_file(
     srv: &Server,
-    batch: &[Arc<Replica>],
+    cur: &CurrentSync,
     hooks: &mut SyncHooks<'_>,
     opts: crate::engine::rdb::save::SaveOpts,
     form: rdbfile::Form,
     progress: &Arc<rdbfile::Progress>,
 ) -> std::io::Result<()> {
-    let path =
-        std::path::PathBuf::from(format!("temp-repl-{}-{}.rdb", std::process::id(), crate::services::clock::unix_us()));
-    let result = (|| {
-        // Written as a BGSAVE writes its file (`rdb-save-incremental-fsync`).
-        let autosync = srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC);
-        let f = rdbfile::AutoSync::new(std::fs::File::create(&path)?, autosync);
-        let w = std::io::BufWriter::with_capacity(1 << 20, f);
-        let (_, w) = rdbfile::write_snapshot(&srv.ks, w, hooks, opts, form, progress)?;
-        drop(w.into_inner().map_err(|e| e.into_error())?);
-        // The file is made; now it is sent (INFO's `send_bulk`, as Redis's replicas show while
-        // the parent sends its child's file; a diskless transfer shows `wait_bgsave` throughout).
-        clear_snapshot(srv, progress);
-        for r in batch {
-            r.state.lock().link = Link::SendBulk;
-        }
-        let len = std::fs::metadata(&path)?.len();
-        send_all(srv, batch, format!("${len}\r\n").as_bytes())?;
-        let mut f = std::fs::File::open(&path)?;
-        let mut chunk = vec![0u8; 64 << 10];
-        loop {
-            let n = std::io::Read::read(&mut f, &mut chunk)?;
-            if n == 0 {
-                return Ok(());
+    use crate::daemons::persistence;
+    let path = persistence::rdb_path(srv);
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_owned();
+    let autosync = srv.config.flag(crate::config::p::RDB_SAVE_INCREMENTAL_FSYNC);
+    let start_dirty = persistence::dirty(srv);
+    let kind = crate::persist::child::Kind::Rdb;
+    let child = persistence::start_child(srv, kind, &dir, &path, autosync, progress).inspect_err(|e| {
+        crate::log_warning!("Can't save in background: fork: {e}");
+    })?;
+    let pid = child.pid;
+    crate::log_notice!("Background saving started by pid {pid}");
+    // The child's own file, opened as soon as it exists: what is sent is this snapshot even
+    // if another save renames its file over `dbfilename` before the sending starts.
+    let since = std::time::Instant::now();
+    let mut f = loop {
+        match std::fs::File::open(&child.temp) {
+            Ok(f) => break f,
+            Err(e) if progress.cancel.load(Ordering::Relaxed) || since.elapsed() > Duration::from_secs(5) => {
+                child.finish(false);
+                let _ = srv.persistence.child_pid.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
+                return Err(e);
             }
-            send_all(srv, batch, &chunk[..n])?;
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
-    })();
-    let _ = std::fs::remove_file(&path);
-    result
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (r, ended) = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Acquire) {
+                let nobody = live(&cur.batch.lock()).next().is_none();
+                if nobody && srv.config.text(crate::config::p::SAVE).is_empty() {
+                    progress.cancel.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let out = rdbfile::save_through_child(&srv.ks, child, hooks, opts, form, progress);
+        done.store(true, Ordering::Release);
+        out
+    });
+    let _ = srv.persistence.child_pid.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
+    // Another snapshot was being made: the caller tries again.
+    if r.as_ref().is_err_and(|e| e.to_string() == rdbfile::ERR_IN_PROGRESS) {
+        return r.map(|_| ());
+    }
+    persistence::child_outcome(r, ended, "Background saving").inspect_err(|e| {
+        // A failed save is a failed BGSAVE (`rdb_last_bgsave_status`), unless called off.
+        if e.to_string() != rdbfile::CANCELLED {
+            srv.persistence.set_failed(true);
+        }
+    })?;
+    persistence::saved(srv, start_dirty);
+    crate::log_notice!("Background saving terminated with success");
+    // The file is made; now it is sent (INFO's `send_bulk`, as Redis's replicas show while
+    // the parent sends its child's file; a diskless transfer shows `wait_bgsave` throughout).
+    clear_snapshot(srv, progress);
+    // No replica joins from here on, and the next sync may begin.
+    cur.sending.store(true, Ordering::Release);
+    srv.repl.current.lock().take_if(|c| std::ptr::eq(&**c, cur));
+    let batch = &cur.batch.lock().clone()[..];
+    for r in batch {
+        r.state.lock().link = Link::SendBulk;
+    }
+    let len = f.metadata()?.len();
+    send_all(srv, batch, format!("${len}\r\n").as_bytes())?;
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = std::io::Read::read(&mut f, &mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        send_all(srv, batch, &chunk[..n])?;
+    }
 }
 
 /// FAILOVER, once checked: writes pause (until the failover ends) while the replication

@@ -29,8 +29,8 @@ pub const CHILD_FLAG: &str = "--background-child";
 /// How the errors of a child that died begin.
 pub const CHILD_ERROR: &str = "the background child";
 
-const MAGIC: &[u8; 8] = b"ATOLLEND";
-const TRAILER: usize = 16;
+pub(crate) const MAGIC: &[u8; 8] = b"ATOLLEND";
+pub(crate) const TRAILER: usize = 16;
 
 /// What a child writes: Redis's names for the process and its temporary file.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -250,6 +250,9 @@ impl Child {
 /// The child's whole life: `args` after the flag are the kind, the directory of the temporary
 /// file, the target and the incremental-fsync switch. Returns the exit code.
 pub fn main(args: &[String]) -> i32 {
+    if args.first().is_some_and(|k| k == "repl") {
+        return super::transfer::main(&args[1..]);
+    }
     let (Some(kind), Some(dir), Some(target), Some(fsync)) = (args.first(), args.get(1), args.get(2), args.get(3))
     else {
         return 2;

@@ -6,6 +6,7 @@ pub mod aof;
 pub mod bigvalue;
 pub mod child;
 pub mod rdbfile;
+pub mod transfer;
 
 use crate::config::Config;
 use crate::engine::rdb::{self, load::LoadOpts, save::SaveOpts, Input, RdbError, CRC64, RDB_VERSION};

@@ -854,6 +854,7 @@ pub fn new_link(srv: &Server, worker: usize, inbox: &Arc<Inbox>, token: usize, a
         srv.now_ms(),
     );
     (handle.worker, handle.token) = (worker, token);
+    handle.tls = a.tls.is_some();
     let mut client = Client::new(Arc::new(handle), worker, needs_auth);
     let inbox = inbox.clone();
     let id = client.id();

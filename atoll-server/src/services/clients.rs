@@ -53,6 +53,9 @@ pub struct ClientHandle {
     pub laddr: String,
     pub fd: i32,
     pub unix: bool,
+    /// Over TLS: its bytes are the worker's to write (a replica's snapshot cannot be handed
+    /// to the transfer child).
+    pub tls: bool,
     pub created_ms: i64,
     pub last_ms: AtomicI64,
     pub db: AtomicUsize,
@@ -148,6 +151,7 @@ impl ClientHandle {
             laddr,
             fd,
             unix,
+            tls: false,
             created_ms: now_ms,
             last_ms: now_ms.into(),
             db: 0.into(),

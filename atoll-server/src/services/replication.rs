@@ -171,6 +171,22 @@ pub struct Replication {
     /// INFO reports it as Redis reports its child making an RDB for replicas
     /// (`rdb_bgsave_in_progress`, `rdb_current_bgsave_time_sec`, the `current_*` fields).
     pub snapshot: Mutex<Option<(i64, Arc<crate::persist::rdbfile::Progress>)>, { rank::LEAF }>,
+    /// The full sync whose snapshot is being made (and, diskless, sent): no other begins
+    /// meanwhile, and a replica arriving during a disk-based one joins it.
+    pub current: parking_lot::Mutex<Option<Arc<CurrentSync>>>,
+}
+
+/// A full sync under way (Redis's RDB child for replicas).
+#[derive(Default)]
+pub struct CurrentSync {
+    /// Through a file (`repl-diskless-sync no`): replicas may join until the file is sent.
+    pub disk: bool,
+    /// The replicas it serves.
+    pub batch: parking_lot::Mutex<Vec<Arc<Replica>>>,
+    /// Its instant, once passed: (replication ID, offset).
+    pub at: parking_lot::Mutex<Option<(String, i64)>>,
+    /// The file is being sent: too late to join.
+    pub sending: AtomicBool,
 }
 
 /// A coordinated failover (FAILOVER): writes are paused until a replica has the whole stream,

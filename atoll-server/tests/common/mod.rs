@@ -377,3 +377,18 @@ pub fn run_all(c: &mut RawConn, cmds: &[Vec<Vec<u8>>]) {
         assert!(r[0] != b'-', "{:?}: {}", a.iter().map(|x| String::from_utf8_lossy(x)).collect::<Vec<_>>(), show(&r));
     }
 }
+
+/// The children of process `pid` (from /proc: every process's parent is in its stat line).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        // pid (comm) state ppid …: comm may hold spaces, so read after its closing ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|x| x.1) else { continue };
+        if rest.split_whitespace().nth(1).and_then(|v| v.parse::<u32>().ok()) == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}

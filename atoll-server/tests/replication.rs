@@ -188,6 +188,58 @@ fn a_diskless_sync_is_sent_by_a_child_process_as_in_redis() {
     }
 }
 
+/// Replicas waiting for their snapshot share one replication buffer, as Redis 7's do: the
+/// stream written meanwhile is held once (in the backlog, which outgrows its size for them),
+/// not once per replica; a replica leaving frees nothing while another still needs it, and
+/// the last one leaving lets the backlog shrink back. Beside Redis 7.2.6.
+#[test]
+fn replicas_awaiting_their_snapshot_share_one_replication_buffer_as_in_redis() {
+    let args = [
+        "--enable-debug-command",
+        "yes",
+        "--repl-backlog-size",
+        "16384",
+        "--repl-diskless-sync",
+        "no",
+        "--client-output-buffer-limit",
+        "replica 0 0 0",
+    ];
+    let int = |c: &mut redis::Connection, section: &str, name: &str| -> i64 {
+        info_field(c, section, name).unwrap_or_else(|| panic!("no {name}")).parse().unwrap()
+    };
+    for master in [start_redis(&args), start_atoll(&args)] {
+        let name = master.name;
+        let mut m = con(master.port);
+        q(&mut m, &["DEBUG", "POPULATE", "100", "key", "16"]);
+        // A hundred seconds to write the file: the replicas wait for it throughout.
+        q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]);
+        let port = master.port.to_string();
+        let mut replicas =
+            vec![start_redis(&["--replicaof", "127.0.0.1", &port]), start_atoll(&["--replicaof", "127.0.0.1", &port])];
+        wait_until("both replicas to wait for the snapshot", 10, || {
+            let text = s(&mut m, &["INFO", "replication"]);
+            text.lines().filter(|l| l.starts_with("slave") && l.contains("state=wait_bgsave")).count() == 2
+        });
+        let value = "v".repeat(1024);
+        for i in 0..1024 {
+            q(&mut m, &["SET", &format!("big:{i}"), &value]);
+        }
+        let held = int(&mut m, "replication", "repl_backlog_histlen");
+        assert!(held > 1024 * 1024, "{name}: the backlog holds the stream for them ({held})");
+        let total = int(&mut m, "memory", "mem_total_replication_buffers");
+        assert!(total >= held && total < 3 * held, "{name}: {total} for {held} held once");
+        replicas.truncate(1);
+        wait_until("one replica to leave", 10, || int(&mut m, "replication", "connected_slaves") == 1);
+        assert_eq!(int(&mut m, "memory", "mem_total_replication_buffers"), total, "{name}: still held for the other");
+        replicas.clear();
+        wait_until(&format!("{name}: the backlog to shrink back"), 20, || {
+            // Redis frees whole 16 KB blocks, keeping at least the size: within a block of it.
+            int(&mut m, "replication", "repl_backlog_histlen") <= 2 * 16384
+                && int(&mut m, "memory", "mem_total_replication_buffers") < total - 1024 * 1024
+        });
+    }
+}
+
 /// Until the master counts its first `n` replicas online: a replica sees its link up a moment
 /// before (the master waits for its first ACK), and FAILOVER refuses a target not yet online.
 fn online_at_master(master: &mut redis::Connection, n: usize) {

@@ -290,11 +290,11 @@ fn memory(o: &mut String, cx: &mut Cx) {
     f!(o, "mem_fragmentation_ratio:{:.2}", ratio(rss, alloc));
     f!(o, "mem_fragmentation_bytes:{}", rss as i64 - alloc as i64);
     // What the replicas hold, read once for the three fields that show it.
-    let replica_bufs = srv.repl.replica_buffers();
-    f!(o, "mem_not_counted_for_evict:{}", replica_bufs + crate::services::clients::in_transit());
-    f!(o, "mem_replication_backlog:{}", srv.repl.backlog_bytes());
-    f!(o, "mem_total_replication_buffers:{}", srv.repl.backlog_bytes() + replica_bufs);
-    f!(o, "mem_clients_slaves:{}", replica_bufs);
+    let bufs = srv.repl.buffers();
+    f!(o, "mem_not_counted_for_evict:{}", bufs.replicas + crate::services::clients::in_transit());
+    f!(o, "mem_replication_backlog:{}", bufs.backlog);
+    f!(o, "mem_total_replication_buffers:{}", bufs.total);
+    f!(o, "mem_clients_slaves:{}", bufs.replicas);
     f!(
         o,
         "mem_clients_normal:{}",

@@ -51,8 +51,8 @@ pub fn memory_stats(ctx: &mut Ctx) -> CmdResult {
     let startup = srv.startup_allocated.load(Ordering::Relaxed);
     // Measured as INFO's memory section measures them.
     let clients = srv.clients.fold(0, |sum, h| if h.replica.load(Ordering::Relaxed) { sum } else { sum + h.memory() });
-    let replicas = srv.repl.replica_buffers();
-    let backlog = srv.repl.backlog_bytes();
+    let bufs = srv.repl.buffers();
+    let (replicas, backlog) = (bufs.replicas, bufs.backlog);
     let aof_buffer = srv.persistence.aof.log().map_or(0, |l| l.buffered().1);
     let eval_caches = srv.scripts.bytes.load(Ordering::Relaxed);
     let function_caches = {

@@ -45,7 +45,7 @@ pub fn attach(
         ip,
         capa_eof: hs.capa_eof,
         psync: psync.is_some(),
-        state: Mutex::new(ReplicaState { link: Link::WaitBgsave, await_ack: false, pending: Vec::new() }),
+        state: Mutex::new(ReplicaState { link: Link::WaitBgsave, await_ack: false, from: None }),
         ack_offset: AtomicI64::new(0),
         aof_ack_offset: AtomicI64::new(0),
         ack_ms: AtomicI64::new(now),
@@ -292,6 +292,7 @@ pub fn run_thread(srv: Arc<Server>) {
             }
         }
         free_idle_backlog(&srv, now);
+        repl.trim_backlog();
     }
 }
 
@@ -414,12 +415,10 @@ fn join_disk_sync(srv: &Server, cur: &CurrentSync, q: &mut Vec<Arc<Replica>>) {
     if off + 1 < b.first || off + 1 > b.first + b.buf.len() as i64 {
         return;
     }
-    let skip = (off + 1 - b.first) as usize;
-    let tail: Vec<u8> = b.buf.iter().skip(skip).copied().collect();
     let mut batch = cur.batch.lock();
     for r in q.drain(..) {
         crate::log_notice!("Waiting for end of BGSAVE for SYNC");
-        r.state.lock().pending = tail.clone();
+        r.state.lock().from = Some(off + 1);
         r.ack_offset.store(off, Ordering::Relaxed);
         if r.psync {
             let line = format!("+FULLRESYNC {replid} {off}\r\n");
@@ -444,11 +443,19 @@ struct SyncHooks<'a> {
     at: Option<(String, i64, usize)>,
     /// The transfer child writes the replicas' heads: they are left here (one per replica of
     /// the batch) instead of going to the replicas' mailboxes.
-    heads: Option<Arc<Heads>>,
+    heads: Option<Arc<HeadsOut>>,
 }
 
-/// The replicas' heads at the instant, one per replica of the batch, for the transfer child.
-type Heads = parking_lot::Mutex<Option<Vec<Vec<u8>>>>;
+/// Where the replicas' heads go at the instant: the transfer child's input (a second handle
+/// on it), in the order of its sockets — at once, so each replica has its `+FULLRESYNC` as
+/// soon as the snapshot begins, however slowly the snapshot then comes.
+struct HeadsOut {
+    pipe: std::fs::File,
+    /// The batch index of each of the child's sockets.
+    order: Vec<usize>,
+    /// The frame's length (counted in the trailer).
+    written: std::sync::atomic::AtomicU64,
+}
 
 impl rdbfile::SnapshotHooks for SyncHooks<'_> {
     fn header(&mut self, _: &crate::engine::Keyspace) -> std::io::Result<rdbfile::Header<'static>> {
@@ -495,6 +502,7 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
                 head.extend_from_slice(b"\r\n");
             }
             r.ack_offset.store(off, Ordering::Relaxed);
+            r.state.lock().from = Some(off + 1);
             if self.heads.is_none() && !head.is_empty() {
                 srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, &head);
             }
@@ -502,7 +510,16 @@ impl rdbfile::SnapshotHooks for SyncHooks<'_> {
             f.replicas.push(r.clone());
         }
         if let Some(h) = &self.heads {
-            *h.lock() = Some(heads);
+            let mut frame = Vec::new();
+            for &b in &h.order {
+                let head = heads.get(b).map(Vec::as_slice).unwrap_or_default();
+                frame.extend_from_slice(&(head.len() as u32).to_le_bytes());
+                frame.extend_from_slice(head);
+            }
+            // A failure shows at the stream's next write, on the same pipe.
+            if (&h.pipe).write_all(&frame).is_ok() {
+                h.written.store(frame.len() as u64, Ordering::Release);
+            }
         }
         repl.count.store(f.replicas.len(), Ordering::Relaxed);
         repl.alone_since.store(0, Ordering::Relaxed);
@@ -706,21 +723,27 @@ fn through_child(
     let pid = t.pid;
     crate::daemons::persistence::count_child(srv, pid, t.spawn_us);
     crate::log_notice!("Background RDB transfer started by pid {pid}");
-    let heads = Arc::new(parking_lot::Mutex::new(None));
+    let heads = Arc::new(HeadsOut {
+        pipe: t.input.try_clone()?,
+        order: socks.iter().map(|(i, _)| *i).collect(),
+        written: Default::default(),
+    });
     hooks.heads = Some(heads.clone());
     let done = std::sync::atomic::AtomicBool::new(false);
     let reports = t.reports;
     let (r, status, sent) = std::thread::scope(|s| {
         let watcher = s.spawn(|| watch_transfer(srv, batch, &socks, reports, pid, &done, progress));
-        let order = socks.iter().map(|(i, _)| *i).collect();
-        let mut sink = ToChild { out: Some(t.input), heads: &heads, order, headed: false, written: 0 };
+        let mut sink = ToChild { out: Some(t.input), written: 0 };
         let r = (|| {
-            let w = std::io::BufWriter::with_capacity(1 << 16, &mut sink);
+            // Redis's child buffers its pipe writes as much (16 KB).
+            let w = std::io::BufWriter::with_capacity(16 << 10, &mut sink);
             let (_, w) = rdbfile::write_snapshot(&srv.ks, w, hooks, opts, form, progress)?;
             let sink = w.into_inner().map_err(|e| e.into_error())?;
             sink.write_all(hooks.mark.as_ref().expect("a diskless sync has its mark"))?;
-            sink.trailer()
+            sink.trailer(heads.written.load(Ordering::Acquire))
         })();
+        // Every handle on the child's input goes, so it sees the input end.
+        hooks.heads = None;
         done.store(true, Ordering::Release);
         if r.is_err() {
             // SAFETY: a signal to our own child, not reaped yet.
@@ -728,6 +751,7 @@ fn through_child(
         }
         // The input closes: a child without the trailer exits at once.
         sink.out = None;
+        drop(heads);
         let mut status = 0i32;
         // SAFETY: reaps our own child.
         let reaped = unsafe { libc::waitpid(pid as i32, &mut status, 0) } == pid as i32;
@@ -762,46 +786,29 @@ fn through_child(
     }
 }
 
-/// The transfer child's input: each replica's head first (in the child's order of sockets),
-/// then the stream, counted for the trailer.
-struct ToChild<'a> {
+/// The transfer child's input, after the heads (`HeadsOut`): the stream, counted for the
+/// trailer.
+struct ToChild {
     out: Option<std::fs::File>,
-    heads: &'a Heads,
-    /// The batch index of each of the child's sockets.
-    order: Vec<usize>,
-    headed: bool,
     written: u64,
 }
 
-impl ToChild<'_> {
+impl ToChild {
     fn pipe(&mut self) -> std::io::Result<&mut std::fs::File> {
         self.out.as_mut().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
     }
 
-    /// The stream is whole: its trailer (as `persist::child`'s).
-    fn trailer(&mut self) -> std::io::Result<()> {
+    /// The stream is whole: its trailer (as `persist::child`'s), counting the heads' frame.
+    fn trailer(&mut self, heads: u64) -> std::io::Result<()> {
         let mut t = Vec::with_capacity(crate::persist::child::TRAILER);
         t.extend_from_slice(crate::persist::child::MAGIC);
-        t.extend_from_slice(&self.written.to_le_bytes());
+        t.extend_from_slice(&(heads + self.written).to_le_bytes());
         self.pipe()?.write_all(&t)
     }
 }
 
-impl Write for ToChild<'_> {
+impl Write for ToChild {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if !self.headed {
-            // The snapshot's instant has passed (its first bytes follow it): the heads are set.
-            let heads = self.heads.lock().take().unwrap_or_default();
-            let mut frame = Vec::new();
-            for &b in &self.order {
-                let h = heads.get(b).map(Vec::as_slice).unwrap_or_default();
-                frame.extend_from_slice(&(h.len() as u32).to_le_bytes());
-                frame.extend_from_slice(h);
-            }
-            self.pipe()?.write_all(&frame)?;
-            self.written += frame.len() as u64;
-            self.headed = true;
-        }
         let n = self.pipe()?.write(buf)?;
         self.written += n as u64;
         Ok(n)
@@ -921,14 +928,20 @@ fn clear_snapshot(srv: &Server, progress: &Arc<rdbfile::Progress>) {
 /// The replica has its snapshot: what piled up goes first, then the stream as it happens,
 /// in order (both under the feed lock).
 fn put_online(srv: &Server, r: &Replica) {
-    let _f = srv.repl.feed.lock();
+    let f = srv.repl.feed.lock();
     let mut st = r.state.lock();
-    let pending = std::mem::take(&mut st.pending);
+    let from = st.from.take();
     st.link = Link::Online;
     st.await_ack = false;
     drop(st);
-    if !pending.is_empty() {
-        srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, &pending);
+    let Some(from) = from else { return };
+    match Replication::backlog_from(&f, from) {
+        Some(pending) if !pending.is_empty() => {
+            srv.pubsub.send_raw(&srv.config.hot, &r.mailbox, &pending);
+        }
+        Some(_) => {}
+        // Kept for it, unless the backlog was started afresh meanwhile: it must sync again.
+        None => r.handle.kill(),
     }
 }
 

@@ -542,7 +542,7 @@ impl crate::services::evict::Host for Server {
     }
 
     fn not_counted(&self) -> u64 {
-        self.repl.replica_buffers() + crate::services::clients::in_transit()
+        self.repl.replicas_share() + crate::services::clients::in_transit()
     }
 
     fn writes_paused(&self) -> bool {

@@ -85,8 +85,11 @@ pub struct ReplicaState {
     pub link: Link,
     /// The snapshot went out diskless: the stream starts with the replica's first ACK.
     pub await_ack: bool,
-    /// The stream fed while the snapshot is sent.
-    pub pending: Vec<u8>,
+    /// While its snapshot is made and sent: the offset of the first byte of the stream it
+    /// needs after it. Those bytes stay in the backlog for it, past `repl-backlog-size` if
+    /// need be — one buffer for every replica, as Redis 7's replication buffer, not a copy
+    /// each — and are handed to it when it goes online.
+    pub from: Option<i64>,
 }
 
 impl Replica {
@@ -187,6 +190,13 @@ pub struct CurrentSync {
     pub at: parking_lot::Mutex<Option<(String, i64)>>,
     /// The file is being sent: too late to join.
     pub sending: AtomicBool,
+}
+
+/// The replication buffers' memory (`Replication::buffers`).
+pub struct ReplBuffers {
+    pub total: u64,
+    pub backlog: u64,
+    pub replicas: u64,
 }
 
 /// A coordinated failover (FAILOVER): writes are paused until a replica has the whole stream,
@@ -297,30 +307,36 @@ impl Replication {
             .collect()
     }
 
-    /// The backlog's bytes (INFO `mem_replication_backlog`).
-    pub fn backlog_bytes(&self) -> u64 {
-        self.feed.lock().backlog.as_ref().map_or(0, |b| b.buf.len()) as u64
-    }
-
-    /// What the replicas have not been sent yet: their connections' buffers, their mailboxes,
-    /// the stream held while their snapshot goes out (INFO `mem_clients_slaves`; not
-    /// counted for `maxmemory`, as Redis leaves its replication buffer beyond the backlog out).
-    pub fn replica_buffers(&self) -> u64 {
+    /// The replication buffers, measured as Redis 7 reports its one replication buffer:
+    /// `total` (INFO `mem_total_replication_buffers`) is the backlog's allocation and the
+    /// stream queued for online replicas, not yet taken by their sockets; of it, what is held
+    /// past `repl-backlog-size` and what is queued are the replicas' (`mem_clients_slaves`,
+    /// not counted for `maxmemory`), the rest the backlog's (`mem_replication_backlog`).
+    /// `buffers().replicas` (what eviction leaves out), at no cost without replicas.
+    pub fn replicas_share(&self) -> u64 {
         if self.count.load(Ordering::Relaxed) == 0 && self.queue.lock().is_empty() {
             return 0;
         }
-        self.all_replicas()
-            .iter()
-            // The connection's buffers (holding what the socket has not taken), its mailbox,
-            // and the stream kept while its snapshot goes out.
-            .map(|r| {
-                // Each big buffer as the allocator counts it (its size class).
-                let reply = r.handle.reply_cap.load(Ordering::Relaxed);
-                let held = crate::alloc::usable_size(reply as usize) + r.handle.memory() - reply;
-                held + crate::alloc::usable_size(r.mailbox.held())
-                    + crate::alloc::usable_size(r.state.lock().pending.capacity())
-            })
-            .sum()
+        self.buffers().replicas
+    }
+
+    pub fn buffers(&self) -> ReplBuffers {
+        // The allocation, and what it holds past `repl-backlog-size` (for replicas).
+        let (alloc, beyond) = {
+            let f = self.feed.lock();
+            match f.backlog.as_ref() {
+                Some(b) if b.buf.capacity() > 0 => {
+                    (crate::alloc::usable_size(b.buf.capacity()), b.buf.len().saturating_sub(b.cap) as u64)
+                }
+                _ => (0, 0),
+            }
+        };
+        let all = self.all_replicas();
+        let queued: u64 =
+            all.iter().map(|r| r.mailbox.len() as u64 + r.handle.out_pending.load(Ordering::Relaxed)).sum();
+        let total = alloc + queued;
+        let replicas = if all.is_empty() { 0 } else { (beyond + queued).min(total) };
+        ReplBuffers { total, backlog: total - replicas, replicas }
     }
 
     /// Replicas fed the stream (or about to receive their snapshot).
@@ -459,34 +475,65 @@ impl Replication {
     }
 
     fn append(&self, r: &Reach, f: &mut Feed, bytes: &[u8]) {
-        let Some(b) = f.backlog.as_mut() else { return };
+        let Feed { backlog, replicas, .. } = f;
+        let Some(b) = backlog.as_mut() else { return };
         b.buf.extend(bytes);
-        if b.buf.len() > b.cap {
-            let cut = b.buf.len() - b.cap;
-            b.buf.drain(..cut);
-            b.first += cut as i64;
-        }
-        self.offset.fetch_add(bytes.len() as i64, Ordering::AcqRel);
+        let end = self.offset.fetch_add(bytes.len() as i64, Ordering::AcqRel) + bytes.len() as i64;
         let mut lost = false;
-        for rep in &f.replicas {
-            let mut st = rep.state.lock();
+        // The oldest byte a replica still receiving its snapshot needs.
+        let mut need = i64::MAX;
+        for rep in replicas.iter() {
+            let st = rep.state.lock();
             if st.link == Link::Online {
                 drop(st);
                 lost |= !r.pubsub.send_raw(r.hot, &rep.mailbox, bytes);
+                continue;
+            }
+            let Some(from) = st.from else { continue };
+            drop(st);
+            // What it holds is the stream since `from`, counted against its output limit.
+            if super::pubsub::over_output_limit(r.hot, &rep.handle, (end + 1 - from).max(0) as u64) {
+                st_clear(rep);
+                super::pubsub::close_over_limit(&rep.handle);
+                lost = true;
             } else {
-                st.pending.extend_from_slice(bytes);
-                let pending = st.pending.len() as u64;
-                drop(st);
-                if super::pubsub::over_output_limit(r.hot, &rep.handle, pending) {
-                    st_clear(rep);
-                    super::pubsub::close_over_limit(&rep.handle);
-                    lost = true;
-                }
+                need = need.min(from);
             }
         }
+        trim(b, need);
         if lost {
             self.forget_dead(f);
         }
+    }
+
+    /// Trims the backlog to its size, keeping what replicas still receiving their snapshot
+    /// need (the replication thread's turn: a replica that left lets the memory go even when
+    /// nothing is written).
+    pub fn trim_backlog(&self) {
+        let mut f = self.feed.lock();
+        let need = oldest_needed(&f);
+        if let Some(b) = f.backlog.as_mut() {
+            trim(b, need);
+        }
+    }
+
+    /// The stream from `from` on, out of the backlog (a replica's part once it goes online),
+    /// or None if the backlog no longer holds it.
+    pub fn backlog_from(f: &Feed, from: i64) -> Option<Vec<u8>> {
+        let b = f.backlog.as_ref()?;
+        if from < b.first || from > b.first + b.buf.len() as i64 {
+            return None;
+        }
+        let skip = (from - b.first) as usize;
+        let (a, c) = b.buf.as_slices();
+        let mut out = Vec::with_capacity(b.buf.len() - skip);
+        if skip < a.len() {
+            out.extend_from_slice(&a[skip..]);
+            out.extend_from_slice(c);
+        } else {
+            out.extend_from_slice(&c[skip - a.len()..]);
+        }
+        Some(out)
     }
 
     fn forget_dead(&self, f: &mut Feed) {
@@ -516,12 +563,8 @@ impl Replication {
     pub fn resize_backlog(&self, cap: usize) {
         if let Some(b) = self.feed.lock().backlog.as_mut() {
             b.cap = cap;
-            if b.buf.len() > cap {
-                let cut = b.buf.len() - cap;
-                b.buf.drain(..cut);
-                b.first += cut as i64;
-            }
         }
+        self.trim_backlog();
     }
 
     /// A replica left (its connection closed).
@@ -533,6 +576,12 @@ impl Replication {
             self.count.store(f.replicas.len(), Ordering::Relaxed);
             if f.replicas.is_empty() {
                 self.alone_since.store(super::clock::unix_ms(), Ordering::Relaxed);
+            }
+            // What the backlog held for it alone goes with it, as Redis frees the blocks a
+            // replica was the last to reference.
+            let need = oldest_needed(&f);
+            if let Some(b) = f.backlog.as_mut() {
+                trim(b, need);
             }
         }
         drop(f);
@@ -597,7 +646,28 @@ impl Replication {
 }
 
 fn st_clear(r: &Replica) {
-    r.state.lock().pending = Vec::new();
+    r.state.lock().from = None;
+}
+
+/// The first byte of the stream a replica still receiving its snapshot needs (MAX: none).
+fn oldest_needed(f: &Feed) -> i64 {
+    f.replicas.iter().filter_map(|r| r.state.lock().from).min().unwrap_or(i64::MAX)
+}
+
+/// Keeps the backlog's newest `cap` bytes, and every byte from `need` on; its memory follows
+/// once it is far bigger than what it holds.
+fn trim(b: &mut Backlog, need: i64) {
+    if b.buf.len() > b.cap {
+        let cut = (b.buf.len() - b.cap).min((need - b.first).max(0) as usize);
+        if cut > 0 {
+            b.buf.drain(..cut);
+            b.first += cut as i64;
+        }
+    }
+    let keep = b.buf.len().max(b.cap);
+    if b.buf.capacity() > 2 * keep + (64 << 10) {
+        b.buf.shrink_to(keep);
+    }
 }
 
 /// A new random replication ID (40 hex digits).

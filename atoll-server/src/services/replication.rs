@@ -14,7 +14,9 @@
 //!   instant is taken with every shard locked (`SnapshotHooks::quiesce`): at that instant no
 //!   write is between its change and its effect, so the snapshot holds exactly the stream
 //!   before `offset` and the replica gets exactly the bytes after it. Effects fed while the
-//!   RDB is on its way wait in the replica's own buffer and follow the RDB. One snapshot
+//!   RDB is on its way stay in the backlog — one buffer for every replica waiting, as Redis
+//!   7's replication buffer, which grows past `repl-backlog-size` while one needs it — and
+//!   follow the RDB. One snapshot
 //!   serves every replica waiting when it starts (`repl-diskless-sync-delay` lets more
 //!   gather). Diskless (`$EOF:<mark>` framing, when the replica said `capa eof`) or through a
 //!   temporary file (`$<length>` framing) as `repl-diskless-sync` says.

@@ -526,6 +526,42 @@ fn waitaof_counts_a_replica_whose_aof_was_switched_on_while_linked() {
     }
 }
 
+/// A replica whose link drops and continues (`+CONTINUE`) has not fsync'd its AOF by that:
+/// with `appendfsync no` its FACK stays where its full sync's rewrite left it, so the
+/// master's WAITAOF does not count it for a write made before the reconnect (it counted it:
+/// the new link took everything applied as durable); once it fsyncs (`everysec`) it does.
+/// The same with a Redis 7.2.6 replica.
+#[test]
+fn waitaof_does_not_count_a_replica_made_durable_by_a_reconnect_alone() {
+    for replica_is_atoll in [true, false] {
+        let atoll = start_master("yes");
+        let mut m = con(atoll.port);
+        let port = atoll.port.to_string();
+        let args = ["--replicaof", "127.0.0.1", &port, "--appendonly", "yes", "--appendfsync", "no"];
+        let replica = if replica_is_atoll { start_atoll(&args) } else { start_redis(&args) };
+        let mut r = con(replica.port);
+        link_up(&mut r);
+        online_at_master(&mut m, 1);
+        wait_until("the replica's AOF base", 30, || {
+            info_field(&mut r, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+        });
+        q(&mut m, &["SET", "k", "v"]);
+        assert_eq!(q(&mut m, &["WAIT", "1", "5000"]), Value::Int(1));
+        let partial = |m: &mut redis::Connection| info_field(m, "stats", "sync_partial_ok").unwrap();
+        assert_eq!(partial(&mut m), "0");
+        q(&mut r, &["CLIENT", "KILL", "TYPE", "master"]);
+        wait_until("the partial resync", 30, || partial(&mut m) == "1");
+        link_up(&mut r);
+        online_at_master(&mut m, 1);
+        let got = q(&mut m, &["WAITAOF", "0", "1", "300"]);
+        assert_eq!(got, Value::Array(vec![Value::Int(0), Value::Int(0)]), "replica_is_atoll={replica_is_atoll}");
+        q(&mut r, &["CONFIG", "SET", "appendfsync", "everysec"]);
+        q(&mut m, &["SET", "k", "v2"]);
+        let got = q(&mut m, &["WAITAOF", "0", "1", "5000"]);
+        assert_eq!(got, Value::Array(vec![Value::Int(0), Value::Int(1)]), "replica_is_atoll={replica_is_atoll}");
+    }
+}
+
 /// Fills the stream behind a stopped replica until the master holds over 2 MB for it (what
 /// Redis's integration/shutdown does, reading INFO's `mem_total_replication_buffers`).
 fn fill_behind_stopped_replica(m: &mut redis::Connection) {

@@ -454,6 +454,9 @@ fn session(srv: &Server, host: &str, port: u16, gen: u64) -> Result<(), LinkErro
         up.offset.store(offset, Ordering::Release);
         up.read_offset.store(offset, Ordering::Release);
         up.synced.store(true, Ordering::Release);
+        // The AOF was rewritten from the snapshot: durable up to its offset.
+        up.aof_fsynced.store(offset, Ordering::Release);
+        up.aof_unsynced.lock().clear();
         // The master's stream continues in the database its snapshot says it had selected
         // (`repl-stream-db`; a Redis master selects afresh after a snapshot, Redis replicas
         // serving their own replicas do not).
@@ -733,9 +736,16 @@ fn load_from_link(
 /// Applies the master's stream until the link ends.
 fn stream(srv: &Server, mut r: BufReader<Counted>, w: &Writer, gen: u64) -> Result<(), LinkError> {
     let up = &srv.repl.upstream;
-    // What the AOF holds at the start is durable (a full sync rewrote it).
     let start = up.offset.load(Ordering::Acquire);
-    let acks = Acks { offset: AtomicI64::new(start), fsynced: AtomicI64::new(start), aof: Default::default() };
+    // What the AOF holds fsync'd goes on from the last link (a full sync set it to its
+    // snapshot, which its rewrite made durable); a partial resync adds nothing to it. None
+    // known (a restart, its AOF loaded): what was loaded.
+    let fsynced = match up.aof_fsynced.load(Ordering::Acquire) {
+        0 => start,
+        f => f,
+    };
+    let unsynced = std::mem::take(&mut *up.aof_unsynced.lock());
+    let acks = Acks { offset: AtomicI64::new(start), fsynced: AtomicI64::new(fsynced), aof: Mutex::new(unsynced) };
     // An ACK every second, from a thread of its own (the reader may wait a long time).
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -762,6 +772,11 @@ fn stream(srv: &Server, mut r: BufReader<Counted>, w: &Writer, gen: u64) -> Resu
         }
         let result = apply_stream(srv, &mut r, w, &acks, gen);
         stop.store(true, Ordering::Release);
+        // For the next link (the ACK thread is joined when the scope ends; what it saw
+        // last is at most this).
+        up.aof_fsynced.store(acks.fsynced.load(Ordering::Acquire), Ordering::Release);
+        let unsynced = std::mem::take(&mut *acks.aof.lock());
+        *up.aof_unsynced.lock() = unsynced;
         // The link is down from here (INFO says so at once, as Redis's does), not once the
         // ACK thread has noticed.
         if result.is_err() && current(srv, gen) {

@@ -713,6 +713,11 @@ pub struct Upstream {
     /// A snapshot is being loaded from the link beside the old dataset, which goes on
     /// serving (`repl-diskless-load swapdb`; INFO `async_loading`).
     pub async_loading: AtomicBool,
+    /// The stream offset this replica's AOF holds fsync'd (FACK), and the (AOF bytes, stream
+    /// offset) pairs applied and not yet fsync'd, kept from one link to the next: a partial
+    /// resync makes nothing durable, only a full sync's rewrite does (0: none known yet).
+    pub aof_fsynced: AtomicI64,
+    pub aof_unsynced: Mutex<VecDeque<(u64, i64)>, { rank::LEAF }>,
 }
 
 impl Upstream {

@@ -368,8 +368,10 @@ fn start_syncs(srv: &Arc<Server>, now: i64) {
     }
     let current = repl.current.lock().clone();
     if let Some(cur) = current {
+        // The feed's lock comes before the queue's (lock order).
+        drop(q);
         if cur.disk {
-            join_disk_sync(srv, &cur, &mut q);
+            join_disk_sync(srv, &cur);
         }
         return;
     }
@@ -404,7 +406,7 @@ fn start_syncs(srv: &Arc<Server>, now: i64) {
 /// Redis's attach to the BGSAVE in progress: they get its `+FULLRESYNC` and, from the backlog,
 /// the stream since its instant, which waits behind the file. Those that arrive before the
 /// instant, or once the backlog no longer reaches back to it, wait for the next sync.
-fn join_disk_sync(srv: &Server, cur: &CurrentSync, q: &mut Vec<Arc<Replica>>) {
+fn join_disk_sync(srv: &Server, cur: &CurrentSync) {
     if cur.sending.load(Ordering::Acquire) {
         return;
     }
@@ -415,6 +417,8 @@ fn join_disk_sync(srv: &Server, cur: &CurrentSync, q: &mut Vec<Arc<Replica>>) {
     if off + 1 < b.first || off + 1 > b.first + b.buf.len() as i64 {
         return;
     }
+    let mut q = srv.repl.queue.lock();
+    q.retain(|r| !r.handle.killed.load(Ordering::Relaxed));
     let mut batch = cur.batch.lock();
     for r in q.drain(..) {
         crate::log_notice!("Waiting for end of BGSAVE for SYNC");

@@ -92,8 +92,10 @@ fn try_partial(srv: &Server, r: &Arc<Replica>, id: &[u8], off: &[u8], reply: &mu
         return false;
     }
     let mut f = repl.feed.lock();
-    let Some(b) = f.backlog.as_ref() else { return false };
-    if off < b.first || off > b.first + b.buf.len() as i64 {
+    if f.backlog.is_none() {
+        return false;
+    }
+    let Some(tail) = Replication::backlog_from(&f, off) else {
         crate::log_notice!(
             "Unable to partial resync with replica {}:{} for lack of backlog (Replica request was: {off}).",
             r.ip,
@@ -101,16 +103,7 @@ fn try_partial(srv: &Server, r: &Arc<Replica>, id: &[u8], off: &[u8], reply: &mu
         );
         repl.sync_partial_err.fetch_add(1, Ordering::Relaxed);
         return false;
-    }
-    let skip = (off - b.first) as usize;
-    let (a, c) = b.buf.as_slices();
-    let mut tail = Vec::with_capacity(b.buf.len() - skip);
-    if skip < a.len() {
-        tail.extend_from_slice(&a[skip..]);
-        tail.extend_from_slice(c);
-    } else {
-        tail.extend_from_slice(&c[skip - a.len()..]);
-    }
+    };
     let line = format!("+CONTINUE {replid}\r\n");
     r.handle.repl_uncounted.fetch_add(line.len() as u64, Ordering::Relaxed);
     reply.extend_from_slice(line.as_bytes());

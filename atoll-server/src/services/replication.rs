@@ -349,6 +349,17 @@ impl Replication {
     /// Every replica, those still waiting for their snapshot to begin included (INFO).
     pub fn all_replicas(&self) -> Vec<Arc<Replica>> {
         let mut v = self.replicas();
+        // Those of the sync under way whose snapshot's instant has not come yet (between the
+        // queue and the feed: a snapshot in progress always lists its replicas).
+        let current = self.current.lock().clone();
+        if let Some(cur) = current {
+            for r in cur.batch.lock().iter() {
+                let gone = r.handle.killed.load(Ordering::Relaxed) || *r.handle.closed.lock();
+                if !gone && !v.iter().any(|x| Arc::ptr_eq(x, r)) {
+                    v.push(r.clone());
+                }
+            }
+        }
         v.extend(self.queue.lock().iter().cloned());
         v
     }

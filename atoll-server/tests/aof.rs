@@ -869,3 +869,61 @@ fn aof_history_is_kept_and_removed_as_redis_keeps_it() {
     );
     assert_eq!(manifests[1], manifests[0], "Atoll's manifests (left) against Redis 7.2.6's");
 }
+
+/// DEBUG LOADAOF replaying a slow script (an EVAL kept verbatim in the AOF, as Redis's own
+/// aof.tcl writes one): other clients get `-LOADING` while it runs — on every worker, the
+/// loading one included — and the load ends with the script's write. Atoll's worker that ran
+/// the load served its other connections from the script's hook and waited there for the load
+/// to read more: the load was its own script, so the worker hung for good (found by Redis's
+/// "EVAL timeout with slow verbatim Lua script from AOF"). Run beside Redis 7.2.6.
+#[test]
+fn a_slow_script_in_a_replayed_aof_answers_loading_as_redis() {
+    let script = "redis.call('set',KEYS[1],'y'); for i=1,1500000 do redis.call('ping') end return 'ok'";
+    for (name, atoll) in [("redis", false), ("atoll", true)] {
+        let args = [
+            "--appendonly",
+            "yes",
+            "--aof-use-rdb-preamble",
+            "no",
+            "--lua-time-limit",
+            "1",
+            "--enable-debug-command",
+            "yes",
+        ];
+        let s = if atoll { start_atoll(&args) } else { start_redis(&args) };
+        let mut c = RawConn::connect(s.port);
+        let dir = dir_of(&mut c);
+        let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
+            .expect("an incremental AOF file");
+        let mut body = encode(&v(&["select", "9"]));
+        body.extend(encode(&v(&["eval", script, "1", "x"])));
+        std::fs::write(&incr, body).unwrap();
+        // Connections on every worker (they are spread over the workers as they arrive).
+        let mut others: Vec<RawConn> = (0..4).map(|_| RawConn::connect(s.port)).collect();
+        c.send(&v(&["debug", "loadaof"]));
+        let start = std::time::Instant::now();
+        let mut loading = 0;
+        while loading == 0 && start.elapsed() < Duration::from_secs(5) {
+            for o in others.iter_mut() {
+                o.send(&v(&["ping"]));
+                let r = o.try_read_reply(Duration::from_secs(10)).unwrap_or_else(|| panic!("{name}: PING hung"));
+                loading += r.starts_with(b"-LOADING") as usize;
+            }
+        }
+        assert!(loading > 0, "{name}: no -LOADING while the AOF's slow script ran");
+        // Every connection answers while the load goes on (none waits on the loading worker).
+        for o in others.iter_mut() {
+            o.send(&v(&["ping"]));
+            let r = o.try_read_reply(Duration::from_secs(10)).unwrap_or_else(|| panic!("{name}: PING hung"));
+            assert!(r == b"+PONG\r\n" || r.starts_with(b"-LOADING"), "{name}: {}", show(&r));
+        }
+        let r = c.try_read_reply(Duration::from_secs(60)).unwrap_or_else(|| panic!("{name}: DEBUG LOADAOF hung"));
+        assert_eq!(show(&r), "+OK\\r\\n", "{name}");
+        assert_eq!(c.cmd(&[b"select", b"9"]), b"+OK\r\n");
+        assert_eq!(show(&c.cmd(&[b"get", b"x"])), "$1\\r\\ny\\r\\n", "{name}");
+        assert_eq!(c.cmd(&[b"ping"]), b"+PONG\r\n", "{name}");
+    }
+}

@@ -294,6 +294,11 @@ pub fn serving_while_busy(on: bool) -> bool {
     SERVING_WHILE_BUSY.replace(on)
 }
 
+/// This thread is serving its other connections from inside a busy script's hook.
+pub fn is_serving_while_busy() -> bool {
+    SERVING_WHILE_BUSY.get()
+}
+
 /// A held script gate ([`Keyspace::enter_script_gate`]).
 pub struct ScriptGate<'a>(#[allow(dead_code)] parking_lot::ReentrantMutexGuard<'a, ()>);
 

@@ -612,7 +612,7 @@ fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], ga
     use crate::services::gates::{
         GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_REPLICA, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
     };
-    if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !load_passed_quietly(srv) {
+    if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !load_passed_quietly(srv, gates) {
         return Some(CmdError::Loading);
     }
 
@@ -650,8 +650,15 @@ fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], ga
 /// are read (a replica's full sync, DEBUG RELOAD): a command arriving meanwhile waits, and a
 /// small load is never seen as `-LOADING`. So here: a command that meets a load waits while
 /// the load has read less than that; true if the load ended meanwhile (the command runs).
+/// Not while a script is busy: that script may be the load's own (an EVAL in the AOF that
+/// DEBUG LOADAOF replays), which cannot go on while its thread waits here (the command came
+/// from inside its hook), and Redis serves events from a slow script whatever the load has
+/// read — the command gets `-LOADING` at once.
 #[cold]
-fn load_passed_quietly(srv: &Server) -> bool {
+fn load_passed_quietly(srv: &Server, gates: u8) -> bool {
+    if gates & crate::services::gates::GATE_SCRIPT_BUSY != 0 || crate::engine::is_serving_while_busy() {
+        return !srv.persistence.loading();
+    }
     let interval: u64 =
         srv.config.text(crate::config::p::LOADING_PROCESS_EVENTS_INTERVAL_BYTES).parse().unwrap_or(2 << 20);
     let p = &srv.persistence;

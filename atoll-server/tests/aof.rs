@@ -927,3 +927,94 @@ fn a_slow_script_in_a_replayed_aof_answers_loading_as_redis() {
         assert_eq!(c.cmd(&[b"ping"]), b"+PONG\r\n", "{name}");
     }
 }
+
+fn info_field(c: &mut RawConn, field: &str) -> String {
+    let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"all"])).to_string();
+    let at = format!("{field}:");
+    info.lines().find_map(|l| l.strip_prefix(&at)).unwrap_or_else(|| panic!("no {field} in INFO")).trim().to_string()
+}
+
+/// AOF turned on at runtime while its first rewrite keeps failing (the rewrite's child killed
+/// twice), as Redis's aof-multi-part "AOF will open a temporary INCR AOF …": each failed try
+/// removes its temporary INCR file (one log line each), none uses up a file number, so the try
+/// that succeeds names base 1 and incr 1; the data loads back whole, and DEBUG LOADAOF leaves
+/// no change to save (`rdb_changes_since_last_save:0`). Run beside Redis 7.2.6. Atoll named
+/// a numbered INCR file at every try and logged the removal only once (and counted the load as
+/// changes).
+#[test]
+fn aof_turned_on_takes_a_fresh_temporary_file_for_each_try_as_redis() {
+    for (name, atoll) in [("redis", false), ("atoll", true)] {
+        let logs = std::env::temp_dir().join(format!("atoll-aof-temp-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&logs);
+        std::fs::create_dir_all(&logs).unwrap();
+        let log = logs.join("server.log");
+        let args = [
+            "--enable-debug-command",
+            "yes",
+            "--loglevel",
+            "notice",
+            "--logfile",
+            log.to_str().unwrap(),
+            "--aof-use-rdb-preamble",
+            "yes",
+        ];
+        let s = if atoll { start_atoll(&args) } else { start_redis(&args) };
+        let pid = s.child.id();
+        let mut c = RawConn::connect(s.port);
+        for i in 0..20 {
+            assert_eq!(c.cmd(&[b"SET", format!("k{i}").as_bytes(), b"v"]), b"+OK\r\n");
+        }
+        let removals = || std::fs::read_to_string(&log).unwrap().matches("Removing the temp incr aof file").count();
+        // A child that takes a second a key (20 s): it is killed long before.
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"1000000"]), b"+OK\r\n");
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"appendonly", b"yes"]), b"+OK\r\n");
+        for attempt in 1..=2 {
+            let start = std::time::Instant::now();
+            let child = loop {
+                let kids = children_of(pid);
+                if info_field(&mut c, "aof_rewrite_in_progress") == "1" && kids.len() == 1 {
+                    break kids[0];
+                }
+                assert!(start.elapsed() < Duration::from_secs(10), "{name}: try {attempt} did not start");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            // A write during the try: in its temporary file only.
+            assert_eq!(c.cmd(&[b"INCR", b"during"]), format!(":{attempt}\r\n").into_bytes(), "{name}");
+            if attempt == 2 {
+                // The next try (a new child) writes at full speed.
+                assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]), b"+OK\r\n");
+            }
+            // SAFETY: a signal to the server's own child.
+            unsafe { libc::kill(child as i32, libc::SIGKILL) };
+            let start = std::time::Instant::now();
+            while removals() < attempt {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "{name}: try {attempt}'s temporary file not removed"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(removals(), attempt, "{name}");
+        }
+        let start = std::time::Instant::now();
+        while info_field(&mut c, "aof_rewrite_in_progress") != "0"
+            || info_field(&mut c, "aof_rewrite_scheduled") != "0"
+            || info_field(&mut c, "aof_last_bgrewrite_status") != "ok"
+        {
+            assert!(start.elapsed() < Duration::from_secs(20), "{name}: no try succeeded");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let dir = std::path::Path::new(&dir_of(&mut c)).join("appendonlydir");
+        let manifest = std::fs::read_to_string(dir.join("appendonly.aof.manifest")).unwrap();
+        assert_eq!(
+            manifest, "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n",
+            "{name}"
+        );
+        assert!(!dir.join("temp-appendonly.aof.incr").exists(), "{name}: the temporary file is left");
+        let before = digest(&mut c);
+        assert_eq!(c.cmd(&[b"DEBUG", b"LOADAOF"]), b"+OK\r\n");
+        assert_eq!(digest(&mut c), before, "{name}");
+        assert_eq!(show(&c.cmd(&[b"GET", b"during"])), "$1\\r\\n2\\r\\n", "{name}");
+        assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0", "{name}");
+    }
+}

@@ -404,6 +404,8 @@ struct RewriteHooks<'a> {
     srv: &'a Server,
     log: Option<Arc<AofLog>>,
     incr: PathBuf,
+    /// `incr` is the temporary file of AOF turned on (made afresh at the split).
+    fresh: bool,
     functions:
         Option<crate::lockorder::RwLockReadGuard<'a, crate::services::scripts::FunctionsState, { rank::FUNCTIONS }>>,
     split: bool,
@@ -427,6 +429,15 @@ impl rdbfile::SnapshotHooks for RewriteHooks<'_> {
         let f = self.srv.scripts.functions.read();
         let head = crate::daemons::persistence::header_with(self.srv, true, &f);
         if let Some(log) = &self.log {
+            if self.fresh {
+                // AOF turned on: the log may be appending to this very name (the file opened
+                // when it was turned on, or a failed try's). What that file holds is before
+                // this instant, in the base about to be written, and was never in effect: its
+                // name goes (the log goes on writing to it until the split), and the writes
+                // after the instant start a new file under it, as Redis opens a new temporary
+                // INCR file for each try.
+                let _ = std::fs::remove_file(&self.incr);
+            }
             // Nothing can begin a snapshot meanwhile (the caller holds the script gate).
             log.split(&self.incr, ks.snapshots.epoch() + 1)?;
             self.split = true;
@@ -472,10 +483,15 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
         aof::write_manifest(&d, &name, &m)?;
         *a.manifest.lock() = m;
     }
+    // AOF turned on at runtime: until a try succeeds, the writes after its instant go to a
+    // temporary file (Redis's `temp-<name>.incr`), renamed to the first incremental file when
+    // the base is on disk, removed when the try fails — failed tries use up no file number.
+    let temp = d.join(aof::temp_incr_name(&name));
     let mut hooks = RewriteHooks {
         srv,
         log: log.clone(),
-        incr: d.join(&incr.name),
+        incr: if enabling && log.is_some() { temp.clone() } else { d.join(&incr.name) },
+        fresh: enabling && log.is_some(),
         functions: None,
         split: false,
         split_done: false,
@@ -505,6 +521,9 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     };
     hooks.unsplit();
     let r = r.and_then(|info| hooks.unsplit.map(|()| info)).and_then(|info| {
+        if hooks.fresh {
+            std::fs::rename(&temp, d.join(&incr.name))?;
+        }
         let m = Manifest {
             base: Some(base.clone()),
             history: kept_history(srv, &old),
@@ -517,16 +536,15 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
         Ok(x) => x,
         Err(e) => {
             let _ = std::fs::remove_file(d.join(&base.name));
-            if enabling && hooks.split_done {
-                // The log appends to `incr` now, which no manifest names yet: the next try
-                // takes the next number, and the manifest that names its files drops this one.
-                a.manifest.lock().history.push(incr);
+            if hooks.fresh && hooks.split_done {
                 // What the temporary file holds is in memory and in no file that counts (AOF
-                // is not on until a base is): it goes, as Redis's does after a failed first
-                // rewrite.
-                let temp = aof::temp_incr_name(&name);
-                if std::fs::remove_file(d.join(&temp)).is_ok() {
-                    crate::log_notice!("Removing the temp incr aof file {temp} in the background");
+                // is not on until a base is): it goes, as Redis's does after each failed try
+                // (the log writes on to it, unnamed, until the next try's instant).
+                if std::fs::remove_file(&temp).is_ok() {
+                    crate::log_notice!(
+                        "Removing the temp incr aof file {} in the background",
+                        aof::temp_incr_name(&name)
+                    );
                 }
             }
             return Err(e);
@@ -826,6 +844,10 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), PersistError> {
     srv.persistence.set_loading(true);
     let r = load(srv, &d, &m, false);
     srv.persistence.set_loading(false);
+    // What was loaded counts as no change (Redis zeroes its dirty counter here), so it is
+    // neither saved again for the save points nor shown in `rdb_changes_since_last_save`.
+    let now = crate::daemons::persistence::dirty(srv);
+    srv.persistence.dirty_at_save.store(now, Ordering::Relaxed);
     install(srv, log);
     r
 }

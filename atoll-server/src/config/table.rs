@@ -13,7 +13,8 @@
 //!   what Atoll does) is accepted; any other value is refused with an error naming what is
 //!   missing, in CONFIG SET and at start-up: `appendonly yes` must never be silently ignored.
 //! * `unable(WHY)` — as `pending`, but refused with the words Redis itself answers when it is
-//!   built without the ability (`activedefrag yes` without Redis's modified jemalloc).
+//!   built without the ability (`activedefrag yes` without Redis's modified jemalloc), or with
+//!   why Atoll's design cannot do what the value asks (`io-threads-do-reads no`).
 //! * `file_only(WHAT)` — set at start-up; CONFIG SET of another value is refused (Redis can
 //!   rebind listeners at runtime, Atoll cannot yet).
 //!
@@ -146,6 +147,15 @@ impl Def {
 /// `MALLOC=libc` or a distribution's jemalloc): Atoll's jemalloc is the unmodified one, which
 /// gives no hint of which allocations moving would compact.
 const DEFRAG: &str = "Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution";
+/// The `active-defrag-*` thresholds tune a defragmentation Atoll does not have (`activedefrag`
+/// above): a value other than the default would be a setting that changes nothing.
+const DEFRAG_TUNING: &str = "active defragmentation";
+/// Redis's default is `yes`: after a crash it tests the memory in place, its threads killed.
+/// Atoll runs none, so its default says `no` and `yes` is refused.
+const MEMTEST: &str = "a memory test after a crash";
+/// Redis's default `no` keeps reading and parsing on its main thread; Atoll's worker threads
+/// always read and parse their own connections, so its default says `yes`.
+const READS: &str = "Atoll's worker threads always read and parse their own connections (io-threads-do-reads yes)";
 const DUAL_CHANNEL: &str = "dual-channel replication";
 const NODELAY: &str = "turning TCP_NODELAY off on replicas' connections";
 const DEL_SYNC: &str = "deleting the files replication loaded";
@@ -168,12 +178,12 @@ pub const DEFS: &[Def] = &[
     Def::new("acl-pubsub-default", Enum(&["allchannels", "resetchannels"]), "resetchannels").live(),
     Def::new("aclfile", Str, "").flags(IMMUTABLE).live(),
     Def::new("acllog-max-len", Int { min: 0, max: LMAX }, "128").live(),
-    Def::new("active-defrag-cycle-max", Int { min: 1, max: 99 }, "25").inert(),
-    Def::new("active-defrag-cycle-min", Int { min: 1, max: 99 }, "1").inert(),
-    Def::new("active-defrag-ignore-bytes", Memory { min: 1, max: LMAX }, "104857600").inert(),
-    Def::new("active-defrag-max-scan-fields", Int { min: 1, max: LMAX }, "1000").inert(),
-    Def::new("active-defrag-threshold-lower", Int { min: 0, max: 1000 }, "10").inert(),
-    Def::new("active-defrag-threshold-upper", Int { min: 0, max: 1000 }, "100").inert(),
+    Def::new("active-defrag-cycle-max", Int { min: 1, max: 99 }, "25").pending(DEFRAG_TUNING),
+    Def::new("active-defrag-cycle-min", Int { min: 1, max: 99 }, "1").pending(DEFRAG_TUNING),
+    Def::new("active-defrag-ignore-bytes", Memory { min: 1, max: LMAX }, "104857600").pending(DEFRAG_TUNING),
+    Def::new("active-defrag-max-scan-fields", Int { min: 1, max: LMAX }, "1000").pending(DEFRAG_TUNING),
+    Def::new("active-defrag-threshold-lower", Int { min: 0, max: 1000 }, "10").pending(DEFRAG_TUNING),
+    Def::new("active-defrag-threshold-upper", Int { min: 0, max: 1000 }, "100").pending(DEFRAG_TUNING),
     Def::new("active-expire-effort", Int { min: 1, max: 10 }, "1").pending(EFFORT),
     Def::new("activedefrag", Bool, "no").unable(DEFRAG),
     Def::new("activerehashing", Bool, "yes").live(),
@@ -225,7 +235,7 @@ pub const DEFS: &[Def] = &[
     Def::new("commandlog-reply-larger-than", Int { min: -1, max: LMAX }, "1048576").live(),
     Def::new("commandlog-request-larger-than", Int { min: -1, max: LMAX }, "1048576").live(),
     Def::new("crash-log-enabled", Bool, "yes").pending(CRASHLOG),
-    Def::new("crash-memcheck-enabled", Bool, "yes").inert(),
+    Def::new("crash-memcheck-enabled", Bool, "no").pending(MEMTEST),
     Def::new("daemonize", Bool, "no").flags(IMMUTABLE).live(),
     Def::new("databases", Int { min: 1, max: IMAX }, "16").flags(IMMUTABLE).live(),
     Def::new("dbfilename", Str, "dump.rdb").flags(PROTECTED).live(),
@@ -243,7 +253,7 @@ pub const DEFS: &[Def] = &[
     Def::new("hz", Int { min: 0, max: IMAX }, "10").live(),
     Def::new("ignore-warnings", Str, "").pending(WARNINGS),
     Def::new("io-threads", Int { min: 1, max: 128 }, "1").flags(IMMUTABLE).live(),
-    Def::new("io-threads-do-reads", Bool, "no").flags(IMMUTABLE).inert(),
+    Def::new("io-threads-do-reads", Bool, "yes").flags(IMMUTABLE).unable(READS),
     Def::new("jemalloc-bg-thread", Bool, "yes").live(),
     Def::new("key-load-delay", Int { min: -IMAX - 1, max: IMAX }, "0").flags(HIDDEN).live(),
     Def::new("latency-monitor-threshold", Int { min: 0, max: LMAX }, "0").live(),

@@ -51,6 +51,14 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     }
     crate::log::install_crash_report();
     crate::log::install_panic_policy();
+    // The client port is bound before the rest of start-up (the CPU count from cgroups, the
+    // locale, the open-files limit: milliseconds), so a client that connects as soon as the
+    // process runs waits in the backlog instead of being refused. A failure is reported below,
+    // in its place after the banner, as Redis reports it.
+    let port = config.int(crate::config::p::PORT) as u16;
+    let backlog = config.int(crate::config::p::TCP_BACKLOG) as i32;
+    let mut early_tcp =
+        if port == 0 { None } else { try_bind_all(&config.text(crate::config::p::BIND), port, backlog).ok() };
     let threads = config.worker_threads();
     log_notice!("oO0OoO0OoO0Oo Atoll is starting oO0OoO0OoO0Oo");
     log_notice!(
@@ -85,13 +93,13 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     if adjusted != maxclients {
         config.set_internal("maxclients", &adjusted.to_string());
     }
-    let port = config.int(crate::config::p::PORT) as u16;
-    let backlog = config.int(crate::config::p::TCP_BACKLOG) as i32;
     // Each listening port on every `bind` address (none for port 0); a required address that
     // cannot be bound stops start-up.
-    let listen = |port: u16, what: &str| {
+    let mut listen = |port: u16, what: &str| {
         if port == 0 {
             Some(Vec::new())
+        } else if let Some(l) = early_tcp.take().filter(|_| what == "tcp") {
+            Some(l)
         } else {
             bind_all(&config.text(crate::config::p::BIND), port, backlog, what)
         }
@@ -99,7 +107,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let tls_port = config.int(crate::config::p::TLS_PORT) as u16;
     let metrics_port = config.int(crate::config::p::METRICS_PORT) as u16;
     // In this order, stopping at the first that fails (as Redis's listeners).
-    let bound = || Some((listen(port, "tcp")?, listen(tls_port, "tls")?, listen(metrics_port, "metrics")?));
+    let mut bound = || Some((listen(port, "tcp")?, listen(tls_port, "tls")?, listen(metrics_port, "metrics")?));
     let Some((listeners, tls_listeners, metrics_listeners)) = bound() else {
         return 1;
     };

@@ -259,6 +259,23 @@ pub fn shows_user_data() -> bool {
     !HIDE_USER_DATA.load(Ordering::Relaxed)
 }
 
+/// A copy of the log's descriptor for a background child's standard error: what the child
+/// reports lands in the server's log (Redis's child logs through the same file).
+pub fn log_fd_copy() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: duplicates the log's open descriptor; the copy is ours alone.
+    let d = unsafe { libc::fcntl(LOG_FD.load(Ordering::Relaxed), libc::F_DUPFD_CLOEXEC, 0) };
+    // SAFETY: `d` is a new descriptor no one else owns.
+    (d >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(d) })
+}
+
+/// A warning from a background child, in Redis's format with the child's role (`C`), on its
+/// standard error — the server's log (`log_fd_copy`).
+pub fn child_warning(msg: &str) {
+    let line = format!("{}:C {} # {}\n", std::process::id(), timestamp(), msg);
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 pub fn set_level(level: u32) {
     LEVEL.store(level, Ordering::Relaxed);
 }

@@ -1604,3 +1604,48 @@ fn background_saves_are_written_by_a_child_process_as_in_redis() {
         cmd(&mut c, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]);
     }
 }
+
+/// A BGSAVE whose file cannot be put in place (its name is a directory, as Redis's Sentinel
+/// tests set it to make a master fail) is reported in the server's log in Redis's words, from
+/// the child, and nothing goes to standard error: Atoll's child wrote its own line there, and
+/// Redis's Sentinel harness counts any such line as a failed test. Beside Redis 7.2.6.
+#[test]
+fn a_failed_background_save_is_logged_in_redis_words_not_on_stderr() {
+    for (name, bin) in [("redis", redis_bin()), ("atoll", env!("CARGO_BIN_EXE_atoll-server").to_string())] {
+        let port = free_port();
+        let dir = scratch_dir(port);
+        std::fs::create_dir(dir.join("occupied")).unwrap();
+        let log = dir.join("server.log");
+        let err = dir.join("stderr.txt");
+        let mut child = std::process::Command::new(&bin)
+            .args(["--port", &port.to_string(), "--save", "", "--dir", dir.to_str().unwrap()])
+            .args(["--logfile", log.to_str().unwrap(), "--enable-protected-configs", "yes"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        let mut c = RawConn::connect(port);
+        assert_eq!(cmd(&mut c, &[b"SET", b"k", b"v"]), b"+OK\r\n");
+        assert_eq!(cmd(&mut c, &[b"CONFIG", b"SET", b"dbfilename", b"occupied"]), b"+OK\r\n", "{name}");
+        assert_eq!(cmd(&mut c, &[b"BGSAVE"]), b"+Background saving started\r\n", "{name}");
+        let start = Instant::now();
+        while info_field(&mut c, "rdb_bgsave_in_progress") != "0" {
+            assert!(start.elapsed() < Duration::from_secs(10), "{name}: the save did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "err", "{name}");
+        let _ = child.kill();
+        let _ = child.wait();
+        let text = std::fs::read_to_string(&log).unwrap();
+        let line =
+            text.lines().find(|l| l.contains("Error moving temp DB file")).unwrap_or_else(|| panic!("{name}: {text}"));
+        let want = format!("on the final destination occupied (in server root dir {}): Is a directory", dir.display());
+        assert!(
+            line.contains(":C ") && line.contains(" # Error moving temp DB file temp-") && line.ends_with(&want),
+            "{name}: {line}"
+        );
+        let stderr = std::fs::read_to_string(&err).unwrap();
+        assert!(stderr.is_empty(), "{name} wrote on standard error: {stderr}");
+    }
+}

@@ -138,6 +138,9 @@ pub fn spawn(
         .arg(if incremental_fsync { "1" } else { "0" })
         .stdin(std::process::Stdio::from(rd))
         .stdout(std::process::Stdio::null())
+        // What the child reports goes to the server's log, as Redis's child logs there (a
+        // stray line on standard error is a failure to Redis's test harnesses).
+        .stderr(crate::log::log_fd_copy().map_or_else(std::process::Stdio::inherit, std::process::Stdio::from))
         .spawn()?;
     let spawn_us = start.elapsed().as_micros() as u64;
     let pid = spawned.id();
@@ -233,7 +236,12 @@ impl Child {
         if ended == Ended::Saved && self.done_at != self.target {
             // A rewrite's base: moved into place by the server, as Redis's parent does.
             if let Err(e) = std::fs::rename(&self.done_at, &self.target) {
-                eprintln!("renaming {} to {}: {e}", self.done_at.display(), self.target.display());
+                crate::log_warning!(
+                    "Error trying to rename the temporary AOF base file {} into {}: {}",
+                    self.done_at.display(),
+                    self.target.display(),
+                    crate::log::strerror(&e)
+                );
                 let _ = std::fs::remove_file(&self.done_at);
                 return Ended::Failed(-1);
             }
@@ -260,20 +268,41 @@ pub fn main(args: &[String]) -> i32 {
     let kind = if kind == "aof" { Kind::AofRewrite } else { Kind::Rdb };
     let temp = Path::new(dir).join(kind.temp_name(std::process::id()));
     let done = kind.done_name(std::process::id(), Path::new(dir), Path::new(target));
+    // Reported in Redis's words (rdbSave's and rewriteAppendOnlyFile's), with its child's role.
+    let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| "unknown".into());
+    let rdb = kind == Kind::Rdb;
     match copy_in(&temp, fsync == "1") {
         Ok(true) => {}
         Ok(false) => {
             let _ = std::fs::remove_file(&temp);
             return 1;
         }
-        Err(e) => {
-            eprintln!("background child: writing {}: {e}", temp.display());
+        Err((opening, e)) => {
+            let e = crate::log::strerror(&e);
+            crate::log::child_warning(&match (opening, rdb) {
+                (true, true) => format!(
+                    "Failed opening the temp RDB file {} (in server root dir {cwd}) for saving: {e}",
+                    kind.temp_name(std::process::id())
+                ),
+                (true, false) => format!("Opening the temp file for AOF rewrite in rewriteAppendOnlyFile(): {e}"),
+                (false, true) => format!("Write error saving DB on disk: {e}"),
+                (false, false) => format!("Write error writing append only file on disk: {e}"),
+            });
             let _ = std::fs::remove_file(&temp);
             return 1;
         }
     }
     if let Err(e) = std::fs::rename(&temp, &done) {
-        eprintln!("background child: renaming {} to {}: {e}", temp.display(), done.display());
+        let e = crate::log::strerror(&e);
+        crate::log::child_warning(&if rdb {
+            format!(
+                "Error moving temp DB file {} on the final destination {} (in server root dir {cwd}): {e}",
+                kind.temp_name(std::process::id()),
+                done.display()
+            )
+        } else {
+            format!("Error moving temp append only file on the final destination: {e}")
+        });
         let _ = std::fs::remove_file(&temp);
         return 1;
     }
@@ -291,8 +320,13 @@ fn sync_dir_of(path: &Path) {
 
 /// Copies standard input to `temp`, holding back the last bytes until the end shows whether
 /// they are the trailer. Ok(false): the stream ended without its trailer (the parent is gone).
-fn copy_in(temp: &Path, incremental: bool) -> std::io::Result<bool> {
-    let mut f = crate::persist::rdbfile::AutoSync::new(std::fs::File::create(temp)?, incremental);
+/// Err: (whether the file could not be created, the error).
+fn copy_in(temp: &Path, incremental: bool) -> Result<bool, (bool, std::io::Error)> {
+    let created = std::fs::File::create(temp).map_err(|e| (true, e))?;
+    copy_into(crate::persist::rdbfile::AutoSync::new(created, incremental)).map_err(|e| (false, e))
+}
+
+fn copy_into(mut f: crate::persist::rdbfile::AutoSync) -> std::io::Result<bool> {
     let mut input = std::io::stdin().lock();
     let mut buf = vec![0u8; 1 << 20];
     // `held` bytes at the front of `buf` are not written yet: they may be the trailer.

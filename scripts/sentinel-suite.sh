@@ -56,4 +56,7 @@ grep -E '^Testing unit|^[0-9:]+> ' "$log"
 ok=$(grep -cE '^[0-9:]+> .*: OK$' "$log")
 failed=$(grep -cE '^[0-9:]+> .*FAILED' "$log")
 stopped=$(grep -c '^FAILED: caught an error' "$log")
-echo "TOTAL ok=$ok failed=$failed units-stopped=$stopped (exit $rc; log $log)" | tee "$out/summary.txt"
+# The harness's own verdict counts more than failed tests: a crash report in a log, or any
+# line on an instance's standard error ("WARNING N test(s) failed" at the end).
+verdict=$(grep -oE 'WARNING [0-9]+ test\(s\) failed|GOOD! No errors\.' "$log" | tail -1)
+echo "TOTAL ok=$ok failed=$failed units-stopped=$stopped harness: ${verdict:-no verdict} (exit $rc; log $log)" | tee "$out/summary.txt"

@@ -96,5 +96,7 @@ if [ $part != unit ]; then
   read -r ok failed < <(awk '/^[0-9:]+> / {p = 1} p && /FAILED/ {f++; p = 0} p && /OK$/ {o++; p = 0}
     END {print o + 0, f + 0}' "$log")
   stopped=$(grep -c '^FAILED: caught an error' "$log")
-  echo "TOTAL legacy ok=$ok failed=$failed units-stopped=$stopped (exit $rc; log $log)" | tee -a "$out/summary.txt"
+  # The harness's own verdict also counts crash reports and lines on a node's standard error.
+  verdict=$(grep -oE 'WARNING [0-9]+ test\(s\) failed|GOOD! No errors\.' "$log" | tail -1)
+  echo "TOTAL legacy ok=$ok failed=$failed units-stopped=$stopped harness: ${verdict:-no verdict} (exit $rc; log $log)" | tee -a "$out/summary.txt"
 fi

@@ -666,7 +666,10 @@ fn load_passed_quietly(srv: &Server, gates: u8) -> bool {
         if !p.loading() {
             return true;
         }
-        if p.loading.loaded_bytes.load(Ordering::Relaxed) >= interval {
+        // (A script the load runs may turn busy while this command waits.)
+        if p.loading.loaded_bytes.load(Ordering::Relaxed) >= interval
+            || p.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_SCRIPT_BUSY != 0
+        {
             return false;
         }
         std::thread::sleep(std::time::Duration::from_millis(1));

@@ -487,11 +487,12 @@ fn rewrite_files(srv: &Server) -> std::io::Result<()> {
     // temporary file (Redis's `temp-<name>.incr`), renamed to the first incremental file when
     // the base is on disk, removed when the try fails — failed tries use up no file number.
     let temp = d.join(aof::temp_incr_name(&name));
+    let fresh = enabling && log.is_some();
     let mut hooks = RewriteHooks {
         srv,
         log: log.clone(),
-        incr: if enabling && log.is_some() { temp.clone() } else { d.join(&incr.name) },
-        fresh: enabling && log.is_some(),
+        incr: if fresh { temp.clone() } else { d.join(&incr.name) },
+        fresh,
         functions: None,
         split: false,
         split_done: false,

@@ -612,7 +612,7 @@ fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], ga
     use crate::services::gates::{
         GATE_LOADING, GATE_NO_REPLICAS, GATE_READONLY, GATE_REPLICA, GATE_SAVE_FAILED, GATE_SCRIPT_BUSY, GATE_STALE,
     };
-    if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !load_passed_quietly(srv, gates) {
+    if gates & GATE_LOADING != 0 && !cmd.has(flags::LOADING) && !load_passed_quietly(srv) {
         return Some(CmdError::Loading);
     }
 
@@ -655,10 +655,7 @@ fn gate_refusal(srv: &Server, client: &Client, cmd: &Command, argv: &[&[u8]], ga
 /// from inside its hook), and Redis serves events from a slow script whatever the load has
 /// read — the command gets `-LOADING` at once.
 #[cold]
-fn load_passed_quietly(srv: &Server, gates: u8) -> bool {
-    if gates & crate::services::gates::GATE_SCRIPT_BUSY != 0 || crate::engine::is_serving_while_busy() {
-        return !srv.persistence.loading();
-    }
+fn load_passed_quietly(srv: &Server) -> bool {
     let interval: u64 =
         srv.config.text(crate::config::p::LOADING_PROCESS_EVENTS_INTERVAL_BYTES).parse().unwrap_or(2 << 20);
     let p = &srv.persistence;
@@ -666,9 +663,11 @@ fn load_passed_quietly(srv: &Server, gates: u8) -> bool {
         if !p.loading() {
             return true;
         }
-        // (A script the load runs may turn busy while this command waits.)
+        // The busy gate is read each time round: a script the load runs may turn busy while
+        // this command waits.
         if p.loading.loaded_bytes.load(Ordering::Relaxed) >= interval
             || p.gates.load(Ordering::Relaxed) & crate::services::gates::GATE_SCRIPT_BUSY != 0
+            || crate::engine::is_serving_while_busy()
         {
             return false;
         }

@@ -98,7 +98,7 @@ pub fn run(config: crate::config::Config, warnings: Vec<String>) -> i32 {
     let mut listen = |port: u16, what: &str| {
         if port == 0 {
             Some(Vec::new())
-        } else if let Some(l) = early_tcp.take().filter(|_| what == "tcp") {
+        } else if let Some(l) = if what == "tcp" { early_tcp.take() } else { None } {
             Some(l)
         } else {
             bind_all(&config.text(crate::config::p::BIND), port, backlog, what)

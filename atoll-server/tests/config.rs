@@ -996,10 +996,8 @@ fn a_logfile_truncated_in_place_keeps_being_written_from_its_start() {
 /// not refused instead (issue 36 turns them into acting or refused rows one by one).
 /// `every_row_acts_or_is_refused` fails for an inert row missing here, and for a name here
 /// whose row is no longer inert.
-const STILL_INERT: &[(&str, &str)] = &[
-    ("list-compress-depth", "Redis's own list tests set it; Atoll's lists are not compressed"),
-    ("sanitize-dump-payload", "Redis's own tests set it; Atoll always checks a payload whole"),
-];
+const STILL_INERT: &[(&str, &str)] =
+    &[("sanitize-dump-payload", "Redis's own tests set it; Atoll always checks a payload whole")];
 
 /// Every row of the table acts, is refused, or is listed above with its reason: a value other
 /// than the default of a row whose feature Atoll lacks stops start-up with an error naming

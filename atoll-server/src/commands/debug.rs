@@ -82,7 +82,7 @@ fn value_digest(d: &mut Sha, v: &Value, has_expire: bool) {
     };
     mix_digest(d, &code.to_be_bytes());
     match v {
-        Value::List(l) => l.iter().for_each(|e| mix_digest(d, e)),
+        Value::List(l) => l.iter().for_each(|e| mix_digest(d, &e)),
         Value::Set(s) => s.for_each(|m| xor_digest(d, m)),
         Value::Hash(h) => h.for_each(|f, val| {
             let mut e = [0u8; 20];
@@ -270,7 +270,7 @@ fn object_line(srv: &Server, now_ms: i64, v: &Value, key_lru: u32) -> String {
                 nodes,
                 l.len() as f64 / nodes.max(1) as f64,
                 fill,
-                (srv.config.int(crate::config::p::LIST_COMPRESS_DEPTH) != 0) as u8,
+                (l.compress_depth() != 0) as u8,
                 bytes
             ));
         }

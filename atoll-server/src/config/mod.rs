@@ -732,6 +732,9 @@ impl Config {
         }
         let num = |n: &str| get(n).parse::<i64>().unwrap_or(0);
         h.list_max_listpack_size.store(num("list-max-listpack-size"), Ordering::Relaxed);
+        // Redis's quicklist keeps at most 16 bits of depth (`COMPRESS_MAX`).
+        let depth = num("list-compress-depth").clamp(0, 65535) as usize;
+        crate::engine::list::COMPRESS_DEPTH.store(depth, Ordering::Relaxed);
         for (a, n) in [
             (&h.hash_max_listpack_entries, "hash-max-listpack-entries"),
             (&h.hash_max_listpack_value, "hash-max-listpack-value"),

@@ -266,7 +266,7 @@ pub const DEFS: &[Def] = &[
     Def::new("lazyfree-lazy-user-flush", Bool, "no").live(),
     Def::new("lfu-decay-time", Int { min: 0, max: IMAX }, "1").live(),
     Def::new("lfu-log-factor", Int { min: 0, max: IMAX }, "10").live(),
-    Def::new("list-compress-depth", Int { min: 0, max: IMAX }, "0").inert(),
+    Def::new("list-compress-depth", Int { min: 0, max: IMAX }, "0").live(),
     Def::new("list-max-listpack-size", Int { min: -IMAX - 1, max: IMAX }, "-2").alias("list-max-ziplist-size").live(),
     Def::new("loading-process-events-interval-bytes", Int { min: 1024, max: IMAX }, "2097152").flags(HIDDEN).live(),
     Def::new("locale-collate", Str, "").live(),

@@ -5,8 +5,17 @@
 //! and no capacity slack per element. What OBJECT ENCODING reports follows Redis 7.2: a list is
 //! `listpack` while it would fit in one listpack under `list-max-listpack-size`, and `quicklist`
 //! once it grew past that. To decide exactly when Redis would convert, the list keeps the byte
-//! size its listpack would have (`lp_bytes`), computed with listpack's own entry encoding.
-
+//! size its listpack would have (`lp_sum`), computed with listpack's own entry encoding.
+//!
+//! `list-compress-depth` N (taken when a list becomes a quicklist, as Redis's quicklist takes
+//! it when created) keeps the ends plain — N to N+1 nodes' worth at each, a node being what
+//! `list-max-listpack-size` allows — and packs everything between them into chunks of one
+//! node's worth each, LZF-compressed when that saves at least 8 bytes (Redis's
+//! `MIN_COMPRESS_IMPROVE`; runs under 48 bytes are not tried): a compressed quicklist node.
+//! Pushes and pops work on the plain ends; a chunk is unpacked when an end reaches it, and
+//! reading or changing the middle decompresses the chunks it touches (an iterator unpacks
+//! each chunk once).
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 // ---------------------------------------------------------------------------------------------
@@ -76,15 +85,190 @@ fn packed_threshold() -> usize {
     PACKED_THRESHOLD.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// `list-compress-depth` as configured (CONFIG SET stores it); a list takes it when it
+/// becomes a quicklist.
+pub static COMPRESS_DEPTH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Redis's quicklist `MIN_COMPRESS_BYTES`: shorter runs are never compressed.
+const MIN_COMPRESS_BYTES: usize = 48;
+/// Redis's quicklist `MIN_COMPRESS_IMPROVE`: compressed only when that saves this much.
+const MIN_COMPRESS_IMPROVE: usize = 8;
+
+fn put_len(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push(n as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn get_len(b: &[u8], at: &mut usize) -> usize {
+    let (mut n, mut shift) = (0usize, 0);
+    loop {
+        let x = b[*at];
+        *at += 1;
+        n |= ((x & 0x7f) as usize) << shift;
+        if x & 0x80 == 0 {
+            return n;
+        }
+        shift += 7;
+    }
+}
+
+/// A run of middle elements stored together, as Redis stores a compressed quicklist node: each
+/// element as its length (LEB128) and bytes, the whole LZF-compressed when that pays.
+#[derive(Debug, Clone)]
+struct Chunk {
+    count: usize,
+    /// Sum of the elements' `lp_entry_size` (the zones weigh chunks without unpacking them).
+    lp_bytes: usize,
+    /// Length of the run before compression.
+    raw_len: usize,
+    lzf: bool,
+    data: Box<[u8]>,
+}
+
+impl Chunk {
+    fn pack(elems: &[Box<[u8]>], lp_bytes: usize) -> Chunk {
+        let mut raw = Vec::with_capacity(elems.iter().map(|e| e.len() + 2).sum());
+        for e in elems {
+            put_len(&mut raw, e.len());
+            raw.extend_from_slice(e);
+        }
+        let raw_len = raw.len();
+        if raw_len >= MIN_COMPRESS_BYTES {
+            if let Some(c) = crate::engine::rdb::lzf::compress(&raw, raw_len - MIN_COMPRESS_IMPROVE) {
+                return Chunk { count: elems.len(), lp_bytes, raw_len, lzf: true, data: c.into_boxed_slice() };
+            }
+        }
+        Chunk { count: elems.len(), lp_bytes, raw_len, lzf: false, data: raw.into_boxed_slice() }
+    }
+
+    fn raw(&self) -> Cow<'_, [u8]> {
+        if self.lzf {
+            // Our own compressor's output of exactly `raw_len` bytes: it decompresses.
+            Cow::Owned(::lzf::decompress(&self.data, self.raw_len).expect("a list chunk packed by `Chunk::pack`"))
+        } else {
+            Cow::Borrowed(&self.data)
+        }
+    }
+
+    fn unpack(&self) -> Vec<Box<[u8]>> {
+        let raw = self.raw();
+        let (mut out, mut at) = (Vec::with_capacity(self.count), 0);
+        while at < raw.len() {
+            let n = get_len(&raw, &mut at);
+            out.push(raw[at..at + n].into());
+            at += n;
+        }
+        out
+    }
+
+    /// The element at `off` alone.
+    fn one(&self, off: usize) -> Vec<u8> {
+        let raw = self.raw();
+        let mut at = 0;
+        for _ in 0..off {
+            let n = get_len(&raw, &mut at);
+            at += n;
+        }
+        let n = get_len(&raw, &mut at);
+        raw[at..at + n].to_vec()
+    }
+}
+
+/// A compressing list's middle and tail: the list is `items` (the head zone), then `chunks`,
+/// then `tail`. Each zone holds at most `zone_bytes` of listpack entries and `zone_count`
+/// elements (depth + 1 nodes) — more than that and its innermost node's worth is packed
+/// into a chunk — and takes the nearest chunk back when it fits whole (or the zone is empty).
+#[derive(Debug, Clone)]
+struct Middle {
+    depth: usize,
+    zone_bytes: usize,
+    zone_count: usize,
+    node_bytes: usize,
+    node_count: usize,
+    head_bytes: usize,
+    chunks: VecDeque<Chunk>,
+    /// Elements in `chunks`.
+    count: usize,
+    tail: VecDeque<Box<[u8]>>,
+    tail_bytes: usize,
+}
+
+impl Middle {
+    fn over(&self, bytes: usize, count: usize) -> bool {
+        bytes > self.zone_bytes || count > self.zone_count
+    }
+
+    /// `elems` packed into node-sized chunks, in order.
+    fn chunks_of(&self, elems: Vec<Box<[u8]>>) -> Vec<Chunk> {
+        let (mut out, mut run, mut b) = (Vec::new(), Vec::new(), 0);
+        for e in elems {
+            let s = lp_entry_size(&e);
+            if !run.is_empty() && (b + s > self.node_bytes || run.len() + 1 > self.node_count) {
+                out.push(Chunk::pack(&run, b));
+                (run, b) = (Vec::new(), 0);
+            }
+            run.push(e);
+            b += s;
+        }
+        if !run.is_empty() {
+            out.push(Chunk::pack(&run, b));
+        }
+        out
+    }
+
+    /// Replaces chunk `c` with `elems` packed again (none when empty).
+    fn repack(&mut self, c: usize, elems: Vec<Box<[u8]>>) {
+        let old = self.chunks.remove(c).expect("a chunk of the list");
+        self.count = self.count - old.count + elems.len();
+        for (k, ch) in self.chunks_of(elems).into_iter().enumerate() {
+            self.chunks.insert(c + k, ch);
+        }
+    }
+
+    /// The chunk holding middle position `j`, and `j`'s offset in it.
+    fn find(&self, j: usize) -> (usize, usize) {
+        if j < self.count / 2 {
+            let mut at = 0;
+            for (c, ch) in self.chunks.iter().enumerate() {
+                if j < at + ch.count {
+                    return (c, j - at);
+                }
+                at += ch.count;
+            }
+        } else {
+            let mut end = self.count;
+            for (c, ch) in self.chunks.iter().enumerate().rev() {
+                if j >= end - ch.count {
+                    return (c, j - (end - ch.count));
+                }
+                end -= ch.count;
+            }
+        }
+        unreachable!("middle position {j} past {} elements", self.count)
+    }
+}
+
 /// A list value.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct List {
+    /// The elements — or, while the list compresses its middle, the plain head zone.
     items: VecDeque<Box<[u8]>>,
     /// Sum of `lp_entry_size` over the elements: what the listpack would weigh, less its
     /// header. Decides the `listpack` ↔ `quicklist` conversions as Redis does.
     lp_sum: usize,
     /// True once converted to what Redis calls a quicklist.
     quick: bool,
+    /// Set while the list compresses its middle (a quicklist made with `list-compress-depth`).
+    mid: Option<Box<Middle>>,
+}
+
+impl PartialEq for List {
+    fn eq(&self, other: &List) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
 }
 
 /// Which end of a list.
@@ -93,6 +277,78 @@ pub enum End {
     Head,
     Tail,
 }
+
+/// Where a position is: the head zone (or the whole list), a chunk and offset, the tail zone.
+enum Loc {
+    Head(usize),
+    Mid(usize, usize),
+    Tail(usize),
+}
+
+/// The elements of a list in order, each chunk unpacked once.
+pub struct Iter<'a> {
+    l: &'a List,
+    front: usize,
+    back: usize,
+    /// The chunk each end last unpacked: (its first position, its elements).
+    fcache: Option<(usize, Vec<Box<[u8]>>)>,
+    bcache: Option<(usize, Vec<Box<[u8]>>)>,
+}
+
+impl<'a> Iter<'a> {
+    fn yield_at(l: &'a List, i: usize, cache: &mut Option<(usize, Vec<Box<[u8]>>)>) -> Cow<'a, [u8]> {
+        match l.locate(i) {
+            Loc::Head(i) => Cow::Borrowed(&l.items[i]),
+            Loc::Tail(j) => Cow::Borrowed(&l.mid.as_ref().expect("a tail").tail[j]),
+            Loc::Mid(c, off) => {
+                let start = i - off;
+                if cache.as_ref().is_none_or(|(s, _)| *s != start) {
+                    *cache = Some((start, l.mid.as_ref().expect("a middle").chunks[c].unpack()));
+                }
+                let (_, elems) = cache.as_mut().expect("just filled");
+                Cow::Owned(std::mem::take(&mut elems[off]).into_vec())
+            }
+        }
+    }
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = Cow<'a, [u8]>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Cow<'a, [u8]>> {
+        if self.front >= self.back {
+            return None;
+        }
+        let i = self.front;
+        self.front += 1;
+        if self.l.mid.is_none() {
+            return Some(Cow::Borrowed(&self.l.items[i]));
+        }
+        Some(Iter::yield_at(self.l, i, &mut self.fcache))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.back - self.front;
+        (n, Some(n))
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.back -= 1;
+        let i = self.back;
+        if self.l.mid.is_none() {
+            return Some(Cow::Borrowed(&self.l.items[i]));
+        }
+        Some(Iter::yield_at(self.l, i, &mut self.bcache))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
 
 impl List {
     pub fn new() -> List {
@@ -106,16 +362,20 @@ impl List {
             l.push(&e, End::Tail);
         }
         l.try_convert_quicklist(fill, false);
+        if l.quick {
+            l.start_compressing(fill);
+        }
         l
     }
 
     /// A list kept as a quicklist whatever its size (loading an RDB list Redis keeps so: an
     /// old ziplist list, or a quicklist of several nodes).
-    pub fn quicklist_of<I: IntoIterator<Item = Box<[u8]>>>(elements: I) -> List {
+    pub fn quicklist_of<I: IntoIterator<Item = Box<[u8]>>>(elements: I, fill: i64) -> List {
         let mut l = List { quick: true, ..List::default() };
         for e in elements {
             l.push(&e, End::Tail);
         }
+        l.start_compressing(fill);
         l
     }
 
@@ -128,34 +388,49 @@ impl List {
         }
     }
 
+    /// The `list-compress-depth` this list compresses with (0: it does not).
+    pub fn compress_depth(&self) -> usize {
+        self.mid.as_ref().map_or(0, |m| m.depth)
+    }
+
+    #[inline]
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.items.len() + self.mid.as_ref().map_or(0, |m| m.count + m.tail.len())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len() == 0
     }
 
-    /// The heap the list holds (`engine::footprint`): the list, its ring of element
-    /// pointers, and each element's bytes.
+    /// The heap the list holds (`engine::footprint`): the list, its rings of element
+    /// pointers, each plain element's bytes, and the chunks as stored (compressed).
     pub fn footprint(&self, samples: usize) -> usize {
         use super::footprint::{array, cls, Sampler};
         let mut each = Sampler::new(samples);
-        for e in &self.items {
+        let tail = self.mid.as_ref().map(|m| &m.tail);
+        for e in self.items.iter().chain(tail.into_iter().flatten()) {
             if !each.wants() {
                 break;
             }
             each.add(cls(e.len()));
         }
-        cls(std::mem::size_of::<List>()) + array::<Box<[u8]>>(self.items.capacity()) + each.total(self.items.len())
+        let plain = self.items.len() + tail.map_or(0, |t| t.len());
+        let mid = self.mid.as_ref().map_or(0, |m| {
+            cls(std::mem::size_of::<Middle>())
+                + array::<Chunk>(m.chunks.capacity())
+                + m.chunks.iter().map(|c| cls(c.data.len())).sum::<usize>()
+                + array::<Box<[u8]>>(m.tail.capacity())
+        });
+        cls(std::mem::size_of::<List>()) + array::<Box<[u8]>>(self.items.capacity()) + each.total(plain) + mid
     }
 
     /// Redis's `listTypeTryConversionAppend`: called before adding `count` elements of
     /// `raw_bytes` bytes in total; a listpack that would outgrow the limit becomes a quicklist.
     /// (Redis adds the raw lengths, not the encoded ones, and so do we.)
     pub fn before_append(&mut self, fill: i64, raw_bytes: usize, count: usize) {
-        if !self.quick && exceeds_limit(fill, LP_OVERHEAD + self.lp_sum + raw_bytes, self.items.len() + count) {
+        if !self.quick && exceeds_limit(fill, LP_OVERHEAD + self.lp_sum + raw_bytes, self.len() + count) {
             self.quick = true;
+            self.start_compressing(fill);
         }
     }
 
@@ -169,7 +444,7 @@ impl List {
         // A plain node (an element past the packed threshold) keeps it a quicklist. Only a
         // lowered threshold (tests) can have any; the default is larger than any element.
         let t = packed_threshold();
-        if t < DEFAULT_PACKED_THRESHOLD && self.items.iter().any(|e| e.len() >= t) {
+        if t < DEFAULT_PACKED_THRESHOLD && self.iter().any(|e| e.len() >= t) {
             return;
         }
         let (mut sz, mut cnt) = node_limits(fill);
@@ -179,9 +454,128 @@ impl List {
         }
         // A quicklist node never exceeds the limit, so one whose contents exceed it has more
         // than one node and cannot convert.
-        let bytes = LP_OVERHEAD + self.lp_sum;
-        if bytes <= sz && self.items.len() <= cnt && !exceeds_limit(fill, bytes, self.items.len()) {
+        let (bytes, len) = (LP_OVERHEAD + self.lp_sum, self.len());
+        if bytes <= sz && len <= cnt && !exceeds_limit(fill, bytes, len) {
             self.quick = false;
+            self.stop_compressing();
+        }
+    }
+
+    /// Starts compressing the middle with the configured `list-compress-depth`, if any.
+    fn start_compressing(&mut self, fill: i64) {
+        self.compress_with(fill, COMPRESS_DEPTH.load(std::sync::atomic::Ordering::Relaxed));
+    }
+
+    fn compress_with(&mut self, fill: i64, depth: usize) {
+        if depth == 0 || self.mid.is_some() {
+            return;
+        }
+        let (sz, cnt) = node_limits(fill);
+        let (node_bytes, node_count) = if sz != usize::MAX { (sz, usize::MAX) } else { (SIZE_SAFETY_LIMIT, cnt) };
+        let zones = depth.saturating_add(1);
+        // Everything starts in the head zone; `rebalance` packs the excess.
+        self.mid = Some(Box::new(Middle {
+            depth,
+            zone_bytes: node_bytes.saturating_mul(zones),
+            zone_count: node_count.saturating_mul(zones),
+            node_bytes,
+            node_count,
+            head_bytes: self.lp_sum,
+            chunks: VecDeque::new(),
+            count: 0,
+            tail: VecDeque::new(),
+            tail_bytes: 0,
+        }));
+        self.rebalance();
+        // A list loaded whole (RDB, SORT STORE) held everything here until now.
+        self.items.shrink_to_fit();
+    }
+
+    /// Stores every element plain again, in `items` (the list is back to one listpack).
+    fn stop_compressing(&mut self) {
+        let Some(m) = self.mid.take() else { return };
+        for c in &m.chunks {
+            self.items.extend(c.unpack());
+        }
+        self.items.extend(m.tail);
+    }
+
+    /// Restores the zones' bounds after a change at their edges: a zone past its limit packs
+    /// its innermost node's worth into a chunk, and a zone takes the nearest chunk back when
+    /// it fits (at once when the zone is empty). A zone never packs its last element.
+    fn rebalance(&mut self) {
+        let Some(m) = self.mid.as_deref_mut() else { return };
+        let items = &mut self.items;
+        // One node's worth from an end of a zone: (elements, their listpack bytes).
+        let take = |m: &Middle, zone: &VecDeque<Box<[u8]>>, from_back: bool| -> (usize, usize) {
+            let (mut k, mut b) = (0, 0);
+            while k + 1 < zone.len() {
+                let e = if from_back { &zone[zone.len() - 1 - k] } else { &zone[k] };
+                let s = lp_entry_size(e);
+                if k > 0 && (b + s > m.node_bytes || k + 1 > m.node_count) {
+                    break;
+                }
+                b += s;
+                k += 1;
+            }
+            (k, b)
+        };
+        while items.len() > 1 && m.over(m.head_bytes, items.len()) {
+            let (k, b) = take(m, items, true);
+            let run: Vec<Box<[u8]>> = items.drain(items.len() - k..).collect();
+            m.head_bytes -= b;
+            m.count += k;
+            m.chunks.push_front(Chunk::pack(&run, b));
+        }
+        while m.tail.len() > 1 && m.over(m.tail_bytes, m.tail.len()) {
+            let (k, b) = take(m, &m.tail, false);
+            let run: Vec<Box<[u8]>> = m.tail.drain(..k).collect();
+            m.tail_bytes -= b;
+            m.count += k;
+            m.chunks.push_back(Chunk::pack(&run, b));
+        }
+        while let Some(c) = m.chunks.front() {
+            if !items.is_empty() && m.over(m.head_bytes + c.lp_bytes, items.len() + c.count) {
+                break;
+            }
+            let c = m.chunks.pop_front().expect("a front chunk");
+            m.count -= c.count;
+            m.head_bytes += c.lp_bytes;
+            items.extend(c.unpack());
+        }
+        while let Some(c) = m.chunks.back() {
+            if !m.tail.is_empty() && m.over(m.tail_bytes + c.lp_bytes, m.tail.len() + c.count) {
+                break;
+            }
+            let c = m.chunks.pop_back().expect("a back chunk");
+            m.count -= c.count;
+            m.tail_bytes += c.lp_bytes;
+            for e in c.unpack().into_iter().rev() {
+                m.tail.push_front(e);
+            }
+        }
+    }
+
+    #[inline]
+    fn locate(&self, i: usize) -> Loc {
+        let h = self.items.len();
+        match &self.mid {
+            _ if i < h => Loc::Head(i),
+            None => Loc::Head(i),
+            Some(m) if i - h < m.count => {
+                let (c, off) = m.find(i - h);
+                Loc::Mid(c, off)
+            }
+            Some(m) => Loc::Tail(i - h - m.count),
+        }
+    }
+
+    /// The element at position `i` (< len).
+    fn at(&self, i: usize) -> Cow<'_, [u8]> {
+        match self.locate(i) {
+            Loc::Head(i) => Cow::Borrowed(&self.items[i]),
+            Loc::Tail(j) => Cow::Borrowed(&self.mid.as_ref().expect("a tail").tail[j]),
+            Loc::Mid(c, off) => Cow::Owned(self.mid.as_ref().expect("a middle").chunks[c].one(off)),
         }
     }
 
@@ -203,8 +597,8 @@ impl List {
     /// past the packed threshold as it is. RDB files store lists node by node.
     pub fn quicklist_runs(&self, fill: i64) -> Vec<(usize, usize, bool)> {
         let (mut out, mut cur_b, mut cur_n, mut cur_plain) = (Vec::new(), 0, 0, false);
-        for e in &self.items {
-            let s = lp_entry_size(e);
+        for e in self.iter() {
+            let s = lp_entry_size(&e);
             let plain = e.len() >= packed_threshold();
             if cur_n > 0 && (plain || cur_plain || exceeds_limit(fill, LP_OVERHEAD + cur_b + s, cur_n + 1)) {
                 out.push((cur_n, LP_OVERHEAD + cur_b, cur_plain));
@@ -224,31 +618,67 @@ impl List {
         if v.len() >= packed_threshold() {
             self.quick = true;
         }
-        self.lp_sum += lp_entry_size(v);
-        match end {
-            End::Head => self.items.push_front(v.into()),
-            End::Tail => self.items.push_back(v.into()),
+        let s = lp_entry_size(v);
+        self.lp_sum += s;
+        match (self.mid.as_deref_mut(), end) {
+            (None, End::Head) => self.items.push_front(v.into()),
+            (None, End::Tail) => self.items.push_back(v.into()),
+            (Some(m), End::Head) => {
+                self.items.push_front(v.into());
+                m.head_bytes += s;
+                self.rebalance();
+            }
+            (Some(m), End::Tail) => {
+                m.tail.push_back(v.into());
+                m.tail_bytes += s;
+                self.rebalance();
+            }
         }
     }
 
     pub fn pop(&mut self, end: End) -> Option<Box<[u8]>> {
-        let v = match end {
-            End::Head => self.items.pop_front(),
-            End::Tail => self.items.pop_back(),
-        }?;
+        let v = match (self.mid.as_deref_mut(), end) {
+            (None, End::Head) => self.items.pop_front()?,
+            (None, End::Tail) => self.items.pop_back()?,
+            // The end zone is empty only when the middle is too (the list is all in the other
+            // zone): the end element is that zone's.
+            (Some(m), End::Head) => match self.items.pop_front() {
+                Some(v) => {
+                    m.head_bytes -= lp_entry_size(&v);
+                    v
+                }
+                None => {
+                    let v = m.tail.pop_front()?;
+                    m.tail_bytes -= lp_entry_size(&v);
+                    v
+                }
+            },
+            (Some(m), End::Tail) => match m.tail.pop_back() {
+                Some(v) => {
+                    m.tail_bytes -= lp_entry_size(&v);
+                    v
+                }
+                None => {
+                    let v = self.items.pop_back()?;
+                    m.head_bytes -= lp_entry_size(&v);
+                    v
+                }
+            },
+        };
         self.lp_sum -= lp_entry_size(&v);
+        self.rebalance();
         Some(v)
     }
 
     /// Element at a Redis index (negative counts from the tail).
-    pub fn get(&self, index: i64) -> Option<&[u8]> {
+    pub fn get(&self, index: i64) -> Option<Cow<'_, [u8]>> {
         let i = self.resolve(index)?;
-        self.items.get(i).map(|b| &**b)
+        Some(self.at(i))
     }
 
     /// A Redis index resolved to a position, if it is in range.
     fn resolve(&self, index: i64) -> Option<usize> {
-        let len = self.items.len() as i64;
+        let len = self.len() as i64;
         let i = if index < 0 { len.checked_add(index)? } else { index };
         (0..len).contains(&i).then_some(i as usize)
     }
@@ -256,30 +686,74 @@ impl List {
     /// Replaces the element at `index`; false if out of range.
     pub fn set(&mut self, index: i64, v: &[u8]) -> bool {
         let Some(i) = self.resolve(index) else { return false };
-        self.lp_sum = self.lp_sum - lp_entry_size(&self.items[i]) + lp_entry_size(v);
-        self.items[i] = v.into();
+        let new = lp_entry_size(v);
+        let loc = self.locate(i);
+        let Some(m) = self.mid.as_deref_mut() else {
+            self.lp_sum = self.lp_sum - lp_entry_size(&self.items[i]) + new;
+            self.items[i] = v.into();
+            return true;
+        };
+        let old = match loc {
+            Loc::Head(i) => {
+                let old = lp_entry_size(&std::mem::replace(&mut self.items[i], v.into()));
+                m.head_bytes = m.head_bytes - old + new;
+                old
+            }
+            Loc::Tail(j) => {
+                let old = lp_entry_size(&std::mem::replace(&mut m.tail[j], v.into()));
+                m.tail_bytes = m.tail_bytes - old + new;
+                old
+            }
+            Loc::Mid(c, off) => {
+                let mut elems = m.chunks[c].unpack();
+                let old = lp_entry_size(&std::mem::replace(&mut elems[off], v.into()));
+                m.repack(c, elems);
+                old
+            }
+        };
+        self.lp_sum = self.lp_sum - old + new;
+        self.rebalance();
         true
     }
 
     /// Inserts `v` at position `pos` (0 ..= len).
     pub fn insert(&mut self, pos: usize, v: &[u8]) {
-        self.lp_sum += lp_entry_size(v);
-        self.items.insert(pos, v.into());
+        let s = lp_entry_size(v);
+        self.lp_sum += s;
+        let h = self.items.len();
+        let Some(m) = self.mid.as_deref_mut() else {
+            self.items.insert(pos, v.into());
+            return;
+        };
+        // At a zone's inner edge the element joins the zone; inside the middle, its chunk.
+        if pos <= h {
+            self.items.insert(pos, v.into());
+            m.head_bytes += s;
+        } else if pos >= h + m.count {
+            m.tail.insert(pos - h - m.count, v.into());
+            m.tail_bytes += s;
+        } else {
+            let (c, off) = m.find(pos - h);
+            let mut elems = m.chunks[c].unpack();
+            elems.insert(off, v.into());
+            m.repack(c, elems);
+        }
+        self.rebalance();
     }
 
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator {
-        self.items.iter().map(|b| &**b)
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { l: self, front: 0, back: self.len(), fcache: None, bcache: None }
     }
 
     /// Position of the first element equal to `v`.
     pub fn position(&self, v: &[u8]) -> Option<usize> {
-        self.items.iter().position(|e| &**e == v)
+        self.iter().position(|e| *e == *v)
     }
 
     /// Redis's LRANGE index normalisation: the positions `start..=end` to return, or None
     /// for an empty range.
     pub fn range_bounds(&self, start: i64, end: i64) -> Option<(usize, usize)> {
-        let len = self.items.len() as i64;
+        let len = self.len() as i64;
         let mut start = if start < 0 { len.saturating_add(start) } else { start };
         let mut end = if end < 0 { len.saturating_add(end) } else { end };
         if start < 0 {
@@ -295,59 +769,182 @@ impl List {
     }
 
     /// Elements in `start..=end` (positions already normalised).
-    pub fn range(&self, start: usize, end: usize) -> impl DoubleEndedIterator<Item = &[u8]> {
-        self.items.range(start..=end).map(|b| &**b)
+    pub fn range(&self, start: usize, end: usize) -> Iter<'_> {
+        Iter { l: self, front: start, back: end + 1, fcache: None, bcache: None }
     }
 
     /// Removes up to `count` occurrences of `v` (count > 0 from the head, < 0 from the tail,
     /// 0 all of them); returns how many were removed.
     pub fn remove_matching(&mut self, v: &[u8], count: i64) -> usize {
-        let limit = if count == 0 { usize::MAX } else { count.unsigned_abs().min(usize::MAX as u64) as usize };
-        let mut removed = 0;
+        let mut left = if count == 0 { usize::MAX } else { count.unsigned_abs().min(usize::MAX as u64) as usize };
+        let from_tail = count < 0;
         let entry = lp_entry_size(v);
-        if count >= 0 {
-            let mut i = 0;
-            while i < self.items.len() && removed < limit {
-                if &*self.items[i] == v {
-                    self.items.remove(i);
-                    removed += 1;
-                } else {
-                    i += 1;
+        // Removes matches from one run of elements in the search's direction.
+        let sweep = |run: &mut VecDeque<Box<[u8]>>, left: &mut usize| -> usize {
+            let before = run.len();
+            if from_tail {
+                let mut i = run.len();
+                while i > 0 && *left > 0 {
+                    i -= 1;
+                    if *run[i] == *v {
+                        run.remove(i);
+                        *left -= 1;
+                    }
+                }
+            } else {
+                let mut i = 0;
+                while i < run.len() && *left > 0 {
+                    if *run[i] == *v {
+                        run.remove(i);
+                        *left -= 1;
+                    } else {
+                        i += 1;
+                    }
                 }
             }
-        } else {
-            let mut i = self.items.len();
-            while i > 0 && removed < limit {
-                i -= 1;
-                if &*self.items[i] == v {
-                    self.items.remove(i);
-                    removed += 1;
+            before - run.len()
+        };
+        let Some(m) = self.mid.as_deref_mut() else {
+            let n = sweep(&mut self.items, &mut left);
+            self.lp_sum -= entry * n;
+            return n;
+        };
+        let mut removed = 0;
+        let mut part = |which: u8, left: &mut usize| match which {
+            0 => {
+                let n = sweep(&mut self.items, left);
+                m.head_bytes -= entry * n;
+                removed += n;
+            }
+            2 => {
+                let n = sweep(&mut m.tail, left);
+                m.tail_bytes -= entry * n;
+                removed += n;
+            }
+            _ => {
+                // Repacking a chunk may leave none (or, in general, several) in its place:
+                // walking forwards, the next one is after what replaced it.
+                let mut next = if from_tail { m.chunks.len() } else { 0 };
+                while *left > 0 {
+                    let c = if from_tail {
+                        let Some(c) = next.checked_sub(1) else { break };
+                        c
+                    } else if next < m.chunks.len() {
+                        next
+                    } else {
+                        break;
+                    };
+                    let mut run: VecDeque<Box<[u8]>> = m.chunks[c].unpack().into();
+                    let n = sweep(&mut run, left);
+                    let before = m.chunks.len();
+                    if n > 0 {
+                        m.repack(c, run.into());
+                        removed += n;
+                    }
+                    next = if from_tail { c } else { c + 1 + m.chunks.len() - before };
                 }
+            }
+        };
+        let order: [u8; 3] = if from_tail { [2, 1, 0] } else { [0, 1, 2] };
+        for w in order {
+            if left > 0 {
+                part(w, &mut left);
             }
         }
         self.lp_sum -= entry * removed;
+        if removed > 0 {
+            self.rebalance();
+        }
         removed
     }
 
     /// Keeps only positions `start..=end` (normalised by the caller); None empties the list.
     pub fn trim(&mut self, keep: Option<(usize, usize)>) -> usize {
-        let before = self.items.len();
+        let before = self.len();
         match keep {
             None => {
                 self.items.clear();
                 self.lp_sum = 0;
+                if let Some(m) = self.mid.as_deref_mut() {
+                    m.chunks.clear();
+                    m.tail.clear();
+                    (m.count, m.head_bytes, m.tail_bytes) = (0, 0, 0);
+                }
             }
             Some((start, end)) => {
-                for e in self.items.drain(end + 1..) {
-                    self.lp_sum -= lp_entry_size(&e);
-                }
-                for e in self.items.drain(..start) {
-                    self.lp_sum -= lp_entry_size(&e);
-                }
+                self.remove_end(before - 1 - end, End::Tail);
+                self.remove_end(start, End::Head);
+                self.rebalance();
             }
         }
-        before - self.items.len()
+        before - self.len()
     }
+
+    /// Removes `n` elements from `end`: whole chunks without unpacking them.
+    fn remove_end(&mut self, mut n: usize, end: End) {
+        let Some(m) = self.mid.as_deref_mut() else {
+            let k = n.min(self.items.len());
+            let gone: Vec<_> = match end {
+                End::Head => self.items.drain(..k).collect(),
+                End::Tail => self.items.drain(self.items.len() - k..).collect(),
+            };
+            self.lp_sum -= gone.iter().map(|e| lp_entry_size(e)).sum::<usize>();
+            return;
+        };
+        // The end's own zone, the chunks, then the other zone.
+        let mut dropped = match end {
+            End::Head => cut(&mut self.items, &mut n, true),
+            End::Tail => cut(&mut m.tail, &mut n, false),
+        };
+        match end {
+            End::Head => m.head_bytes -= dropped,
+            End::Tail => m.tail_bytes -= dropped,
+        }
+        while n > 0 {
+            let c = match end {
+                End::Head => m.chunks.front(),
+                End::Tail => m.chunks.back(),
+            };
+            let Some(c) = c else { break };
+            if c.count <= n {
+                n -= c.count;
+                m.count -= c.count;
+                dropped += c.lp_bytes;
+                match end {
+                    End::Head => m.chunks.pop_front(),
+                    End::Tail => m.chunks.pop_back(),
+                };
+            } else {
+                let idx = if end == End::Head { 0 } else { m.chunks.len() - 1 };
+                let mut elems = m.chunks[idx].unpack();
+                let gone: Vec<_> = if end == End::Head {
+                    elems.drain(..n).collect()
+                } else {
+                    elems.drain(elems.len() - n..).collect()
+                };
+                dropped += gone.iter().map(|e| lp_entry_size(e)).sum::<usize>();
+                m.repack(idx, elems);
+                n = 0;
+            }
+        }
+        let far = match end {
+            End::Head => cut(&mut m.tail, &mut n, true),
+            End::Tail => cut(&mut self.items, &mut n, false),
+        };
+        match end {
+            End::Head => m.tail_bytes -= far,
+            End::Tail => m.head_bytes -= far,
+        }
+        self.lp_sum -= dropped + far;
+    }
+}
+
+/// Removes up to `n` elements from one end of `zone` (taking them off `n`): their listpack bytes.
+fn cut(zone: &mut VecDeque<Box<[u8]>>, n: &mut usize, from_front: bool) -> usize {
+    let k = (*n).min(zone.len());
+    *n -= k;
+    let gone: Vec<_> = if from_front { zone.drain(..k).collect() } else { zone.drain(zone.len() - k..).collect() };
+    gone.iter().map(|e| lp_entry_size(e)).sum()
 }
 
 #[cfg(test)]
@@ -407,14 +1004,129 @@ mod tests {
         assert_eq!(l.range_bounds(-100, 1), Some((0, 1)));
         assert_eq!(l.range_bounds(3, 1), None);
         assert_eq!(l.range_bounds(5, 10), None);
-        assert_eq!(l.get(-1), Some(&b"a"[..]));
+        assert_eq!(l.get(-1).as_deref(), Some(&b"a"[..]));
         assert_eq!(l.get(-6), None);
         assert_eq!(l.remove_matching(b"a", -2), 2);
         assert_eq!(l.iter().collect::<Vec<_>>(), vec![&b"a"[..], b"b", b"c"]);
-        let sum: usize = l.iter().map(lp_entry_size).sum();
+        let sum: usize = l.iter().map(|e| lp_entry_size(&e)).sum();
         assert_eq!(sum, l.lp_sum);
         assert_eq!(l.trim(Some((1, 1))), 2);
         assert_eq!(l.iter().collect::<Vec<_>>(), vec![&b"b"[..]]);
         assert_eq!(l.lp_sum, lp_entry_size(b"b"));
+    }
+
+    /// The list's bookkeeping against what it holds: the zones' and chunks' byte counts add
+    /// up, each zone within its bound, no chunk over a node.
+    fn check(l: &List, model: &VecDeque<Vec<u8>>) {
+        assert_eq!(l.len(), model.len());
+        assert!(l.iter().eq(model.iter().map(|e| Cow::Borrowed(&e[..]))), "contents");
+        assert!(l.iter().rev().eq(model.iter().rev().map(|e| Cow::Borrowed(&e[..]))), "contents backwards");
+        let sum: usize = model.iter().map(|e| lp_entry_size(e)).sum();
+        assert_eq!(l.lp_sum, sum);
+        if let Some(m) = &l.mid {
+            let hb: usize = l.items.iter().map(|e| lp_entry_size(e)).sum();
+            let tb: usize = m.tail.iter().map(|e| lp_entry_size(e)).sum();
+            assert_eq!((m.head_bytes, m.tail_bytes), (hb, tb));
+            assert_eq!(m.count, m.chunks.iter().map(|c| c.count).sum::<usize>());
+            assert_eq!(hb + tb + m.chunks.iter().map(|c| c.lp_bytes).sum::<usize>(), sum);
+            assert!(l.items.len() <= 1 || !m.over(hb, l.items.len()), "head zone over its bound");
+            assert!(m.tail.len() <= 1 || !m.over(tb, m.tail.len()), "tail zone over its bound");
+            for c in &m.chunks {
+                assert!(c.count == 1 || (c.lp_bytes <= m.node_bytes && c.count <= m.node_count));
+                assert_eq!(c.unpack().len(), c.count);
+            }
+            if !m.chunks.is_empty() {
+                assert!(!l.items.is_empty() && !m.tail.is_empty(), "a zone empty beside chunks");
+            }
+        }
+        for (i, e) in model.iter().enumerate() {
+            if i % 7 == 0 {
+                assert_eq!(l.get(i as i64).as_deref(), Some(&e[..]), "element {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_compressed_middle_holds_what_was_put_in() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for (fill, depth) in [(-2i64, 1usize), (-1, 2), (4, 1), (16, 3)] {
+            let mut l = List { quick: true, ..List::default() };
+            l.compress_with(fill, depth);
+            let mut model: VecDeque<Vec<u8>> = VecDeque::new();
+            let mut packed_seen = false;
+            for step in 0..4000 {
+                let e = format!("{{\"n\":{},\"pad\":\"{}\"}}", rnd(300), "z".repeat(rnd(90) as usize)).into_bytes();
+                match rnd(12) {
+                    0..=2 => {
+                        l.push(&e, End::Tail);
+                        model.push_back(e);
+                    }
+                    3..=4 => {
+                        l.push(&e, End::Head);
+                        model.push_front(e);
+                    }
+                    5 => assert_eq!(l.pop(End::Head).map(|b| b.into_vec()), model.pop_front()),
+                    6 => assert_eq!(l.pop(End::Tail).map(|b| b.into_vec()), model.pop_back()),
+                    7 if !model.is_empty() => {
+                        let i = rnd(model.len() as u64) as usize;
+                        assert!(l.set(i as i64, &e));
+                        model[i] = e;
+                    }
+                    8 => {
+                        let i = rnd(model.len() as u64 + 1) as usize;
+                        l.insert(i, &e);
+                        model.insert(i, e);
+                    }
+                    9 if !model.is_empty() => {
+                        let probe = model[rnd(model.len() as u64) as usize].clone();
+                        let count = rnd(5) as i64 - 2;
+                        let want = model.iter().filter(|x| **x == probe).count();
+                        let limit = if count == 0 { want } else { want.min(count.unsigned_abs() as usize) };
+                        let mut left = limit;
+                        if count < 0 {
+                            let mut i = model.len();
+                            while i > 0 && left > 0 {
+                                i -= 1;
+                                if model[i] == probe {
+                                    model.remove(i);
+                                    left -= 1;
+                                }
+                            }
+                        } else {
+                            model.retain(|x| {
+                                if left > 0 && *x == probe {
+                                    left -= 1;
+                                    false
+                                } else {
+                                    true
+                                }
+                            });
+                        }
+                        assert_eq!(l.remove_matching(&probe, count), limit);
+                    }
+                    10 if step % 50 == 0 && model.len() > 20 => {
+                        let (s, e) = (rnd(10) as usize, model.len() - 1 - rnd(10) as usize);
+                        l.trim(Some((s, e)));
+                        model = model.range(s..=e).cloned().collect();
+                    }
+                    _ => {}
+                }
+                packed_seen |= l.mid.as_ref().is_some_and(|m| m.chunks.iter().any(|c| c.lzf));
+                if step % 97 == 0 {
+                    check(&l, &model);
+                }
+            }
+            check(&l, &model);
+            assert!(packed_seen, "fill {fill} depth {depth}: nothing was ever compressed");
+            let mut back = l.clone();
+            back.stop_compressing();
+            check(&back, &model);
+        }
     }
 }

@@ -898,7 +898,7 @@ pub fn value_commands(out: &mut Vec<u8>, key: &[u8], v: &crate::engine::Value, e
     use crate::engine::Value;
     let mut ib = itoa::Buffer::new();
     match v {
-        Value::List(l) => batched(out, b"RPUSH", key, l.iter().map(|e| vec![bulk(e)])),
+        Value::List(l) => batched(out, b"RPUSH", key, l.iter().map(|e| vec![bulk(&e)])),
         Value::Set(s) => {
             let mut members = Vec::with_capacity(s.len());
             s.for_each(|m| members.push(vec![bulk(m)]));

@@ -185,13 +185,13 @@ impl BigValue {
                     match self.form {
                         Form::Rdb if plain => {
                             rdb::put_len(&mut self.out, rdb::QL_PLAIN);
-                            rdb::put_str(&mut self.out, it.next().unwrap_or_default(), o.compress);
+                            rdb::put_str(&mut self.out, &it.next().unwrap_or_default(), o.compress);
                         }
                         Form::Rdb => {
                             rdb::put_len(&mut self.out, rdb::QL_PACKED);
                             let mut w = LpWriter::new();
                             for e in it.by_ref().take(n) {
-                                w.push(e);
+                                w.push(&e);
                             }
                             rdb::put_str(&mut self.out, &w.finish(), o.compress);
                         }

@@ -292,7 +292,7 @@ pub fn lindex(ctx: &mut Ctx) -> CmdResult {
     };
     let index = parse_int(ctx.args[2])?;
     match l.get(index) {
-        Some(v) => ctx.reply.bulk(v),
+        Some(v) => ctx.reply.bulk(&v),
         None => ctx.reply.null(),
     }
     Ok(())
@@ -312,7 +312,7 @@ pub fn lrange(ctx: &mut Ctx) -> CmdResult {
         Some((s, e)) => {
             ctx.reply.array(e - s + 1);
             for v in l.range(s, e) {
-                ctx.reply.bulk(v);
+                ctx.reply.bulk(&v);
             }
         }
     }
@@ -366,9 +366,12 @@ pub fn lpos(ctx: &mut Ctx) -> CmdResult {
         Some(0) => u64::MAX,
         Some(c) => c as u64,
     };
-    for scanned in 0..limit {
+    // One pass in the search's direction (a compressed middle is unpacked chunk by chunk).
+    let scan: Box<dyn Iterator<Item = (usize, _)>> =
+        if from_tail { Box::new(l.iter().rev().enumerate()) } else { Box::new(l.iter().enumerate()) };
+    for (scanned, e) in scan.take(limit) {
         let pos = if from_tail { len - 1 - scanned } else { scanned };
-        if l.get(pos as i64) == Some(element) {
+        if *e == *element {
             matches += 1;
             if matches >= rank {
                 found.push(pos as i64);

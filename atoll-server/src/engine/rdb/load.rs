@@ -163,7 +163,10 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
         TYPE_LIST_ZIPLIST => {
             let blob = inp.string()?;
             let elems = packed("List ziplist", ziplist(&blob))?;
-            Value::List(Box::new(List::quicklist_of(elems.into_iter().map(|e| e.into_bytes().into_boxed_slice()))))
+            Value::List(Box::new(List::quicklist_of(
+                elems.into_iter().map(|e| e.into_bytes().into_boxed_slice()),
+                o.list_fill,
+            )))
         }
         TYPE_SET_INTSET => {
             let blob = inp.string()?;
@@ -213,7 +216,7 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
             if kept_nodes == 1 {
                 list(items, o)
             } else {
-                Value::List(Box::new(List::quicklist_of(items)))
+                Value::List(Box::new(List::quicklist_of(items, o.list_fill)))
             }
         }
         TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => {

@@ -57,12 +57,12 @@ pub fn value(out: &mut Vec<u8>, v: &Value, o: &SaveOpts) {
             for (n, _, plain) in runs {
                 if plain {
                     put_len(out, QL_PLAIN);
-                    put_str(out, it.next().unwrap(), o.compress);
+                    put_str(out, &it.next().unwrap(), o.compress);
                 } else {
                     put_len(out, QL_PACKED);
                     let mut w = LpWriter::new();
                     for e in it.by_ref().take(n) {
-                        w.push(e);
+                        w.push(&e);
                     }
                     put_str(out, &w.finish(), o.compress);
                 }

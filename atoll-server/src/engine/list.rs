@@ -290,25 +290,46 @@ pub struct Iter<'a> {
     l: &'a List,
     front: usize,
     back: usize,
-    /// The chunk each end last unpacked: (its first position, its elements).
-    fcache: Option<(usize, Vec<Box<[u8]>>)>,
-    bcache: Option<(usize, Vec<Box<[u8]>>)>,
+    /// The chunk each end last unpacked.
+    fcache: Option<Unpacked>,
+    bcache: Option<Unpacked>,
+}
+
+/// A chunk an iterator unpacked: its index, the middle position of its first element, and
+/// its elements (each taken out once yielded).
+struct Unpacked {
+    idx: usize,
+    start: usize,
+    elems: Vec<Box<[u8]>>,
 }
 
 impl<'a> Iter<'a> {
-    fn yield_at(l: &'a List, i: usize, cache: &mut Option<(usize, Vec<Box<[u8]>>)>) -> Cow<'a, [u8]> {
-        match l.locate(i) {
-            Loc::Head(i) => Cow::Borrowed(&l.items[i]),
-            Loc::Tail(j) => Cow::Borrowed(&l.mid.as_ref().expect("a tail").tail[j]),
-            Loc::Mid(c, off) => {
-                let start = i - off;
-                if cache.as_ref().is_none_or(|(s, _)| *s != start) {
-                    *cache = Some((start, l.mid.as_ref().expect("a middle").chunks[c].unpack()));
-                }
-                let (_, elems) = cache.as_mut().expect("just filled");
-                Cow::Owned(std::mem::take(&mut elems[off]).into_vec())
-            }
+    /// The element at position `i`. Walking on from the cached chunk, the next one is found
+    /// by index, so a whole pass costs one unpacking per chunk and no search.
+    fn yield_at(l: &'a List, i: usize, cache: &mut Option<Unpacked>) -> Cow<'a, [u8]> {
+        let h = l.items.len();
+        let m = match &l.mid {
+            _ if i < h => return Cow::Borrowed(&l.items[i]),
+            None => return Cow::Borrowed(&l.items[i]),
+            Some(m) => m,
+        };
+        let j = i - h;
+        if j >= m.count {
+            return Cow::Borrowed(&m.tail[j - m.count]);
         }
+        if !cache.as_ref().is_some_and(|c| j >= c.start && j < c.start + c.elems.len()) {
+            let (idx, start) = match cache.as_ref() {
+                Some(c) if j == c.start + c.elems.len() => (c.idx + 1, j),
+                Some(c) if j + 1 == c.start => (c.idx - 1, c.start - m.chunks[c.idx - 1].count),
+                _ => {
+                    let (idx, off) = m.find(j);
+                    (idx, j - off)
+                }
+            };
+            *cache = Some(Unpacked { idx, start, elems: m.chunks[idx].unpack() });
+        }
+        let c = cache.as_mut().expect("just filled");
+        Cow::Owned(std::mem::take(&mut c.elems[j - c.start]).into_vec())
     }
 }
 
@@ -328,6 +349,12 @@ impl<'a> Iterator for Iter<'a> {
         Some(Iter::yield_at(self.l, i, &mut self.fcache))
     }
 
+    /// Skips without unpacking what it skips (a big value's save resumes with `skip`).
+    fn nth(&mut self, n: usize) -> Option<Cow<'a, [u8]>> {
+        self.front = self.front.saturating_add(n).min(self.back);
+        self.next()
+    }
+
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = self.back - self.front;
         (n, Some(n))
@@ -345,6 +372,11 @@ impl DoubleEndedIterator for Iter<'_> {
             return Some(Cow::Borrowed(&self.l.items[i]));
         }
         Some(Iter::yield_at(self.l, i, &mut self.bcache))
+    }
+
+    fn nth_back(&mut self, n: usize) -> Option<Self::Item> {
+        self.back = self.back.saturating_sub(n).max(self.front);
+        self.next_back()
     }
 }
 

@@ -992,16 +992,10 @@ fn a_logfile_truncated_in_place_keeps_being_written_from_its_start() {
     }
 }
 
-/// The rows still accepted though nothing in Atoll depends on them, each with the reason it is
-/// not refused instead (issue 36 turns them into acting or refused rows one by one).
-/// `every_row_acts_or_is_refused` fails for an inert row missing here, and for a name here
-/// whose row is no longer inert.
-const STILL_INERT: &[(&str, &str)] =
-    &[("sanitize-dump-payload", "Redis's own tests set it; Atoll always checks a payload whole")];
-
-/// Every row of the table acts, is refused, or is listed above with its reason: a value other
-/// than the default of a row whose feature Atoll lacks stops start-up with an error naming
-/// what is missing (or Redis's own words), never accepted and ignored.
+/// Every row of the table acts or is refused: a value other than the default of a row whose
+/// feature Atoll lacks stops start-up with an error naming what is missing (or Redis's own
+/// words), never accepted and ignored. (Since 2026-11-29 no row is accepted without acting:
+/// `list-compress-depth` and `sanitize-dump-payload`, the last two, act.)
 #[test]
 fn every_row_acts_or_is_refused() {
     use atoll::config::{Config, Kind, DEFS};
@@ -1009,11 +1003,6 @@ fn every_row_acts_or_is_refused() {
     let mut refused = 0;
     for def in DEFS {
         match def.support {
-            Support::Inert => {
-                if !STILL_INERT.iter().any(|(n, _)| *n == def.name) {
-                    wrong.push(format!("{}: inert, and not in STILL_INERT", def.name));
-                }
-            }
             Support::Pending(_) | Support::Unable(_) => {
                 let other = match def.kind {
                     Kind::Bool => (if def.default == "yes" { "no" } else { "yes" }).to_string(),
@@ -1046,11 +1035,6 @@ fn every_row_acts_or_is_refused() {
                 }
             }
             Support::Live | Support::FileOnly(_) => {}
-        }
-    }
-    for (n, _) in STILL_INERT {
-        if !DEFS.iter().any(|d| d.name == *n && d.support == Support::Inert) {
-            wrong.push(format!("{n}: in STILL_INERT but its row is not inert"));
         }
     }
     // Cluster mode's twenty rows act since issue 38 (tests/cluster.rs); the rest still refuse.

@@ -1651,3 +1651,94 @@ fn a_failed_background_save_is_logged_in_redis_words_not_on_stderr() {
         assert!(stderr.is_empty(), "{name} wrote on standard error: {stderr}");
     }
 }
+
+/// `sanitize-dump-payload` beside Redis 7.2.6. A packed set (listpack) and a packed hash
+/// holding a member twice — payloads from Redis's own corrupt-dump tests — are refused by
+/// RESTORE with `yes`, and with `clients` from a normal client but not from a user with
+/// `skip-sanitize-payload`; with `no` both servers take them. (Redis keeps the duplicate in
+/// its listpack and counts it; Atoll keeps each member once — the first, which is what
+/// Redis's lookups find — and logs what it dropped: HGET answers alike, SCARD does not.) An
+/// RDB file holding such a set loads with `no` and stops start-up with `yes`, in both.
+#[test]
+fn sanitize_dump_payload_decides_what_a_repeated_member_does_as_redis() {
+    let set: &[u8] = b"\x14\x25\x25\x00\x00\x00\x0A\x00\x06\x01\x82\x5F\x35\x03\x04\x01\x82\x5F\x31\x03\x82\x5F\x33\x03\x00\x01\x82\x5F\x39\x03\x82\x5F\x33\x03\x08\x01\x02\x01\xFF\x0B\x00\x31\xBE\x7D\x41\x01\x03\x5B\xEC";
+    let hash: &[u8] = b"\x10\x17\x17\x00\x00\x00\x04\x00\x82\x61\x00\x03\x82\x62\x00\x03\x82\x61\x00\x03\x82\x64\x00\x03\xff\x0a\x00\xc0\xcf\xa6\x87\xe5\xa7\xc5\xbe";
+    let r = start_redis(&[]);
+    let a_dir = scratch_dir(free_port());
+    let a_log = a_dir.join("atoll.log");
+    let a =
+        start_atoll(&["--enable-debug-command", "yes", "--logfile", a_log.to_str().unwrap(), "--loglevel", "notice"]);
+    for (who, port) in [("redis", r.port), ("atoll", a.port)] {
+        let mut c = RawConn::connect(port);
+        let mut run = |args: &[&[u8]]| show(&c.cmd(args));
+        assert_eq!(run(&[b"DEBUG", b"SET-SKIP-CHECKSUM-VALIDATION", b"1"]), "+OK\\r\\n", "{who}");
+        run(&[b"ACL", b"SETUSER", b"loader", b"on", b"nopass", b"+@all", b"~*", b"skip-sanitize-payload"]);
+        for (mode, user_ok, loader_ok) in [("yes", false, false), ("clients", false, true), ("no", true, true)] {
+            assert_eq!(run(&[b"CONFIG", b"SET", b"sanitize-dump-payload", mode.as_bytes()]), "+OK\\r\\n", "{who}");
+            for (user, ok) in [("default", user_ok), ("loader", loader_ok)] {
+                run(&[b"AUTH", user.as_bytes(), b"x"]);
+                for (key, payload) in [("s", set), ("h", hash)] {
+                    let got = run(&[b"RESTORE", key.as_bytes(), b"0", payload, b"REPLACE"]);
+                    let want = if ok { "+OK\\r\\n" } else { "-ERR Bad data format\\r\\n" };
+                    assert_eq!(got, want, "{who}: RESTORE {key} with {mode} as {user}");
+                }
+                run(&[b"AUTH", b"default", b"x"]);
+            }
+        }
+        // Taken with `no`: what lookups find is the same in both.
+        assert_eq!(run(&[b"TYPE", b"s"]), "+set\\r\\n", "{who}");
+        assert_eq!(run(&[b"OBJECT", b"ENCODING", b"s"]), "$8\\r\\nlistpack\\r\\n", "{who}");
+        assert_eq!(run(&[b"SISMEMBER", b"s", b"_3"]), ":1\\r\\n", "{who}");
+        assert_eq!(run(&[b"HGET", b"h", b"a\0"]), "$2\\r\\nb\0\\r\\n", "{who}");
+        let scard = run(&[b"SCARD", b"s"]);
+        assert_eq!(scard, if who == "redis" { ":10\\r\\n" } else { ":9\\r\\n" }, "{who}");
+    }
+    let log = std::fs::read_to_string(&a_log).unwrap();
+    for what in
+        ["RESTORE of key 's': Set listpack with dup elements", "RESTORE of key 'h': Hash listpack with dup elements"]
+    {
+        assert!(log.contains(what), "Atoll's log should say {what:?}:\n{log}");
+    }
+    // An RDB file holding the set: version 11, database 0, the key, the value, no checksum.
+    let mut rdb = b"REDIS0011\xfe\x00\x14\x04_key".to_vec();
+    rdb.extend_from_slice(&set[1..set.len() - 10]);
+    rdb.extend_from_slice(b"\xff\0\0\0\0\0\0\0\0");
+    for (who, bin) in [("redis", redis_bin()), ("atoll", env!("CARGO_BIN_EXE_atoll-server").to_string())] {
+        for (mode, loads) in [("no", true), ("yes", false)] {
+            let port = free_port();
+            let dir = scratch_dir(port);
+            std::fs::write(dir.join("dump.rdb"), &rdb).unwrap();
+            let mut p = std::process::Command::new(&bin)
+                .args(["--port", &port.to_string(), "--save", "", "--sanitize-dump-payload", mode])
+                .arg("--dir")
+                .arg(&dir)
+                .args(["--logfile", dir.join("log").to_str().unwrap()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let start_at = Instant::now();
+            let outcome = loop {
+                if let Some(s) = p.try_wait().unwrap() {
+                    break format!("exited ({s})");
+                }
+                if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    use std::io::{Read, Write};
+                    let mut b = [0u8; 64];
+                    c.write_all(b"*2\r\n$5\r\nSCARD\r\n$4\r\n_key\r\n").unwrap();
+                    let n = c.read(&mut b).unwrap_or(0);
+                    let got = String::from_utf8_lossy(&b[..n]).to_string();
+                    if !got.starts_with("-LOADING") {
+                        let _ = p.kill();
+                        p.wait().unwrap();
+                        break format!("serving: {}", got.trim());
+                    }
+                }
+                assert!(start_at.elapsed() < Duration::from_secs(20), "{who} {mode}: neither served nor stopped");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            assert_eq!(outcome.starts_with("serving: :"), loads, "{who} with {mode}: {outcome}");
+        }
+    }
+}

@@ -60,7 +60,18 @@ pub fn restore(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
     }
     let skip_crc = ctx.srv.skip_checksum.load(std::sync::atomic::Ordering::Relaxed);
-    let val = persist::restore(args[3], &persist::load_opts(&ctx.srv.config), skip_crc).map_err(|e| {
+    let c = &*ctx.client;
+    let trusted = c.replaying
+        || c.handle.master.load(std::sync::atomic::Ordering::Relaxed)
+        || c.user.as_ref().is_some_and(|u| u.rules().skip_sanitize);
+    let opts = persist::restore_opts(&ctx.srv.config, trusted);
+    let val = persist::restore(args[3], &opts, skip_crc);
+    if val.is_ok() {
+        persist::log_repairs(key, "RESTORE");
+    } else {
+        crate::engine::rdb::load::take_repairs();
+    }
+    let val = val.map_err(|e| {
         if let persist::PayloadError::BadData(why) = &e {
             // Logged as Redis logs a corrupt payload, so an operator sees what was wrong.
             crate::log_warning!("Internal error in RDB reading offset 0, function at RESTORE -> {why}");

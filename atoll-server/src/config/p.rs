@@ -77,6 +77,7 @@ pub const PROTO_MAX_BULK_LEN: Param<String> = text("proto-max-bulk-len");
 pub const RDBCHECKSUM: Param<bool> = flag("rdbchecksum");
 pub const RDBCOMPRESSION: Param<bool> = flag("rdbcompression");
 pub const RDB_VERSION_CHECK: Param<String> = text("rdb-version-check");
+pub const SANITIZE_DUMP_PAYLOAD: Param<String> = text("sanitize-dump-payload");
 pub const RDB_KEY_SAVE_DELAY: Param<String> = text("rdb-key-save-delay");
 pub const REPLICAOF: Param<String> = text("replicaof");
 pub const REPLICA_ANNOUNCED: Param<bool> = flag("replica-announced");

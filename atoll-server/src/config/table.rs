@@ -4,11 +4,6 @@
 //!
 //! Each row also says what Atoll does with the parameter (`Support`):
 //! * `live` — Atoll acts on it.
-//! * `inert` — accepted with any valid value though nothing depends on it in Atoll. Each such
-//!   row is listed in `tests/config.rs` (`STILL_INERT`) with the reason it is still accepted
-//!   (Redis built as Atoll is accepts and ignores it too; Redis's own tests set it; the result
-//!   is the same) — a row inert without a reason there fails the tests. Issue 36 turns them
-//!   into `live` or `pending` one by one.
 //! * `pending(WHAT)` — the feature does not exist yet. The default (the value that describes
 //!   what Atoll does) is accepted; any other value is refused with an error naming what is
 //!   missing, in CONFIG SET and at start-up: `appendonly yes` must never be silently ignored.
@@ -86,7 +81,6 @@ pub enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Support {
     Live,
-    Inert,
     /// Only the default is accepted; the text names the missing feature.
     Pending(&'static str),
     /// CONFIG SET of a new value is refused; the text names what is missing.
@@ -118,10 +112,6 @@ impl Def {
         self
     }
     const fn live(self) -> Def {
-        self
-    }
-    const fn inert(mut self) -> Def {
-        self.support = Support::Inert;
         self
     }
     const fn pending(mut self, what: &'static str) -> Def {
@@ -319,7 +309,7 @@ pub const DEFS: &[Def] = &[
     Def::new("replica-serve-stale-data", Bool, "yes").alias("slave-serve-stale-data").live(),
     Def::new("replicaof", Replicaof, "").alias("slaveof").flags(IMMUTABLE).live(),
     Def::new("requirepass", Str, "").flags(SENSITIVE).live(),
-    Def::new("sanitize-dump-payload", Enum(&["no", "yes", "clients"]), "no").inert(),
+    Def::new("sanitize-dump-payload", Enum(&["no", "yes", "clients"]), "no").live(),
     Def::new("save", Save, "3600 1 300 100 60 10000").live(),
     Def::new("server_cpulist", Str, "").flags(IMMUTABLE).pending(CPULIST),
     Def::new("set-max-intset-entries", Int { min: 0, max: LMAX }, "512").live(),

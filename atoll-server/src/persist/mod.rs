@@ -129,7 +129,32 @@ pub fn load_opts(c: &Config) -> LoadOpts {
             value: r(&h.zset_max_listpack_value),
         },
         any_version: c.text(crate::config::p::RDB_VERSION_CHECK) == "relaxed",
+        // Files and the replication stream are checked deeply only with `yes` (`clients`
+        // spares them, as Redis's loading does); RESTORE decides for itself (`restore_opts`).
+        deep: c.text(crate::config::p::SANITIZE_DUMP_PAYLOAD) == "yes",
         keep_expired: 0,
+    }
+}
+
+/// RESTORE's options: `sanitize-dump-payload clients` checks a normal client's payload
+/// deeply, but not one from the master, the AOF being replayed, or a user with the
+/// `skip-sanitize-payload` flag (Redis's rule).
+pub fn restore_opts(c: &Config, trusted: bool) -> LoadOpts {
+    let mut o = load_opts(c);
+    if c.text(crate::config::p::SANITIZE_DUMP_PAYLOAD) == "clients" {
+        o.deep = !trusted;
+    }
+    o
+}
+
+/// Logs what a value decoded without deep checks let through (`rdb::load::take_repairs`),
+/// naming the key and where it came from.
+pub fn log_repairs(key: &[u8], from: &str) {
+    for r in rdb::load::take_repairs() {
+        crate::log_warning!(
+            "{from} of key '{}': {r} (sanitize-dump-payload does not ask for deep checks here)",
+            String::from_utf8_lossy(key)
+        );
     }
 }
 

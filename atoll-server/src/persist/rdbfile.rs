@@ -868,6 +868,9 @@ impl<R: Read, F: FnMut(usize, Vec<u8>, Value, Option<i64>) -> Result<(), Persist
         info: &mut LoadInfo,
     ) -> Result<(), PersistError> {
         let v = rdb::load::value(t, inp, self.opts).map_err(|x| key_error(x, &key))?;
+        if !self.opts.deep {
+            super::log_repairs(&key, "Loading");
+        }
         place(db, key, v, exp, self.now_ms, info, |key, v| (self.insert)(db, key, v, exp))
     }
 }
@@ -1112,6 +1115,9 @@ impl Decoders<'_> {
                 let bytes = &arena[range];
                 let mut inp = Input::at(bytes, rec.pos);
                 let v = rdb::load::value(t, &mut inp, &self.opts).map_err(|x| key_error(x, key).at(inp.pos))?;
+                if !self.opts.deep {
+                    super::log_repairs(key, "Loading");
+                }
                 if inp.pos != rec.pos + bytes.len() as u64 {
                     return Err(PersistError::Corrupt(format!("Trailing bytes loading key '{}'", name())).at(inp.pos));
                 }
@@ -1206,6 +1212,9 @@ impl<R: Read> OnKey<R> for Parallel<'_, '_> {
             Ok(false) => {
                 b.arena.truncate(k.end);
                 let v = rdb::load::value(t, inp, &self.shared.opts).map_err(|x| key_error(x, &key))?;
+                if !self.shared.opts.deep {
+                    super::log_repairs(&key, "Loading");
+                }
                 match v {
                     Some(v) => Body::Value(v),
                     None => return place(db, &key[..], None, exp, 0, info, |_, _| Ok(())),

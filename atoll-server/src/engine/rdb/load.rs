@@ -25,6 +25,11 @@ pub struct LoadOpts {
     /// `rdb-version-check relaxed`: files and DUMP payloads of a newer RDB version are read
     /// as far as they are understood.
     pub any_version: bool,
+    /// Deep integrity checks (`sanitize-dump-payload`, Redis's `deep_integrity_validation`):
+    /// a packed encoding (listpack, ziplist, intset) holding a member or field twice is
+    /// refused. Without them it loads with each member once — the first, which is what
+    /// Redis's lookups find in such a listpack — and [`take_repairs`] reports it.
+    pub deep: bool,
     /// The names of keys skipped because their time had passed are kept (`LoadInfo::expired`),
     /// up to about this many bytes (0: none): a master restarting with its replication
     /// history feeds their DELs to its replicas — unless they outgrow its backlog, when the
@@ -40,9 +45,31 @@ impl Default for LoadOpts {
             set: SetLimits { intset_entries: 512, listpack_entries: 128, listpack_value: 64 },
             zset: ZLimits { entries: 128, value: 64 },
             any_version: false,
+            deep: true,
             keep_expired: 0,
         }
     }
+}
+
+thread_local! {
+    /// What loading without deep checks let through on this thread, for the caller to log.
+    static REPAIRS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What the values decoded on this thread since the last call let through without deep
+/// checks ("Hash listpack with dup elements" …): the caller logs it with the key's name.
+pub fn take_repairs() -> Vec<String> {
+    REPAIRS.with(|r| std::mem::take(&mut *r.borrow_mut()))
+}
+
+fn note_repair(what: &str) {
+    REPAIRS.with(|r| r.borrow_mut().push(format!("{what} with dup elements: each kept once, the first")));
+}
+
+/// What a packed encoding's repeated member does: refused with deep checks, else kept once
+/// (`what` names the encoding in the report).
+fn dups(o: &LoadOpts, what: &'static str) -> Option<&'static str> {
+    (!o.deep).then_some(what)
 }
 
 /// True for the type bytes of values (as opposed to opcodes).
@@ -120,7 +147,7 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
             for _ in 0..n {
                 members.push(inp.string()?);
             }
-            set(members, o)?
+            set(members, o, None)?
         }
         TYPE_ZSET | TYPE_ZSET_2 => {
             let n = inp.count()?;
@@ -130,7 +157,7 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
                 let s = if t == TYPE_ZSET { inp.double_text()? } else { inp.double_bin()? };
                 items.push((s, m));
             }
-            zset(items, o)?
+            zset(items, o, None)?
         }
         TYPE_HASH => {
             let n = inp.count()?;
@@ -139,7 +166,7 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
                 let f = inp.string()?;
                 pairs.push((f, inp.string()?));
             }
-            hash(pairs, o)?
+            hash(pairs, o, None)?
         }
         TYPE_HASH_2 => {
             let n = inp.count()?;
@@ -158,7 +185,7 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
             }
             Value::Hash(h)
         }
-        TYPE_HASH_ZIPMAP => hash(zipmap(&inp.string()?)?, o)?,
+        TYPE_HASH_ZIPMAP => hash(zipmap(&inp.string()?)?, o, None)?,
         // Redis 7.2 keeps an old ziplist list a quicklist, whatever its size.
         TYPE_LIST_ZIPLIST => {
             let blob = inp.string()?;
@@ -171,11 +198,16 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
         TYPE_SET_INTSET => {
             let blob = inp.string()?;
             let ints = intset(&blob)?;
-            set(ints.iter().map(|i| itoa::Buffer::new().format(*i).as_bytes().to_vec()).collect(), o)?
+            set(
+                ints.iter().map(|i| itoa::Buffer::new().format(*i).as_bytes().to_vec()).collect(),
+                o,
+                dups(o, "Intset"),
+            )?
         }
         TYPE_SET_LISTPACK => {
             let blob = inp.string()?;
-            packed("Set listpack", listpack(&blob).and_then(|e| set(e.into_iter().map(Elem::into_bytes).collect(), o)))?
+            let members = |e: Vec<Elem>| set(e.into_iter().map(Elem::into_bytes).collect(), o, dups(o, "Set listpack"));
+            packed("Set listpack", listpack(&blob).and_then(members))?
         }
         TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
             let blob = inp.string()?;
@@ -270,7 +302,9 @@ fn packed_zset(t: u8, blob: &[u8], o: &LoadOpts) -> Result<Value> {
         };
         items.push((score, m.into_bytes()));
     }
-    zset(items, o)
+    // A ziplist is refused for a repeated member whatever the setting: Redis checks it in
+    // full as it turns it into a listpack.
+    zset(items, o, if t == TYPE_ZSET_ZIPLIST { None } else { dups(o, "Zset listpack") })
 }
 
 /// A hash's ziplist or listpack: field, value, field, value …
@@ -280,45 +314,74 @@ fn packed_hash(t: u8, blob: &[u8], o: &LoadOpts) -> Result<Value> {
         .map(|(f, v)| (f.into_bytes(), v.into_bytes()))
         .collect();
     // Redis's words for it, when a listpack turning into a table meets a field twice.
-    hash(pairs, o).map_err(|_| RdbError("listpack with dup elements".into()))
+    // As for a sorted set's ziplist, a hash's is refused for a repeated field.
+    hash(pairs, o, if t == TYPE_HASH_ZIPLIST { None } else { dups(o, "Hash listpack") })
+        .map_err(|_| RdbError("listpack with dup elements".into()))
 }
 
 fn list(items: Vec<Box<[u8]>>, o: &LoadOpts) -> Value {
     Value::List(Box::new(List::from_elements(items, o.list_fill)))
 }
 
-fn set(members: Vec<Vec<u8>>, o: &LoadOpts) -> Result<Value> {
+/// A set of `members`; one met twice is refused, or with `collapse` (a packed encoding
+/// loaded without deep checks) kept once and reported.
+fn set(members: Vec<Vec<u8>>, o: &LoadOpts, collapse: Option<&'static str>) -> Result<Value> {
     let Some(first) = members.first() else { return Ok(Value::Set(Set::new_intset())) };
     let mut s = Set::create(first, members.len(), &o.set);
+    let mut repeated = false;
     for m in &members {
         if !s.add(m, &o.set) {
-            return err("Duplicate set members detected");
+            if collapse.is_none() {
+                return err("Duplicate set members detected");
+            }
+            repeated = true;
         }
+    }
+    if let (true, Some(what)) = (repeated, collapse) {
+        note_repair(what);
     }
     Ok(Value::Set(s))
 }
 
-fn zset(items: Vec<(f64, Vec<u8>)>, o: &LoadOpts) -> Result<Value> {
+/// A sorted set (as `set` treats a repeated member; the first score is kept).
+fn zset(items: Vec<(f64, Vec<u8>)>, o: &LoadOpts, collapse: Option<&'static str>) -> Result<Value> {
     let mut seen = HashSet::with_capacity(items.len());
     let mut out = Vec::with_capacity(items.len());
+    let mut repeated = false;
     for (s, m) in items {
         if s.is_nan() {
             return err("Zset with NAN score detected");
         }
         if !seen.insert(m.clone()) {
-            return err("Duplicate zset fields detected");
+            if collapse.is_none() {
+                return err("Duplicate zset fields detected");
+            }
+            repeated = true;
+            continue;
         }
         out.push((s, m.into_boxed_slice()));
+    }
+    if let (true, Some(what)) = (repeated, collapse) {
+        note_repair(what);
     }
     Ok(Value::ZSet(ZSet::build(out, &o.zset)))
 }
 
-fn hash(pairs: Vec<(Vec<u8>, Vec<u8>)>, o: &LoadOpts) -> Result<Value> {
+/// A hash (as `set` treats a repeated field; the first value is kept).
+fn hash(pairs: Vec<(Vec<u8>, Vec<u8>)>, o: &LoadOpts, collapse: Option<&'static str>) -> Result<Value> {
     let mut h = Hash::new();
+    let mut repeated = false;
     for (f, v) in &pairs {
+        if collapse.is_some() && h.contains(f) {
+            repeated = true;
+            continue;
+        }
         if !h.set(f, v, o.hash) {
             return err("Duplicate hash fields detected");
         }
+    }
+    if let (true, Some(what)) = (repeated, collapse) {
+        note_repair(what);
     }
     Ok(Value::Hash(h))
 }

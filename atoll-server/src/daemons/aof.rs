@@ -348,11 +348,18 @@ pub fn run_requested(srv: &Server) -> bool {
         && !srv.persistence.in_progress.load(Ordering::Acquire)
         && !a.rewrite_in_progress.load(Ordering::Acquire)
         && !rewrite_limited(srv)
-        && !a.rewrite_in_progress.swap(true, Ordering::AcqRel)
     {
-        a.rewrite_scheduled.store(false, Ordering::Release);
-        a.progress.cancel.store(false, Ordering::Relaxed);
-        a.rewrite_requested.store(true, Ordering::Release);
+        // The child first, as Redis forks before anything shows the rewrite running: whoever
+        // sees `aof_rewrite_in_progress:1` finds its child (and the child took the settings
+        // of that moment, `rdb-key-save-delay` among them).
+        crate::daemons::persistence::prespawn(srv, crate::persist::child::Kind::AofRewrite);
+        if a.rewrite_in_progress.swap(true, Ordering::AcqRel) {
+            crate::daemons::persistence::drop_pending_child(srv);
+        } else {
+            a.rewrite_scheduled.store(false, Ordering::Release);
+            a.progress.cancel.store(false, Ordering::Relaxed);
+            a.rewrite_requested.store(true, Ordering::Release);
+        }
     }
     if !a.rewrite_requested.swap(false, Ordering::AcqRel) {
         return false;
@@ -899,8 +906,13 @@ pub fn maybe_auto_rewrite(srv: &Server) {
     if srv.persistence.in_progress.load(Ordering::Acquire)
         || a.rewrite_in_progress.load(Ordering::Acquire)
         || rewrite_limited(srv)
-        || a.rewrite_in_progress.swap(true, Ordering::AcqRel)
     {
+        return;
+    }
+    // The child before the flag, as for a scheduled rewrite (`run_requested`).
+    crate::daemons::persistence::prespawn(srv, crate::persist::child::Kind::AofRewrite);
+    if a.rewrite_in_progress.swap(true, Ordering::AcqRel) {
+        crate::daemons::persistence::drop_pending_child(srv);
         return;
     }
     a.progress.cancel.store(false, Ordering::Relaxed);

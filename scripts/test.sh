@@ -20,6 +20,12 @@ if [ "$(printf '%s\n%s\n' "$need_rust" "$have_rust" | sort -V | head -1)" != "$n
 fi
 echo "==> $(rustc --version)"
 
+# Each test server keeps its files and log in a scratch directory of its own
+# ($TMPDIR/atoll-test-<pid>-<port>), left behind so a failure can be read afterwards. Those of
+# runs that ended hours ago go now (a run with big datasets leaves gigabytes); a run going on
+# beside this one keeps its own.
+find "${TMPDIR:-/tmp}" -maxdepth 1 -name 'atoll-test-*' -type d -mmin +180 -exec rm -rf {} + 2>/dev/null || true
+
 # Installs Debian packages the tests need (as root, or through sudo), saying why.
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi

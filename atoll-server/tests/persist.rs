@@ -1652,7 +1652,7 @@ fn a_failed_background_save_is_logged_in_redis_words_not_on_stderr() {
     }
 }
 
-/// `sanitize-dump-payload` beside Redis 7.2.6. A packed set (listpack) and a packed hash
+/// `sanitize-dump-payload` beside Redis 7.2.6. A packed set (listpack), an intset and a packed hash
 /// holding a member twice — payloads from Redis's own corrupt-dump tests — are refused by
 /// RESTORE with `yes`, and with `clients` from a normal client but not from a user with
 /// `skip-sanitize-payload`; with `no` both servers take them. (Redis keeps the duplicate in
@@ -1663,6 +1663,9 @@ fn a_failed_background_save_is_logged_in_redis_words_not_on_stderr() {
 fn sanitize_dump_payload_decides_what_a_repeated_member_does_as_redis() {
     let set: &[u8] = b"\x14\x25\x25\x00\x00\x00\x0A\x00\x06\x01\x82\x5F\x35\x03\x04\x01\x82\x5F\x31\x03\x82\x5F\x33\x03\x00\x01\x82\x5F\x39\x03\x82\x5F\x33\x03\x08\x01\x02\x01\xFF\x0B\x00\x31\xBE\x7D\x41\x01\x03\x5B\xEC";
     let hash: &[u8] = b"\x10\x17\x17\x00\x00\x00\x04\x00\x82\x61\x00\x03\x82\x62\x00\x03\x82\x61\x00\x03\x82\x64\x00\x03\xff\x0a\x00\xc0\xcf\xa6\x87\xe5\xa7\xc5\xbe";
+    // An intset holding 1 twice (width 2, two members).
+    let ints: &[u8] =
+        b"\x0B\x0C\x02\x00\x00\x00\x02\x00\x00\x00\x01\x00\x01\x00\x0B\x00\x00\x00\x00\x00\x00\x00\x00\x00";
     let r = start_redis(&[]);
     let a_dir = scratch_dir(free_port());
     let a_log = a_dir.join("atoll.log");
@@ -1677,7 +1680,7 @@ fn sanitize_dump_payload_decides_what_a_repeated_member_does_as_redis() {
             assert_eq!(run(&[b"CONFIG", b"SET", b"sanitize-dump-payload", mode.as_bytes()]), "+OK\\r\\n", "{who}");
             for (user, ok) in [("default", user_ok), ("loader", loader_ok)] {
                 run(&[b"AUTH", user.as_bytes(), b"x"]);
-                for (key, payload) in [("s", set), ("h", hash)] {
+                for (key, payload) in [("s", set), ("h", hash), ("i", ints)] {
                     let got = run(&[b"RESTORE", key.as_bytes(), b"0", payload, b"REPLACE"]);
                     let want = if ok { "+OK\\r\\n" } else { "-ERR Bad data format\\r\\n" };
                     assert_eq!(got, want, "{who}: RESTORE {key} with {mode} as {user}");
@@ -1690,13 +1693,17 @@ fn sanitize_dump_payload_decides_what_a_repeated_member_does_as_redis() {
         assert_eq!(run(&[b"OBJECT", b"ENCODING", b"s"]), "$8\\r\\nlistpack\\r\\n", "{who}");
         assert_eq!(run(&[b"SISMEMBER", b"s", b"_3"]), ":1\\r\\n", "{who}");
         assert_eq!(run(&[b"HGET", b"h", b"a\0"]), "$2\\r\\nb\0\\r\\n", "{who}");
+        assert_eq!(run(&[b"SISMEMBER", b"i", b"1"]), ":1\\r\\n", "{who}");
+        assert_eq!(run(&[b"OBJECT", b"ENCODING", b"i"]), "$6\\r\\nintset\\r\\n", "{who}");
         let scard = run(&[b"SCARD", b"s"]);
         assert_eq!(scard, if who == "redis" { ":10\\r\\n" } else { ":9\\r\\n" }, "{who}");
     }
     let log = std::fs::read_to_string(&a_log).unwrap();
-    for what in
-        ["RESTORE of key 's': Set listpack with dup elements", "RESTORE of key 'h': Hash listpack with dup elements"]
-    {
+    for what in [
+        "RESTORE of key 's': Set listpack with dup elements",
+        "RESTORE of key 'h': Hash listpack with dup elements",
+        "RESTORE of key 'i': Intset with dup elements",
+    ] {
         assert!(log.contains(what), "Atoll's log should say {what:?}:\n{log}");
     }
     // An RDB file holding the set: version 11, database 0, the key, the value, no checksum.

@@ -219,10 +219,27 @@ impl Middle {
         out
     }
 
-    /// Replaces chunk `c` with `elems` packed again (none when empty).
-    fn repack(&mut self, c: usize, elems: Vec<Box<[u8]>>) {
+    /// Replaces chunk `c` with `elems` packed again (none when empty). What is left under
+    /// half a node joins a neighbour it fits beside, as Redis merges small quicklist nodes, so
+    /// edits in the middle do not leave a trail of tiny chunks.
+    fn repack(&mut self, mut c: usize, mut elems: Vec<Box<[u8]>>) {
         let old = self.chunks.remove(c).expect("a chunk of the list");
         self.count = self.count - old.count + elems.len();
+        let size = |e: &[Box<[u8]>]| e.iter().map(|x| lp_entry_size(x)).sum::<usize>();
+        let small = |b: usize, n: usize| b <= self.node_bytes / 2 && n <= self.node_count / 2;
+        let fits =
+            |b: usize, n: usize, ch: &Chunk| b + ch.lp_bytes <= self.node_bytes && n + ch.count <= self.node_count;
+        let b = size(&elems);
+        if !elems.is_empty() && small(b, elems.len()) {
+            if c > 0 && fits(b, elems.len(), &self.chunks[c - 1]) {
+                let mut before = self.chunks.remove(c - 1).expect("the chunk before").unpack();
+                before.append(&mut elems);
+                elems = before;
+                c -= 1;
+            } else if c < self.chunks.len() && fits(b, elems.len(), &self.chunks[c]) {
+                elems.append(&mut self.chunks.remove(c).expect("the chunk after").unpack());
+            }
+        }
         for (k, ch) in self.chunks_of(elems).into_iter().enumerate() {
             self.chunks.insert(c + k, ch);
         }
@@ -811,30 +828,49 @@ impl List {
         let mut left = if count == 0 { usize::MAX } else { count.unsigned_abs().min(usize::MAX as u64) as usize };
         let from_tail = count < 0;
         let entry = lp_entry_size(v);
-        // Removes matches from one run of elements in the search's direction.
+        // Removes matches from one run of elements in the search's direction: found first
+        // (the search stops at the limit), then a few removed one by one, many by one pass
+        // that closes the gaps (a shift of the list per match made LREM 0 quadratic).
         let sweep = |run: &mut VecDeque<Box<[u8]>>, left: &mut usize| -> usize {
-            let before = run.len();
+            let mut idx = Vec::new();
             if from_tail {
-                let mut i = run.len();
-                while i > 0 && *left > 0 {
-                    i -= 1;
+                for i in (0..run.len()).rev() {
+                    if idx.len() == *left {
+                        break;
+                    }
                     if *run[i] == *v {
-                        run.remove(i);
-                        *left -= 1;
+                        idx.push(i);
                     }
                 }
+                idx.reverse();
             } else {
-                let mut i = 0;
-                while i < run.len() && *left > 0 {
-                    if *run[i] == *v {
-                        run.remove(i);
-                        *left -= 1;
-                    } else {
-                        i += 1;
+                for (i, e) in run.iter().enumerate() {
+                    if idx.len() == *left {
+                        break;
+                    }
+                    if **e == *v {
+                        idx.push(i);
                     }
                 }
             }
-            before - run.len()
+            if idx.len() <= 8 {
+                for &i in idx.iter().rev() {
+                    run.remove(i);
+                }
+            } else {
+                let (mut w, mut k) = (idx[0], 0);
+                for r in idx[0]..run.len() {
+                    if k < idx.len() && idx[k] == r {
+                        k += 1;
+                        continue;
+                    }
+                    run.swap(w, r);
+                    w += 1;
+                }
+                run.truncate(w);
+            }
+            *left -= idx.len();
+            idx.len()
         };
         let Some(m) = self.mid.as_deref_mut() else {
             let n = sweep(&mut self.items, &mut left);
@@ -915,12 +951,7 @@ impl List {
     /// Removes `n` elements from `end`: whole chunks without unpacking them.
     fn remove_end(&mut self, mut n: usize, end: End) {
         let Some(m) = self.mid.as_deref_mut() else {
-            let k = n.min(self.items.len());
-            let gone: Vec<_> = match end {
-                End::Head => self.items.drain(..k).collect(),
-                End::Tail => self.items.drain(self.items.len() - k..).collect(),
-            };
-            self.lp_sum -= gone.iter().map(|e| lp_entry_size(e)).sum::<usize>();
+            self.lp_sum -= cut(&mut self.items, &mut n, end == End::Head);
             return;
         };
         // The end's own zone, the chunks, then the other zone.
@@ -975,8 +1006,12 @@ impl List {
 fn cut(zone: &mut VecDeque<Box<[u8]>>, n: &mut usize, from_front: bool) -> usize {
     let k = (*n).min(zone.len());
     *n -= k;
-    let gone: Vec<_> = if from_front { zone.drain(..k).collect() } else { zone.drain(zone.len() - k..).collect() };
-    gone.iter().map(|e| lp_entry_size(e)).sum()
+    let size = |e: Box<[u8]>| lp_entry_size(&e);
+    if from_front {
+        zone.drain(..k).map(size).sum()
+    } else {
+        zone.drain(zone.len() - k..).map(size).sum()
+    }
 }
 
 #[cfg(test)]
@@ -1160,5 +1195,49 @@ mod tests {
             back.stop_compressing();
             check(&back, &model);
         }
+    }
+
+    #[test]
+    fn edits_in_the_middle_leave_no_trail_of_small_chunks() {
+        let mut l = List { quick: true, ..List::default() };
+        l.compress_with(-2, 1);
+        for i in 0..4000 {
+            l.push(format!("element number {i:06} of a long list").as_bytes(), End::Tail);
+        }
+        let chunks = |l: &List| l.mid.as_ref().map_or(0, |m| m.chunks.len());
+        let before = chunks(&l);
+        assert!(before > 10, "{before} chunks");
+        let mut model: Vec<Vec<u8>> = l.iter().map(|e| e.to_vec()).collect();
+        for i in 0..600usize {
+            let pos = 1000 + (i * 7919) % 2000;
+            l.insert(pos, b"x");
+            model.insert(pos, b"x".to_vec());
+            if i % 3 == 0 {
+                assert!(l.set(pos as i64 + 1, b"y"));
+                model[pos + 1] = b"y".to_vec();
+            }
+        }
+        let ys = model.iter().filter(|e| *e == b"y").count();
+        assert_eq!(l.remove_matching(b"y", 0), ys);
+        model.retain(|e| e != b"y");
+        assert_eq!(l.remove_matching(b"x", -250), 250);
+        let mut left = 250;
+        for i in (0..model.len()).rev() {
+            if left > 0 && model[i] == b"x" {
+                model.remove(i);
+                left -= 1;
+            }
+        }
+        assert!(l.iter().eq(model.iter().map(|e| Cow::Borrowed(&e[..]))));
+        let after = chunks(&l);
+        assert!(after <= before + before / 2, "{before} chunks became {after}");
+        // A big LREM on a plain list is one pass.
+        let mut p = List::new();
+        for i in 0..200_000 {
+            p.push(if i % 2 == 0 { b"a" } else { b"b" }, End::Tail);
+        }
+        assert_eq!(p.remove_matching(b"a", 0), 100_000);
+        assert_eq!(p.remove_matching(b"b", -3), 3);
+        assert!(p.iter().all(|e| *e == b"b"[..]) && p.len() == 99_997);
     }
 }

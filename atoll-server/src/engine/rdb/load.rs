@@ -197,7 +197,7 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
         }
         TYPE_SET_INTSET => {
             let blob = inp.string()?;
-            let ints = intset(&blob)?;
+            let ints = intset(&blob, o.deep)?;
             set(
                 ints.iter().map(|i| itoa::Buffer::new().format(*i).as_bytes().to_vec()).collect(),
                 o,

@@ -413,6 +413,9 @@ fn join_disk_sync(srv: &Server, cur: &CurrentSync) {
     let mut q = srv.repl.queue.lock();
     q.retain(|r| !r.handle.killed.load(Ordering::Relaxed));
     let mut batch = cur.batch.lock();
+    if cur.abandoned.load(Ordering::Acquire) {
+        return;
+    }
     for r in q.drain(..) {
         crate::log_notice!("Waiting for end of BGSAVE for SYNC");
         r.state.lock().from = Some(off + 1);
@@ -983,11 +986,15 @@ fn to_file(
     let (r, ended) = std::thread::scope(|s| {
         s.spawn(|| {
             while !done.load(Ordering::Acquire) {
-                let nobody = live(&cur.batch.lock()).next().is_none();
-                if nobody && srv.config.text(crate::config::p::SAVE).is_empty() {
+                // Decided under the batch's lock, which a replica joining takes too: one that
+                // joins is counted here, one that comes after waits for the next sync.
+                let batch = cur.batch.lock();
+                if live(&batch).next().is_none() && srv.config.text(crate::config::p::SAVE).is_empty() {
+                    cur.abandoned.store(true, Ordering::Release);
                     progress.cancel.store(true, Ordering::Relaxed);
                     return;
                 }
+                drop(batch);
                 std::thread::sleep(Duration::from_millis(10));
             }
         });

@@ -192,6 +192,9 @@ pub struct CurrentSync {
     pub at: parking_lot::Mutex<Option<(String, i64)>>,
     /// The file is being sent: too late to join.
     pub sending: AtomicBool,
+    /// Given up because every replica left (set under `batch`'s lock): a replica asking now
+    /// must not join a snapshot about to be thrown away, and waits for the next sync.
+    pub abandoned: AtomicBool,
 }
 
 /// The replication buffers' memory (`Replication::buffers`).

@@ -63,7 +63,11 @@ pub fn take_repairs() -> Vec<String> {
 }
 
 fn note_repair(what: &str) {
-    REPAIRS.with(|r| r.borrow_mut().push(format!("{what} with dup elements: each kept once, the first")));
+    note(format!("{what} with dup elements: each kept once, the first"));
+}
+
+fn note(repair: String) {
+    REPAIRS.with(|r| r.borrow_mut().push(repair));
 }
 
 /// What a packed encoding's repeated member does: refused with deep checks, else kept once
@@ -198,6 +202,9 @@ pub fn value<R: Read>(t: u8, inp: &mut Input<R>, o: &LoadOpts) -> Result<Option<
         TYPE_SET_INTSET => {
             let blob = inp.string()?;
             let ints = intset(&blob, o.deep)?;
+            if ints.windows(2).any(|w| w[0] > w[1]) {
+                note("Intset out of order: its members sorted".into());
+            }
             set(
                 ints.iter().map(|i| itoa::Buffer::new().format(*i).as_bytes().to_vec()).collect(),
                 o,
@@ -339,6 +346,15 @@ fn set(members: Vec<Vec<u8>>, o: &LoadOpts, collapse: Option<&'static str>) -> R
     }
     if let (true, Some(what)) = (repeated, collapse) {
         note_repair(what);
+        // Sized by the members it holds, not by the entries the payload had: the encoding a
+        // set of that many members has.
+        if s.len() != members.len() {
+            let mut sized = Set::create(first, s.len(), &o.set);
+            for m in &members {
+                sized.add(m, &o.set);
+            }
+            s = sized;
+        }
     }
     Ok(Value::Set(s))
 }
@@ -545,4 +561,31 @@ fn stream_node(master: StreamId, elems: Vec<Elem>, bytes: usize) -> Result<Node>
         return bad("node without live entries");
     }
     Ok(Node { entries, live: n_live, bytes, master_fields })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intset_value(blob: &[u8], deep: bool) -> Result<Option<Value>> {
+        let mut body = Vec::new();
+        put_str(&mut body, blob, false);
+        value(TYPE_SET_INTSET, &mut Input::new(&body[..], false), &LoadOpts { deep, ..LoadOpts::default() })
+    }
+
+    #[test]
+    fn without_deep_checks_an_intset_is_taken_as_its_members() {
+        // Width 2, three members: 5, 1, 5 — out of order and repeated.
+        let blob = [2, 0, 0, 0, 3, 0, 0, 0, 5, 0, 1, 0, 5, 0];
+        assert!(intset_value(&blob, true).is_err());
+        assert!(take_repairs().is_empty());
+        let Some(Value::Set(s)) = intset_value(&blob, false).unwrap() else { panic!("a set") };
+        let mut m = s.members();
+        m.sort();
+        assert_eq!(m, vec![b"1".to_vec(), b"5".to_vec()]);
+        let repairs = take_repairs();
+        assert_eq!(repairs.len(), 2, "{repairs:?}");
+        assert!(repairs[0].starts_with("Intset out of order") && repairs[1].starts_with("Intset with dup elements"));
+        assert!(take_repairs().is_empty(), "taken once");
+    }
 }

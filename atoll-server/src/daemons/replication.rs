@@ -690,7 +690,9 @@ fn through_child(
     let pending = |r: &Replica| r.mailbox.len() + r.handle.out_pending.load(Ordering::Relaxed) as usize;
     while live(batch).any(|r| pending(r) > 0) {
         if srv.now_ms() - since > 5000 {
-            live(batch).filter(|r| pending(r) > 0).for_each(|r| r.handle.kill());
+            live(batch).filter(|r| pending(r) > 0).for_each(|r| {
+                r.handle.kill();
+            });
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -941,7 +943,9 @@ fn put_online(srv: &Server, r: &Replica) {
         }
         Some(_) => {}
         // Kept for it, unless the backlog was started afresh meanwhile: it must sync again.
-        None => r.handle.kill(),
+        None => {
+            r.handle.kill();
+        }
     }
 }
 

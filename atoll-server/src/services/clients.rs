@@ -237,14 +237,17 @@ impl ClientHandle {
         port != 0 && self.laddr.rsplit(':').next().and_then(|p| p.parse::<i64>().ok()) == Some(port)
     }
 
-    pub fn kill(&self) {
-        self.killed.store(true, Ordering::Release);
+    /// Closes the connection; true for the call that killed it first (two workers may pick
+    /// the same fat client at once, and only one eviction is counted).
+    pub fn kill(&self) -> bool {
+        let first = !self.killed.swap(true, Ordering::AcqRel);
         let closed = self.closed.lock();
         if !*closed {
             // SAFETY: the descriptor belongs to this open connection (`closed` is false and
             // its owner cannot close it while we hold the lock).
             unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
         }
+        first
     }
 }
 

@@ -356,11 +356,13 @@ pub fn evict_clients<H: Host>(host: &H) {
             break;
         }
         let line = host.client_line(&h, now);
-        crate::log_verbose!("Evicting client: {line}");
-        h.kill();
         total = total.saturating_sub(mem);
-        e.dying_mem.fetch_add(mem, Ordering::Relaxed);
-        e.evicted_clients.fetch_add(1, Ordering::Relaxed);
+        // Another worker scanning at the same moment may have closed it already.
+        if h.kill() {
+            crate::log_verbose!("Evicting client: {line}");
+            e.dying_mem.fetch_add(mem, Ordering::Relaxed);
+            e.evicted_clients.fetch_add(1, Ordering::Relaxed);
+        }
     }
     e.clients_mem.store(total, Ordering::Relaxed);
 }

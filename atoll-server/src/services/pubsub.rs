@@ -108,13 +108,12 @@ pub struct Reach<'a> {
 /// Disconnects a client over its output limit, with Redis's log line.
 #[cold]
 pub fn close_over_limit(h: &ClientHandle) {
-    if !h.killed.load(Ordering::Relaxed) {
+    if h.kill() {
         crate::log_warning!(
             "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
             h.id,
             h.addr
         );
-        h.kill();
     }
 }
 

@@ -651,7 +651,7 @@ fn active_expiry_reclaims_unread_keys_in_every_database() {
     let start = std::time::Instant::now();
     // DBSIZE does not expire keys itself: only the active cycle can bring it down.
     while c.cmd(&[b"DBSIZE"]) != b":1\r\n" {
-        assert!(start.elapsed() < Duration::from_secs(2), "keys did not actively expire");
+        assert!(start.elapsed() < Duration::from_secs(10), "keys did not actively expire");
         std::thread::sleep(Duration::from_millis(100));
     }
     let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).to_string();
@@ -772,9 +772,14 @@ fn expired_stale_perc_rises_and_decays() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(peak > 1.0, "peak {peak}");
-    std::thread::sleep(Duration::from_millis(2000));
-    let (_, later) = stats(&mut c);
-    assert!(later < peak / 2.0, "{later} after a peak of {peak}");
+    // It decays with each cron cycle that finds nothing stale: a starved server gets fewer.
+    let start = std::time::Instant::now();
+    let mut later = stats(&mut c).1;
+    while later >= peak / 2.0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "{later} after a peak of {peak}");
+        std::thread::sleep(Duration::from_millis(100));
+        later = stats(&mut c).1;
+    }
     c.cmd(&[b"CONFIG", b"RESETSTAT"]);
     assert_eq!(stats(&mut c).1, 0.0);
 }

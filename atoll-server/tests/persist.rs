@@ -989,12 +989,13 @@ fn migrate_caches_its_connection_and_times_out_as_redis_does() {
         let mut c = RawConn::connect(src);
         cmd(&mut c, &[b"SET", b"slow", b"v"]);
         let mut sleeper = RawConn::connect(tgt);
-        sleeper.send(&v(&["DEBUG", "SLEEP", "1.5"]));
-        std::thread::sleep(Duration::from_millis(100));
+        // Asleep well before MIGRATE's RESTORE reaches it, and long after MIGRATE gave up.
+        sleeper.send(&v(&["DEBUG", "SLEEP", "3"]));
+        std::thread::sleep(Duration::from_millis(300));
         let t0 = Instant::now();
         let p = tgt.to_string();
         let reply = cmd(&mut c, &[b"MIGRATE", b"127.0.0.1", p.as_bytes(), b"slow", b"0", b"500"]);
-        assert!(t0.elapsed() < Duration::from_millis(1300), "{:?}", t0.elapsed());
+        assert!(t0.elapsed() < Duration::from_millis(2500), "{:?}", t0.elapsed());
         assert_eq!(sleeper.read_reply(), b"+OK\r\n");
         seen.push(show(&reply));
         assert_eq!(cmd(&mut c, &[b"EXISTS", b"slow"]), b":1\r\n", "a key not acknowledged stays");
@@ -1003,9 +1004,11 @@ fn migrate_caches_its_connection_and_times_out_as_redis_does() {
 
     // While Atoll sleeps, no worker answers: fresh connections (spread over both workers) wait.
     let mut sleeper = RawConn::connect(at.port);
-    sleeper.send(&v(&["DEBUG", "SLEEP", "1"]));
-    std::thread::sleep(Duration::from_millis(100));
+    // Timed from before the sleep is sent: the PINGs (sent 300 ms later, when it has begun)
+    // are answered only once it ends, 2 s after the server took it.
     let t0 = Instant::now();
+    sleeper.send(&v(&["DEBUG", "SLEEP", "2"]));
+    std::thread::sleep(Duration::from_millis(300));
     let mut others: Vec<RawConn> = (0..4).map(|_| RawConn::connect(at.port)).collect();
     for o in &mut others {
         o.send(&v(&["PING"]));
@@ -1013,7 +1016,7 @@ fn migrate_caches_its_connection_and_times_out_as_redis_does() {
     for o in &mut others {
         assert_eq!(o.read_reply(), b"+PONG\r\n");
     }
-    assert!(t0.elapsed() >= Duration::from_millis(700), "answered during DEBUG SLEEP: {:?}", t0.elapsed());
+    assert!(t0.elapsed() >= Duration::from_millis(1900), "answered during DEBUG SLEEP: {:?}", t0.elapsed());
     assert_eq!(sleeper.read_reply(), b"+OK\r\n");
 
     // Idle connections close after 10 seconds (the cron runs on both every 100 ms).
@@ -1067,7 +1070,8 @@ fn big_values_are_saved_in_pieces_as_they_were_at_the_instant() {
         run_all(&mut ac, &[v(&["SET", &format!("{{{b}}}:small"), "before"])]);
     }
     let before = cmd(&mut ac, &[b"DEBUG", b"DIGEST"]);
-    assert_eq!(cmd(&mut ac, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"20"]), b"+OK\r\n");
+    // 100 µs a key: the save lasts seconds, however slowly the writes below are served.
+    assert_eq!(cmd(&mut ac, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"100"]), b"+OK\r\n");
     assert_eq!(show(&cmd(&mut ac, &[b"BGSAVE"])), "+Background saving started\\r\\n");
     // Once the walk has written something, the snapshot's instant is past.
     let mut waited = 0;
@@ -1265,7 +1269,7 @@ fn an_aof_command_that_fails_on_load_follows_propagation_error_behavior() {
         };
         let first = dir.join("first.log");
         let mut p = start("ignore", &first);
-        wait_for_port(port);
+        wait_for_child(&mut p, port, who, &first);
         let mut c = RawConn::connect(port);
         assert_eq!(c.cmd(&[b"SET", b"s", b"abc"]), b"+OK\r\n");
         c.send(&[b"SHUTDOWN".to_vec()]);
@@ -1385,11 +1389,12 @@ fn fsync_settings_change_what_reaches_the_disk() {
         let (on, off) = (with("yes"), with("no"));
         assert!(on >= off + 2, "{setting}: {on} fdatasyncs on, {off} off");
     }
-    // Writes during a slow BGSAVE (1 ms per key, 2 s), with every write fsync'd.
+    // Writes during a slow BGSAVE (5 ms per key, 10 s: it outlasts the writes however slow
+    // the disk; the shutdown ends it), with every write fsync'd.
     let during = |hold: &str| {
         fdatasyncs(&["--appendonly", "yes", "--appendfsync", "always", "--no-appendfsync-on-rewrite", hold], |c| {
             c.cmd(&[b"DEBUG", b"POPULATE", b"2000"]);
-            c.cmd(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"1000"]);
+            c.cmd(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"5000"]);
             assert!(c.cmd(&[b"BGSAVE"]).starts_with(b"+"));
             std::thread::sleep(Duration::from_millis(300));
             for i in 0..100 {
@@ -1471,17 +1476,19 @@ fn aof_bases_load_whole_as_redis() {
         for preamble in ["yes", "no"] {
             let port = free_port();
             let dir = scratch_dir(port);
+            let log = dir.join("server.log");
             let start = || {
-                let p = std::process::Command::new(&bin)
+                let mut p = std::process::Command::new(&bin)
                     .args(["--port", &port.to_string(), "--save", "", "--appendonly", "yes"])
                     .args(["--aof-use-rdb-preamble", preamble, "--appendfsync", "always"])
+                    .args(["--logfile", log.to_str().unwrap()])
                     .arg("--dir")
                     .arg(&dir)
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .unwrap();
-                wait_for_port(port);
+                wait_for_child(&mut p, port, &format!("{who} (preamble {preamble})"), &log);
                 p
             };
             let rewrite = |c: &mut RawConn| {
@@ -1496,13 +1503,16 @@ fn aof_bases_load_whole_as_redis() {
             };
             let mut p = start();
             let mut c = RawConn::connect(port);
-            assert_eq!(c.cmd(&[b"SET", b"k", b"v", b"PX", b"1500"]), b"+OK\r\n");
+            // Time enough for the rewrite below to end before the key's; the restart waits
+            // until it has passed.
+            let set_at = Instant::now();
+            assert_eq!(c.cmd(&[b"SET", b"k", b"v", b"PX", b"3000"]), b"+OK\r\n");
             assert_eq!(c.cmd(&[b"XGROUP", b"CREATE", b"s", b"g", b"$", b"MKSTREAM"]), b"+OK\r\n");
             rewrite(&mut c);
             assert_eq!(c.cmd(&[b"PERSIST", b"k"]), b":1\r\n", "{who}");
             c.send(&[b"SHUTDOWN".to_vec()]);
             p.wait().unwrap();
-            std::thread::sleep(Duration::from_millis(1600));
+            std::thread::sleep(Duration::from_millis(3100).saturating_sub(set_at.elapsed()));
             let mut p = start();
             let mut c = RawConn::connect(port);
             let t = Instant::now();
@@ -1626,7 +1636,7 @@ fn a_failed_background_save_is_logged_in_redis_words_not_on_stderr() {
             .stderr(std::fs::File::create(&err).unwrap())
             .spawn()
             .unwrap();
-        wait_for_port(port);
+        wait_for_child(&mut child, port, name, &log);
         let mut c = RawConn::connect(port);
         assert_eq!(cmd(&mut c, &[b"SET", b"k", b"v"]), b"+OK\r\n");
         assert_eq!(cmd(&mut c, &[b"CONFIG", b"SET", b"dbfilename", b"occupied"]), b"+OK\r\n", "{name}");

@@ -1464,10 +1464,11 @@ fn a_writable_replica_expires_the_keys_its_clients_wrote() {
             wait_until(&format!("{who}: the master's key"), 20, || q(&mut r, &["DBSIZE"]) == Value::Int(1));
             let expired = |r: &mut redis::Connection| info_field(r, "stats", "expired_keys").unwrap();
             let before: u64 = expired(&mut r).parse().unwrap();
-            q(&mut r, &["SET", "foo", "bar", "PX", "50"]);
+            // Long enough that both are still tracked when counted, however slow the round trips.
+            q(&mut r, &["SET", "foo", "bar", "PX", "1000"]);
             q(&mut r, &["SET", "keep", "v", "EX", "1000"]);
             q(&mut r, &["SELECT", "3"]);
-            q(&mut r, &["SET", "foo", "bar", "PX", "50"]);
+            q(&mut r, &["SET", "foo", "bar", "PX", "1000"]);
             q(&mut r, &["SELECT", "0"]);
             lines.push(format!("tracked {}", info_field(&mut r, "stats", "slave_expires_tracked_keys").unwrap()));
             wait_until(&format!("{who}: the replica's own keys to expire"), 10, || {

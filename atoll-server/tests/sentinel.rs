@@ -286,7 +286,8 @@ fn sentinels_fail_over_a_killed_primary_to_a_replica_under_load() {
         stop.store(true, Ordering::Relaxed);
         let _ = load.join();
         let mut new_port = None;
-        wait_until(&format!("{name}: a replica promoted"), 10, || {
+        // A split vote is retried only after twice the failover timeout (2 × 5 s).
+        wait_until(&format!("{name}: a replica promoted"), 40, || {
             new_port = master_port_by_sentinel(&mut s0).filter(|p| *p != pport);
             new_port.is_some()
         });

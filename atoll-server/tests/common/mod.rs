@@ -360,6 +360,34 @@ pub fn wait_for_port(port: u16) {
     panic!("nothing answered on port {port}");
 }
 
+/// `wait_for_port` for a server a test started by hand with `--logfile log`: if it exits or
+/// stays silent, the panic names it and shows the end of its log, so a failure in CI says
+/// which server it was and why.
+#[allow(dead_code)]
+pub fn wait_for_child(child: &mut Child, port: u16, who: &str, log: &std::path::Path) {
+    let start = Instant::now();
+    let failed = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break format!("{who} exited during start-up ({status})");
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            break format!("{who} did not answer on port {port} in 20 s");
+        }
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut b = [0u8; 7];
+            if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok() && s.read_exact(&mut b).is_ok() {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| format!("(no log: {e})"));
+    let tail: Vec<&str> = text.lines().rev().take(30).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    panic!("{failed}; the end of {}:\n{}", log.display(), tail.join("\n"));
+}
+
 /// A command's arguments as bytes.
 pub fn v(args: &[&str]) -> Vec<Vec<u8>> {
     args.iter().map(|s| s.as_bytes().to_vec()).collect()

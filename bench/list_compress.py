@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""`list-compress-depth` beside Redis: the memory one list of job-like JSON elements takes with
-depth 0, 1 and 2 (MEMORY USAGE … SAMPLES 0, and the growth of INFO's used_memory), and how
+"""`list-compress-depth` beside Redis: the memory one long list takes with depth 0, 1 and 2
+(elements: job-like JSON, or with `--kind id` job IDs such as BullMQ keeps in its lists) (MEMORY USAGE … SAMPLES 0, and the growth of INFO's used_memory), and how
 long reading it whole (LRANGE 0 -1) and reading its middle (LINDEX) take.
 
-    REDIS_SERVER=<7.2.6 redis-server> python3 bench/list_compress.py [--elements 200000]
+    REDIS_SERVER=<7.2.6 redis-server> python3 bench/list_compress.py [--elements 200000] [--kind json|id]
 
-Atoll is target/release/atoll-server (cargo build --release first). Stdlib only: commands are
+Atoll is target/release/atoll-server (cargo build --release first), or $ATOLL_SERVER. Stdlib only: commands are
 sent as RESP over a plain socket, pipelined in batches.
 """
 import argparse
@@ -17,7 +17,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ATOLL = os.path.join(ROOT, "target", "release", "atoll-server")
+ATOLL = os.environ.get("ATOLL_SERVER", os.path.join(ROOT, "target", "release", "atoll-server"))
 REDIS = os.environ.get("REDIS_SERVER", "redis-server")
 
 
@@ -74,7 +74,12 @@ def start(binary, port, d):
     raise RuntimeError(f"{binary} did not start")
 
 
+KIND = "json"
+
+
 def element(i):
+    if KIND == "id":
+        return b"%d" % (1000000 + i * 7)
     return json.dumps({"id": i, "queue": "mail", "state": "waiting", "attempts": i % 3,
                        "user": "user%05d" % (i % 977), "data": "x" * (i % 7 * 20)}).encode()
 
@@ -109,7 +114,10 @@ def measure(c, depth, n):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--elements", type=int, default=200000)
+    ap.add_argument("--kind", choices=("json", "id"), default="json")
     a = ap.parse_args()
+    global KIND
+    KIND = a.kind
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} {a.elements} elements of {len(element(0))}-"
           f"{len(element(6))} bytes")
     print(f"# beside: {subprocess.run([REDIS, '--version'], capture_output=True, text=True).stdout.strip()}")

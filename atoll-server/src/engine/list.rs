@@ -1,20 +1,22 @@
 //! The list value (Redis's `quicklist`/`listpack` as one type): its API, encoding hidden. The
 //! list commands are in `types::list`.
 //!
-//! Storage is one `VecDeque` of boxed elements: O(1) push and pop at both ends, O(1) indexing,
-//! and no capacity slack per element. What OBJECT ENCODING reports follows Redis 7.2: a list is
-//! `listpack` while it would fit in one listpack under `list-max-listpack-size`, and `quicklist`
+//! A list under `list-max-listpack-size` is one `VecDeque` of boxed elements: O(1) push and
+//! pop at both ends, O(1) indexing, no capacity slack per element. What OBJECT ENCODING reports
+//! follows Redis 7.2: a list is `listpack` while it would fit in one listpack, and `quicklist`
 //! once it grew past that. To decide exactly when Redis would convert, the list keeps the byte
 //! size its listpack would have (`lp_sum`), computed with listpack's own entry encoding.
 //!
-//! `list-compress-depth` N (taken when a list becomes a quicklist, as Redis's quicklist takes
-//! it when created) keeps the ends plain — N to N+1 nodes' worth at each, a node being what
-//! `list-max-listpack-size` allows — and packs everything between them into chunks of one
-//! node's worth each, LZF-compressed when that saves at least 8 bytes (Redis's
-//! `MIN_COMPRESS_IMPROVE`; runs under 48 bytes are not tried): a compressed quicklist node.
-//! Pushes and pops work on the plain ends; a chunk is unpacked when an end reaches it, and
-//! reading or changing the middle decompresses the chunks it touches (an iterator unpacks
-//! each chunk once).
+//! A quicklist keeps its ends plain and packs everything between them into chunks of one
+//! node's worth each (a node being what `list-max-listpack-size` allows): each element as its
+//! length and bytes, as a listpack holds it, so a long list costs no pointer and allocation per
+//! element. The plain ends are one node's worth at each with `list-compress-depth` 0, and N to
+//! N+1 nodes' worth with depth N (taken when the list becomes a quicklist, as Redis's
+//! quicklist takes it when created); with N > 0 the chunks are LZF-compressed when that saves
+//! at least 8 bytes (Redis's `MIN_COMPRESS_IMPROVE`; runs under 48 bytes are not tried), as a
+//! compressed quicklist node is. Pushes and pops work on the plain ends; a chunk is unpacked
+//! when an end reaches it, and reading or changing the middle unpacks the chunks it touches
+//! (an iterator reads each chunk once, and borrows from one stored uncompressed).
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
@@ -115,6 +117,47 @@ fn get_len(b: &[u8], at: &mut usize) -> usize {
     }
 }
 
+/// Integers of at most this magnitude are packed as integers, as a listpack stores an element
+/// that is an integer's canonical text: a 7-digit ID takes 4 bytes instead of 8.
+const INT_LIMIT: i64 = 1 << 61;
+
+/// Packs one element: a header (LEB128) holding either the length of the bytes that follow
+/// (low bit 0) or the integer the element spells, zigzag-coded (low bit 1).
+fn put_entry(out: &mut Vec<u8>, e: &[u8]) {
+    match crate::protocol::parse_i64(e) {
+        Some(i) if (-INT_LIMIT..INT_LIMIT).contains(&i) => {
+            let zigzag = ((i << 1) ^ (i >> 63)) as usize;
+            put_len(out, (zigzag << 1) | 1);
+        }
+        _ => {
+            put_len(out, e.len() << 1);
+            out.extend_from_slice(e);
+        }
+    }
+}
+
+/// The entry at `at` (moved past it): bytes borrowed from `raw`, or an integer spelled out.
+/// `parse_i64` accepted only canonical text, so the spelling is the element's own.
+fn read_entry<'b>(raw: &'b [u8], at: &mut usize) -> Cow<'b, [u8]> {
+    let h = get_len(raw, at);
+    if h & 1 == 1 {
+        let zigzag = h >> 1;
+        let i = (zigzag >> 1) as i64 ^ -((zigzag & 1) as i64);
+        Cow::Owned(itoa::Buffer::new().format(i).as_bytes().to_vec())
+    } else {
+        let n = h >> 1;
+        *at += n;
+        Cow::Borrowed(&raw[*at - n..*at])
+    }
+}
+
+fn skip_entry(raw: &[u8], at: &mut usize) {
+    let h = get_len(raw, at);
+    if h & 1 == 0 {
+        *at += h >> 1;
+    }
+}
+
 /// A run of middle elements stored together, as Redis stores a compressed quicklist node: each
 /// element as its length (LEB128) and bytes, the whole LZF-compressed when that pays.
 #[derive(Debug, Clone)]
@@ -129,14 +172,14 @@ struct Chunk {
 }
 
 impl Chunk {
-    fn pack(elems: &[Box<[u8]>], lp_bytes: usize) -> Chunk {
+    /// `elems` as one run, LZF-compressed if `lzf` and that pays.
+    fn pack(elems: &[Box<[u8]>], lp_bytes: usize, lzf: bool) -> Chunk {
         let mut raw = Vec::with_capacity(elems.iter().map(|e| e.len() + 2).sum());
         for e in elems {
-            put_len(&mut raw, e.len());
-            raw.extend_from_slice(e);
+            put_entry(&mut raw, e);
         }
         let raw_len = raw.len();
-        if raw_len >= MIN_COMPRESS_BYTES {
+        if lzf && raw_len >= MIN_COMPRESS_BYTES {
             if let Some(c) = crate::engine::rdb::lzf::compress(&raw, raw_len - MIN_COMPRESS_IMPROVE) {
                 return Chunk { count: elems.len(), lp_bytes, raw_len, lzf: true, data: c.into_boxed_slice() };
             }
@@ -157,23 +200,35 @@ impl Chunk {
         let raw = self.raw();
         let (mut out, mut at) = (Vec::with_capacity(self.count), 0);
         while at < raw.len() {
-            let n = get_len(&raw, &mut at);
-            out.push(raw[at..at + n].into());
-            at += n;
+            out.push(read_entry(&raw, &mut at).into_owned().into_boxed_slice());
+        }
+        out
+    }
+
+    /// The elements in order: borrowed from a chunk stored as it is, copied out of a
+    /// compressed one.
+    fn elems(&self) -> Vec<Cow<'_, [u8]>> {
+        if self.lzf {
+            return self.unpack().into_iter().map(|e| Cow::Owned(e.into_vec())).collect();
+        }
+        let (mut out, mut at) = (Vec::with_capacity(self.count), 0);
+        while at < self.data.len() {
+            out.push(read_entry(&self.data, &mut at));
         }
         out
     }
 
     /// The element at `off` alone.
-    fn one(&self, off: usize) -> Vec<u8> {
+    fn one(&self, off: usize) -> Cow<'_, [u8]> {
         let raw = self.raw();
         let mut at = 0;
         for _ in 0..off {
-            let n = get_len(&raw, &mut at);
-            at += n;
+            skip_entry(&raw, &mut at);
         }
-        let n = get_len(&raw, &mut at);
-        raw[at..at + n].to_vec()
+        match raw {
+            Cow::Borrowed(b) => read_entry(b, &mut at),
+            Cow::Owned(v) => Cow::Owned(read_entry(&v, &mut at).into_owned()),
+        }
     }
 }
 
@@ -184,6 +239,9 @@ impl Chunk {
 #[derive(Debug, Clone)]
 struct Middle {
     depth: usize,
+    /// Chunks are LZF-compressed (depth > 0); at depth 0 they are stored as they are, which
+    /// is what packing a long list is for: no pointer and allocation per element.
+    lzf: bool,
     zone_bytes: usize,
     zone_count: usize,
     node_bytes: usize,
@@ -207,14 +265,14 @@ impl Middle {
         for e in elems {
             let s = lp_entry_size(&e);
             if !run.is_empty() && (b + s > self.node_bytes || run.len() + 1 > self.node_count) {
-                out.push(Chunk::pack(&run, b));
+                out.push(Chunk::pack(&run, b, self.lzf));
                 (run, b) = (Vec::new(), 0);
             }
             run.push(e);
             b += s;
         }
         if !run.is_empty() {
-            out.push(Chunk::pack(&run, b));
+            out.push(Chunk::pack(&run, b, self.lzf));
         }
         out
     }
@@ -271,14 +329,14 @@ impl Middle {
 /// A list value.
 #[derive(Debug, Clone, Default)]
 pub struct List {
-    /// The elements — or, while the list compresses its middle, the plain head zone.
+    /// The elements — or, in a quicklist, the plain head zone.
     items: VecDeque<Box<[u8]>>,
     /// Sum of `lp_entry_size` over the elements: what the listpack would weigh, less its
     /// header. Decides the `listpack` ↔ `quicklist` conversions as Redis does.
     lp_sum: usize,
     /// True once converted to what Redis calls a quicklist.
     quick: bool,
-    /// Set while the list compresses its middle (a quicklist made with `list-compress-depth`).
+    /// A quicklist's packed middle and tail zone.
     mid: Option<Box<Middle>>,
 }
 
@@ -308,22 +366,65 @@ pub struct Iter<'a> {
     front: usize,
     back: usize,
     /// The chunk each end last unpacked.
-    fcache: Option<Unpacked>,
-    bcache: Option<Unpacked>,
+    fcache: Option<Unpacked<'a>>,
+    bcache: Option<Unpacked<'a>>,
+    /// A forward pass through uncompressed chunks reads each element where it lies.
+    fcur: Option<Cursor>,
+}
+
+/// Where a forward pass stands in an uncompressed chunk: the chunk, the middle position of the
+/// entry at byte `at`, and the middle position past the chunk.
+struct Cursor {
+    idx: usize,
+    pos: usize,
+    end: usize,
+    at: usize,
 }
 
 /// A chunk an iterator unpacked: its index, the middle position of its first element, and
-/// its elements (each taken out once yielded).
-struct Unpacked {
+/// its elements (each taken out once yielded; borrowed from an uncompressed chunk).
+struct Unpacked<'a> {
     idx: usize,
     start: usize,
-    elems: Vec<Box<[u8]>>,
+    elems: Vec<Cow<'a, [u8]>>,
 }
 
 impl<'a> Iter<'a> {
+    /// The element at position `i`, walking forward. In a list whose chunks are stored as
+    /// they are, it is read in place from where the pass stands (no chunk is unpacked).
+    fn yield_front(&mut self, i: usize) -> Cow<'a, [u8]> {
+        let l = self.l;
+        let h = l.items.len();
+        let m = match &l.mid {
+            _ if i < h => return Cow::Borrowed(&l.items[i]),
+            None => return Cow::Borrowed(&l.items[i]),
+            Some(m) if m.lzf => return Iter::yield_at(l, i, &mut self.fcache),
+            Some(m) => m,
+        };
+        let j = i - h;
+        if j >= m.count {
+            return Cow::Borrowed(&m.tail[j - m.count]);
+        }
+        if !self.fcur.as_ref().is_some_and(|c| j >= c.pos && j < c.end) {
+            let (idx, off) = match self.fcur.as_ref() {
+                Some(c) if j == c.end => (c.idx + 1, 0),
+                _ => m.find(j),
+            };
+            self.fcur = Some(Cursor { idx, pos: j - off, end: j - off + m.chunks[idx].count, at: 0 });
+        }
+        let c = self.fcur.as_mut().expect("just set");
+        let raw: &'a [u8] = &m.chunks[c.idx].data;
+        while c.pos < j {
+            skip_entry(raw, &mut c.at);
+            c.pos += 1;
+        }
+        c.pos += 1;
+        read_entry(raw, &mut c.at)
+    }
+
     /// The element at position `i`. Walking on from the cached chunk, the next one is found
     /// by index, so a whole pass costs one unpacking per chunk and no search.
-    fn yield_at(l: &'a List, i: usize, cache: &mut Option<Unpacked>) -> Cow<'a, [u8]> {
+    fn yield_at(l: &'a List, i: usize, cache: &mut Option<Unpacked<'a>>) -> Cow<'a, [u8]> {
         let h = l.items.len();
         let m = match &l.mid {
             _ if i < h => return Cow::Borrowed(&l.items[i]),
@@ -343,10 +444,10 @@ impl<'a> Iter<'a> {
                     (idx, j - off)
                 }
             };
-            *cache = Some(Unpacked { idx, start, elems: m.chunks[idx].unpack() });
+            *cache = Some(Unpacked { idx, start, elems: m.chunks[idx].elems() });
         }
         let c = cache.as_mut().expect("just filled");
-        Cow::Owned(std::mem::take(&mut c.elems[j - c.start]).into_vec())
+        std::mem::take(&mut c.elems[j - c.start])
     }
 }
 
@@ -360,10 +461,11 @@ impl<'a> Iterator for Iter<'a> {
         }
         let i = self.front;
         self.front += 1;
-        if self.l.mid.is_none() {
-            return Some(Cow::Borrowed(&self.l.items[i]));
+        // The whole list, or its head zone: one check for both.
+        if let Some(e) = self.l.items.get(i) {
+            return Some(Cow::Borrowed(e));
         }
-        Some(Iter::yield_at(self.l, i, &mut self.fcache))
+        Some(self.yield_front(i))
     }
 
     /// Skips without unpacking what it skips (a big value's save resumes with `skip`).
@@ -385,8 +487,8 @@ impl DoubleEndedIterator for Iter<'_> {
         }
         self.back -= 1;
         let i = self.back;
-        if self.l.mid.is_none() {
-            return Some(Cow::Borrowed(&self.l.items[i]));
+        if let Some(e) = self.l.items.get(i) {
+            return Some(Cow::Borrowed(e));
         }
         Some(Iter::yield_at(self.l, i, &mut self.bcache))
     }
@@ -510,13 +612,13 @@ impl List {
         }
     }
 
-    /// Starts compressing the middle with the configured `list-compress-depth`, if any.
+    /// Starts packing the middle, compressed as the configured `list-compress-depth` says.
     fn start_compressing(&mut self, fill: i64) {
         self.compress_with(fill, COMPRESS_DEPTH.load(std::sync::atomic::Ordering::Relaxed));
     }
 
     fn compress_with(&mut self, fill: i64, depth: usize) {
-        if depth == 0 || self.mid.is_some() {
+        if self.mid.is_some() {
             return;
         }
         let (sz, cnt) = node_limits(fill);
@@ -525,6 +627,7 @@ impl List {
         // Everything starts in the head zone; `rebalance` packs the excess.
         self.mid = Some(Box::new(Middle {
             depth,
+            lzf: depth > 0,
             zone_bytes: node_bytes.saturating_mul(zones),
             zone_count: node_count.saturating_mul(zones),
             node_bytes,
@@ -574,14 +677,14 @@ impl List {
             let run: Vec<Box<[u8]>> = items.drain(items.len() - k..).collect();
             m.head_bytes -= b;
             m.count += k;
-            m.chunks.push_front(Chunk::pack(&run, b));
+            m.chunks.push_front(Chunk::pack(&run, b, m.lzf));
         }
         while m.tail.len() > 1 && m.over(m.tail_bytes, m.tail.len()) {
             let (k, b) = take(m, &m.tail, false);
             let run: Vec<Box<[u8]>> = m.tail.drain(..k).collect();
             m.tail_bytes -= b;
             m.count += k;
-            m.chunks.push_back(Chunk::pack(&run, b));
+            m.chunks.push_back(Chunk::pack(&run, b, m.lzf));
         }
         while let Some(c) = m.chunks.front() {
             if !items.is_empty() && m.over(m.head_bytes + c.lp_bytes, items.len() + c.count) {
@@ -624,7 +727,7 @@ impl List {
         match self.locate(i) {
             Loc::Head(i) => Cow::Borrowed(&self.items[i]),
             Loc::Tail(j) => Cow::Borrowed(&self.mid.as_ref().expect("a tail").tail[j]),
-            Loc::Mid(c, off) => Cow::Owned(self.mid.as_ref().expect("a middle").chunks[c].one(off)),
+            Loc::Mid(c, off) => self.mid.as_ref().expect("a middle").chunks[c].one(off),
         }
     }
 
@@ -686,35 +789,30 @@ impl List {
     }
 
     pub fn pop(&mut self, end: End) -> Option<Box<[u8]>> {
-        let v = match (self.mid.as_deref_mut(), end) {
-            (None, End::Head) => self.items.pop_front()?,
-            (None, End::Tail) => self.items.pop_back()?,
-            // The end zone is empty only when the middle is too (the list is all in the other
-            // zone): the end element is that zone's.
-            (Some(m), End::Head) => match self.items.pop_front() {
-                Some(v) => {
-                    m.head_bytes -= lp_entry_size(&v);
-                    v
-                }
-                None => {
-                    let v = m.tail.pop_front()?;
-                    m.tail_bytes -= lp_entry_size(&v);
-                    v
-                }
+        let Some(m) = self.mid.as_deref_mut() else {
+            let v = match end {
+                End::Head => self.items.pop_front()?,
+                End::Tail => self.items.pop_back()?,
+            };
+            self.lp_sum -= lp_entry_size(&v);
+            return Some(v);
+        };
+        // The end zone is empty only when the middle is too (the list is all in the other
+        // zone): the end element is that zone's. Which zone's byte count it leaves is all that
+        // differs between the cases.
+        let (v, zone) = match end {
+            End::Head => match self.items.pop_front() {
+                Some(v) => (v, &mut m.head_bytes),
+                None => (m.tail.pop_front()?, &mut m.tail_bytes),
             },
-            (Some(m), End::Tail) => match m.tail.pop_back() {
-                Some(v) => {
-                    m.tail_bytes -= lp_entry_size(&v);
-                    v
-                }
-                None => {
-                    let v = self.items.pop_back()?;
-                    m.head_bytes -= lp_entry_size(&v);
-                    v
-                }
+            End::Tail => match m.tail.pop_back() {
+                Some(v) => (v, &mut m.tail_bytes),
+                None => (self.items.pop_back()?, &mut m.head_bytes),
             },
         };
-        self.lp_sum -= lp_entry_size(&v);
+        let size = lp_entry_size(&v);
+        *zone -= size;
+        self.lp_sum -= size;
         self.rebalance();
         Some(v)
     }
@@ -791,7 +889,7 @@ impl List {
     }
 
     pub fn iter(&self) -> Iter<'_> {
-        Iter { l: self, front: 0, back: self.len(), fcache: None, bcache: None }
+        Iter { l: self, front: 0, back: self.len(), fcache: None, bcache: None, fcur: None }
     }
 
     /// Position of the first element equal to `v`.
@@ -819,7 +917,7 @@ impl List {
 
     /// Elements in `start..=end` (positions already normalised).
     pub fn range(&self, start: usize, end: usize) -> Iter<'_> {
-        Iter { l: self, front: start, back: end + 1, fcache: None, bcache: None }
+        Iter { l: self, front: start, back: end + 1, fcache: None, bcache: None, fcur: None }
     }
 
     /// Removes up to `count` occurrences of `v` (count > 0 from the head, < 0 from the tail,
@@ -1106,6 +1204,11 @@ mod tests {
                 assert!(!l.items.is_empty() && !m.tail.is_empty(), "a zone empty beside chunks");
             }
         }
+        // Forward passes that start anywhere (the middle read in place from there).
+        for s in (0..model.len()).step_by(model.len() / 5 + 1) {
+            let e = (s + 150).min(model.len() - 1);
+            assert!(l.range(s, e).eq(model.range(s..=e).map(|x| Cow::Borrowed(&x[..]))), "range {s}..={e}");
+        }
         for (i, e) in model.iter().enumerate() {
             if i % 7 == 0 {
                 assert_eq!(l.get(i as i64).as_deref(), Some(&e[..]), "element {i}");
@@ -1122,13 +1225,35 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
-        for (fill, depth) in [(-2i64, 1usize), (-1, 2), (4, 1), (16, 3)] {
+        // Depth 0: the middle packed as it is.
+        for (fill, depth) in [(-2i64, 1usize), (-1, 2), (4, 1), (16, 3), (-2, 0), (8, 0)] {
             let mut l = List { quick: true, ..List::default() };
             l.compress_with(fill, depth);
             let mut model: VecDeque<Vec<u8>> = VecDeque::new();
             let mut packed_seen = false;
             for step in 0..4000 {
-                let e = format!("{{\"n\":{},\"pad\":\"{}\"}}", rnd(300), "z".repeat(rnd(90) as usize)).into_bytes();
+                // JSON, integers (packed as integers), and text an integer packing must not touch.
+                let e = match rnd(6) {
+                    0 => rnd(1 << 40).to_string().into_bytes(),
+                    1 => {
+                        let odd = [
+                            "0".to_string(),
+                            "-1".to_string(),
+                            "007".to_string(),
+                            "-0".to_string(),
+                            "+5".to_string(),
+                            i64::MIN.to_string(),
+                            i64::MAX.to_string(),
+                            (1i64 << 61).to_string(),
+                            ((1i64 << 61) - 1).to_string(),
+                            (-(1i64 << 61)).to_string(),
+                            (-(1i64 << 61) - 1).to_string(),
+                            "".to_string(),
+                        ];
+                        odd[rnd(odd.len() as u64) as usize].clone().into_bytes()
+                    }
+                    _ => format!("{{\"n\":{},\"pad\":\"{}\"}}", rnd(300), "z".repeat(rnd(90) as usize)).into_bytes(),
+                };
                 match rnd(12) {
                     0..=2 => {
                         l.push(&e, End::Tail);
@@ -1184,13 +1309,13 @@ mod tests {
                     }
                     _ => {}
                 }
-                packed_seen |= l.mid.as_ref().is_some_and(|m| m.chunks.iter().any(|c| c.lzf));
+                packed_seen |= l.mid.as_ref().is_some_and(|m| m.chunks.iter().any(|c| c.lzf == (depth > 0)));
                 if step % 97 == 0 {
                     check(&l, &model);
                 }
             }
             check(&l, &model);
-            assert!(packed_seen, "fill {fill} depth {depth}: nothing was ever compressed");
+            assert!(packed_seen, "fill {fill} depth {depth}: nothing was ever packed");
             let mut back = l.clone();
             back.stop_compressing();
             check(&back, &model);

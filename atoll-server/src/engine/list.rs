@@ -179,6 +179,8 @@ const MARK_EVERY: usize = 128;
 impl Chunk {
     /// `elems` as one run, LZF-compressed if `lzf` and that pays.
     fn pack(elems: &[Box<[u8]>], lp_bytes: usize, lzf: bool) -> Chunk {
+        #[cfg(test)]
+        tests::PACKS.with(|p| p.set(p.get() + 1));
         let mut raw = Vec::with_capacity(elems.iter().map(|e| e.len() + 2).sum());
         let mut marks = Vec::with_capacity(elems.len() / MARK_EVERY);
         for (k, e) in elems.iter().enumerate() {
@@ -235,6 +237,22 @@ impl Chunk {
             out.push(read_entry(&self.data, &mut at));
         }
         out
+    }
+
+    /// Whether `v` is among the elements (compared packed: an element's packing is unique).
+    fn contains(&self, v: &[u8]) -> bool {
+        let mut want = Vec::with_capacity(v.len() + 10);
+        put_entry(&mut want, v);
+        let raw = self.raw();
+        let mut at = 0;
+        while at < raw.len() {
+            let start = at;
+            skip_entry(&raw, &mut at);
+            if raw[start..at] == want[..] {
+                return true;
+            }
+        }
+        false
     }
 
     /// The element at `off` alone.
@@ -648,14 +666,19 @@ impl List {
         let (sz, cnt) = node_limits(fill);
         let (node_bytes, node_count) = if sz != usize::MAX { (sz, usize::MAX) } else { (SIZE_SAFETY_LIMIT, cnt) };
         let zones = depth.saturating_add(1);
+        // A compressed chunk is one node, as Redis compresses node by node. Uncompressed, a
+        // chunk is half a node, so that a zone of one node has room to pack one chunk and
+        // still take it back only after a quarter node's worth of pops (`rebalance`).
+        let (chunk_bytes, chunk_count) =
+            if depth > 0 { (node_bytes, node_count) } else { (node_bytes / 2, (node_count / 2).max(1)) };
         // Everything starts in the head zone; `rebalance` packs the excess.
         self.mid = Some(Box::new(Middle {
             depth,
             lzf: depth > 0,
             zone_bytes: node_bytes.saturating_mul(zones),
             zone_count: node_count.saturating_mul(zones),
-            node_bytes,
-            node_count,
+            node_bytes: chunk_bytes,
+            node_count: chunk_count,
             head_bytes: self.lp_sum,
             chunks: VecDeque::new(),
             count: 0,
@@ -710,8 +733,12 @@ impl List {
             m.count += k;
             m.chunks.push_back(Chunk::pack(&run, b, m.lzf));
         }
+        // A chunk comes back when its zone is empty, or fits it with half a chunk to spare:
+        // after packing, the zone is about half a chunk below that, so pushes and pops
+        // going back and forth at an edge do not pack and unpack a chunk each time.
+        let (slack_b, slack_n) = (m.node_bytes / 2, m.node_count / 2);
         while let Some(c) = m.chunks.front() {
-            if !items.is_empty() && m.over(m.head_bytes + c.lp_bytes, items.len() + c.count) {
+            if !items.is_empty() && m.over(m.head_bytes + c.lp_bytes + slack_b, items.len() + c.count + slack_n) {
                 break;
             }
             let c = m.chunks.pop_front().expect("a front chunk");
@@ -720,7 +747,7 @@ impl List {
             items.extend(c.unpack());
         }
         while let Some(c) = m.chunks.back() {
-            if !m.tail.is_empty() && m.over(m.tail_bytes + c.lp_bytes, m.tail.len() + c.count) {
+            if !m.tail.is_empty() && m.over(m.tail_bytes + c.lp_bytes + slack_b, m.tail.len() + c.count + slack_n) {
                 break;
             }
             let c = m.chunks.pop_back().expect("a back chunk");
@@ -1024,6 +1051,11 @@ impl List {
                     } else {
                         break;
                     };
+                    // Only a chunk holding a match is unpacked.
+                    if !m.chunks[c].contains(v) {
+                        next = if from_tail { c } else { c + 1 };
+                        continue;
+                    }
                     let mut run: VecDeque<Box<[u8]>> = m.chunks[c].unpack().into();
                     let n = sweep(&mut run, left);
                     let before = m.chunks.len();
@@ -1139,6 +1171,43 @@ fn cut(zone: &mut VecDeque<Box<[u8]>>, n: &mut usize, from_front: bool) -> usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Chunks packed on this thread (each test runs on a thread of its own).
+        pub(super) static PACKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Pushes and pops going back and forth at the edge of a zone do not pack and unpack a
+    /// chunk each time: before the zones had slack, a stack whose length moved by one there
+    /// repacked a whole node per command.
+    #[test]
+    fn back_and_forth_at_a_zone_edge_packs_no_more_than_pushing_does() {
+        for depth in [0usize, 1] {
+            for (pop_first, end) in [(false, End::Tail), (true, End::Tail), (false, End::Head), (true, End::Head)] {
+                let mut l = List { quick: true, ..List::default() };
+                l.compress_with(-2, depth);
+                PACKS.with(|p| p.set(0));
+                for i in 0..6000u64 {
+                    let e = (1_000_000 + i).to_string().into_bytes();
+                    l.push(&e, end);
+                    for _ in 0..20 {
+                        if pop_first {
+                            let got = l.pop(end).expect("an element");
+                            l.push(&got, end);
+                        } else {
+                            l.push(b"1234567", end);
+                            assert_eq!(l.pop(end).as_deref(), Some(&b"1234567"[..]));
+                        }
+                    }
+                }
+                let packs = PACKS.with(|p| p.get());
+                // 6,000 elements of 5 listpack bytes are 30,000 bytes: under 20 chunks of
+                // 4 KB (depth 0) or 8 KB (depth 1) as they are pushed.
+                assert!(packs <= 20, "depth {depth}, pop first {pop_first}, {end:?}: {packs} chunks packed");
+                assert_eq!(l.len(), 6000);
+            }
+        }
+    }
 
     #[test]
     fn listpack_entry_sizes_match_redis_encoding() {

@@ -239,10 +239,9 @@ impl Chunk {
         out
     }
 
-    /// Whether `v` is among the elements (compared packed: an element's packing is unique).
-    fn contains(&self, v: &[u8]) -> bool {
-        let mut want = Vec::with_capacity(v.len() + 10);
-        put_entry(&mut want, v);
+    /// Whether the element packed as `want` (by `put_entry`) is among the elements: an
+    /// element's packing is unique, so packed bytes compare as the elements do.
+    fn contains_packed(&self, want: &[u8]) -> bool {
         let raw = self.raw();
         let mut at = 0;
         while at < raw.len() {
@@ -1027,6 +1026,9 @@ impl List {
             return n;
         };
         let mut removed = 0;
+        // `v` as the chunks hold it, packed once for all of them.
+        let mut want = Vec::with_capacity(v.len() + 10);
+        put_entry(&mut want, v);
         let mut part = |which: u8, left: &mut usize| match which {
             0 => {
                 let n = sweep(&mut self.items, left);
@@ -1052,7 +1054,7 @@ impl List {
                         break;
                     };
                     // Only a chunk holding a match is unpacked.
-                    if !m.chunks[c].contains(v) {
+                    if !m.chunks[c].contains_packed(&want) {
                         next = if from_tail { c } else { c + 1 };
                         continue;
                     }

@@ -344,16 +344,20 @@ pub fn parse_array(reply: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Whether something on `port` answers a PING with a reply of any kind.
+fn answers_ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut b = [0u8; 7];
+    s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok() && s.read_exact(&mut b).is_ok()
+}
+
 /// Waits until something answers PING on `port` (a server started by hand).
 pub fn wait_for_port(port: u16) {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(20) {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut b = [0u8; 7];
-            if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok() && s.read_exact(&mut b).is_ok() {
-                return;
-            }
+        if answers_ping(port) {
+            return;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -373,12 +377,8 @@ pub fn wait_for_child(child: &mut Child, port: u16, who: &str, log: &std::path::
         if start.elapsed() > Duration::from_secs(20) {
             break format!("{who} did not answer on port {port} in 20 s");
         }
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut b = [0u8; 7];
-            if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok() && s.read_exact(&mut b).is_ok() {
-                return;
-            }
+        if answers_ping(port) {
+            return;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
